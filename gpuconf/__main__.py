@@ -1,0 +1,3 @@
+from gpuconf.cli import main
+
+raise SystemExit(main())
