@@ -1,0 +1,174 @@
+"""Small helpers shared by the fact parsers: the "could not parse" result, value
+normalisation for NVIDIA/sysfs style strings, and PCI address canonicalisation.
+
+Why one place: nvidia-smi alone spells "no value" six ways (``N/A``, ``[N/A]``,
+``[Not Supported]``, ``Unknown Error``, ``ERR!``, ``Requested functionality has been
+deprecated``), and the same GPU is ``00000000:19:00.0`` in ``nvidia-smi -q``,
+``0000:19:00`` in an Xid line and ``0000:19:00.0`` in sysfs. Parsers normalise with
+these helpers so that tasks can compare values across sources.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Unparseable:
+    """The output was not in any format the parser knows.
+
+    ``reason`` says what was expected; ``excerpt`` is the start of the text, so a
+    report can show what the host actually printed.
+    """
+
+    reason: str
+    excerpt: str = ""
+
+
+def unparseable(reason: str, text: str) -> Unparseable:
+    """Build an :class:`Unparseable` with a short excerpt of ``text``."""
+    return Unparseable(reason=reason, excerpt=text.strip()[:200])
+
+
+_UNAVAILABLE = {
+    "",
+    "n/a",
+    "na",
+    "-",
+    "not supported",
+    "unknown error",
+    "err!",
+    "requested functionality has been deprecated",
+    "insufficient permissions",
+    "gpu is lost",
+    "not found",
+    "unknown",
+    "none available",
+    "<none>",
+}
+
+_ERROR_VALUES = {"unknown error", "err!", "gpu is lost", "insufficient permissions"}
+
+
+def is_unavailable(value: str | None) -> bool:
+    """True for every spelling of "no value" (``N/A``, ``[N/A]``, ``[Not Supported]`` ...)."""
+    if value is None:
+        return True
+    return value.strip().strip("[]").strip().lower() in _UNAVAILABLE
+
+
+def is_error_value(value: str | None) -> bool:
+    """True when the value is an error report (``Unknown Error``, ``ERR!``), not just absent."""
+    if value is None:
+        return False
+    return value.strip().strip("[]").strip().lower() in _ERROR_VALUES
+
+
+def text_value(value: str | None) -> str | None:
+    """The stripped value, or None when it is one of the "no value" spellings."""
+    if is_unavailable(value):
+        return None
+    return value.strip()  # type: ignore[union-attr]
+
+
+_NUMBER_WITH_UNIT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(%|[A-Za-z/()]+(?:\s?[A-Za-z/()]+)*)?$")
+
+
+def number_value(value: str | None) -> Number | None:
+    """The leading number of ``"81559 MiB"``, ``"67.74 W"``, ``"16x"``, ``"29 C"``.
+
+    Integers stay ``int``; anything with a decimal point becomes ``float``. Returns None
+    for "no value" spellings and for text that is not a number with an optional unit.
+    """
+    if is_unavailable(value):
+        return None
+    match = _NUMBER_WITH_UNIT.match(value.strip())  # type: ignore[union-attr]
+    if not match:
+        return None
+    digits = match.group(1)
+    return float(digits) if "." in digits else int(digits)
+
+
+def int_value(value: str | None) -> int | None:
+    """Like :func:`number_value` but only for whole numbers; hex (``0x1F``) is accepted."""
+    if is_unavailable(value):
+        return None
+    text = value.strip()  # type: ignore[union-attr]
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+        return int(text, 16)
+    number = number_value(text)
+    return number if isinstance(number, int) else None
+
+
+def float_value(value: str | None) -> float | None:
+    """Like :func:`number_value` but always a float (or None)."""
+    number = number_value(value)
+    return None if number is None else float(number)
+
+
+_ENABLED = {"enabled", "on", "yes", "active", "true", "1"}
+_DISABLED = {"disabled", "off", "no", "not active", "false", "0"}
+
+
+def bool_value(value: str | None) -> bool | None:
+    """``Enabled``/``On``/``Yes``/``Active`` -> True; the opposites -> False; else None."""
+    if value is None:
+        return None
+    text = value.strip().strip("[]").strip().lower()
+    if text in _ENABLED:
+        return True
+    if text in _DISABLED:
+        return False
+    return None
+
+
+_PCI_ADDRESS = re.compile(
+    r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
+    r"(?P<device>[0-9a-fA-F]{1,2})(?:\.(?P<function>[0-7]))?$"
+)
+
+
+def canonical_pci_address(address: str | None) -> str | None:
+    """``00000000:19:00.0`` / ``PCI:0000:19:00`` / ``19:00.0`` -> ``0000:19:00.0``.
+
+    The sysfs spelling (4-digit domain, lower case, function defaulting to 0), so that a
+    GPU from ``nvidia-smi -q``, an Xid line and ``/sys/bus/pci/devices`` compare equal.
+    Returns None when the text is not a PCI address.
+    """
+    if address is None:
+        return None
+    match = _PCI_ADDRESS.match(address.strip())
+    if not match:
+        return None
+    domain = int(match.group("domain") or "0", 16)
+    return "{:04x}:{:02x}:{:02x}.{}".format(
+        domain,
+        int(match.group("bus"), 16),
+        int(match.group("device"), 16),
+        match.group("function") or "0",
+    )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI colour and cursor escape sequences (``nvidia-smi topo -m`` underlines)."""
+    return _ANSI.sub("", text)
+
+
+def normalise_quotes(text: str) -> str:
+    """Turn curly apostrophes and quotes (copy/paste artefacts) into ASCII ones."""
+    return (
+        text.replace("\u2019", "'")
+        .replace("\u2018", "'")
+        .replace("\u201c", '"')
+        .replace("\u201d", '"')
+    )
+
+
+def snake_case(label: str) -> str:
+    """``"HW Power Brake Slowdown"`` -> ``"hw_power_brake_slowdown"``."""
+    return re.sub(r"[^0-9a-z]+", "_", label.strip().lower()).strip("_")

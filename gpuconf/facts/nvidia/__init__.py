@@ -1,0 +1,151 @@
+"""NVIDIA facts: pure parsers for nvidia-smi, the loaded/installed driver, nvcc and
+fabric manager output. Import from here; the submodules are an implementation detail.
+
+==============================================  ======================================
+command                                         parser
+==============================================  ======================================
+``nvidia-smi -L``                               :func:`parse_gpu_list`
+``nvidia-smi -q`` / ``-q -d SECTIONS``          :func:`parse_nvidia_smi_query`
+``nvidia-smi -q -x``                            :func:`parse_nvidia_smi_query_xml`
+``nvidia-smi --query-*=... --format=csv``       :func:`parse_query_csv`
+``nvidia-smi dmon``                             :func:`parse_dmon`
+``nvidia-smi`` (the default table)              :func:`parse_nvidia_smi_table`
+``nvidia-smi nvlink -s``                        :func:`parse_nvlink_status`
+``nvidia-smi topo -m``                          :func:`parse_topology`
+``nvidia-smi --version``                        :func:`parse_nvidia_smi_version`
+any nvidia-smi output                           :func:`detect_nvidia_smi_failure`
+``cat /proc/driver/nvidia/version``             :func:`parse_proc_driver_version`
+``modinfo nvidia`` / ``modinfo -F version``     :func:`parse_modinfo` / :func:`parse_modinfo_version`
+``nvcc --version``                              :func:`parse_nvcc_version`
+fabric manager log / journal                    :func:`parse_fabric_manager_log`, :func:`find_version_mismatch`
+==============================================  ======================================
+"""
+from gpuconf.facts.nvidia.csv import DmonSamples, QueryCsv, csv_value, parse_dmon, parse_query_csv
+from gpuconf.facts.nvidia.driver import (
+    OPEN,
+    PROPRIETARY,
+    LoadedDriver,
+    ModuleInfo,
+    NvccVersion,
+    parse_modinfo,
+    parse_modinfo_version,
+    parse_nvcc_version,
+    parse_proc_driver_version,
+)
+from gpuconf.facts.nvidia.fabricmanager import (
+    FabricManagerLog,
+    FabricManagerVersionMismatch,
+    NvswitchError,
+    find_version_mismatch,
+    parse_fabric_manager_log,
+)
+from gpuconf.facts.nvidia.failure import (
+    DRIVER_LIBRARY_MISMATCH,
+    DRIVER_NOT_LOADED,
+    FAILURE_KINDS,
+    GPU_LOST,
+    INSUFFICIENT_PERMISSIONS,
+    NO_DEVICES,
+    NVML_INIT_FAILED,
+    NvidiaSmiFailure,
+    detect_nvidia_smi_failure,
+)
+from gpuconf.facts.nvidia.listing import (
+    GpuList,
+    ListedGpu,
+    ListedMigDevice,
+    NvidiaSmiVersion,
+    parse_gpu_list,
+    parse_nvidia_smi_version,
+)
+from gpuconf.facts.nvidia.nvlink import GpuNvlinks, NvlinkLink, NvlinkStatus, parse_nvlink_status
+from gpuconf.facts.nvidia.query import parse_nvidia_smi_query, parse_nvidia_smi_query_xml
+from gpuconf.facts.nvidia.query_model import (
+    CLOCK_EVENT_REASON_BITS,
+    ClockEventReasons,
+    Clocks,
+    EccErrors,
+    Fabric,
+    GpuDetails,
+    GpuProcess,
+    MemoryUsage,
+    MigDevice,
+    NvidiaSmiQuery,
+    PcieLink,
+    PowerReadings,
+    RemappedRows,
+    RetiredPages,
+    Temperatures,
+    Utilization,
+    decode_clock_event_reasons,
+)
+from gpuconf.facts.nvidia.table import NvidiaSmiTable, TableGpu, TableMigDevice, TableProcess, parse_nvidia_smi_table
+from gpuconf.facts.nvidia.topology import GpuAffinity, Topology, parse_topology
+
+__all__ = [
+    "CLOCK_EVENT_REASON_BITS",
+    "DRIVER_LIBRARY_MISMATCH",
+    "DRIVER_NOT_LOADED",
+    "FAILURE_KINDS",
+    "GPU_LOST",
+    "INSUFFICIENT_PERMISSIONS",
+    "NO_DEVICES",
+    "NVML_INIT_FAILED",
+    "OPEN",
+    "PROPRIETARY",
+    "ClockEventReasons",
+    "Clocks",
+    "csv_value",
+    "decode_clock_event_reasons",
+    "detect_nvidia_smi_failure",
+    "DmonSamples",
+    "EccErrors",
+    "Fabric",
+    "FabricManagerLog",
+    "FabricManagerVersionMismatch",
+    "find_version_mismatch",
+    "GpuAffinity",
+    "GpuDetails",
+    "GpuList",
+    "GpuNvlinks",
+    "GpuProcess",
+    "ListedGpu",
+    "ListedMigDevice",
+    "LoadedDriver",
+    "MemoryUsage",
+    "MigDevice",
+    "ModuleInfo",
+    "NvccVersion",
+    "NvidiaSmiFailure",
+    "NvidiaSmiQuery",
+    "NvidiaSmiTable",
+    "NvidiaSmiVersion",
+    "NvlinkLink",
+    "NvlinkStatus",
+    "NvswitchError",
+    "parse_dmon",
+    "parse_fabric_manager_log",
+    "parse_gpu_list",
+    "parse_modinfo",
+    "parse_modinfo_version",
+    "parse_nvcc_version",
+    "parse_nvidia_smi_query",
+    "parse_nvidia_smi_query_xml",
+    "parse_nvidia_smi_table",
+    "parse_nvidia_smi_version",
+    "parse_nvlink_status",
+    "parse_proc_driver_version",
+    "parse_query_csv",
+    "parse_topology",
+    "PcieLink",
+    "PowerReadings",
+    "QueryCsv",
+    "RemappedRows",
+    "RetiredPages",
+    "TableGpu",
+    "TableMigDevice",
+    "TableProcess",
+    "Temperatures",
+    "Topology",
+    "Utilization",
+]
