@@ -1,0 +1,131 @@
+"""The `gpuconf` command: parse arguments, call into the package, map errors to exit codes."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuconf import __version__, yamlsrc
+from gpuconf.errors import GpuconfError, UsageError
+
+EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or changes (apply
+--detailed-exitcodes), 4 a task failed or could not be checked, 8 a host was
+unreachable, 1 bad usage or invalid input (nothing ran), 130 interrupted."""
+
+
+def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+    """`-e KEY=VALUE`, `-e @file.yml` and `-e '{"k": 1}'`; later ones win."""
+    from gpuconf.inventory import load_vars_file
+
+    result: dict[str, Any] = {}
+    for item in items:
+        if item.startswith("@"):
+            result.update(load_vars_file(Path(item[1:])))
+        elif item.lstrip().startswith("{"):
+            data = yamlsrc.load_text(item, "<-e>")
+            if not isinstance(data, dict):
+                raise UsageError(f"-e {item!r}: expected a mapping")
+            result.update(yamlsrc.plain(data))
+        else:
+            key, sep, value = item.partition("=")
+            if not sep or not key.isidentifier():
+                raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
+            result[key] = value
+    return result
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("playbook")
+    parser.add_argument("-i", "--inventory", required=True, help="inventory name, path, or host list 'a,b,'")
+    parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
+    parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
+    parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
+    parser.add_argument("-f", "--forks", type=int, default=50, help="hosts in parallel (default 50)")
+    parser.add_argument("-D", "--diff", action="store_true", help="show what would change")
+    parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
+    parser.add_argument("--report", metavar="FILE", help="also write a JSON report (docs/report-schema.json)")
+    parser.add_argument("--accept-new-host-keys", action="store_true",
+                        help="trust unknown host keys on first use (changed keys are always refused)")
+    parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS", help="stop starting tasks after this long")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuconf", description="Declarative remediation for GPU servers.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpuconf {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _run_options(sub.add_parser("check", help="report drift, change nothing", epilog=EPILOG))
+    _run_options(sub.add_parser("apply", help="converge, then verify", epilog=EPILOG))
+    validate = sub.add_parser("validate", help="static checks, no connection")
+    validate.add_argument("playbook")
+    validate.add_argument("-i", "--inventory", required=True)
+    validate.add_argument("-l", "--limit")
+    validate.add_argument("-e", "--extra-vars", action="append", default=[])
+    inventory = sub.add_parser("inventory", help="show the merged inventory")
+    inventory.add_argument("-i", "--inventory", required=True)
+    inventory.add_argument("--host")
+    tasks = sub.add_parser("tasks", help="document task types")
+    tasks.add_argument("name", nargs="?")
+    facts = sub.add_parser("facts", help="gather a host's facts as JSON")
+    facts.add_argument("host")
+    facts.add_argument("-i", "--inventory", required=True)
+    facts.add_argument("-c", "--connection", choices=["ssh", "local"])
+    facts.add_argument("--accept-new-host-keys", action="store_true")
+    sub.add_parser("lab", help="the simulated GPU fleet (gpuconf lab --help)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "lab":
+        return _lab(argv[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 1 if exc.code not in (0, None) else 0
+    if not args.command:
+        parser.print_help()
+        return 1
+    try:
+        from gpuconf import commands
+
+        return getattr(commands, args.command)(args)
+    except GpuconfError as exc:
+        print(f"gpuconf: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("gpuconf: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
+        if os.environ.get("GPUCONF_DEBUG"):
+            raise
+        print(f"gpuconf: internal error: {type(exc).__name__}: {exc} (GPUCONF_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+def _lab(argv: list[str]) -> int:
+    try:
+        from gpuconf.lab.cli import main as lab_main
+    except ImportError as exc:
+        print(f"gpuconf: error: the lab is not available: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return lab_main(argv)
+    except GpuconfError as exc:
+        print(f"gpuconf: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

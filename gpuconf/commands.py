@@ -1,0 +1,143 @@
+"""What each CLI verb does, given parsed arguments."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from gpuconf.errors import GpuconfError, UsageError
+
+
+def _split(text: str) -> set[str]:
+    return {t.strip() for t in (text or "").split(",") if t.strip()}
+
+
+def _project_dirs(playbook: str | None) -> list[Path]:
+    dirs = [Path.cwd()]
+    if playbook:
+        parent = Path(playbook).resolve().parent
+        dirs += [parent, parent.parent]
+    return list(dict.fromkeys(dirs))
+
+
+def _load(args: Any):
+    from gpuconf.cli import parse_extra_vars
+    from gpuconf.inventory import load_inventory
+    from gpuconf.playbook.loader import load_playbook
+
+    inventory = load_inventory(args.inventory, _project_dirs(getattr(args, "playbook", None)))
+    playbook = load_playbook(args.playbook)
+    return inventory, playbook, parse_extra_vars(args.extra_vars)
+
+
+def check(args: Any) -> int:
+    return _run(args, "check")
+
+
+def apply(args: Any) -> int:
+    return _run(args, "apply")
+
+
+def _run(args: Any, verb: str) -> int:
+    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.runner import Runner
+    from gpuconf.patterns import limit_hosts, match_hosts
+    from gpuconf.report import jsonreport
+    from gpuconf.report.text import TextReporter
+
+    if args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    inventory, playbook, extra = _load(args)
+    if args.limit:
+        all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
+        limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty
+    options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
+                         diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
+                         connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
+                         deadline=args.deadline)
+    reporter = TextReporter(verbose=args.verbose, diff=args.diff)
+    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task)
+    for play in playbook.plays:
+        reporter.play(play.name)
+        break
+    previous = signal.getsignal(signal.SIGINT)
+
+    def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out
+        runner.stop_event.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, interrupt)
+    try:
+        result = runner.run()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
+    reporter.recap(result)
+    if args.report:
+        jsonreport.write(result, args.report)
+    return result.exit_code
+
+
+def validate(args: Any) -> int:
+    from gpuconf.engine.validate import validate as run_validate
+
+    inventory, playbook, extra = _load(args)
+    problems = run_validate(inventory, playbook, extra, args.limit)
+    errors = [p for p in problems if ": warning: " not in p]
+    for problem in problems:
+        print(("gpuconf: " if ": warning: " in problem else "gpuconf: error: ") + problem, file=sys.stderr)
+    if errors:
+        return 1
+    tasks = sum(len(p.tasks) for p in playbook.plays)
+    print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(inventory.hosts)} host(s): valid")
+    return 0
+
+
+def inventory(args: Any) -> int:
+    from gpuconf.inventory import load_inventory
+    from gpuconf.suggest import did_you_mean
+
+    inv = load_inventory(args.inventory, _project_dirs(None))
+    if args.host:
+        if args.host not in inv.hosts:
+            raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
+        data = {"host": args.host, "groups": inv.host_groups(args.host), "vars": inv.host_vars(args.host)}
+    else:
+        data = inv.to_dict()
+    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    return 0
+
+
+def tasks(args: Any) -> int:
+    from gpuconf.tasks.docs import describe, list_types
+
+    print(describe(args.name) if args.name else list_types())
+    return 0
+
+
+def facts(args: Any) -> int:
+    from gpuconf.connection.base import ConnectionSpec
+    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.runner import default_connection
+    from gpuconf.engine.session import HostSession
+    from gpuconf.facts import gather
+    from gpuconf.inventory import load_inventory
+    from gpuconf.suggest import did_you_mean
+
+    inv = load_inventory(args.inventory, _project_dirs(None))
+    if args.host not in inv.hosts:
+        raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
+    spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
+                                    {"connection": args.connection} if args.connection else None)
+    connection = default_connection(spec, RunOptions(accept_new_host_keys=args.accept_new_host_keys))
+    session = HostSession(args.host, connection)
+    try:
+        session.fetch(gather.fact_requests())
+        values = {f.key: session.cache.get(f.key) for f in gather.fact_requests()}
+    finally:
+        connection.close()
+    print(json.dumps(gather.assemble(values), indent=2, sort_keys=True, default=str))
+    return 0

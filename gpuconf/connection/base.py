@@ -1,0 +1,148 @@
+"""The connection protocol: each `call` is one round trip to the remote runner.
+
+The runner (`remote.py`) is sent on stdin with the request, so nothing is
+installed on a host and every host runs exactly the controller's version.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuconf.errors import InventoryError, RemoteError
+
+SEPARATOR = "\n#--gpuconf-request--\n"
+SCRIPT = (Path(__file__).with_name("remote.py")).read_text()
+BOOTSTRAP = (
+    "import sys;s=sys.stdin.read();a,b=s.split(%r,1);"
+    "exec(compile(a,'gpuconf-remote','exec'),{'REQUEST':b,'__name__':'gpuconf_remote'})" % SEPARATOR
+)
+
+# Ansible's names are accepted too, so an Ansible inventory works unchanged.
+ALIASES = {
+    "ansible_host": "address",
+    "ansible_port": "port",
+    "ansible_user": "user",
+    "ansible_ssh_private_key_file": "ssh_key",
+    "ansible_become": "become",
+    "ansible_connection": "connection",
+    "ansible_python_interpreter": "python",
+}
+CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "connection", "connect_timeout",
+                   "connect_retries", "jump_host", "known_hosts_file", "python", "command_timeout")
+
+
+class ConnectionSpec(BaseModel):
+    """How to reach one host, read from its inventory variables."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    host: str
+    address: str = ""
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    ssh_key: str | None = None
+    become: bool = False
+    connection: str = "ssh"
+    connect_timeout: float = Field(10.0, gt=0)
+    connect_retries: int = Field(2, ge=0, le=10)
+    jump_host: str | None = None
+    known_hosts_file: str | None = None
+    python: str = "python3"
+
+    @field_validator("connection")
+    @classmethod
+    def _known_connection(cls, value: str) -> str:
+        if value not in ("ssh", "local"):
+            raise ValueError(f"connection must be 'ssh' or 'local', not '{value}'")
+        return value
+
+    @model_validator(mode="after")
+    def _default_address(self) -> "ConnectionSpec":
+        if not self.address:
+            object.__setattr__(self, "address", self.host)
+        return self
+
+    @classmethod
+    def from_vars(cls, host: str, variables: dict, overrides: dict | None = None) -> "ConnectionSpec":
+        values = {"host": host}
+        for key, value in variables.items():
+            name = ALIASES.get(key, key)
+            if name in CONNECTION_VARS:
+                values[name] = value
+        values.update(overrides or {})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise InventoryError(f"host {host}: bad connection variable '{field}': {first['msg']}") from None
+
+
+def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None) -> str:
+    command = f"{shlex.quote(spec.python)} -B -c {shlex.quote(BOOTSTRAP)}"
+    if (spec.become if become is None else become) and remote_user != "root":
+        command = f"sudo -n -- {command}"
+    return command
+
+
+def payload(ops: list[dict], readonly: bool) -> bytes:
+    return (SCRIPT + SEPARATOR + json.dumps({"readonly": readonly, "ops": ops})).encode()
+
+
+def explain_failure(host: str, stderr: str, rc: int | None) -> str:
+    """Turn a runner that did not run into a message that says what to do."""
+    tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if "password is required" in stderr or "a terminal is required" in stderr:
+        return (f"sudo on {host} wants a password: become needs passwordless sudo (NOPASSWD) "
+                f"for this user ({tail})")
+    if rc == 127 or "not found" in stderr:
+        return f"python3 was not found on {host}: gpuconf runs its probes with python3 (>= 3.6) ({tail})"
+    return f"the gpuconf runner failed on {host} (exit {rc}): {tail or 'no output'}"
+
+
+def parse_replies(host: str, ops: list[dict], stdout: str, stderr: str, rc: int | None,
+                  cut_short: str | None = None) -> list[dict]:
+    """Align the runner's JSON lines with the ops sent.
+
+    An op without a reply was not reached: it gets an `error` saying why."""
+    replies: dict[int, dict] = {}
+    done = False
+    for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if reply.get("done"):
+            done = True
+        elif "i" in reply:
+            replies[reply["i"]] = reply
+    if not done and not replies and cut_short is None:
+        raise RemoteError(explain_failure(host, stderr, rc))
+    reason = cut_short or ("the runner stopped early: " + explain_failure(host, stderr, rc) if not done else "")
+    return [replies.get(i, {"i": i, "error": reason or "no reply", "lost": True}) for i in range(len(ops))]
+
+
+class Connection:
+    """Base class: counts connections and round trips for the benchmarks."""
+
+    def __init__(self, spec: ConnectionSpec):
+        self.spec = spec
+        self.round_trips = 0
+        self.connects = 0
+
+    def open(self) -> None:
+        raise NotImplementedError
+
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+        """Run `ops` on the host in one round trip; replies align with ops.
+
+        `become` overrides the host's own setting for this call (sudo -n)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass

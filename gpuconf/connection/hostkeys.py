@@ -1,0 +1,83 @@
+"""Strict host key checking, with opt-in trust on first use.
+
+An unknown key is refused unless `accept_new` is set; then it is appended to
+the known_hosts file under an exclusive flock, so that many first connections
+in parallel never corrupt the file. A changed key is always refused.
+"""
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import paramiko
+
+from gpuconf.errors import HostKeyError
+
+_lock = threading.Lock()
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(address: str, port: int) -> str:
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def default_files(extra: str | None) -> list[Path]:
+    files = [Path(extra).expanduser()] if extra else []
+    files.append(Path("~/.ssh/known_hosts").expanduser())
+    return files
+
+
+def load(files: list[Path]) -> paramiko.HostKeys:
+    keys = paramiko.HostKeys()
+    for path in files:
+        if path.exists():
+            try:
+                keys.load(str(path))
+            except (OSError, paramiko.SSHException) as exc:
+                raise HostKeyError(f"cannot read known_hosts file {path}: {exc}") from None
+    return keys
+
+
+class Policy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown keys, or record them when trust on first use is allowed."""
+
+    def __init__(self, accept_new: bool, record_to: Path):
+        self.accept_new = accept_new
+        self.record_to = record_to
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if not self.accept_new:
+            raise HostKeyError(
+                f"host key for {hostname} is not known ({key.get_name()} {fingerprint(key)}); "
+                f"verify it and add it to {self.record_to}, or pass --accept-new-host-keys to trust it on first use"
+            )
+        append(self.record_to, hostname, key)
+
+
+def append(path: Path, hostname: str, key: paramiko.PKey) -> None:
+    line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock:  # flock is per open file description; the thread lock covers this process
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def changed_key_error(hostname: str, exc: paramiko.BadHostKeyException) -> HostKeyError:
+    return HostKeyError(
+        f"host key for {hostname} has CHANGED: known_hosts has {fingerprint(exc.expected_key)}, "
+        f"the host offered {exc.key.get_name()} {fingerprint(exc.key)}. Refusing to connect: "
+        "this may be a man-in-the-middle; if the host was reinstalled, remove the old key and verify the new one"
+    )

@@ -1,0 +1,33 @@
+"""The local connection: the same runner, on this machine, through a subprocess."""
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+
+from gpuconf.connection.base import Connection, parse_replies, payload, runner_command
+from gpuconf.errors import ConnectError
+
+
+class LocalConnection(Connection):
+    """`-c local`: no SSH; commands run here, through sudo when become is set."""
+
+    def open(self) -> None:
+        self.connects += 1
+        self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
+
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+        if not self.connects:
+            self.open()
+        self.round_trips += 1
+        command = runner_command(self.spec, self.remote_user, become)
+        try:
+            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly),
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"").decode("utf-8", "replace")
+            return parse_replies(self.spec.host, ops, out, "", None, "no answer within the call's deadline")
+        except OSError as exc:
+            raise ConnectError(f"cannot run the local runner: {exc}") from None
+        return parse_replies(self.spec.host, ops, proc.stdout.decode("utf-8", "replace"),
+                             proc.stderr.decode("utf-8", "replace"), proc.returncode)

@@ -1,0 +1,255 @@
+# The remote runner: sent over stdin and run by the host's python3 for every
+# round trip. Standard library only, Python >= 3.6. It reads a JSON request
+# ({"readonly": bool, "ops": [...]}) and prints one JSON line per op result as
+# each finishes, so that a run cut short still says what was done.
+import base64
+import grp
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+MAX_CONTENT = 4 * 1024 * 1024
+MAX_OUTPUT = 1024 * 1024
+WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
+ENV = dict(os.environ, LC_ALL="C", LANG="C", PYTHONDONTWRITEBYTECODE="1")
+ENV["PATH"] = ENV.get("PATH", "/usr/bin:/bin") + ":/usr/local/sbin:/usr/sbin:/sbin"
+
+
+def emit(result):
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def text(data):
+    if len(data) > MAX_OUTPUT:
+        data = data[-MAX_OUTPUT:]
+    return data.decode("utf-8", "replace")
+
+
+def run_shell(cmd, timeout, stdin_data=None):
+    """Run `cmd` in its own process group; on timeout kill the whole group.
+
+    A process stuck in the kernel (a wedged GPU) cannot be reaped, so after the
+    kill we wait only briefly and abandon it rather than hang with it."""
+    started = time.time()
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", cmd], stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin_data, timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            out, err = b"", b"process did not exit after SIGKILL (stuck in the kernel)"
+    return {"rc": proc.returncode if proc.returncode is not None else -9, "out": text(out or b""),
+            "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3)}
+
+
+def names(st):
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return owner, group
+
+
+def op_stat(op):
+    path = op["path"]
+    try:
+        st = os.stat(path) if op.get("follow") else os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False}
+    except NotADirectoryError:
+        return {"exists": False}
+    except OSError as exc:
+        return {"error": exc.strerror}
+    owner, group = names(st)
+    result = {"exists": True, "mode": stat.S_IMODE(st.st_mode), "owner": owner, "group": group,
+              "size": st.st_size, "uid": st.st_uid, "gid": st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        result.update(kind="symlink", target=os.readlink(path))
+    elif stat.S_ISDIR(st.st_mode):
+        result["kind"] = "directory"
+    elif stat.S_ISREG(st.st_mode):
+        result["kind"] = "file"
+        try:
+            data = read_bounded(path)
+        except OSError as exc:
+            return dict(result, error=exc.strerror)
+        result["sha256"] = hashlib.sha256(data).hexdigest()
+        if op.get("content") and len(data) <= MAX_CONTENT:
+            result["content_b64"] = base64.b64encode(data).decode()
+    else:
+        result["kind"] = "other"
+    return result
+
+
+def read_bounded(path):
+    # small reads: procfs/sysfs handlers allocate a buffer of the requested size
+    chunks, total = [], 0
+    with open(path, "rb") as handle:
+        while total <= MAX_CONTENT:
+            chunk = handle.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return b"".join(chunks)
+
+
+def resolve_ids(owner, group):
+    uid = -1 if owner is None else (int(owner) if str(owner).isdigit() else pwd.getpwnam(owner).pw_uid)
+    gid = -1 if group is None else (int(group) if str(group).isdigit() else grp.getgrnam(group).gr_gid)
+    return uid, gid
+
+
+def op_write(op):
+    """Atomic write: temp file in the same directory, fsync, rename.
+
+    Mode and owner default to those of the file being replaced."""
+    path = op["path"]
+    data = base64.b64decode(op["content_b64"])
+    directory = os.path.dirname(path) or "."
+    mode, uid, gid = op.get("mode"), -1, -1
+    try:
+        old = os.stat(path)
+        if mode is None:
+            mode = stat.S_IMODE(old.st_mode)
+        uid, gid = old.st_uid, old.st_gid
+    except FileNotFoundError:
+        old = None
+        if mode is None:
+            mode = 0o644
+    want_uid, want_gid = resolve_ids(op.get("owner"), op.get("group"))
+    uid = want_uid if want_uid != -1 else uid
+    gid = want_gid if want_gid != -1 else gid
+    backup = None
+    if old is not None and op.get("backup"):
+        backup = "%s.%s.gpuconf~" % (path, time.strftime("%Y%m%dT%H%M%S"))
+        shutil.copy2(path, backup)
+    tmp = os.path.join(directory, ".%s.gpuconf-%d.tmp" % (os.path.basename(path), os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            if uid != -1 or gid != -1:
+                os.fchown(handle.fileno(), uid, gid)
+            os.fsync(handle.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dirfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
+    return {"ok": True, "backup": backup}
+
+
+def op_mkdir(op):
+    path, mode = op["path"], op.get("mode")
+    if not os.path.isdir(path):
+        os.makedirs(path, mode if mode is not None else 0o755)
+    if mode is not None:
+        os.chmod(path, mode)
+    uid, gid = resolve_ids(op.get("owner"), op.get("group"))
+    if uid != -1 or gid != -1:
+        os.chown(path, uid, gid)
+    return {"ok": True}
+
+
+def op_remove(op):
+    path = op["path"]
+    if os.path.isdir(path) and not os.path.islink(path):
+        if op.get("recursive"):
+            shutil.rmtree(path)
+        else:
+            os.rmdir(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    return {"ok": True}
+
+
+def op_symlink(op):
+    path, target = op["path"], op["target"]
+    tmp = "%s.gpuconf-%d.tmp" % (path, os.getpid())
+    os.symlink(target, tmp)
+    os.rename(tmp, path)
+    return {"ok": True}
+
+
+def op_reboot(op):
+    # Detach, so the reply reaches the controller before the host goes down.
+    subprocess.Popen(["/bin/sh", "-c", "sleep %s; %s" % (float(op.get("delay", 1)), op["cmd"])],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     env=ENV, start_new_session=True)
+    return {"ok": True}
+
+
+def main(request):
+    readonly = request.get("readonly", True)
+    stop = False
+    for index, op in enumerate(request["ops"]):
+        kind = op.get("op")
+        result = {"i": index}
+        if stop:
+            result["skipped"] = True
+        elif readonly and kind in WRITE_OPS:
+            result["error"] = "refused: '%s' in a read-only (check) request" % kind
+            stop = True
+        else:
+            try:
+                if kind == "sh":
+                    result.update(run_shell(op["cmd"], op.get("timeout", 10)))
+                elif kind == "run":
+                    stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
+                    result.update(run_shell(op["cmd"], op.get("timeout", 600), stdin_data))
+                    if op.get("check", True) and (result["rc"] != 0 or result["timed_out"]):
+                        stop = True
+                elif kind == "stat":
+                    result.update(op_stat(op))
+                elif kind == "write":
+                    result.update(op_write(op))
+                elif kind == "mkdir":
+                    result.update(op_mkdir(op))
+                elif kind == "remove":
+                    result.update(op_remove(op))
+                elif kind == "symlink":
+                    result.update(op_symlink(op))
+                elif kind == "reboot":
+                    result.update(op_reboot(op))
+                else:
+                    result["error"] = "unknown op %r" % kind
+                    stop = True
+            except Exception as exc:  # report, never crash: the controller decides
+                result["error"] = "%s: %s" % (type(exc).__name__, exc)
+                stop = kind not in ("sh", "stat")
+        emit(result)
+    emit({"done": True})
+
+
+main(json.loads(REQUEST))  # noqa: F821 - REQUEST is injected by the bootstrap

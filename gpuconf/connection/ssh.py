@@ -1,0 +1,142 @@
+"""SSH connections with paramiko: one transport per host, one channel per call."""
+from __future__ import annotations
+
+import random
+import socket
+import time
+
+import paramiko
+
+from gpuconf.connection import hostkeys
+from gpuconf.connection.base import Connection, ConnectionSpec, parse_replies, payload, runner_command
+from gpuconf.errors import ConnectError, HostKeyError
+
+TRANSIENT = (socket.timeout, ConnectionRefusedError, ConnectionResetError, EOFError,
+             paramiko.ssh_exception.NoValidConnectionsError)
+
+
+class SSHConnection(Connection):
+    """A paramiko client whose transport is reused by every call of the run."""
+
+    def __init__(self, spec: ConnectionSpec, accept_new_host_keys: bool = False):
+        super().__init__(spec)
+        self.accept_new = accept_new_host_keys
+        self.client: paramiko.SSHClient | None = None
+        self.jump: paramiko.SSHClient | None = None
+
+    # -- connecting ---------------------------------------------------------
+    def open(self) -> None:
+        """Connect, retrying transient failures with backoff and jitter."""
+        attempts = self.spec.connect_retries + 1
+        for attempt in range(attempts):
+            try:
+                self._connect()
+                self.connects += 1
+                return
+            except ConnectError as exc:
+                self.close()
+                if not exc.transient or attempt == attempts - 1:
+                    raise
+            time.sleep(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
+
+    def _client(self, address: str, port: int, user: str | None, sock=None) -> paramiko.SSHClient:
+        spec = self.spec
+        files = hostkeys.default_files(spec.known_hosts_file)
+        client = paramiko.SSHClient()
+        client._system_host_keys = hostkeys.load(files)  # read-only: paramiko never rewrites them
+        client.set_missing_host_key_policy(hostkeys.Policy(self.accept_new, files[0]))
+        name = hostkeys.known_hosts_name(address, port)
+        try:
+            client.connect(
+                address, port=port, username=user, key_filename=spec.ssh_key,
+                look_for_keys=spec.ssh_key is None, allow_agent=spec.ssh_key is None,
+                timeout=spec.connect_timeout, banner_timeout=spec.connect_timeout,
+                auth_timeout=spec.connect_timeout, channel_timeout=spec.connect_timeout, sock=sock,
+            )
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise hostkeys.changed_key_error(name, exc) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise ConnectError(f"authentication failed for {user or 'default user'}@{name}: {exc}") from None
+        except TRANSIENT as exc:
+            client.close()
+            raise ConnectError(f"cannot connect to {name}: {exc or type(exc).__name__}", transient=True) from None
+        except (paramiko.SSHException, OSError) as exc:
+            client.close()
+            transient = "banner" in str(exc).lower() or "reset" in str(exc).lower() or isinstance(exc, OSError)
+            raise ConnectError(f"cannot connect to {name}: {exc}", transient=transient) from None
+        return client
+
+    def _connect(self) -> None:
+        spec = self.spec
+        sock = None
+        if spec.jump_host:
+            user, _, rest = spec.jump_host.rpartition("@")
+            jump_address, _, jump_port = rest.partition(":")
+            self.jump = self._client(jump_address, int(jump_port or 22), user or spec.user)
+            try:
+                sock = self.jump.get_transport().open_channel(
+                    "direct-tcpip", (spec.address, spec.port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
+            except (paramiko.SSHException, OSError) as exc:
+                raise ConnectError(f"jump host {spec.jump_host} cannot reach {spec.address}:{spec.port}: {exc}",
+                                   transient=True) from None
+        self.client = self._client(spec.address, spec.port, spec.user, sock)
+        transport = self.client.get_transport()
+        transport.set_keepalive(15)
+        self.remote_user = spec.user or transport.get_username()
+
+    # -- calls --------------------------------------------------------------
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+        if self.client is None:
+            self.open()
+        host = self.spec.host
+        try:
+            channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            channel.exec_command(runner_command(self.spec, self.remote_user, become))
+            channel.sendall(payload(ops, readonly))
+            channel.shutdown_write()
+        except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
+            self.close()
+            raise ConnectError(f"connection to {host} lost: {exc or type(exc).__name__}") from None
+        self.round_trips += 1
+        out, cut_short = self._read(channel, time.monotonic() + timeout)
+        err = b""
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        rc = channel.recv_exit_status() if channel.exit_status_ready() else None
+        channel.close()
+        if cut_short and "lost" in cut_short:
+            self.close()
+        return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
+                             cut_short)
+
+    def _read(self, channel: paramiko.Channel, deadline: float) -> tuple[bytes, str | None]:
+        chunks: list[bytes] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return b"".join(chunks), f"no answer from {self.spec.host} within the call's deadline"
+            channel.settimeout(min(remaining, 1.0))
+            try:
+                data = channel.recv(65536)
+            except socket.timeout:
+                if not self.client.get_transport().is_active():
+                    return b"".join(chunks), f"connection to {self.spec.host} lost"
+                continue
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                return b"".join(chunks), f"connection to {self.spec.host} lost: {exc}"
+            if not data:
+                if not channel.exit_status_ready() and not self.client.get_transport().is_active():
+                    return b"".join(chunks), f"connection to {self.spec.host} lost"
+                return b"".join(chunks), None
+            chunks.append(data)
+
+    def close(self) -> None:
+        for client in (self.client, self.jump):
+            if client is not None:
+                client.close()
+        self.client = self.jump = None

@@ -1,0 +1,1 @@
+"""Planning and running: plays over hosts, tasks over a host, handlers, reboots."""

@@ -1,0 +1,231 @@
+"""One play on one host: facts, then each task's check (and apply), then handlers.
+
+Exceptions become results here and nowhere else: a task that raises is a
+failed (or unknown) task, a lost connection makes the host unreachable.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
+from gpuconf.facts import gather
+from gpuconf.facts.base import FactUnavailable
+from gpuconf.playbook.models import Play, TaskDef
+from gpuconf.tasks.base import Check, Refused, Unknown
+from gpuconf.tasks.registry import TASK_TYPES, build_params
+from gpuconf.templating import Vars, evaluate_when, render
+
+from gpuconf.engine.context import ReadContext, WriteContext
+from gpuconf.engine.results import ChangeReport, Status, TaskResult
+from gpuconf.engine.session import HostSession
+
+
+@dataclass
+class RunOptions:
+    verb: str = "check"
+    tags: set[str] = field(default_factory=set)
+    skip_tags: set[str] = field(default_factory=set)
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    diff: bool = False
+    forks: int = 50
+    accept_new_host_keys: bool = False
+    connection: str | None = None
+    detailed_exitcodes: bool = False
+    deadline: float | None = None
+
+    @property
+    def check_mode(self) -> bool:
+        return self.verb == "check"
+
+
+def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
+    """Ansible's tag rules, including the special tags `always` and `never`."""
+    if task.tags & skip:
+        return False
+    if "never" in task.tags and not (task.tags - {"never"}) & tags and "never" not in tags:
+        return False
+    if not tags or "all" in tags:
+        return True
+    return bool(task.tags & tags) or "always" in task.tags
+
+
+class HostUnreachable(Exception):
+    pass
+
+
+class PlayOnHost:
+    def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
+                 session: HostSession, options: RunOptions, registered: dict[str, Any],
+                 emit: Callable[[TaskResult], None], stop: Callable[[], bool]):
+        self.play, self.host, self.session, self.options = play, host, session, options
+        self.host_vars, self.magic, self.registered = host_vars, magic, registered
+        self.emit, self.stop = emit, stop
+        self.facts: dict[str, Any] = {}
+        self.results: list[TaskResult] = []
+        self.notified: list[str] = []
+
+    # -- variables ------------------------------------------------------------
+    def task_vars(self, task: TaskDef) -> Vars:
+        magic = dict(self.magic, facts=self.facts, inventory_hostname=self.host)
+        return Vars(magic, self.options.extra_vars, self.registered, task.keywords.vars, task.role_params,
+                    self.play.vars, self.host_vars, task.role_defaults)
+
+    def prepare(self, task: TaskDef) -> tuple[Vars, Any] | None:
+        """Vars and rendered params, or None when `when` is false."""
+        variables = self.task_vars(task)
+        conditions = list(task.role_when)
+        if task.keywords.when is not None:
+            conditions.append(task.keywords.when)
+        for condition in conditions:
+            if not evaluate_when(condition, variables):
+                return None
+        rendered = render(task.params, variables)
+        try:
+            params = build_params(task.type, rendered)
+        except ValueError as exc:
+            raise TaskError(f"{task.type}: {exc}") from None
+        return variables, params
+
+    def _facts_of(self, tasks: list[TaskDef]) -> list:
+        facts = []
+        for task in tasks:
+            try:
+                prepared = self.prepare(task)
+            except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+                continue
+            if prepared is not None:
+                facts += TASK_TYPES[task.type].facts(prepared[1])
+        return facts
+
+    # -- the play -------------------------------------------------------------
+    def run(self) -> list[TaskResult]:
+        tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
+        try:
+            if self.play.keywords.gather_facts:
+                self.session.fetch(gather.fact_requests())
+                self.refresh_facts()
+            self.session.fetch(self._facts_of(tasks))
+            for index, task in enumerate(tasks):
+                if self.stop():
+                    break
+                result = self.run_task(task, tasks[index + 1:])
+                if result.status == Status.FAILED and not task.keywords.ignore_errors:
+                    break
+            else:
+                self.run_handlers()
+        except HostUnreachable:
+            pass
+        except ConnectError as exc:
+            self.results.append(self._result(None, Status.UNREACHABLE, error=exc.message))
+            self.emit(self.results[-1])
+        return self.results
+
+    def refresh_facts(self) -> None:
+        values = {f.key: self.session.cache.get(f.key) for f in gather.fact_requests()}
+        if all(v is not None for v in values.values()):
+            self.facts.clear()
+            self.facts.update(gather.assemble(values))
+
+    def run_handlers(self) -> None:
+        for handler in self.play.handlers:
+            names = {handler.name, *handler.keywords.listen}
+            if names & set(self.notified) and not self.stop():
+                self.run_task(handler, [], is_handler=True)
+
+    # -- one task -------------------------------------------------------------
+    def _result(self, task: TaskDef | None, status: Status, **kw: Any) -> TaskResult:
+        return TaskResult(
+            host=self.host, play=self.play.name, task=task.name if task else "connect", status=status,
+            type=task.type if task else "", role=task.role if task else None,
+            location=str(task.location) if task else "", secret=bool(task and task.keywords.no_log), **kw)
+
+    def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
+        started = time.monotonic()
+        try:
+            result = self._run_task(task, upcoming)
+        except ConnectError as exc:
+            result = self._result(task, Status.UNREACHABLE, error=exc.message)
+            self._finish(task, result, started)
+            raise HostUnreachable() from None
+        except TemplateError as exc:
+            result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' "
+                                  f"({task.location}) on host {self.host}")
+        except (Refused, TaskError, RemoteError) as exc:
+            result = self._result(task, Status.FAILED, error=str(exc))
+        except (Unknown, FactUnavailable) as exc:
+            result = self._result(task, Status.UNKNOWN, error=str(exc))
+        except GpuconfError as exc:
+            result = self._result(task, Status.FAILED, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug in a task must not kill the run
+            result = self._result(task, Status.FAILED, error=f"internal error in {task.type}: "
+                                  f"{type(exc).__name__}: {exc}")
+        result.handler = is_handler
+        self._finish(task, result, started)
+        return result
+
+    def _finish(self, task: TaskDef, result: TaskResult, started: float) -> None:
+        result.duration = round(time.monotonic() - started, 3)
+        if task.keywords.register:
+            self.registered[task.keywords.register] = {
+                "status": result.status.value, "changed": result.status in (Status.CHANGED, Status.WOULD_CHANGE),
+                "failed": result.status == Status.FAILED, "skipped": result.status == Status.SKIPPED,
+                "msg": result.message, "error": result.error, "stdout": result.stdout, "stderr": result.stderr,
+                "changes": [c.summary for c in result.changes], **result.data,
+            }
+        self.results.append(result)
+        self.emit(result)
+
+    def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
+        prepared = self.prepare(task)
+        if prepared is None:
+            return self._result(task, Status.SKIPPED, message="condition is false")
+        variables, params = prepared
+        task_type = TASK_TYPES[task.type]
+        become = task.become
+        read = ReadContext(self.session, variables, self.facts, self.options.check_mode, task.search_paths,
+                           become, task.keywords.timeout)
+        check = task_type.check(read, params)
+        if not check.changes:
+            if check.reboot_required:
+                self._mark_reboot(task.name)
+            return self._done(task, Status.OK, check, check.message)
+        if self.options.check_mode:
+            for change in check.changes:
+                if change.reboot:
+                    self.session.reboot_reasons.append(task.name)
+            self.notified += task.keywords.notify
+            return self._done(task, Status.WOULD_CHANGE, check, check.message)
+        write = WriteContext(self.session, variables, self.facts, False, task.search_paths, become,
+                             task.keywords.timeout, refresh=lambda: task_type.facts(params) +
+                             self._facts_of(upcoming), on_reboot=lambda _: self.refresh_after_reboot())
+        data = task_type.apply(write, params, check.changes) or {}
+        self.refresh_facts()
+        recheck = task_type.check(ReadContext(self.session, self.task_vars(task), self.facts, False,
+                                              task.search_paths, become, task.keywords.timeout), params)
+        left = [c for c in recheck.changes if c.verify]
+        if left:
+            raise TaskError("not idempotent: after apply, check still finds: " + "; ".join(c.summary for c in left))
+        if recheck.reboot_required or any(c.reboot for c in check.changes):
+            self._mark_reboot(task.name)
+        self.notified += task.keywords.notify
+        result = self._done(task, Status.CHANGED, check, check.message)
+        result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
+        result.data.update(data)
+        return result
+
+    def _mark_reboot(self, reason: str) -> None:
+        self.session.reboot_required = True
+        if reason not in self.session.reboot_reasons:
+            self.session.reboot_reasons.append(reason)
+
+    def refresh_after_reboot(self) -> None:
+        self.session.fetch(gather.fact_requests())
+        self.refresh_facts()
+
+    def _done(self, task: TaskDef, status: Status, check: Check, message: str) -> TaskResult:
+        reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
+                   for c in check.changes]
+        return self._result(task, status, message=message, changes=reports, reboot_required=check.reboot_required,
+                            data=dict(check.data))

@@ -1,0 +1,114 @@
+"""Typed results: a task on a host, a host in a run, the run itself.
+
+Results flow one way, from the runner to the reporters. Exit codes are one
+bitmask for both verbs: 2 drift (or changes with --detailed-exitcodes),
+4 a task failed or could not be checked, 8 a host was unreachable; 1 is bad
+input (nothing ran) and 130 an interrupted run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Status(str, Enum):
+    OK = "ok"
+    WOULD_CHANGE = "would_change"
+    CHANGED = "changed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNKNOWN = "unknown"
+    UNREACHABLE = "unreachable"
+
+
+EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 4, 8, 130
+
+
+@dataclass
+class ChangeReport:
+    summary: str
+    diff: str | None = None
+    before: object = None
+    after: object = None
+    ops: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TaskResult:
+    host: str
+    play: str
+    task: str
+    status: Status
+    type: str = ""
+    role: str | None = None
+    message: str = ""
+    changes: list[ChangeReport] = field(default_factory=list)
+    error: str | None = None
+    duration: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    handler: bool = False
+    reboot_required: bool = False
+    location: str = ""
+    secret: bool = False
+    data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
+
+
+@dataclass
+class HostResult:
+    host: str
+    tasks: list[TaskResult] = field(default_factory=list)
+    unreachable: bool = False
+    error: str | None = None
+    reboot_required: bool = False
+    round_trips: int = 0
+    connects: int = 0
+
+    def count(self, status: Status) -> int:
+        return sum(1 for t in self.tasks if t.status == status)
+
+    @property
+    def failed(self) -> bool:
+        return any(t.status in (Status.FAILED, Status.UNKNOWN) for t in self.tasks)
+
+    @property
+    def drifted(self) -> bool:
+        return any(t.status == Status.WOULD_CHANGE for t in self.tasks)
+
+    @property
+    def changed(self) -> bool:
+        return any(t.status == Status.CHANGED for t in self.tasks)
+
+
+@dataclass
+class RunResult:
+    verb: str
+    playbook: str
+    inventory: str
+    started: float
+    ended: float = 0.0
+    hosts: dict[str, HostResult] = field(default_factory=dict)
+    interrupted: bool = False
+    detailed_exitcodes: bool = False
+    plays: list[str] = field(default_factory=list)
+
+    def host(self, name: str) -> HostResult:
+        if name not in self.hosts:
+            self.hosts[name] = HostResult(name)
+        return self.hosts[name]
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        code = EXIT_OK
+        for host in self.hosts.values():
+            if host.unreachable:
+                code |= EXIT_UNREACHABLE
+            if host.failed:
+                code |= EXIT_FAILED
+            if self.verb == "check" and host.drifted:
+                code |= EXIT_DRIFT
+            if self.verb == "apply" and self.detailed_exitcodes and host.changed:
+                code |= EXIT_DRIFT
+        return code

@@ -1,0 +1,185 @@
+"""Run a playbook over an inventory: plays in order, hosts in parallel.
+
+Each host keeps one connection for the whole run, reused by every play. A
+play's hosts run in batches (`serial`); when a batch's failed plus
+unreachable hosts exceed `max_fail_percentage`, no further batch starts.
+Hosts that failed or were unreachable sit out the later plays.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from gpuconf.connection.base import Connection, ConnectionSpec
+from gpuconf.connection.local import LocalConnection
+from gpuconf.connection.ssh import SSHConnection
+from gpuconf.errors import ConnectError, GpuconfError
+from gpuconf.inventory import Inventory
+from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.playbook.models import Play, Playbook
+
+from gpuconf.engine.hostrun import PlayOnHost, RunOptions
+from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.engine.session import HostSession
+
+
+def batch_sizes(serial: Any, total: int) -> list[int]:
+    """Ansible's `serial`: an int, a percentage, or a list whose last repeats."""
+    if not serial:
+        return [total] if total else []
+    steps = serial if isinstance(serial, list) else [serial]
+    sizes, done, index = [], 0, 0
+    while done < total:
+        step = steps[min(index, len(steps) - 1)]
+        if isinstance(step, str) and step.strip().endswith("%"):
+            size = max(1, math.floor(total * float(step.strip()[:-1]) / 100))
+        else:
+            size = int(step)
+        size = max(1, min(size, total - done))
+        sizes.append(size)
+        done += size
+        index += 1
+    return sizes
+
+
+class _LazyGroups(Mapping):
+    def __init__(self, inventory: Inventory):
+        self.inventory = inventory
+        self.cache: dict[str, list[str]] = {}
+
+    def __getitem__(self, name: str) -> list[str]:
+        if name not in self.inventory.groups:
+            raise KeyError(name)
+        if name not in self.cache:
+            self.cache[name] = self.inventory.group_members(name)
+        return self.cache[name]
+
+    def __iter__(self):
+        return iter(self.inventory.groups)
+
+    def __len__(self) -> int:
+        return len(self.inventory.groups)
+
+
+class _LazyHostvars(Mapping):
+    def __init__(self, inventory: Inventory):
+        self.inventory = inventory
+
+    def __getitem__(self, name: str) -> dict:
+        if name not in self.inventory.hosts:
+            raise KeyError(name)
+        return self.inventory.host_vars(name)
+
+    def __iter__(self):
+        return iter(self.inventory.hosts)
+
+    def __len__(self) -> int:
+        return len(self.inventory.hosts)
+
+
+class Runner:
+    def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions, limit: str | None = None,
+                 emit: Callable[[TaskResult], None] = lambda r: None,
+                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None):
+        self.inventory, self.playbook, self.options, self.limit = inventory, playbook, options, limit
+        self.emit = emit
+        self.connect = connect or default_connection
+        self.stop_event = threading.Event()
+        self.sessions: dict[str, HostSession] = {}
+        self.registered: dict[str, dict[str, Any]] = {}
+        self.magic = {"groups": _LazyGroups(inventory), "hostvars": _LazyHostvars(inventory)}
+        self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
+
+    def stopped(self) -> bool:
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            return True
+        return self.stop_event.is_set()
+
+    def play_hosts(self, play: Play) -> list[str]:
+        return limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts), self.limit)
+
+    def run(self) -> RunResult:
+        result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
+                           detailed_exitcodes=self.options.detailed_exitcodes)
+        out_of_play: set[str] = set()
+        try:
+            for play in self.playbook.plays:
+                result.plays.append(play.name)
+                hosts = [h for h in self.play_hosts(play) if h not in out_of_play]
+                if not self._run_play(play, hosts, result, out_of_play):
+                    break
+        finally:
+            for name, session in self.sessions.items():
+                result.host(name).round_trips = session.connection.round_trips
+                result.host(name).connects = session.connection.connects
+                result.host(name).reboot_required = session.reboot_required
+                session.connection.close()
+            result.ended = time.time()
+            result.interrupted = self.stop_event.is_set()
+        return result
+
+    def _run_play(self, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
+        offset = 0
+        for size in batch_sizes(play.keywords.serial, len(hosts)):
+            if self.stopped():
+                return False
+            batch = hosts[offset: offset + size]
+            offset += size
+            with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
+                outcomes = list(pool.map(lambda h: self._host(play, h, result), batch))
+            bad = [h for h, ok in zip(batch, outcomes) if not ok]
+            out_of_play.update(bad)
+            limit = play.keywords.max_fail_percentage
+            if limit is not None and batch and 100.0 * len(bad) / len(batch) > limit:
+                return False
+        return True
+
+    def _session(self, host: str) -> HostSession:
+        if host not in self.sessions:
+            spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
+                                            {"connection": self.options.connection} if self.options.connection
+                                            else None)
+            self.sessions[host] = HostSession(host, self.connect(spec, self.options), lambda: self._deadline)
+        return self.sessions[host]
+
+    def _host(self, play: Play, host: str, run: RunResult) -> bool:
+        """Run the play on one host; False when the host failed or was unreachable."""
+        host_result: HostResult = run.host(host)
+        try:
+            session = self._session(host)
+            if not session.connection.connects:
+                session.connection.open()
+        except GpuconfError as exc:
+            host_result.unreachable = isinstance(exc, ConnectError)
+            host_result.error = str(exc)
+            task = TaskResult(host, play.name, "connect", Status.UNREACHABLE if host_result.unreachable
+                              else Status.FAILED, error=str(exc))
+            host_result.tasks.append(task)
+            self.emit(task)
+            return False
+        runner = PlayOnHost(play, host, self.inventory.host_vars(host), self.magic, session, self.options,
+                            self.registered.setdefault(host, {}), self.emit, self.stopped)
+        results = runner.run()
+        host_result.tasks.extend(results)
+        if any(r.status == Status.UNREACHABLE for r in results):
+            host_result.unreachable = True
+            host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
+            return False
+        return not any(r.status == Status.FAILED and not self._ignored(play, r) for r in results)
+
+    @staticmethod
+    def _ignored(play: Play, result: TaskResult) -> bool:
+        for task in play.tasks + play.handlers:
+            if task.name == result.task and task.keywords.ignore_errors:
+                return True
+        return False
+
+
+def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:
+    if spec.connection == "local":
+        return LocalConnection(spec)
+    return SSHConnection(spec, accept_new_host_keys=options.accept_new_host_keys)

@@ -1,0 +1,88 @@
+"""A host's session for a run: its connection, fact cache and round trips.
+
+Facts are requested in batches. A change invalidates the cache, and the same
+round trip that applies a change also re-reads the facts the re-check and the
+following tasks need, so an apply costs one round trip per changed task.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from gpuconf.connection.base import Connection
+from gpuconf.errors import ConnectError, RemoteError
+from gpuconf.facts.base import Fact, FactUnavailable, Output
+
+CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is abandoned
+
+
+class HostSession:
+    def __init__(self, host: str, connection: Connection, deadline: Callable[[], float | None] = lambda: None):
+        self.host = host
+        self.connection = connection
+        self.cache: dict[str, Any] = {}
+        self.deadline = deadline
+        self.reboot_required = False
+        self.reboot_reasons: list[str] = []
+
+    # -- round trips --------------------------------------------------------
+    def _timeout(self, ops: list[dict]) -> float:
+        budget = sum(float(op.get("timeout", 10)) for op in ops) + CALL_MARGIN
+        limit = self.deadline()
+        if limit is not None:
+            budget = min(budget, max(0.5, limit - time.monotonic()))
+        return budget
+
+    def call(self, ops: list[dict], readonly: bool, become: bool | None = None) -> list[dict]:
+        if not ops:
+            return []
+        return self.connection.call(ops, readonly, self._timeout(ops), become)
+
+    def fetch(self, facts: list[Fact], become: bool | None = None) -> None:
+        """Gather every fact not yet cached, in one read-only round trip."""
+        missing = list({f.key: f for f in facts if f.key not in self.cache}.values())
+        if missing:
+            replies = self.call([dict(f.request) for f in missing], readonly=True, become=become)
+            self._store(missing, replies)
+
+    def _store(self, facts: list[Fact], replies: list[dict]) -> None:
+        for fact, reply in zip(facts, replies):
+            if reply.get("lost"):
+                self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
+                continue
+            try:
+                self.cache[fact.key] = fact.parse(reply)
+            except FactUnavailable as exc:
+                self.cache[fact.key] = exc
+
+    def get(self, fact: Fact, become: bool | None = None) -> Any:
+        if fact.key not in self.cache:
+            self.fetch([fact], become)
+        value = self.cache[fact.key]
+        if isinstance(value, FactUnavailable):
+            raise value
+        return value
+
+    def execute(self, ops: list[dict], refresh: list[Fact], become: bool | None = None) -> list[Output]:
+        """Run write ops, then re-read `refresh` facts, in one round trip."""
+        self.cache.clear()
+        unique = list({f.key: f for f in refresh}.values())
+        replies = self.call(ops + [dict(f.request) for f in unique], readonly=False, become=become)
+        op_replies, fact_replies = replies[: len(ops)], replies[len(ops):]
+        if any(r.get("skipped") or r.get("error") for r in op_replies):
+            pass  # a failed op stops the batch: later facts were not read, leave them uncached
+        else:
+            self._store(unique, fact_replies)
+        return [
+            Output(r.get("out", ""), r.get("err", r.get("error", "")), r.get("rc", 0 if r.get("ok") else -1),
+                   bool(r.get("timed_out")))
+            for r in op_replies
+        ]
+
+    def reconnect(self) -> None:
+        self.connection.close()
+        self.cache.clear()
+        self.connection.open()
+
+
+__all__ = ["HostSession", "ConnectError", "RemoteError"]

@@ -1,0 +1,120 @@
+"""`gpuconf validate`: every static check, with no connection.
+
+Each task is rendered for each host with the variables that are knowable
+without a host. Facts and registered results stand in as `Unknowable`, a
+value that absorbs any use, so only variables that are truly undefined fail.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gpuconf.errors import GpuconfError, TemplateError
+from gpuconf.inventory import Inventory
+from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.playbook.models import Playbook, TaskDef
+from gpuconf.tasks.registry import build_params
+from gpuconf.templating import Vars, evaluate_when, render
+
+
+class Unknowable:
+    """A value known only on the host (a fact, a registered result)."""
+
+    def __getattr__(self, name: str) -> "Unknowable":
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __getitem__(self, key: Any) -> "Unknowable":
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "Unknowable":
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "<unknowable>"
+
+    def __int__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __eq__(self, other: Any) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    __lt__ = __le__ = __gt__ = __ge__ = __ne__ = lambda self, other: True  # noqa: E731
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __truediv__ = __mod__ = lambda self, other: self  # noqa
+
+
+def _contains_unknowable(value: Any) -> bool:
+    if isinstance(value, Unknowable):
+        return True
+    if isinstance(value, str):
+        return "<unknowable>" in value
+    if isinstance(value, dict):
+        return any(_contains_unknowable(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_contains_unknowable(v) for v in value)
+    return False
+
+
+def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any], limit: str | None = None,
+             max_hosts_per_play: int = 200) -> list[str]:
+    """Problems found, as readable lines (empty: valid)."""
+    problems: list[str] = []
+    unknowable = Unknowable()
+    for play in playbook.plays:
+        hosts = match_hosts(inventory, play.hosts)
+        if limit:
+            hosts = limit_hosts(inventory, hosts, limit)
+        if not hosts:
+            problems.append(f"{play.location}: warning: play '{play.name}' matches no hosts ('{play.hosts}')")
+            continue
+        registered = {t.keywords.register: unknowable for t in play.tasks + play.handlers if t.keywords.register}
+        handler_names = {n for h in play.handlers for n in (h.name, *h.keywords.listen)}
+        for task in play.tasks + play.handlers:
+            for name in task.keywords.notify:
+                if name not in handler_names:
+                    problems.append(f"{task.location}: task '{task.name}' notifies '{name}', which no handler "
+                                    "defines or listens to")
+        seen: set[str] = set()
+        for host in hosts[:max_hosts_per_play]:
+            magic = {"facts": unknowable, "inventory_hostname": host, "groups": unknowable,
+                     "hostvars": unknowable, "group_names": inventory.host_groups(host)}
+            for task in play.tasks + play.handlers:
+                problem = _check_task(task, Vars(magic, extra_vars, registered, task.keywords.vars, task.role_params,
+                                                 play.vars, inventory.host_vars(host), task.role_defaults))
+                if problem and problem not in seen:
+                    seen.add(problem)
+                    problems.append(f"{task.location}: {problem} (task '{task.name}', host {host})")
+    return problems
+
+
+def _check_task(task: TaskDef, variables: Vars) -> str | None:
+    try:
+        for condition in task.role_when + ([task.keywords.when] if task.keywords.when is not None else []):
+            evaluate_when(condition, variables)
+        rendered = render(task.params, variables)
+    except TemplateError as exc:
+        return exc.message
+    except GpuconfError as exc:
+        return str(exc)
+    if _contains_unknowable(rendered):
+        return None
+    try:
+        build_params(task.type, rendered)
+    except ValueError as exc:
+        return f"{task.type}: {exc}"
+    return None

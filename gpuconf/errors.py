@@ -1,0 +1,79 @@
+"""One exception tree. Every error says what, where, and what to do.
+
+Errors are turned into results at one boundary (the runner) or into a
+`gpuconf: error: ...` line and exit code 1 (the CLI). Nothing else catches them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a source file; line and column are 1-based."""
+
+    file: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.file]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+
+class GpuconfError(Exception):
+    """Base class: a message plus an optional source location."""
+
+    def __init__(self, message: str, location: Location | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        if self.location is not None:
+            return f"{self.location}: {self.message}"
+        return self.message
+
+
+class UsageError(GpuconfError):
+    """Bad command-line usage."""
+
+
+class InventoryError(GpuconfError):
+    """An inventory that cannot be loaded or a pattern that cannot be resolved."""
+
+
+class PlaybookError(GpuconfError):
+    """A playbook, role or variable file that does not validate."""
+
+
+class TemplateError(GpuconfError):
+    """A Jinja2 template that does not render (undefined variable, syntax)."""
+
+
+class ConnectError(GpuconfError):
+    """A host that cannot be reached. `transient` errors are retried."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class HostKeyError(ConnectError):
+    """An unknown or changed host key: never retried, never accepted silently."""
+
+
+class RemoteError(GpuconfError):
+    """The remote runner failed (python3 missing, sudo wants a password, ...)."""
+
+
+class TaskError(GpuconfError):
+    """A task that cannot do its job on a host (refused, failed command)."""
+
+
+class Interrupted(GpuconfError):
+    """The run was interrupted (SIGINT)."""

@@ -1,0 +1,280 @@
+"""Inventories: hosts, groups and their variables, in Ansible's YAML shape.
+
+Variable merge order for a host, lowest first (documented in the README):
+the `all` group, then every other group the host belongs to ordered by depth
+(parent before child) and, at equal depth, by group name (the later name
+wins), then the host's own variables. `group_vars/` and `host_vars/` files
+are applied on top of the inline variables of the same group or host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuconf import yamlsrc
+from gpuconf.errors import InventoryError, Location, PlaybookError
+from gpuconf.suggest import did_you_mean
+
+GROUP_KEYS = ("hosts", "vars", "children")
+
+
+@dataclass
+class Group:
+    name: str
+    vars: dict[str, Any] = field(default_factory=dict)
+    hosts: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    parents: set[str] = field(default_factory=set)
+    depth: int = 0
+
+
+@dataclass
+class Host:
+    name: str
+    vars: dict[str, Any] = field(default_factory=dict)
+    groups: set[str] = field(default_factory=set)  # direct groups only
+
+
+class Inventory:
+    """Hosts and groups, plus the merged variables of each host."""
+
+    def __init__(self, source: str = "<inventory>"):
+        self.source = source
+        self.groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
+        self.hosts: dict[str, Host] = {}
+        self._merged: dict[str, dict[str, Any]] = {}
+        self._ancestors: dict[str, list[str]] = {}
+
+    # -- building ---------------------------------------------------------
+    def add_group(self, name: str, parent: str | None = "all") -> Group:
+        group = self.groups.setdefault(name, Group(name))
+        if parent and parent != name:
+            parent_group = self.groups.setdefault(parent, Group(parent))
+            if name not in parent_group.children:
+                parent_group.children.append(name)
+            group.parents.add(parent)
+        return group
+
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict | None = None) -> Host:
+        host = self.hosts.setdefault(name, Host(name))
+        host.vars.update(vars or {})
+        host.groups.add(group)
+        if name not in self.groups[group].hosts:
+            self.groups[group].hosts.append(name)
+        return host
+
+    def finish(self) -> None:
+        """Compute group depths; reject cycles. Call once after loading."""
+        all_group = self.groups["all"]
+        for name, group in self.groups.items():
+            if name != "all" and not group.parents:
+                group.parents.add("all")
+                all_group.children.append(name)
+        for name, host in self.hosts.items():
+            if host.groups == {"ungrouped"}:
+                continue
+            host.groups.discard("ungrouped")
+            ungrouped = self.groups["ungrouped"]
+            if name in ungrouped.hosts:
+                ungrouped.hosts.remove(name)
+        depth: dict[str, int] = {}
+
+        def visit(name: str, stack: tuple[str, ...]) -> int:
+            if name in stack:
+                raise InventoryError(f"group cycle: {' -> '.join(stack + (name,))}", Location(self.source))
+            if name not in depth:
+                group = self.groups[name]
+                depth[name] = 0 if name == "all" else 1 + max(visit(p, stack + (name,)) for p in group.parents)
+            return depth[name]
+
+        for name in self.groups:
+            self.groups[name].depth = visit(name, ())
+        self._merged.clear()
+        self._ancestors.clear()
+
+    # -- queries ------------------------------------------------------------
+    def host_groups(self, host: str) -> list[str]:
+        """Every group the host belongs to, in merge order (all first)."""
+        if host not in self._ancestors:
+            seen: set[str] = set()
+            todo = list(self.hosts[host].groups)
+            while todo:
+                name = todo.pop()
+                if name not in seen:
+                    seen.add(name)
+                    todo.extend(self.groups[name].parents)
+            seen.add("all")
+            self._ancestors[host] = sorted(seen, key=lambda g: (self.groups[g].depth, g))
+        return self._ancestors[host]
+
+    def host_vars(self, host: str) -> dict[str, Any]:
+        """The host's merged inventory variables (cached)."""
+        if host not in self._merged:
+            merged: dict[str, Any] = {}
+            for name in self.host_groups(host):
+                merged.update(self.groups[name].vars)
+            merged.update(self.hosts[host].vars)
+            self._merged[host] = merged
+        return self._merged[host]
+
+    def group_members(self, group: str) -> list[str]:
+        """All hosts of a group and its descendants, in inventory order."""
+        if group == "all":
+            return list(self.hosts)
+        found: set[str] = set()
+        todo = [group]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            found.update(self.groups[name].hosts)
+            todo.extend(self.groups[name].children)
+        return [h for h in self.hosts if h in found]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The merged view `gpuconf inventory` prints."""
+        return {
+            "groups": {
+                name: {"hosts": self.group_members(name), "children": sorted(g.children), "vars": g.vars}
+                for name, g in self.groups.items()
+                if name != "ungrouped" or g.hosts
+            },
+            "hosts": {name: self.host_vars(name) for name in self.hosts},
+        }
+
+
+# -- loading ----------------------------------------------------------------
+
+def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventory:
+    """Load `-i SPEC`: a name under inventories/, a directory, a file, or `a,b,`."""
+    path = resolve_inventory(spec, search_dirs or [Path.cwd()])
+    if path is None:
+        if "," in spec:
+            return _adhoc(spec)
+        looked = ", ".join(str(d / "inventories" / spec) for d in (search_dirs or [Path.cwd()]))
+        raise InventoryError(f"inventory '{spec}' not found (looked for a file or directory '{spec}', and {looked})")
+    inventory = Inventory(str(path))
+    if path.is_dir():
+        hosts_file = next((path / n for n in ("hosts.yml", "hosts.yaml") if (path / n).exists()), None)
+        if hosts_file is None:
+            raise InventoryError(f"inventory directory {path} has no hosts.yml")
+        _load_hosts_file(inventory, hosts_file)
+        _load_vars_dir(inventory, path / "group_vars", "group")
+        _load_vars_dir(inventory, path / "host_vars", "host")
+    else:
+        _load_hosts_file(inventory, path)
+        _load_vars_dir(inventory, path.parent / "group_vars", "group")
+        _load_vars_dir(inventory, path.parent / "host_vars", "host")
+    inventory.finish()
+    return inventory
+
+
+def resolve_inventory(spec: str, search_dirs: list[Path]) -> Path | None:
+    for base in search_dirs:
+        named = base / "inventories" / spec
+        if "/" not in spec and named.is_dir():
+            return named
+    candidate = Path(spec)
+    if candidate.exists():
+        return candidate
+    return None
+
+
+def _adhoc(spec: str) -> Inventory:
+    inventory = Inventory("<command line>")
+    for name in (part.strip() for part in spec.split(",")):
+        if name:
+            inventory.add_host(name, "ungrouped", {})
+    inventory.finish()
+    return inventory
+
+
+def _as_error(exc: PlaybookError) -> InventoryError:
+    return InventoryError(exc.message, exc.location)
+
+
+def _load_hosts_file(inventory: Inventory, path: Path) -> None:
+    try:
+        data = yamlsrc.load_file(path)
+    except PlaybookError as exc:
+        raise _as_error(exc) from None
+    if data is None:
+        return
+    if not isinstance(data, yamlsrc.YDict):
+        kind = "a list (is this a playbook?)" if isinstance(data, list) else f"a {type(data).__name__}"
+        where = data.location() if isinstance(data, yamlsrc.YList) else Location(str(path), 1, 1)
+        raise InventoryError(f"not an inventory: expected a mapping of groups such as 'all:', got {kind}", where)
+    for name, body in data.items():
+        if name != "all" and isinstance(body, dict) and not set(body) & set(GROUP_KEYS) and body:
+            raise InventoryError(
+                f"not an inventory: top-level key '{name}' is not a group (a group has hosts:, vars: or children:)",
+                data.location(name),
+            )
+        _load_group(inventory, str(name), body, data, None if name == "all" else "all")
+
+
+def _load_group(inventory: Inventory, name: str, body: Any, parent_map: yamlsrc.YDict, parent: str | None) -> None:
+    group = inventory.add_group(name, parent)
+    if body is None:
+        return
+    if not isinstance(body, yamlsrc.YDict):
+        raise InventoryError(f"group '{name}' must be a mapping with hosts:, vars: or children:", parent_map.location(name))
+    for key in body:
+        if key not in GROUP_KEYS:
+            raise InventoryError(
+                f"unknown key '{key}' in group '{name}'{did_you_mean(key, GROUP_KEYS)}", body.location(key)
+            )
+    variables = body.get("vars") or {}
+    if not isinstance(variables, dict):
+        raise InventoryError(f"vars of group '{name}' must be a mapping", body.location("vars"))
+    group.vars.update(yamlsrc.plain(variables))
+    hosts = body.get("hosts") or {}
+    if isinstance(hosts, list):
+        raise InventoryError(f"hosts of group '{name}' must be a mapping (host: vars), not a list", body.location("hosts"))
+    if not isinstance(hosts, dict):
+        raise InventoryError(f"hosts of group '{name}' must be a mapping", body.location("hosts"))
+    for host_name, host_vars in hosts.items():
+        if host_vars is not None and not isinstance(host_vars, dict):
+            raise InventoryError(f"variables of host '{host_name}' must be a mapping", hosts.location(host_name))
+        if str(host_name) in inventory.groups:
+            raise InventoryError(f"'{host_name}' is both a host and a group", hosts.location(host_name))
+        inventory.add_host(str(host_name), name, yamlsrc.plain(host_vars or {}))
+    children = body.get("children") or {}
+    if not isinstance(children, dict):
+        raise InventoryError(f"children of group '{name}' must be a mapping", body.location("children"))
+    for child, child_body in children.items():
+        if str(child) in inventory.hosts:
+            raise InventoryError(f"'{child}' is both a host and a group", children.location(child))
+        _load_group(inventory, str(child), child_body, children, name)
+
+
+def _load_vars_dir(inventory: Inventory, directory: Path, kind: str) -> None:
+    if not directory.is_dir():
+        return
+    for entry in sorted(directory.iterdir()):
+        files = sorted(entry.glob("*.y*ml")) if entry.is_dir() else [entry]
+        name = entry.name if entry.is_dir() else entry.stem
+        if entry.is_file() and entry.suffix not in (".yml", ".yaml"):
+            continue
+        targets = inventory.groups if kind == "group" else inventory.hosts
+        if name not in targets:
+            continue  # as Ansible: vars for a group or host not in this inventory are ignored
+        for file in files:
+            data = load_vars_file(file)
+            targets[name].vars.update(data)
+
+
+def load_vars_file(path: Path) -> dict[str, Any]:
+    """A YAML file that must hold a mapping of variables."""
+    try:
+        data = yamlsrc.load_file(path)
+    except PlaybookError as exc:
+        raise _as_error(exc) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InventoryError("a variables file must be a mapping of names to values", Location(str(path), 1, 1))
+    return yamlsrc.plain(data)

@@ -1,0 +1,1 @@
+"""Playbooks and roles: YAML in, validated models out."""

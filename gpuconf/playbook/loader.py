@@ -1,0 +1,211 @@
+"""Load a playbook and its roles into validated models, with file:line:column errors.
+
+Roles are looked up in `roles/` next to the playbook, then in the project's
+`roles/` (the current directory's). A role's `meta/main.yml` dependencies
+load before it, each (name, params) pair once per play.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gpuconf import yamlsrc
+from gpuconf.errors import Location, PlaybookError
+from gpuconf.inventory import load_vars_file
+from gpuconf.playbook.models import (PLAY_KEYWORDS, TASK_KEYWORDS, Play, Playbook, PlayKeywords, RoleRef, TaskDef,
+                                     TaskKeywords)
+from gpuconf.suggest import did_you_mean
+from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
+
+
+def validation_message(exc: ValidationError, allowed: tuple[str, ...] | list[str] = ()) -> tuple[tuple, str]:
+    """The first pydantic error as (path, readable message)."""
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    if error["type"] == "extra_forbidden":
+        key = loc[-1]
+        return loc, f"unknown key '{key}'{did_you_mean(str(key), allowed)}"
+    if error["type"] == "missing":
+        return loc, f"missing required key '{loc[-1]}'"
+    where = ".".join(str(p) for p in loc)
+    value = error.get("input")
+    shown = f" (got {value!r})" if value is not None and not isinstance(value, (dict, list)) else ""
+    return loc, f"'{where}': {error['msg']}{shown}" if where else error["msg"]
+
+
+def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        loc, message = validation_message(exc, allowed)
+        raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
+
+
+class Loader:
+    def __init__(self, playbook: Path, project_dir: Path | None = None):
+        self.playbook = playbook
+        self.role_dirs = [playbook.parent / "roles", (project_dir or Path.cwd()) / "roles"]
+        self.role_dirs = list(dict.fromkeys(p.resolve() for p in self.role_dirs))
+
+    # -- playbook -----------------------------------------------------------
+    def load(self) -> Playbook:
+        data = yamlsrc.load_file(self.playbook)
+        if not isinstance(data, yamlsrc.YList):
+            where = data.location() if isinstance(data, yamlsrc.YDict) else Location(str(self.playbook), 1, 1)
+            raise PlaybookError("a playbook is a list of plays (each with 'hosts:')", where)
+        plays = []
+        for index, node in enumerate(data):
+            if not isinstance(node, yamlsrc.YDict):
+                raise PlaybookError("each play must be a mapping with 'hosts:'", data.location(index))
+            plays.append(self._play(node))
+        return Playbook(self.playbook, plays)
+
+    def _play(self, node: yamlsrc.YDict) -> Play:
+        keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
+        name = keywords.name or str(keywords.hosts)
+        play_vars = yamlsrc.plain(keywords.vars)
+        for vars_file in keywords.vars_files:
+            path = Path(vars_file)
+            path = path if path.is_absolute() else self.playbook.parent / path
+            play_vars.update(load_vars_file(path))
+        tasks: list[TaskDef] = []
+        handlers: list[TaskDef] = []
+        loaded_roles: set[str] = set()
+        roles_node = node.get("roles", yamlsrc.YList())
+        for index, item in enumerate(keywords.roles):
+            where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
+            ref = self._role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item)
+            self._role(ref, where, set(keywords.tags), tasks, handlers, loaded_roles, ())
+        search = [self.playbook.parent]
+        tasks += self._tasks(node.get("tasks"), node, "tasks", set(keywords.tags), search)
+        handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True)
+        for task in tasks + handlers:
+            if task.become is None:
+                task.become = keywords.become
+        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location())
+
+    # -- tasks --------------------------------------------------------------
+    def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
+               handler: bool = False, role: str | None = None) -> list[TaskDef]:
+        if items is None:
+            return []
+        if not isinstance(items, yamlsrc.YList):
+            raise PlaybookError(f"'{key}' must be a list of tasks", parent.location(key))
+        result = []
+        for index, node in enumerate(items):
+            if not isinstance(node, yamlsrc.YDict):
+                raise PlaybookError("a task must be a mapping", items.location(index))
+            result.append(self._task(node, tags, search, role))
+        return result
+
+    def _task(self, node: yamlsrc.YDict, tags: set[str], search: list[Path], role: str | None) -> TaskDef:
+        type_keys = [k for k in node if k not in TASK_KEYWORDS]
+        if not type_keys:
+            raise PlaybookError(
+                f"task has no task type (one of: {', '.join(sorted(TASK_TYPES))})", node.location())
+        for key in type_keys:
+            if key not in TASK_TYPES:
+                hint = did_you_mean(str(key), list(TASK_TYPES) + list(TASK_KEYWORDS))
+                raise PlaybookError(f"unknown task type or keyword '{key}'{hint}", node.location(key))
+        if len(type_keys) > 1:
+            raise PlaybookError(f"a task has exactly one task type, found {', '.join(map(str, type_keys))}",
+                                node.location(type_keys[1]))
+        type_name = str(type_keys[0])
+        keyword_data = {k: v for k, v in node.items() if k in TASK_KEYWORDS}
+        keywords = _validate(TaskKeywords, keyword_data, node, TASK_KEYWORDS, "task")
+        params_node = node[type_name]
+        if params_node is None:
+            params_node = yamlsrc.YDict()
+        if not isinstance(params_node, dict):
+            raise PlaybookError(f"the parameters of '{type_name}' must be a mapping", node.location(type_name))
+        problem = static_param_errors(type_name, yamlsrc.plain(params_node))
+        if problem:
+            loc, message = problem
+            raise PlaybookError(f"{type_name}: {message}", yamlsrc.locate(params_node, loc, node.location(type_name)))
+        name = keywords.name or f"{type_name} " + " ".join(
+            f"{k}={v}" for k, v in list(yamlsrc.plain(params_node).items())[:2])
+        return TaskDef(
+            name=name.strip(), type=type_name, params=yamlsrc.plain(params_node), keywords=keywords,
+            location=node.location(), raw=params_node, role=role, tags=set(keywords.tags) | tags,
+            search_paths=list(search), become=keywords.become,
+        )
+
+    # -- roles --------------------------------------------------------------
+    def _role_ref(self, item: Any, where: Location, node: Any) -> RoleRef:
+        if isinstance(item, str):
+            return RoleRef(role=item)
+        if isinstance(item, dict):
+            data = dict(item)
+            if "role" not in data and "name" in data:
+                data["role"] = data.pop("name")
+            return _validate(RoleRef, data, node, ("role", "tags", "when", "become"), "role")
+        raise PlaybookError("a role is a name or a mapping with 'role:'", where)
+
+    def find_role(self, name: str, where: Location) -> Path:
+        for base in self.role_dirs:
+            if (base / name).is_dir():
+                return base / name
+        available = [p.name for base in self.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
+        looked = ", ".join(str(base) for base in self.role_dirs)
+        raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
+
+    def _role(self, ref: RoleRef, where: Location, tags: set[str], tasks: list[TaskDef], handlers: list[TaskDef],
+              loaded: set[str], stack: tuple[str, ...]) -> None:
+        if ref.role in stack:
+            raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
+        identity = ref.role + repr(sorted(ref.params.items()))
+        if identity in loaded:
+            return
+        loaded.add(identity)
+        path = self.find_role(ref.role, where)
+        meta = self._optional(path / "meta" / "main.yml")
+        if meta is not None:
+            if not isinstance(meta, dict):
+                raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
+            deps = meta.get("dependencies") or []
+            for index, dep in enumerate(deps):
+                dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
+                dep_ref = self._role_ref(dep, dep_where, dep)
+                self._role(dep_ref, dep_where, tags | set(ref.tags), tasks, handlers, loaded, stack + (ref.role,))
+        defaults = self._optional(path / "defaults" / "main.yml") or {}
+        if not isinstance(defaults, dict):
+            raise PlaybookError("defaults/main.yml must be a mapping",
+                                Location(str(path / "defaults" / "main.yml"), 1, 1))
+        search = [path / "templates", path / "files", path, self.playbook.parent]
+        role_tags = tags | set(ref.tags)
+        role_tasks = self._role_file(path / "tasks" / "main.yml", role_tags, search, ref.role)
+        role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
+        for task in role_tasks + role_handlers:
+            task.role_defaults = yamlsrc.plain(defaults)
+            task.role_params = ref.params
+            task.role_when = [ref.when] if ref.when is not None else []
+            if task.become is None:
+                task.become = ref.become
+        tasks += role_tasks
+        handlers += role_handlers
+
+    def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str) -> list[TaskDef]:
+        data = self._optional(path)
+        if data is None:
+            return []
+        if not isinstance(data, yamlsrc.YList):
+            raise PlaybookError("a role's task file must be a list of tasks", Location(str(path), 1, 1))
+        holder = yamlsrc.YDict({"tasks": data})
+        holder.file = str(path)
+        return self._tasks(data, holder, "tasks", tags, search, role=role)
+
+    @staticmethod
+    def _optional(path: Path) -> Any:
+        for candidate in (path, path.with_suffix(".yaml")):
+            if candidate.exists():
+                return yamlsrc.load_file(candidate)
+        return None
+
+
+def load_playbook(path: str | Path, project_dir: Path | None = None) -> Playbook:
+    path = Path(path)
+    if not path.exists():
+        raise PlaybookError(f"playbook not found: {path}")
+    return Loader(path, project_dir).load()

@@ -1,0 +1,1 @@
+"""Reporters: each consumes results only, never the runner."""

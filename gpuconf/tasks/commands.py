@@ -1,0 +1,102 @@
+"""Arbitrary commands (the only way to run one) and assertions."""
+from __future__ import annotations
+
+import shlex
+
+from pydantic import Field, field_validator
+
+from gpuconf.facts.base import Output, file_state, shell
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, Unknown, drift, in_sync, run
+from gpuconf.templating import evaluate_when
+
+
+class CommandParams(Params):
+    cmd: str | list[str]
+    creates: str | None = None
+    removes: str | None = None
+    unless: str | list[str] | None = None
+    chdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    stdin: str | None = None
+    timeout: float = Field(600, gt=0)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.isidentifier():
+                raise ValueError(f"'{key}' is not a valid environment variable name")
+        return value
+
+
+def _shell_text(command: str | list[str]) -> str:
+    return command if isinstance(command, str) else shlex.join(command)
+
+
+def _unless_fact(params: CommandParams):
+    return shell(f"unless:{_shell_text(params.unless)}", _shell_text(params.unless), lambda out: out, timeout=60)
+
+
+class Command(TaskType):
+    """Run a command. A list is quoted part by part; a string runs in /bin/sh.
+
+    Check mode never runs `cmd`: it reports "would run". Guards make it
+    idempotent: `creates` (skip if the path exists), `removes` (skip if it
+    does not), `unless` (skip if this command exits 0). `unless` is a test and
+    must not change anything: it runs in check mode too, read-only."""
+
+    name = "command"
+    Params = CommandParams
+
+    def facts(self, params: CommandParams):
+        facts = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
+        if params.unless:
+            facts.append(_unless_fact(params))
+        return facts
+
+    def check(self, ctx: CheckContext, params: CommandParams) -> Check:
+        if params.creates and ctx.get(file_state(params.creates, with_content=False)).exists:
+            return in_sync(f"{params.creates} exists")
+        if params.removes and not ctx.get(file_state(params.removes, with_content=False)).exists:
+            return in_sync(f"{params.removes} does not exist")
+        if params.unless:
+            result: Output = ctx.get(_unless_fact(params))
+            if result.timed_out:
+                raise Unknown(f"the unless command timed out: {_shell_text(params.unless)}")
+            if result.rc == 0:
+                return in_sync(f"unless command succeeded: {_shell_text(params.unless)}")
+        text = _shell_text(params.cmd)
+        if params.env:
+            text = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in params.env.items()) + " " + text
+        if params.chdir:
+            text = f"cd {shlex.quote(params.chdir)} && {text}"
+        guarded = bool(params.creates or params.removes or params.unless)
+        return drift(Change(f"run: {_shell_text(params.cmd)}",
+                            [run(text, params.timeout, stdin=params.stdin,
+                                 description=f"run: {_shell_text(params.cmd)}")], verify=guarded))
+
+    def apply(self, ctx, params: CommandParams, changes: list[Change]) -> dict:
+        outputs = ctx.execute([op for change in changes for op in change.ops])
+        last = outputs[-1] if outputs else Output("")
+        return {"stdout": last.stdout, "stderr": last.stderr, "rc": last.rc}
+
+
+class AssertParams(Params):
+    that: str | list[str]
+    fail_msg: str | None = None
+    success_msg: str | None = None
+
+
+class Assert(TaskType):
+    """Expressions over facts, variables and registered results that must all
+    hold. The same in check and apply: it changes nothing."""
+
+    name = "assert"
+    Params = AssertParams
+
+    def check(self, ctx: CheckContext, params: AssertParams) -> Check:
+        conditions = params.that if isinstance(params.that, list) else [params.that]
+        for condition in conditions:
+            if not evaluate_when(condition, ctx.vars):
+                raise Refused(params.fail_msg or f"assertion failed: {condition}")
+        return in_sync(params.success_msg or f"all {len(conditions)} assertion(s) hold")

@@ -1,0 +1,235 @@
+"""Files, directories and lines in files. Every write is atomic (temp + rename)."""
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Literal
+
+from pydantic import field_validator, model_validator
+
+from gpuconf.facts.base import FileState, file_state
+from gpuconf.tasks.base import (Change, Check, CheckContext, Params, Refused, TaskType, drift, in_sync, make_directory,
+                                remove, run, write_file)
+
+
+def parse_mode(value: str | int | None) -> int | None:
+    """`0644`, `"0644"`, `"644"` and YAML's octal int all mean rw-r--r--."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if not re.fullmatch(r"0?[0-7]{3,4}", text):
+        raise ValueError(f"mode must be octal like '0644', not '{value}'")
+    return int(text, 8)
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"{path} (before)",
+                                 f"{path} (after)")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+class _Owned(Params):
+    path: str
+    mode: int | None = None
+    owner: str | None = None
+    group: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"path must be absolute, not '{value}'")
+        if "\0" in value:
+            raise ValueError("path contains a NUL byte")
+        return value
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: str | int | None) -> int | None:
+        return parse_mode(value)
+
+
+def attribute_changes(params: _Owned, state: FileState) -> list[Change]:
+    """Mode and ownership drift of an existing path."""
+    changes = []
+    if params.mode is not None and state.mode != params.mode:
+        changes.append(Change(f"{params.path}: mode {state.mode:04o} -> {params.mode:04o}",
+                              [run(["chmod", f"{params.mode:04o}", params.path])],
+                              before=f"{state.mode:04o}", after=f"{params.mode:04o}"))
+    want_owner = params.owner if params.owner is not None else state.owner
+    want_group = params.group if params.group is not None else state.group
+    if (want_owner, want_group) != (state.owner, state.group):
+        changes.append(Change(f"{params.path}: owner {state.owner}:{state.group} -> {want_owner}:{want_group}",
+                              [run(["chown", f"{want_owner}:{want_group}", params.path])],
+                              before=f"{state.owner}:{state.group}", after=f"{want_owner}:{want_group}"))
+    return changes
+
+
+class FileParams(_Owned):
+    state: Literal["present", "absent"] = "present"
+    content: str | None = None
+    template: str | None = None
+    src: str | None = None
+    backup: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "FileParams":
+        given = [k for k in ("content", "template", "src") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give only one of content, template and src (got {', '.join(given)})")
+        return self
+
+
+class File(TaskType):
+    """A file with exact content (inline, from a Jinja2 template, or copied from
+    a role's files/), mode, owner and group; or a file that must be absent.
+    Content is replaced atomically and, with `backup: true`, the old file is
+    kept as PATH.<timestamp>.gpuconf~."""
+
+    name = "file"
+    Params = FileParams
+
+    def facts(self, params: FileParams):
+        return [file_state(params.path)]
+
+    def desired(self, ctx: CheckContext, params: FileParams) -> str | None:
+        if params.template is not None:
+            return ctx.template(params.template)
+        if params.src is not None:
+            return ctx.source(params.src)
+        return params.content
+
+    def check(self, ctx: CheckContext, params: FileParams) -> Check:
+        state: FileState = ctx.get(file_state(params.path))
+        if params.state == "absent":
+            if not state.exists:
+                return in_sync(f"{params.path} is absent")
+            return drift(Change(f"remove {params.path}", [remove(params.path)], before="present", after="absent"))
+        if state.exists and state.kind != "file":
+            raise Refused(f"{params.path} is a {state.kind}, not a file; refusing to replace it")
+        content = self.desired(ctx, params)
+        if not state.exists:
+            body = content or ""
+            return drift(Change(f"create {params.path}",
+                                [write_file(params.path, body, params.mode if params.mode is not None else 0o644,
+                                            params.owner, params.group)],
+                                diff=unified_diff(params.path, "", body), before="absent", after="present"))
+        if content is not None and state.text != content:
+            if state.content is None:
+                raise Refused(f"{params.path} is too large to compare")
+            # the write sets mode and owner too; unset ones keep the old file's
+            return drift(Change(f"update content of {params.path}",
+                                [write_file(params.path, content, params.mode, params.owner, params.group,
+                                            params.backup)],
+                                diff=unified_diff(params.path, state.text or "", content)))
+        changes = attribute_changes(params, state)
+        return drift(*changes) if changes else in_sync(f"{params.path} is as wanted")
+
+
+class DirectoryParams(_Owned):
+    state: Literal["present", "absent"] = "present"
+    recursive: bool = False
+
+
+class Directory(TaskType):
+    """A directory with mode, owner and group; or absent (`recursive` to remove
+    a non-empty one)."""
+
+    name = "directory"
+    Params = DirectoryParams
+
+    def facts(self, params: DirectoryParams):
+        return [file_state(params.path, with_content=False)]
+
+    def check(self, ctx: CheckContext, params: DirectoryParams) -> Check:
+        state: FileState = ctx.get(file_state(params.path, with_content=False))
+        if params.state == "absent":
+            if not state.exists:
+                return in_sync(f"{params.path} is absent")
+            return drift(Change(f"remove directory {params.path}", [remove(params.path, params.recursive)]))
+        if not state.exists:
+            return drift(Change(f"create directory {params.path}",
+                                [make_directory(params.path, params.mode, params.owner, params.group)]))
+        if state.kind != "directory":
+            raise Refused(f"{params.path} exists and is a {state.kind}, not a directory")
+        changes = attribute_changes(params, state)
+        return drift(*changes) if changes else in_sync(f"directory {params.path} is as wanted")
+
+
+class LineParams(Params):
+    path: str
+    line: str | None = None
+    regexp: str | None = None
+    state: Literal["present", "absent"] = "present"
+    create: bool = True
+    backup: bool = False
+
+    @model_validator(mode="after")
+    def _needs_line(self) -> "LineParams":
+        if self.state == "present" and self.line is None:
+            raise ValueError("'line' is required when state is present")
+        if self.state == "absent" and self.line is None and self.regexp is None:
+            raise ValueError("give 'line' or 'regexp' to remove")
+        if self.line is not None and "\n" in self.line:
+            raise ValueError("'line' must be a single line")
+        if self.regexp is not None:
+            try:
+                re.compile(self.regexp)
+            except re.error as exc:
+                raise ValueError(f"bad regexp: {exc}") from None
+        return self
+
+
+def edit_lines(text: str, params: LineParams) -> str:
+    """The file's text with the line ensured (or removed), as lineinfile does."""
+    lines = text.splitlines()
+    pattern = re.compile(params.regexp) if params.regexp else None
+
+    def matches(line: str) -> bool:
+        return bool(pattern.search(line)) if pattern else line == params.line
+
+    if params.state == "absent":
+        kept = [line for line in lines if not matches(line)]
+        return "\n".join(kept) + ("\n" if kept else "") if kept != lines else text
+    if params.line in lines and (pattern is None or not any(matches(l) and l != params.line for l in lines)):
+        return text
+    hits = [i for i, line in enumerate(lines) if matches(line)]
+    if hits:
+        lines[hits[-1]] = params.line
+    else:
+        lines.append(params.line)
+    return "\n".join(lines) + "\n"
+
+
+class Line(TaskType):
+    """One line in a file: present (replacing the last line matching `regexp`,
+    or appended) or absent (every matching line removed)."""
+
+    name = "line"
+    Params = LineParams
+
+    def facts(self, params: LineParams):
+        return [file_state(params.path)]
+
+    def check(self, ctx: CheckContext, params: LineParams) -> Check:
+        state: FileState = ctx.get(file_state(params.path))
+        if not state.exists:
+            if params.state == "absent":
+                return in_sync(f"{params.path} does not exist")
+            if not params.create:
+                raise Refused(f"{params.path} does not exist and create is false")
+            after = params.line + "\n"
+            return drift(Change(f"create {params.path} with the line", [write_file(params.path, after, 0o644)],
+                                diff=unified_diff(params.path, "", after)))
+        if state.kind != "file" or state.text is None:
+            raise Refused(f"{params.path} is not a readable regular file")
+        after = edit_lines(state.text, params)
+        if after == state.text:
+            return in_sync(f"{params.path} has the line" if params.state == "present" else
+                           f"{params.path} lacks the line")
+        verb = "add line to" if params.state == "present" else "remove line from"
+        return drift(Change(f"{verb} {params.path}",
+                            [write_file(params.path, after, None, None, None, params.backup)],
+                            diff=unified_diff(params.path, state.text, after)))

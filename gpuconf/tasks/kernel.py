@@ -1,0 +1,91 @@
+"""Kernel modules: loaded or absent now, persisted for boot, with options."""
+from __future__ import annotations
+
+import re
+
+from pydantic import field_validator
+
+from gpuconf.facts.base import FileState, file_state
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, remove, run, \
+    write_file
+from typing import Literal
+
+MODULE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+def loaded_modules(state: FileState) -> set[str]:
+    """Names in /proc/modules (first column)."""
+    if not state.exists or state.text is None:
+        raise Unknown("/proc/modules is not readable")
+    return {line.split()[0] for line in state.text.splitlines() if line.strip()}
+
+
+def options_line(name: str, options: dict[str, str | int | bool] | str) -> str:
+    if isinstance(options, str):
+        text = options
+    else:
+        text = " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in options.items())
+    return f"options {name} {text}\n"
+
+
+class KernelModuleParams(Params):
+    name: str
+    state: Literal["present", "absent"] = "present"
+    persist: bool = True
+    options: dict[str, str | int | bool] | str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not MODULE_NAME.match(value):
+            raise ValueError(f"'{value}' is not a valid module name")
+        return value
+
+    @property
+    def module(self) -> str:
+        return self.name.replace("-", "_")
+
+
+class KernelModule(TaskType):
+    """A kernel module loaded (modprobe) or absent (modprobe -r) now; with
+    `persist`, also loaded at boot (/etc/modules-load.d/NAME.conf) or not;
+    `options` go to /etc/modprobe.d/NAME.conf."""
+
+    name = "kernel_module"
+    Params = KernelModuleParams
+
+    def _paths(self, params: KernelModuleParams) -> tuple[str, str]:
+        return f"/etc/modules-load.d/{params.module}.conf", f"/etc/modprobe.d/{params.module}.conf"
+
+    def facts(self, params: KernelModuleParams):
+        load_path, options_path = self._paths(params)
+        return [file_state("/proc/modules"), file_state(load_path), file_state(options_path)]
+
+    def check(self, ctx: CheckContext, params: KernelModuleParams) -> Check:
+        load_path, options_path = self._paths(params)
+        modules = loaded_modules(ctx.get(file_state("/proc/modules")))
+        load_file: FileState = ctx.get(file_state(load_path))
+        options_file: FileState = ctx.get(file_state(options_path))
+        changes = []
+        if params.options is not None:
+            wanted = options_line(params.module, params.options)
+            if options_file.text != wanted:
+                changes.append(Change(f"set options for {params.module}: {wanted.strip()}",
+                                      [write_file(options_path, wanted, 0o644)],
+                                      before=options_file.text, after=wanted, reboot=params.module in modules))
+        if params.state == "present":
+            if params.persist and load_file.text != params.module + "\n":
+                changes.append(Change(f"load {params.module} at boot ({load_path})",
+                                      [write_file(load_path, params.module + "\n", 0o644)]))
+            if params.module not in modules:
+                changes.append(Change(f"load {params.module} (not loaded)", [run(["modprobe", params.module])],
+                                      before="not loaded", after="loaded"))
+        else:
+            if params.persist and load_file.exists:
+                changes.append(Change(f"stop loading {params.module} at boot", [remove(load_path)]))
+            if params.module in modules:
+                changes.append(Change(f"unload {params.module}", [run(["modprobe", "-r", params.module])],
+                                      before="loaded", after="not loaded"))
+        if changes:
+            return drift(*changes)
+        return in_sync(f"module {params.module} is " + ("loaded" if params.state == "present" else "not loaded"))

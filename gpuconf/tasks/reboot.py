@@ -1,0 +1,32 @@
+"""Reboot a host and wait for it to come back with a new boot id."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync
+
+
+class RebootParams(Params):
+    required_only: bool = False
+    timeout: float = Field(600, gt=0)
+    command: str = "systemctl reboot || reboot"
+    msg: str = "rebooting to apply changes"
+
+
+class Reboot(TaskType):
+    """Reboot, then wait until the host answers SSH with a new boot id, up to
+    `timeout` seconds. With `required_only`, reboot only when an earlier task
+    marked the host *reboot required* (a new kernel module, an initramfs)."""
+
+    name = "reboot"
+    Params = RebootParams
+
+    def check(self, ctx: CheckContext, params: RebootParams) -> Check:
+        if params.required_only and not ctx.reboot_required:
+            return in_sync("no reboot required")
+        why = ", ".join(ctx.reboot_reasons) or "requested"
+        return drift(Change(f"reboot ({why})", verify=False))
+
+    def apply(self, ctx, params: RebootParams, changes: list[Change]) -> dict:
+        seconds = ctx.reboot(params.command, params.timeout)
+        return {"elapsed": seconds}

@@ -1,0 +1,92 @@
+"""The task types, by name. Explicit imports: no magic lookup."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpuconf.suggest import did_you_mean
+from gpuconf.tasks.base import TaskType
+from gpuconf.tasks.commands import Assert, Command
+from gpuconf.tasks.files import Directory, File, Line
+from gpuconf.tasks.kernel import KernelModule
+from gpuconf.tasks.packages import Package
+from gpuconf.tasks.reboot import Reboot
+from gpuconf.tasks.services import Service
+from gpuconf.templating import is_template
+
+TASK_TYPES: dict[str, TaskType] = {
+    task.name: task
+    for task in (File(), Directory(), Line(), Package(), Service(), KernelModule(), Command(), Reboot(), Assert())
+}
+
+
+def register(task: TaskType) -> None:
+    """Add a task type (the GPU library registers its own at import)."""
+    TASK_TYPES[task.name] = task
+
+
+def _has_template(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return is_template(value)
+
+
+def param_names(type_name: str) -> list[str]:
+    model = TASK_TYPES[type_name].Params
+    names = []
+    for name, info in model.model_fields.items():
+        names.append(info.alias or name)
+    return names
+
+
+def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple, str] | None:
+    """Errors knowable before templating: unknown params, wrong literal types."""
+    from gpuconf.playbook.loader import validation_message
+
+    model = TASK_TYPES[type_name].Params
+    names = param_names(type_name)
+    for key in raw:
+        if key not in names:
+            return (key,), f"unknown parameter '{key}'{did_you_mean(str(key), names)}"
+    templated = {k for k, v in raw.items() if _has_template(v)}
+    if templated:
+        return None if _literal_errors_ok(model, raw, templated) else _first_literal_error(model, raw, templated)
+    try:
+        model.model_validate(raw)
+    except ValidationError as exc:
+        return validation_message(exc, names)
+    return None
+
+
+def _literal_errors(model: Any, raw: dict, templated: set[str]) -> list[dict]:
+    static = {k: v for k, v in raw.items() if k not in templated}
+    try:
+        model.model_validate(static)
+    except ValidationError as exc:
+        return [e for e in exc.errors() if e["loc"] and e["loc"][0] not in templated and e["type"] != "missing"]
+    return []
+
+
+def _literal_errors_ok(model: Any, raw: dict, templated: set[str]) -> bool:
+    return not _literal_errors(model, raw, templated)
+
+
+def _first_literal_error(model: Any, raw: dict, templated: set[str]) -> tuple[tuple, str]:
+    error = _literal_errors(model, raw, templated)[0]
+    loc = tuple(error["loc"])
+    return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
+
+
+def build_params(type_name: str, rendered: dict[str, Any]) -> Any:
+    """Validate rendered params; raise ValueError with a readable message."""
+    from gpuconf.playbook.loader import validation_message
+
+    model = TASK_TYPES[type_name].Params
+    try:
+        return model.model_validate(rendered)
+    except ValidationError as exc:
+        _, message = validation_message(exc, param_names(type_name))
+        raise ValueError(message) from None

@@ -1,0 +1,96 @@
+"""systemd services: enabled or disabled; started, stopped, restarted or reloaded."""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Literal
+
+from pydantic import field_validator
+
+from gpuconf.facts.base import Output, shell
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, Unknown, drift, in_sync, run
+
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
+PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState"
+
+
+def parse_show(output: Output) -> dict[str, str]:
+    """`systemctl show --property=...` prints KEY=VALUE lines."""
+    values = {}
+    for line in output.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def unit_fact(name: str):
+    command = f"systemctl show {shlex.quote(name)} --property={PROPERTIES} --no-pager"
+    return shell(f"unit:{name}", command, lambda out: (parse_show(out), out), timeout=20)
+
+
+class ServiceParams(Params):
+    name: str
+    state: Literal["started", "stopped", "restarted", "reloaded"] | None = None
+    enabled: bool | None = None
+    daemon_reload: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _unit(cls, value: str) -> str:
+        if not UNIT_NAME.match(value):
+            raise ValueError(f"'{value}' is not a valid unit name")
+        return value
+
+
+class Service(TaskType):
+    """A systemd unit enabled or disabled, and started, stopped, restarted or
+    reloaded. Restart and reload are actions: use them from handlers."""
+
+    name = "service"
+    Params = ServiceParams
+
+    def facts(self, params: ServiceParams):
+        return [unit_fact(params.name)]
+
+    def check(self, ctx: CheckContext, params: ServiceParams) -> Check:
+        values, raw = ctx.get(unit_fact(params.name))
+        if raw.timed_out:
+            raise Unknown(f"systemctl show {params.name} timed out")
+        if not values:
+            raise Unknown(f"systemctl show {params.name} printed nothing: {raw.stderr.strip()[:200]}")
+        name = params.name
+        prefix = [run(["systemctl", "daemon-reload"])] if params.daemon_reload else []
+        if values.get("LoadState") == "not-found":
+            if not ctx.check_mode:
+                raise Refused(f"unit {name} not found")
+            # an earlier task (a package) would install it: say what apply would do
+            values = {"ActiveState": "inactive", "UnitFileState": "absent"}
+        active = values.get("ActiveState") == "active"
+        changes = []
+        if params.enabled is not None:
+            file_state = values.get("UnitFileState", "")
+            is_enabled = file_state in ("enabled", "enabled-runtime", "static", "alias", "indirect") \
+                if params.enabled else file_state in ("enabled", "enabled-runtime")
+            if file_state == "masked" and params.enabled:
+                raise Refused(f"unit {name} is masked; unmask it first")
+            if params.enabled != is_enabled:
+                verb = "enable" if params.enabled else "disable"
+                changes.append(Change(f"{verb} {name} (is {file_state or 'unknown'})",
+                                      [run(["systemctl", verb, name])], before=file_state,
+                                      after="enabled" if params.enabled else "disabled"))
+        if params.state == "started" and not active:
+            changes.append(Change(f"start {name} (is {values.get('ActiveState')})", [run(["systemctl", "start", name])],
+                                  before=values.get("ActiveState"), after="active"))
+        elif params.state == "stopped" and values.get("ActiveState") in ("active", "activating", "reloading"):
+            changes.append(Change(f"stop {name}", [run(["systemctl", "stop", name])], before="active",
+                                  after="inactive"))
+        elif params.state in ("restarted", "reloaded"):
+            verb = "restart" if params.state == "restarted" else "reload"
+            changes.append(Change(f"{verb} {name}", [run(["systemctl", verb, name])], verify=False))
+        if changes:
+            if prefix:
+                changes[0].ops[:0] = prefix
+            return drift(*changes)
+        state = values.get("ActiveState", "?")
+        return in_sync(f"{name} is {state}, {values.get('UnitFileState', '?')}")

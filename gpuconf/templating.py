@@ -1,0 +1,230 @@
+"""The one Jinja2 environment, with StrictUndefined and native single expressions.
+
+A value that is exactly one `{{ expression }}` keeps its native type
+(`"{{ 8 }}"` is the int 8); anything else renders to a string. Variables are
+looked up lazily through `Vars`, so a variable may refer to another one, and
+a cycle is reported instead of recursing forever.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+import yaml
+
+from gpuconf.errors import TemplateError
+
+_SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.S)
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
+def _truthy(value: Any) -> bool:
+    """Python truth, except that the strings of a YAML false are false."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "false", "no", "off", "0", "n")
+    return bool(value)
+
+
+def _version_key(text: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-+~:]", str(text)) if p]
+
+
+def _version_test(value: Any, other: Any, op: str = "eq") -> bool:
+    a, b = _version_key(value), _version_key(other)
+    ops = {"eq": a == b, "==": a == b, "ne": a != b, "!=": a != b, "lt": a < b, "<": a < b,
+           "le": a <= b, "<=": a <= b, "gt": a > b, ">": a > b, "ge": a >= b, ">=": a >= b}
+    if op not in ops:
+        raise TemplateError(f"unknown version comparison '{op}'")
+    return ops[op]
+
+
+def _make_env() -> jinja2.Environment:
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    env.filters.update(
+        bool=_to_bool,
+        to_json=lambda v: json.dumps(v, sort_keys=True),
+        to_nice_json=lambda v: json.dumps(v, indent=2, sort_keys=True),
+        to_yaml=lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=False),
+        regex_replace=lambda v, pat, rep="": re.sub(pat, rep, str(v)),
+        quote=lambda v: __import__("shlex").quote(str(v)),
+    )
+    env.tests["version"] = _version_test
+    return env
+
+
+ENV = _make_env()
+
+
+def is_template(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _undefined_name(exc: Exception) -> str:
+    match = re.search(r"'([^']+)' is undefined", str(exc))
+    return match.group(1) if match else ""
+
+
+class Vars(Mapping):
+    """Layered variables, highest precedence first, rendered on first lookup."""
+
+    def __init__(self, *layers: Mapping[str, Any]):
+        self.layers = [layer for layer in layers if layer]
+        self._rendered: dict[str, Any] = {}
+        self._active: list[str] = []
+
+    def raw(self, key: str) -> Any:
+        for layer in self.layers:
+            if key in layer:
+                return layer[key]
+        raise KeyError(key)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._rendered:
+            return self._rendered[key]
+        value = self.raw(key)
+        if key in self._active:
+            raise TemplateError(f"variable '{key}' refers to itself: {' -> '.join(self._active + [key])}")
+        self._active.append(key)
+        try:
+            value = render(value, self)
+        finally:
+            self._active.pop()
+        self._rendered[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return any(key in layer for layer in self.layers)
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        for layer in self.layers:
+            for key in layer:
+                if key not in seen:
+                    seen.add(key)
+                    yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def child(self, *layers: Mapping[str, Any]) -> "Vars":
+        """A new Vars with extra layers above this one's."""
+        return Vars(*layers, *self.layers)
+
+
+def _run(template: jinja2.Template, variables: Mapping[str, Any]) -> jinja2.runtime.Context:
+    # shared=True makes `variables` the context's parent as is, so lookups stay
+    # lazy; Jinja's globals (range, dict, ...) are then provided by a layer.
+    context = template.new_context(vars=_WithGlobals(variables), shared=True)
+    return context
+
+
+class _WithGlobals(Mapping):
+    def __init__(self, base: Mapping[str, Any]):
+        self.base = base
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.base:
+            return self.base[key]
+        return ENV.globals[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.base or key in ENV.globals
+
+    def __iter__(self):
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(kind: str, text: str) -> Any:
+    key = kind + "\0" + text
+    if key not in _COMPILED:
+        if kind == "expr":
+            _COMPILED[key] = ENV.compile_expression(text, undefined_to_none=False)._template
+        else:
+            _COMPILED[key] = ENV.from_string(text)
+    return _COMPILED[key]
+
+
+def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+    """Evaluate a bare Jinja2 expression (as in `when:`), natively typed."""
+    return _guard(expression, lambda: _evaluate(expression, variables))
+
+
+def _evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+    template = _compiled("expr", expression.strip())
+    context = _run(template, variables)
+    for _ in template.root_render_func(context):
+        pass
+    result = context.vars["result"]
+    if isinstance(result, jinja2.Undefined):
+        result._fail_with_undefined_error()
+    return result
+
+
+def render_string(text: str, variables: Mapping[str, Any]) -> Any:
+    """Render one string; a lone `{{ expr }}` keeps its native type."""
+    single = _SINGLE.match(text)
+    if single:
+        return _guard(text, lambda: _evaluate(single.group("expr"), variables))
+
+    def full() -> str:
+        template = _compiled("template", text)
+        return "".join(template.root_render_func(_run(template, variables)))
+
+    return _guard(text, full)
+
+
+def _guard(text: str, func: Any) -> Any:
+    try:
+        return func()
+    except jinja2.UndefinedError as exc:
+        name = _undefined_name(exc)
+        raise TemplateError(f"undefined variable '{name}'" if name else f"template error: {exc}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error in '{text.strip()}': {exc.message}") from None
+    except TemplateError:
+        raise
+    except Exception as exc:  # a filter or test raising on bad data
+        raise TemplateError(f"template '{text.strip()}' failed: {type(exc).__name__}: {exc}") from None
+
+
+def render(value: Any, variables: Mapping[str, Any]) -> Any:
+    """Render strings inside any structure of dicts and lists."""
+    if isinstance(value, str):
+        return render_string(value, variables) if is_template(value) else value
+    if isinstance(value, dict):
+        return {k: render(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v, variables) for v in value]
+    return value
+
+
+def evaluate_when(condition: Any, variables: Mapping[str, Any]) -> bool:
+    """`when:` is an expression or a list of expressions that must all hold."""
+    conditions = condition if isinstance(condition, list) else [condition]
+    for item in conditions:
+        if isinstance(item, bool):
+            ok = item
+        else:
+            text = str(item).strip()
+            single = _SINGLE.match(text)
+            ok = _truthy(evaluate(single.group("expr") if single else text, variables))
+        if not ok:
+            return False
+    return True

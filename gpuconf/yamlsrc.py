@@ -1,0 +1,164 @@
+"""YAML loading that remembers where every key and item came from.
+
+Mappings load as `YDict` and sequences as `YList`. Each keeps the 1-based
+(line, column) of itself and of each key or item, so that a validation error
+deep inside a playbook can be reported as file:line:column.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuconf.errors import Location, PlaybookError
+
+try:  # the C loader composes nodes much faster; construction stays in Python
+    _BaseLoader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - libyaml missing
+    _BaseLoader = yaml.SafeLoader
+
+
+class YDict(dict):
+    """A dict that knows its own position and each key's position."""
+
+    file: str = "<string>"
+    pos: tuple[int, int] = (0, 0)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.key_pos: dict[Any, tuple[int, int]] = {}
+
+    def location(self, key: Any = None) -> Location:
+        line, col = self.key_pos.get(key, self.pos) if key is not None else self.pos
+        return Location(self.file, line, col)
+
+
+class YList(list):
+    """A list that knows its own position and each item's position."""
+
+    file: str = "<string>"
+    pos: tuple[int, int] = (0, 0)
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.item_pos: list[tuple[int, int]] = []
+
+    def location(self, index: int | None = None) -> Location:
+        if index is not None and 0 <= index < len(self.item_pos):
+            line, col = self.item_pos[index]
+        else:
+            line, col = self.pos
+        return Location(self.file, line, col)
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _Loader(_BaseLoader):
+    filename = "<string>"
+
+
+_MERGED = (0, 0)  # position marker for keys that came from a `<<:` merge
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> YDict:
+    own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+    loader.flatten_mapping(node)
+    merged = len(node.value) - own  # entries pulled in by `<<:` come first and may be overridden
+    result = YDict()
+    result.file, result.pos = loader.filename, _mark(node)
+    for index, (key_node, value_node) in enumerate(node.value):
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise PlaybookError("a mapping key must be a plain value", Location(loader.filename, *_mark(key_node)))
+        if key in result and index >= merged and result.key_pos[key] != _MERGED:
+            first = result.key_pos[key]
+            raise PlaybookError(
+                f"duplicate key '{key}' (first defined at line {first[0]})",
+                Location(loader.filename, *_mark(key_node)),
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_pos[key] = _mark(key_node) if index >= merged else _MERGED
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> YList:
+    result = YList(loader.construct_object(child, deep=True) for child in node.value)
+    result.file, result.pos = loader.filename, _mark(node)
+    result.item_pos = [_mark(child) for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_text(text: str, filename: str = "<string>") -> Any:
+    """Parse YAML text; syntax errors become PlaybookError with file:line:column."""
+    loader = _Loader(text)
+    loader.filename = filename
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise PlaybookError(f"YAML syntax error: {problem}", where) from None
+    except yaml.YAMLError as exc:
+        raise PlaybookError(f"YAML error: {exc}", Location(filename)) from None
+    finally:
+        loader.dispose()
+
+
+def load_file(path: str | Path) -> Any:
+    """Load one YAML file; a missing or unreadable file is a PlaybookError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlaybookError(f"file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlaybookError(f"cannot read {path}: {exc}") from None
+    return load_text(text, str(path))
+
+
+def locate(root: Any, path: tuple | list, fallback: Location | None = None) -> Location | None:
+    """The location of the element at `path` (keys and indexes) under `root`.
+
+    Walks as deep as the path exists and returns the deepest known position, so
+    that an error about a missing or extra key points at its mapping or the key.
+    """
+    best = fallback
+    node = root
+    for part in path:
+        if isinstance(node, YDict):
+            if part in node:
+                best = node.location(part)
+                node = node[part]
+                continue
+            best = node.location()
+            break
+        if isinstance(node, YList) and isinstance(part, int) and 0 <= part < len(node):
+            best = node.location(part)
+            node = node[part]
+            continue
+        if isinstance(node, (YDict, YList)):
+            best = node.location()
+        break
+    else:
+        if isinstance(node, (YDict, YList)) and best is None:
+            best = node.location()
+    return best
+
+
+def plain(value: Any) -> Any:
+    """Deep-copy YDict/YList into plain dicts and lists (for JSON and templating)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
