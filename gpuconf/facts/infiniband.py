@@ -1,0 +1,164 @@
+"""InfiniBand / RoCE facts: ``ibstat``, ``ibstatus``, ``ibv_devinfo [-v|-l]``, the
+``/sys/class/infiniband`` files, and carrier flaps in syslog.
+
+Why several sources: sysfs cannot hang and is preferred by the health probes; ibstat
+is what operators paste; ibv_devinfo is all a container may have. All agree on port
+state names once normalised: ``ACTIVE``, ``DOWN``, ``INIT``, ``ARMED``; physical
+states ``LinkUp``, ``Disabled``, ``Polling``.
+
+Format notes: indentation is tabs or spaces depending on the build, and copy/paste;
+``ibwarn:`` debug lines and the ``ibpanic:`` line that ibstat prints when a device
+vanishes mid-listing are reported in ``problems``, with ``complete=False`` on panic.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuconf.facts.common import float_value, int_value
+from gpuconf.facts.infiniband_sysfs import (
+    CarrierEvent,
+    IbRate,
+    NumberedState,
+    SysfsPort,
+    parse_carrier_events,
+    parse_numbered_state,
+    parse_rate,
+    parse_sysfs_value,
+    sysfs_port,
+)
+from gpuconf.facts.infiniband_verbs import (
+    IbstatusPort,
+    IbvDevice,
+    IbvDevinfo,
+    IbvPort,
+    parse_ibstatus,
+    parse_ibv_devinfo,
+    parse_ibv_devinfo_list,
+)
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """A port as ibstat prints it. ``state`` is upper case (``ACTIVE``), ``rate_gbps`` the
+    ``Rate:`` number. ``complete`` is False when the block was cut before ``Link layer``."""
+
+    number: int
+    state: str | None = None
+    physical_state: str | None = None
+    rate_gbps: float | None = None
+    base_lid: int | None = None
+    lmc: int | None = None
+    sm_lid: int | None = None
+    capability_mask: str | None = None
+    port_guid: str | None = None
+    link_layer: str | None = None
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class IbCa:
+    """A channel adapter (``CA 'mlx5_0'``) and its ports."""
+
+    name: str
+    ca_type: str | None = None
+    number_of_ports: int | None = None
+    firmware_version: str | None = None
+    hardware_version: str | None = None
+    node_guid: str | None = None
+    system_image_guid: str | None = None
+    ports: tuple[IbPort, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ibstat:
+    """``ibstat`` output; ``complete`` is False after an ``ibpanic:`` line."""
+
+    cas: tuple[IbCa, ...]
+    complete: bool = True
+    problems: tuple[str, ...] = ()
+
+
+_IBSTAT_KEYS = {
+    "ca type": "ca_type", "number of ports": "number_of_ports",
+    "firmware version": "firmware_version", "hardware version": "hardware_version",
+    "node guid": "node_guid", "system image guid": "system_image_guid",
+    "state": "state", "physical state": "physical_state", "rate": "rate_gbps",
+    "base lid": "base_lid", "lmc": "lmc", "sm lid": "sm_lid",
+    "capability mask": "capability_mask", "port guid": "port_guid", "link layer": "link_layer",
+}
+
+
+def parse_ibstat(text: str) -> Ibstat:
+    """Parse ``ibstat`` (all CAs). Never raises."""
+    cas: list[IbCa] = []
+    problems: list[str] = []
+    complete = True
+    ca: dict | None = None
+    port: dict | None = None
+
+    def close_port() -> None:
+        nonlocal port
+        if ca is not None and port is not None:
+            ca["ports"].append(_ib_port(port))
+        port = None
+
+    def close_ca() -> None:
+        nonlocal ca
+        close_port()
+        if ca is not None:
+            ports = tuple(ca.pop("ports"))
+            cas.append(IbCa(**ca, ports=ports))
+        ca = None
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(("ibwarn:", "ibpanic:", "ibstat:")):
+            problems.append(stripped)
+            complete = complete and not stripped.startswith("ibpanic:")
+            continue
+        if match := re.match(r"^CA '([^']+)'", stripped):
+            close_ca()
+            ca = {"name": match.group(1), "ports": []}
+            continue
+        if match := re.match(r"^Port (\d+):$", stripped):
+            close_port()
+            port = {"number": int(match.group(1))}
+            continue
+        key, sep, value = stripped.partition(":")
+        field = _IBSTAT_KEYS.get(key.strip().lower())
+        if not sep or field is None or ca is None:
+            problems.append(stripped)
+        elif port is not None:
+            port[field] = value.strip()
+        else:
+            ca[field] = int_value(value) if field == "number_of_ports" else value.strip()
+    close_ca()
+    return Ibstat(tuple(cas), complete, tuple(problems))
+
+
+def _ib_port(values: dict) -> IbPort:
+    state = values.get("state")
+    return IbPort(
+        number=values["number"],
+        state=state.upper() if state else None,
+        physical_state=values.get("physical_state"),
+        rate_gbps=float_value(values.get("rate_gbps")),
+        base_lid=int_value(values.get("base_lid")),
+        lmc=int_value(values.get("lmc")),
+        sm_lid=int_value(values.get("sm_lid")),
+        capability_mask=values.get("capability_mask"),
+        port_guid=values.get("port_guid"),
+        link_layer=values.get("link_layer"),
+        complete="link_layer" in values,
+    )
+
+
+__all__ = [
+    "CarrierEvent", "IbCa", "IbPort", "IbRate", "Ibstat", "IbstatusPort", "IbvDevice",
+    "IbvDevinfo", "IbvPort", "NumberedState", "SysfsPort", "parse_carrier_events",
+    "parse_ibstat", "parse_ibstatus", "parse_ibv_devinfo", "parse_ibv_devinfo_list",
+    "parse_numbered_state", "parse_rate", "parse_sysfs_value", "sysfs_port",
+]

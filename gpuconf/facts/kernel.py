@@ -1,0 +1,194 @@
+"""Kernel facts: ``/proc/modules``, ``/proc/sys/kernel/tainted``, and the kernel log
+(line splitting, Xid events, nouveau evidence, lockups).
+
+The log and Xid parsers live in :mod:`gpuconf.facts.kernel_log` and
+:mod:`gpuconf.facts.xid` (size); import everything from here. The Xid classification
+table is documented in :mod:`gpuconf.facts.xid`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuconf.facts.kernel_log import (
+    CONTINUATION,
+    DMESG,
+    DMESG_CTIME,
+    DMESG_ISO,
+    HARD_LOCKUP,
+    HUNG_TASK,
+    JOURNAL_ISO,
+    KMSG,
+    NVIDIA_IOCTL,
+    RCU_STALL,
+    SOFT_LOCKUP,
+    SYSLOG,
+    KernelLogLine,
+    LockupLine,
+    NouveauEvidence,
+    find_lockups,
+    find_nouveau,
+    parse_kernel_log_line,
+    split_kernel_log,
+)
+from gpuconf.facts.xid import (
+    XID_CLASSES,
+    XidClass,
+    XidEvent,
+    XidSummary,
+    classify_xid,
+    parse_xid_events,
+    summarise_xid_events,
+)
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    """A ``/proc/modules`` line: ``nvidia_uvm 1982464 0 - Live 0x0000000000000000 (POE)``.
+
+    ``used_by`` lists the modules holding this one; ``state`` is ``Live``, ``Loading``
+    or ``Unloading``; ``taint`` is the flag letters in parentheses (``POE``).
+    """
+
+    name: str
+    size: int
+    refcount: int | None
+    used_by: tuple[str, ...]
+    state: str | None
+    address: str | None
+    taint: str = ""
+
+
+@dataclass(frozen=True)
+class ProcModules:
+    """All loaded modules; ``problems`` lists lines that did not parse."""
+
+    modules: tuple[KernelModule, ...]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Names of loaded modules, e.g. ``"nouveau" in facts.names``."""
+        return frozenset(module.name for module in self.modules)
+
+    def get(self, name: str) -> KernelModule | None:
+        """The module called ``name`` (``-`` and ``_`` are equivalent, as for modprobe)."""
+        wanted = name.replace("-", "_")
+        return next((m for m in self.modules if m.name == wanted), None)
+
+
+_MODULE = re.compile(
+    r"^(?P<name>\S+)\s+(?P<size>\d+)\s+(?P<ref>-?\d+|-)\s+(?P<deps>\S+)"
+    r"(?:\s+(?P<state>Live|Loading|Unloading))?(?:\s+(?P<addr>0x[0-9a-fA-F]+))?"
+    r"(?:\s+\((?P<taint>[A-Z]+)\))?\s*$"
+)
+
+
+def parse_proc_modules(text: str) -> ProcModules:
+    """Parse ``cat /proc/modules`` (also ``lsmod``-free containers). Never raises."""
+    modules: list[KernelModule] = []
+    problems: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _MODULE.match(line.strip())
+        if not match:
+            problems.append(line)
+            continue
+        deps = match.group("deps")
+        ref = match.group("ref")
+        modules.append(
+            KernelModule(
+                name=match.group("name"),
+                size=int(match.group("size")),
+                refcount=int(ref) if ref != "-" else None,
+                used_by=tuple(d for d in deps.split(",") if d and d != "-"),
+                state=match.group("state"),
+                address=match.group("addr"),
+                taint=match.group("taint") or "",
+            )
+        )
+    return ProcModules(tuple(modules), tuple(problems))
+
+
+# Documentation/admin-guide/tainted-kernels.rst: bit -> (letter, meaning).
+TAINT_FLAGS: dict[int, tuple[str, str]] = {
+    0: ("P", "proprietary module loaded"),
+    1: ("F", "module force-loaded"),
+    2: ("S", "kernel running on an out-of-spec system"),
+    3: ("R", "module force-unloaded"),
+    4: ("M", "machine check exception"),
+    5: ("B", "bad page referenced or unexpected page flags"),
+    6: ("U", "taint requested by userspace"),
+    7: ("D", "kernel died recently (OOPS or BUG)"),
+    8: ("A", "ACPI table overridden"),
+    9: ("W", "kernel issued a warning"),
+    10: ("C", "staging driver loaded"),
+    11: ("I", "platform firmware bug workaround applied"),
+    12: ("O", "out-of-tree module loaded"),
+    13: ("E", "unsigned module loaded"),
+    14: ("L", "soft lockup occurred"),
+    15: ("K", "kernel live patched"),
+    16: ("X", "auxiliary taint (distribution-defined)"),
+    17: ("T", "built with struct randomization plugin"),
+    18: ("N", "in-kernel test run"),
+    19: ("J", "fwctl mutating command issued"),
+}
+
+
+@dataclass(frozen=True)
+class TaintFlag:
+    """One set taint bit."""
+
+    bit: int
+    letter: str
+    description: str
+
+
+@dataclass(frozen=True)
+class KernelTaint:
+    """Decoded ``/proc/sys/kernel/tainted``. The NVIDIA proprietary driver alone sets
+    P and O (and E when unsigned): those are expected, D/L/M/W are worth a warning."""
+
+    value: int
+    flags: tuple[TaintFlag, ...]
+
+    @property
+    def letters(self) -> str:
+        """The flags as the kernel prints them in oopses, e.g. ``POE``."""
+        return "".join(flag.letter for flag in self.flags)
+
+    def has(self, letter: str) -> bool:
+        """True when the flag with this letter is set."""
+        return letter in self.letters
+
+
+def decode_taint(text: str) -> KernelTaint | None:
+    """Decode the integer in ``/proc/sys/kernel/tainted``; None if it is not a number."""
+    stripped = text.strip()
+    if not stripped.isdigit():
+        return None
+    value = int(stripped)
+    flags = tuple(
+        TaintFlag(bit, letter, description)
+        for bit, (letter, description) in sorted(TAINT_FLAGS.items())
+        if value & (1 << bit)
+    )
+    unknown = value & ~sum(1 << bit for bit in TAINT_FLAGS)
+    if unknown:
+        flags += tuple(
+            TaintFlag(bit, "?", "unknown taint bit") for bit in range(unknown.bit_length())
+            if unknown & (1 << bit)
+        )
+    return KernelTaint(value, flags)
+
+
+__all__ = [
+    "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
+    "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG",
+    "TAINT_FLAGS", "XID_CLASSES", "KernelLogLine", "KernelModule", "KernelTaint",
+    "LockupLine", "NouveauEvidence", "ProcModules", "TaintFlag", "XidClass", "XidEvent",
+    "XidSummary", "classify_xid", "decode_taint", "find_lockups", "find_nouveau",
+    "parse_kernel_log_line", "parse_proc_modules", "parse_xid_events", "split_kernel_log",
+    "summarise_xid_events",
+]

@@ -1,0 +1,175 @@
+"""Debian packages: ``dpkg-query -W -f=...``, ``dpkg -l``, ``apt-mark``, ``apt-cache policy``.
+
+Format notes:
+
+* ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` (optionally a
+  4th ``${Architecture}`` field). ``db:Status-Abbrev`` is 3 characters: desired
+  (u/i/r/p/h), status (n/i/c/u/f/h/W/t), error flag (space or R).
+* ``dpkg -l`` is the same data as a table whose columns are sized by the ``+++-===``
+  ruler; with a narrow terminal dpkg *cuts* versions to the column width
+  (``440.59-0ubuntu0.18`` for ``440.59-0ubuntu0.18.04.1``): ``version_may_be_cut``.
+  ``dpkg-query: no packages found matching X`` lines (stderr) land in ``not_found``.
+* ``apt-cache policy`` is in :mod:`gpuconf.facts.apt_policy` (re-exported here).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuconf.facts.apt_policy import AptPolicy, AptSource, AptVersion, parse_apt_cache_policy
+
+_DESIRED = {"u": "unknown", "i": "install", "h": "hold", "r": "remove", "p": "purge"}
+_STATUS = {
+    "n": "not-installed", "i": "installed", "c": "config-files", "u": "unpacked",
+    "f": "half-configured", "h": "half-installed", "w": "triggers-awaited",
+    "t": "triggers-pending",
+}
+
+
+@dataclass(frozen=True)
+class DpkgPackage:
+    """One package. ``installed`` means status ``installed`` (``ii``/``hi``); ``held``
+    means desired state ``hold``; ``arch`` comes from ``name:arch`` or a column."""
+
+    name: str
+    version: str | None
+    status_abbrev: str
+    desired: str | None
+    status: str | None
+    error: bool
+    arch: str | None = None
+    version_may_be_cut: bool = False
+
+    @property
+    def installed(self) -> bool:
+        """True for status ``installed`` (not ``rc``, not ``un``)."""
+        return self.status == "installed"
+
+    @property
+    def held(self) -> bool:
+        """True when the desired state is ``hold`` (``apt-mark hold``)."""
+        return self.desired == "hold"
+
+
+@dataclass(frozen=True)
+class DpkgList:
+    """Packages from ``dpkg-query -W`` or ``dpkg -l``; ``not_found`` holds the patterns
+    dpkg-query reported as matching nothing; ``problems`` other unparsed lines."""
+
+    packages: tuple[DpkgPackage, ...]
+    not_found: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def get(self, name: str, arch: str | None = None) -> DpkgPackage | None:
+        """The package called ``name`` (first match; pass ``arch`` for multi-arch)."""
+        return next((p for p in self.packages if p.name == name and (arch is None or p.arch == arch)), None)
+
+
+def _package(name: str, version: str | None, abbrev: str, arch: str | None = None,
+             cut: bool = False) -> DpkgPackage:
+    name, _, name_arch = name.partition(":")
+    flags = abbrev.ljust(3)
+    return DpkgPackage(
+        name=name,
+        version=None if version in (None, "", "<none>") else version,
+        status_abbrev=abbrev.strip(),
+        desired=_DESIRED.get(flags[0].lower()),
+        status=_STATUS.get(flags[1].lower()),
+        error=flags[2] not in (" ", ""),
+        arch=name_arch or (None if arch in (None, "", "<none>") else arch),
+        version_may_be_cut=cut,
+    )
+
+
+_NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")
+
+
+def parse_dpkg_query(text: str) -> DpkgList:
+    """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``."""
+    packages: list[DpkgPackage] = []
+    not_found: list[str] = []
+    problems: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if match := _NOT_FOUND.match(line.strip()):
+            not_found.append(match.group(1).strip())
+            continue
+        cells = line.split("\t")
+        if len(cells) < 3 or not cells[0]:
+            problems.append(line)
+            continue
+        packages.append(_package(cells[0], cells[1], cells[2], cells[3] if len(cells) > 3 else None))
+    return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
+
+
+def parse_dpkg_l(text: str) -> DpkgList:
+    """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler."""
+    packages: list[DpkgPackage] = []
+    not_found: list[str] = []
+    problems: list[str] = []
+    spans: list[tuple[int, int]] | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if match := _NOT_FOUND.match(line.strip()):
+            not_found.append(match.group(1).strip())
+        elif line.startswith("+++-"):
+            spans = [(m.start(), m.end()) for m in re.finditer(r"[+=]+", line)]
+        elif spans is None:
+            if not line.startswith(("Desired=", "| ", "|/", "||/")):
+                problems.append(line)
+        elif len(spans) >= 4 and len(line) > spans[1][0]:
+            cells = [line[start:end].strip() for start, end in spans[:3]] + [line[spans[3][0]:].strip()]
+            abbrev, name, version, arch = cells[0], cells[1], cells[2], cells[3]
+            arch = arch.split()[0] if arch else None
+            cut = version is not None and len(version) >= spans[2][1] - spans[2][0]
+            packages.append(_package(name, version, abbrev, arch, cut))
+        else:
+            problems.append(line)
+    return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
+
+
+@dataclass(frozen=True)
+class AptMark:
+    """``apt-mark hold``/``unhold``/``showhold`` results, by package name."""
+
+    held: tuple[str, ...] = ()
+    already_held: tuple[str, ...] = ()
+    unheld: tuple[str, ...] = ()
+    already_unheld: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+_MARK_PATTERNS = (
+    (re.compile(r"^(\S+) set on hold\.$"), "held"),
+    (re.compile(r"^(\S+) was already set on hold\.$"), "already_held"),
+    (re.compile(r"^Canceled hold on (\S+)\.$"), "unheld"),
+    (re.compile(r"^(\S+) was already not (?:on )?hold\.$"), "already_unheld"),
+)
+
+
+def parse_apt_mark(text: str) -> AptMark:
+    """Parse ``apt-mark hold PKG...`` / ``apt-mark unhold PKG...`` messages."""
+    found: dict[str, list[str]] = {kind: [] for _, kind in _MARK_PATTERNS}
+    problems: list[str] = []
+    for line in (l.strip() for l in text.splitlines()):
+        if not line:
+            continue
+        kind = next(((k, m) for p, k in _MARK_PATTERNS if (m := p.match(line))), None)
+        if kind is None:
+            problems.append(line)
+        else:
+            found[kind[0]].append(kind[1].group(1))
+    return AptMark(**{k: tuple(v) for k, v in found.items()}, problems=tuple(problems))
+
+
+def parse_apt_mark_showhold(text: str) -> tuple[str, ...]:
+    """Parse ``apt-mark showhold``: one held package name per line."""
+    return tuple(line.strip() for line in text.splitlines() if re.fullmatch(r"\s*[\w.+:-]+\s*", line))
+
+__all__ = [
+    "AptMark", "AptPolicy", "AptSource", "AptVersion", "DpkgList", "DpkgPackage",
+    "parse_apt_cache_policy", "parse_apt_mark", "parse_apt_mark_showhold", "parse_dpkg_l",
+    "parse_dpkg_query",
+]
