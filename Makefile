@@ -1,0 +1,33 @@
+# The two commands of the README: `make demo` and `make test`. Both set up
+# everything they need (Debian packages, the virtual environment).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test demo deps system-deps venv bench fuzz lab-down clean
+
+system-deps:
+	@scripts/system-deps.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip >/dev/null
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+deps: system-deps venv
+
+test: deps
+	$(BIN)/python -m pytest -q
+
+demo: deps
+	@scripts/demo.sh
+
+lab-down: venv
+	-$(BIN)/gpuconf lab down --name demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

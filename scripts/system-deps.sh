@@ -1,0 +1,18 @@
+#!/bin/sh
+# Debian packages that the tests, the demo and the lab need. Installs only what
+# is missing, so a second run costs a few dpkg-query calls.
+set -eu
+PACKAGES="openssh-server openssh-client sudo dpkg-dev fakeroot cpio iproute2 procps psmisc util-linux python3 python3-venv"
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "system-deps: missing Debian packages:$missing (run as root, or install them)" >&2
+  exit 1
+fi
+echo "system-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
