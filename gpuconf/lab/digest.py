@@ -1,0 +1,54 @@
+"""A digest of a node's upper dir: proof that something did or did not write to a node.
+
+gpuconf's check mode must never change a host; on the lab that is checked by digesting the
+overlay's upper dir before and after. The digest covers what a write can change (paths, types,
+modes, owners, contents, symlink targets, whiteouts and overlay xattrs) and nothing a mere
+read changes (timestamps).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+
+def entry_line(path: str, relative: str) -> bytes:
+    info = os.lstat(path)
+    fields = [relative, f"{info.st_mode:o}", str(info.st_uid), str(info.st_gid)]
+    if stat.S_ISREG(info.st_mode):
+        content = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                content.update(block)
+        fields.append(content.hexdigest())
+    elif stat.S_ISLNK(info.st_mode):
+        fields.append("-> " + os.readlink(path))
+    elif stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
+        fields.append(f"dev {os.major(info.st_rdev)}:{os.minor(info.st_rdev)}")   # 0:0 is a whiteout
+    for name in sorted(os.listxattr(path, follow_symlinks=False)):
+        value = os.getxattr(path, name, follow_symlinks=False)
+        fields.append(f"xattr {name}={value.hex()}")
+    return "\0".join(fields).encode(errors="surrogateescape") + b"\n"
+
+
+def digest_tree(root: Path) -> str:
+    """sha256 over every entry under `root`, in a stable order."""
+    digest = hashlib.sha256(entry_line(str(root), "."))
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(directory, name)
+            digest.update(entry_line(path, os.path.relpath(path, root)))
+    return digest.hexdigest()
+
+
+def list_tree(root: Path) -> list[str]:
+    """The entries a digest covers, for a readable diff when two digests differ."""
+    lines = [entry_line(str(root), ".").decode(errors="replace").rstrip("\n")]
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(directory, name)
+            lines.append(entry_line(path, os.path.relpath(path, root)).decode(errors="replace").rstrip("\n"))
+    return lines

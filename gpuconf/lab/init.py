@@ -1,0 +1,431 @@
+"""PID 1 of a lab node: builds the node's root, boots it, and reboots it on SIGUSR1.
+
+Started by the host as `unshare -m -u -p -f --kill-child /usr/bin/python3 -I -S -B init.py CONFIG`,
+so it is PID 1 of a fresh pid namespace with a private mount and UTS namespace. It runs with the
+system Python and the standard library only, and imports everything before pivot_root because
+afterwards it only sees the node's own filesystem.
+
+Why each mount exists:
+  * the root is an overlay (lower = lab image + the machine's `/`, upper = the node's directory);
+  * the lab state directory is masked with an empty tmpfs so that no node reads another's upper;
+  * `/proc` is the node's own (its pid namespace); `/proc/sys` and friends are read-only and
+    `/proc/sysrq-trigger`-like files are read-only or masked: they would reach the real kernel;
+  * `/sys` is an empty tmpfs that the simulators populate, never the machine's sysfs;
+  * `/dev` is a tmpfs with a handful of safe devices and a private devpts, and no `/dev/kmsg`;
+  * `/run`, `/tmp`, `/sys` and `/proc/driver` are fresh at every boot, like on a real machine.
+
+The boot and reboot protocol is the one in docs/lab-contract.md. Faults that the runtime owns
+(`sshd-down`, `reboot-hang`) are read from `runtime/faults.json` when SIGUSR2 arrives.
+"""
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+LIBC.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_CAPBSET_DROP = 24
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+CAP_NUMBERS = {"sys_module": 16, "sys_rawio": 17, "sys_boot": 22, "sys_time": 25, "syslog": 34}
+
+SIM = "/usr/lib/gpuconf-lab/sim"
+RUNTIME = "/usr/lib/gpuconf-lab/runtime"
+FABRIC_STASH = "/usr/lib/gpuconf-lab/fabric"
+FABRIC = "/run/gpuconf-lab-fabric"
+STATE = "/run/gpuconf-lab-init/state.json"   # read by the host through /proc/PID/root
+PROC_OVERRIDES = (
+    ("/run/gpuconf-lab/proc/modules", "/proc/modules"),
+    ("/run/gpuconf-lab/proc/osrelease", "/proc/sys/kernel/osrelease"),
+    ("/run/gpuconf-lab/proc/boot_id", "/proc/sys/kernel/random/boot_id"),
+    ("/run/gpuconf-lab/proc/version", "/proc/version"),
+)
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_MASKED = ("kcore", "keys", "timer_list", "kallsyms", "kmsg")
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+       "HOME": "/root", "PYTHONDONTWRITEBYTECODE": "1"}
+SSHD = ["/usr/sbin/sshd", "-D", "-e", "-f", RUNTIME + "/sshd_config"]
+
+
+def log(message):
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} init[{CONFIG.get('name', '?')}]: {message}\n")
+    sys.stderr.flush()
+
+
+def _encode(value):
+    return None if value is None else os.fsencode(value)
+
+
+def mount(source, target, fstype=None, flags=0, data=None):
+    if LIBC.mount(_encode(source), _encode(target), _encode(fstype), flags, _encode(data)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+
+
+def umount(target, flags=MNT_DETACH):
+    if LIBC.umount2(_encode(target), flags) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"umount {target}: {os.strerror(errno)}")
+
+
+def bind(source, target, readonly=False):
+    mount(source, target, None, MS_BIND)
+    if readonly:
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+
+
+def tmpfs(target, mode, flags=MS_NOSUID | MS_NODEV):
+    mount("tmpfs", target, "tmpfs", flags, f"mode={mode}")
+
+
+def pivot_root(new_root):
+    """Make `new_root` the root and drop the machine's tree from this mount namespace."""
+    number = SYS_PIVOT_ROOT[os.uname().machine]
+    os.chdir(new_root)
+    if LIBC.syscall(number, b".", b".") != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"pivot_root {new_root}: {os.strerror(errno)}")
+    umount(".", MNT_DETACH)
+    os.chdir("/")
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities(names):
+    """Drop from the bounding set (so no exec can regain them) and from PID 1's own sets."""
+    for name in names:
+        if LIBC.prctl(PR_CAPBSET_DROP, CAP_NUMBERS[name], 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {name}")
+    header, data = CapHeader(0x20080522, 0), (CapData * 2)()
+    if LIBC.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    for name in names:
+        word, bit = divmod(CAP_NUMBERS[name], 32)
+        keep = ~(1 << bit) & 0xFFFFFFFF
+        data[word].effective &= keep
+        data[word].permitted &= keep
+        data[word].inheritable &= keep
+    if LIBC.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def build_root(cfg):
+    """Mount everything the node keeps across reboots, then pivot into it."""
+    root = cfg["mnt"]
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    volatile = os.path.join(cfg["work"], "work", "incompat", "volatile")
+    if os.path.isdir(volatile):   # left by a previous mount of this same upper: the host did not crash
+        os.rmdir(volatile)
+    # `volatile`: no fsync to the upper dir; a lab node never needs to survive a machine crash.
+    mount("gpuconf-lab-" + cfg["name"], root, "overlay", 0,
+          f"lowerdir={cfg['image']}:/,upperdir={cfg['upper']},workdir={cfg['work']},volatile")
+    for hidden in cfg["hide"]:
+        if os.path.isdir(root + hidden):
+            tmpfs(root + hidden, "755")
+    bind(cfg["runtime"], root + RUNTIME, readonly=True)
+    bind(cfg["fabric"], root + FABRIC_STASH)
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READONLY:
+        path = f"{root}/proc/{name}"
+        if os.path.exists(path):
+            bind(path, path, readonly=True)
+    for name in PROC_MASKED:
+        path = f"{root}/proc/{name}"
+        if os.path.exists(path):
+            bind("/dev/null", path)
+    build_dev(root + "/dev")
+    pivot_root(root)
+
+
+def build_dev(dev):
+    tmpfs(dev, "755", MS_NOSUID | MS_NOEXEC)
+    for name in DEVICES:
+        open(f"{dev}/{name}", "w").close()
+        bind(f"/dev/{name}", f"{dev}/{name}")
+    os.mkdir(f"{dev}/pts")
+    mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5")
+    os.symlink("pts/ptmx", f"{dev}/ptmx")
+    os.mkdir(f"{dev}/shm")
+    tmpfs(f"{dev}/shm", "1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+
+
+def node_pids():
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and entry != "1"]
+
+
+def parent_map():
+    parents = {}
+    for pid in node_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                parents[pid] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return parents
+
+
+def signal_quietly(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+class Node:
+    """The supervisor's state: which sshd runs, which runtime faults apply, whether boot hangs."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.sshd = None
+        self.sshd_failures = 0
+        self.blackhole = None
+        self.hung = False
+        self.faults = {}
+        self.boot_mounts = []
+        self.boots = 0
+        self.state = "booting"
+
+    def publish(self, state=None):
+        """Tell the host what PID 1 is doing and which fault generation it has applied."""
+        self.state = state or self.state
+        os.makedirs(os.path.dirname(STATE), exist_ok=True)
+        with open(STATE + ".tmp", "w") as handle:
+            json.dump({"state": self.state, "boots": self.boots, "sshd": self.sshd,
+                       "faults": self.faults, "generation": self.faults.get("generation", 0)}, handle)
+        os.rename(STATE + ".tmp", STATE)
+
+    # -- boot ---------------------------------------------------------------------------------
+    def boot(self, reboot):
+        started = time.monotonic()
+        if reboot:
+            log("reboot: stopping every process")
+            self.kill_everything()
+        self.unmount_boot_mounts()
+        self.mount_volatile()
+        self.faults = self.read_faults()
+        self.boots += 1
+        self.publish("booting")
+        if reboot and self.faults.get("reboot-hang"):
+            self.hung = True
+            self.publish("hung")
+            log("fault reboot-hang: the node does not come back (clear the fault or reset the node)")
+            return
+        self.hung = False
+        if reboot:
+            time.sleep(float(self.cfg.get("boot_delay", 1.0)))
+        prepared = self.run_sim("boot", "prepare")
+        if not prepared and not os.path.exists(PROC_OVERRIDES[2][0]):
+            os.makedirs(os.path.dirname(PROC_OVERRIDES[2][0]), exist_ok=True)
+            with open(PROC_OVERRIDES[2][0], "w") as handle:
+                handle.write(f"{uuid.uuid4()}\n")
+            log("no simulated boot prepare: the runtime wrote a fresh boot_id itself")
+        for source, target in PROC_OVERRIDES:
+            if os.path.exists(source):
+                bind(source, target)
+                self.boot_mounts.append(target)
+        self.run_sim("boot", "start")
+        self.start_sshd()
+        self.publish("up")
+        log(f"booted in {time.monotonic() - started:.2f}s")
+
+    def mount_volatile(self):
+        for target, mode, flags in (("/run", "755", MS_NOSUID | MS_NODEV), ("/tmp", "1777", MS_NOSUID | MS_NODEV),
+                                    ("/sys", "755", MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                                    ("/proc/driver", "755", MS_NOSUID | MS_NODEV | MS_NOEXEC)):
+            tmpfs(target, mode, flags)
+            self.boot_mounts.append(target)
+        os.mkdir("/run/sshd", 0o755)
+        os.mkdir("/run/lock", 0o1777)
+        os.chmod("/run/lock", 0o1777)
+        os.mkdir(FABRIC)
+        bind(FABRIC_STASH, FABRIC)
+
+    def unmount_boot_mounts(self):
+        while self.boot_mounts:
+            target = self.boot_mounts.pop()
+            try:
+                umount(target, MNT_DETACH)
+            except OSError as exc:
+                log(f"warning: {exc}")
+
+    def run_sim(self, tool, *args):
+        path = f"{SIM}/{tool}"
+        if not os.path.exists(path):
+            log(f"skipping {tool} {' '.join(args)}: {path} does not exist (simulators not installed)")
+            return False
+        argv = [path, *args] if os.access(path, os.X_OK) else ["/usr/bin/python3", "-B", path, *args]
+        try:
+            result = subprocess.run(argv, env=ENV, stdin=subprocess.DEVNULL, timeout=120, cwd="/")
+        except subprocess.TimeoutExpired:
+            log(f"{tool} {' '.join(args)} timed out after 120s")
+            return True
+        if result.returncode != 0:
+            log(f"{tool} {' '.join(args)} failed with exit code {result.returncode}")
+        return True
+
+    def kill_everything(self):
+        """Like a real reboot: every process of the node ends, SSH sessions included."""
+        self.stop_blackhole()
+        self.sshd = None
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 10
+        while node_pids() and time.monotonic() < deadline:
+            self.reap()
+            time.sleep(0.02)
+        self.reap()
+        if node_pids():
+            log(f"warning: processes survived the reboot kill: {node_pids()}")
+
+    # -- sshd ---------------------------------------------------------------------------------
+    def start_sshd(self):
+        if self.faults.get("sshd-down"):
+            self.start_blackhole()
+            return
+        self.sshd = os.posix_spawn(SSHD[0], SSHD, ENV, setsid=True)
+
+    def stop_sshd(self):
+        """Freeze the listener and every session it forked, then kill them all at once.
+
+        Killing the listener first would reparent its sessions to PID 1 and lose the tree.
+        """
+        if self.sshd is None:
+            return
+        listener, self.sshd = self.sshd, None
+        tree = {listener}
+        while True:
+            for pid in tree:
+                signal_quietly(pid, signal.SIGSTOP)
+            parents = parent_map()
+            grown = tree | {pid for pid, parent in parents.items() if parent in tree}
+            if grown == tree:
+                break
+            tree = grown
+        for pid in tree:
+            signal_quietly(pid, signal.SIGKILL)
+        self.reap()
+
+    def start_blackhole(self):
+        """sshd-down: the address still accepts TCP but never sends a banner, like a hung host."""
+        if self.blackhole is not None:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for _ in range(50):
+            try:
+                sock.bind((self.cfg["address"], int(self.cfg["port"])))
+                break
+            except OSError:
+                time.sleep(0.05)
+        sock.listen(16)
+        self.blackhole = sock
+        log("fault sshd-down: connections are accepted and never answered")
+
+    def stop_blackhole(self):
+        if self.blackhole is not None:
+            self.blackhole.close()
+            self.blackhole = None
+
+    # -- events -------------------------------------------------------------------------------
+    def read_faults(self):
+        try:
+            with open(RUNTIME + "/faults.json") as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return {}
+
+    def apply_faults(self):
+        self.faults = self.read_faults()
+        if self.hung and not self.faults.get("reboot-hang"):
+            log("fault reboot-hang cleared: booting")
+            self.boot(reboot=False)
+            return
+        if self.faults.get("sshd-down") and self.blackhole is None and not self.hung:
+            self.stop_sshd()
+            self.start_blackhole()
+        elif not self.faults.get("sshd-down") and self.blackhole is not None:
+            self.stop_blackhole()
+            log("fault sshd-down cleared: starting sshd")
+            self.start_sshd()
+        self.publish()
+
+    def reap(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.sshd:
+                self.sshd = None
+                self.sshd_failures += 1
+                log(f"sshd exited ({status:#x}); restarting")
+                time.sleep(min(5.0, 0.2 * self.sshd_failures))
+                if self.blackhole is None and not self.hung:
+                    self.start_sshd()
+                self.publish()
+
+    def serve(self):
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+        for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD):
+            signal.signal(signum, lambda *_: None)
+        self.boot(reboot=False)
+        while True:
+            ready, _, _ = select.select([wake_read], [], [], 5.0)
+            signals = set(os.read(wake_read, 512)) if ready else set()
+            try:
+                self.reap()
+                if signal.SIGUSR1 in signals:
+                    self.boot(reboot=True)
+                if signal.SIGUSR2 in signals:
+                    self.apply_faults()
+            except Exception:  # PID 1 must survive its own bugs: a dead PID 1 kills the node
+                log("error:\n" + traceback.format_exc())
+
+
+def main():
+    global CONFIG
+    with open(sys.argv[1]) as handle:
+        CONFIG = json.load(handle)
+    with open(CONFIG["pid_file"] + ".tmp", "w") as handle:
+        handle.write(os.readlink("/proc/self") + "\n")   # the machine's /proc: the host pid
+    os.rename(CONFIG["pid_file"] + ".tmp", CONFIG["pid_file"])
+    socket.sethostname(CONFIG["name"])
+    build_root(CONFIG)
+    drop_capabilities(CONFIG["drop_caps"])
+    Node(CONFIG).serve()
+
+
+CONFIG = {}
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        log("fatal:\n" + traceback.format_exc())
+        sys.exit(1)

@@ -1,0 +1,60 @@
+"""The files `lab up` hands to gpuconf and to people: inventory, known_hosts and an ssh config.
+
+The inventory has Ansible's YAML shape (groups under `all: children:`), one group per profile,
+so that `gpuconf check playbook.yml -i lab` reaches the nodes exactly as it reaches real ones.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from gpuconf.lab.runtime import PROFILES, USER
+
+
+def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
+    """`[address]:port key` lines, the names paramiko and OpenSSH look up for a non-22 port."""
+    lines = []
+    for address, port, public_key in entries:
+        key_type, key_data = public_key.split()[:2]
+        name = address if port == 22 else f"[{address}]:{port}"
+        lines.append(f"{name} {key_type} {key_data}")
+    return "\n".join(lines) + "\n"
+
+
+def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> dict:
+    children: dict = {}
+    for profile in PROFILES:
+        hosts = {node.name: {"address": node.address, "lab_name": lab, "lab_profile": node.profile,
+                             "lab_node_upper": str(node.upper)}
+                 for node in nodes if node.profile == profile}
+        if hosts:
+            children[profile] = {"hosts": hosts}
+    return {"all": {
+        "vars": {"port": port, "user": USER, "ssh_key": str(ssh_key), "become": True,
+                 "known_hosts_file": str(known_hosts), "lab_name": lab},
+        "children": children,
+    }}
+
+
+def ssh_config_text(nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> str:
+    """For people: `ssh -F <this file> a100-01` with the lab's key and strict host keys."""
+    blocks = []
+    for node in nodes:
+        blocks.append(f"Host {node.name}\n  HostName {node.address}\n  Port {port}\n  User {USER}\n"
+                      f"  IdentityFile {ssh_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known_hosts}\n"
+                      f"  StrictHostKeyChecking yes\n")
+    return "\n".join(blocks)
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.rename(tmp, path)
+
+
+def write_inventory(path: Path, data: dict) -> None:
+    header = "# written by `gpuconf lab up`; removed by `gpuconf lab down`\n"
+    write_text(path, header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))

@@ -1,0 +1,252 @@
+"""What the host side of the lab agrees on: where state lives, how nodes are named and addressed.
+
+Everything a lab makes on the machine lives under one state directory (`/var/lib/gpuconf`
+unless GPUCONF_LAB_ROOT says otherwise), so that `lab down` can remove it all and a node can be
+given an empty tmpfs over it: the machine's `/` is every node's lower layer, and without that
+mask a node could read its neighbours' upper directories.
+
+The paths inside a node that the simulators rely on are fixed by docs/lab-contract.md.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_ROOT = Path(os.environ.get("GPUCONF_LAB_ROOT", "/var/lib/gpuconf"))
+LABS_DIR = STATE_ROOT / "labs"
+IMAGES_DIR = STATE_ROOT / "images"
+
+# Nodes share the machine's loopback: each gets its own 127.77.<lab slot>.<n> address. Port 22
+# is avoided because a host sshd on 0.0.0.0:22 would make binding 127.77.x.y:22 fail.
+ADDRESS_PREFIX = "127.77"
+SSH_PORT = 2222
+MAX_NODES = 254
+PROFILES = ("a100", "h100", "t4")
+USER = "gpuadmin"
+
+NODE_PYTHON = "/usr/bin/python3"
+INIT_SCRIPT = Path(__file__).with_name("init.py")
+
+# Inside a node (see docs/lab-contract.md).
+SIM_DIR = "/usr/lib/gpuconf-lab/sim"
+NODE_RUNTIME_DIR = "/usr/lib/gpuconf-lab/runtime"   # read-only bind of the node's runtime dir
+NODE_FABRIC_STASH = "/usr/lib/gpuconf-lab/fabric"   # where PID 1 keeps the fabric dir between boots
+NODE_JSON = "etc/gpuconf-lab/node.json"
+REPO_IN_IMAGE = "/var/lib/gpuconf-lab-repo"
+
+# Capabilities no process in a node may ever hold: loading modules, rebooting, setting the
+# clock, reading the kernel log and raw I/O would all reach the real machine.
+DROPPED_CAPS = ("sys_module", "sys_rawio", "sys_boot", "sys_time", "syslog")
+NODE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": "/root",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+# Debian packages the runtime calls on the host; named in errors so a fresh machine can be fixed.
+HOST_TOOLS = {
+    "unshare": "util-linux", "nsenter": "util-linux", "setpriv": "util-linux",
+    "mount": "mount", "sshd": "openssh-server", "ssh-keygen": "openssh-client",
+    "sudo": "sudo", "useradd": "passwd", "apt-get": "apt", "dpkg-deb": "dpkg",
+}
+HOST_TOOL_PATHS = {"sshd": "/usr/sbin/sshd"}
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class LabError(Exception):
+    """A lab operation that cannot be done; the message says what and what to do."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a lab: `index` is its 0-based position in the lab, unique within it."""
+
+    name: str
+    profile: str
+    index: int
+    address: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "profile": self.profile, "index": self.index, "address": self.address}
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """A node's directories on the host. Only `upper` and `work` are wiped by `lab reset`."""
+
+    root: Path
+
+    @property
+    def upper(self) -> Path:
+        return self.root / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def mnt(self) -> Path:
+        return self.root / "root"
+
+    @property
+    def runtime(self) -> Path:
+        """Host keys, sshd_config, authorized_keys, faults: survives reset, read-only in the node."""
+        return self.root / "runtime"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "init.json"
+
+    @property
+    def console(self) -> Path:
+        return self.root / "console.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "init.pid"
+
+    @property
+    def launcher_pid_file(self) -> Path:
+        return self.root / "launcher.pid"
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    """A lab's directories on the host."""
+
+    name: str
+
+    @property
+    def root(self) -> Path:
+        return LABS_DIR / self.name
+
+    @property
+    def state(self) -> Path:
+        return self.root / "lab.json"
+
+    @property
+    def image(self) -> Path:
+        """Mount point of this lab's tmpfs copy of the image layer."""
+        return self.root / "image"
+
+    @property
+    def fabric(self) -> Path:
+        return self.root / "fabric"
+
+    @property
+    def ssh(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def client_key(self) -> Path:
+        return self.ssh / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh / "config"
+
+    def node(self, name: str) -> NodePaths:
+        return NodePaths(self.root / "nodes" / name)
+
+
+def require_root_linux(action: str) -> None:
+    """Refuse early, in one line, where namespaces and mounts cannot work."""
+    if not sys.platform.startswith("linux"):
+        raise LabError(f"gpuconf lab {action} needs Linux (namespaces and overlayfs); this is {sys.platform}")
+    if os.geteuid() != 0:
+        raise LabError(f"gpuconf lab {action} needs root (it mounts overlays and creates namespaces): "
+                       f"run it with sudo")
+
+
+def require_tools() -> None:
+    missing = [f"{tool} (Debian package {package})" for tool, package in HOST_TOOLS.items()
+               if not (shutil.which(tool) or os.access(HOST_TOOL_PATHS.get(tool, "/nonexistent"), os.X_OK))]
+    if not os.access(NODE_PYTHON, os.X_OK):
+        missing.append(f"{NODE_PYTHON} (Debian package python3)")
+    if missing:
+        raise LabError("gpuconf lab needs these programs on the machine: " + ", ".join(missing)
+                       + "; install them with apt-get install")
+
+
+def check_name(name: str, what: str = "lab name") -> str:
+    if not NAME_RE.match(name):
+        raise LabError(f"invalid {what} '{name}': use lowercase letters, digits and '-', "
+                       f"starting with a letter, at most 31 characters")
+    return name
+
+
+def parse_profiles(spec: str, nodes: int | None) -> dict[str, int]:
+    """`a100` (with --nodes N, default 1) or a mix with its own counts, such as `a100=4,t4=1`."""
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    mixed = any("=" in part for part in parts)
+    if mixed and nodes is not None:
+        raise LabError("give either --nodes N with one profile, or counts in --profile (a100=4,t4=1), not both")
+    if not mixed and len(parts) != 1:
+        raise LabError(f"'{spec}' names several profiles without counts: write e.g. a100=4,t4=1")
+    counts: dict[str, int] = {}
+    for part in parts:
+        name, _, count = part.partition("=")
+        if name not in PROFILES:
+            raise LabError(f"unknown profile '{name}': choose from {', '.join(PROFILES)}")
+        if mixed and (not count.isdigit() or int(count) < 1):
+            raise LabError(f"bad node count in '{part}': use a positive number, e.g. {name}=2")
+        counts[name] = counts.get(name, 0) + (int(count) if mixed else (nodes if nodes is not None else 1))
+    total = sum(counts.values())
+    if total < 1 or total > MAX_NODES:
+        raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {total}")
+    return counts
+
+
+def plan_nodes(profiles: dict[str, int], slot: int) -> list[NodeSpec]:
+    """Names like a100-01, numbered per profile; addresses 127.77.<slot>.<index + 1>."""
+    specs: list[NodeSpec] = []
+    for profile in PROFILES:
+        for number in range(1, profiles.get(profile, 0) + 1):
+            index = len(specs)
+            specs.append(NodeSpec(f"{profile}-{number:02d}", profile, index,
+                                  f"{ADDRESS_PREFIX}.{slot}.{index + 1}"))
+    unknown = set(profiles) - set(PROFILES)
+    if unknown:
+        raise LabError(f"unknown profile(s) {', '.join(sorted(unknown))}: choose from {', '.join(PROFILES)}")
+    if not specs or len(specs) > MAX_NODES:
+        raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {len(specs)}")
+    return specs
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The directory holding pyproject.toml above `start`, else `start` (the cwd)."""
+    start = (start or Path.cwd()).resolve()
+    for directory in (start, *start.parents):
+        if (directory / "pyproject.toml").is_file():
+            return directory
+    return start
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def process_matches(pid: int, needle: str) -> bool:
+    """True when `pid` is alive (not a zombie) and its command line mentions `needle`.
+
+    Pids are checked before any signal is sent so that a recycled pid is never killed.
+    """
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and needle in cmdline
