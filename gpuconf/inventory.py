@@ -208,7 +208,8 @@ def _load_hosts_file(inventory: Inventory, path: Path) -> None:
         where = data.location() if isinstance(data, yamlsrc.YList) else Location(str(path), 1, 1)
         raise InventoryError(f"not an inventory: expected a mapping of groups such as 'all:', got {kind}", where)
     for name, body in data.items():
-        if name != "all" and isinstance(body, dict) and not set(body) & set(GROUP_KEYS) and body:
+        misspelled = isinstance(body, dict) and any(did_you_mean(str(k), GROUP_KEYS) for k in body)
+        if name != "all" and isinstance(body, dict) and body and not set(body) & set(GROUP_KEYS) and not misspelled:
             raise InventoryError(
                 f"not an inventory: top-level key '{name}' is not a group (a group has hosts:, vars: or children:)",
                 data.location(name),
