@@ -80,6 +80,9 @@ def limit_hosts(inventory: Inventory, hosts: list[str], limit: str | None) -> li
     result = [h for h in hosts if h in allowed]
     if not allowed:
         names = list(inventory.hosts) + list(inventory.groups)
-        first = next((t.lstrip("&!") for t in split_pattern(limit) if not t.startswith("@")), limit)
-        raise InventoryError(f"--limit '{limit}' matches no hosts in {inventory.source}{did_you_mean(first, names)}")
+        # hint at a term that matches nothing by itself, not at one that is fine
+        terms = [t.lstrip("&!") for t in split_pattern(limit) if not t.lstrip("&!").startswith(("@", "~"))]
+        unmatched = next((t for t in terms if not _term_hosts(inventory, t)), None)
+        hint = did_you_mean(unmatched, names) if unmatched else ""
+        raise InventoryError(f"--limit '{limit}' matches no hosts in {inventory.source}{hint}")
     return result
