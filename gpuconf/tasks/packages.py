@@ -2,45 +2,41 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import field_validator, model_validator
 
 from gpuconf.facts.base import Output, shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, run
+from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync, run
 
 PACKAGE_NAME = __import__("re").compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 
 
-@dataclass(frozen=True)
-class PackageState:
-    name: str
-    version: str | None  # None: dpkg does not know it
-    status: str  # e.g. "ii", "rc", "hi"; "" when unknown
-
-    @property
-    def installed(self) -> bool:
-        # second letter of db:Status-Abbrev: i installed, W/t triggers pending
-        return self.status[1:2] in ("i", "W", "t")
-
-    @property
-    def config_only(self) -> bool:
-        return self.status[1:2] == "c"
-
-    @property
-    def held(self) -> bool:
-        return self.status.startswith("h")
+def _states(output: Output, names: tuple[str, ...]) -> dict[str, DpkgPackage | None]:
+    listing = parse_dpkg_query(output.stdout)
+    return {name: listing.get(name) for name in names}
 
 
-def parse_dpkg_query(output: Output, names: tuple[str, ...]) -> dict[str, PackageState]:
-    """`dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`."""
-    states = {name: PackageState(name, None, "") for name in names}
-    for line in output.stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[0] in states:
-            states[parts[0]] = PackageState(parts[0], parts[1] or None, parts[2].strip())
-    return states
+def _installed(package: DpkgPackage | None) -> bool:
+    return package is not None and package.installed
+
+
+def _config_only(package: DpkgPackage | None) -> bool:
+    return package is not None and package.status == "config-files"
+
+
+def _held(package: DpkgPackage | None) -> bool:
+    return package is not None and package.held
+
+
+DPKG_FORMAT = "'${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'"
+
+
+def installed_matching(pattern: str):
+    """Packages whose names match a dpkg glob (`nvidia-*`), as a DpkgList."""
+    command = f"dpkg-query -W -f={DPKG_FORMAT} -- {shlex.quote(pattern)} 2>/dev/null; true"
+    return shell(f"dpkg-glob:{pattern}", command, lambda out: parse_dpkg_query(out.stdout), timeout=30)
 
 
 class AptBackend:
@@ -49,9 +45,9 @@ class AptBackend:
     LOCK_TIMEOUT = 120
 
     def query(self, names: tuple[str, ...]):
-        command = "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' -- " + \
-            " ".join(shlex.quote(n) for n in names) + " 2>/dev/null; true"
-        return shell("dpkg:" + ",".join(names), command, lambda out: parse_dpkg_query(out, names), timeout=30)
+        command = f"dpkg-query -W -f={DPKG_FORMAT} -- " + " ".join(shlex.quote(n) for n in names) + \
+            " 2>/dev/null; true"
+        return shell("dpkg:" + ",".join(names), command, lambda out: _states(out, names), timeout=30)
 
     def _apt(self, verb: str, args: list[str], allow_held: bool) -> str:
         options = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={self.LOCK_TIMEOUT}",
@@ -91,9 +87,7 @@ class PackageParams(Params):
         return value
 
     @model_validator(mode="after")
-    def _version_single(self) -> "PackageParams":
-        if self.version is not None and isinstance(self.name, list) and len(self.name) != 1:
-            raise ValueError("'version' needs a single package name")
+    def _version_present(self) -> "PackageParams":
         if self.version is not None and self.state != "present":
             raise ValueError("'version' only applies to state present")
         return self
@@ -117,34 +111,32 @@ class Package(TaskType):
     def check(self, ctx: CheckContext, params: PackageParams) -> Check:
         backend = BACKENDS[params.backend]
         fact = backend.query(params.names)
-        states: dict[str, PackageState] = ctx.get(fact)
-        if not states and params.names:
-            raise Unknown("dpkg-query returned nothing")
+        states: dict[str, DpkgPackage | None] = ctx.get(fact)
         changes: list[Change] = []
         allow_held = bool(params.hold)
         if params.state == "present":
             wanted = []
             for name in params.names:
                 state = states[name]
-                if not state.installed:
+                if not _installed(state):
                     wanted.append((name, f"install {name}" + (f" {params.version}" if params.version else "")))
                 elif params.version and state.version != params.version:
                     wanted.append((name, f"{name} {state.version} installed, want {params.version}"))
             if wanted:
                 specs = [f"{n}={params.version}" if params.version else n for n, _ in wanted]
                 changes.append(Change("; ".join(s for _, s in wanted),
-                                      [backend.install(specs, allow_held or any(states[n].held for n, _ in wanted))],
-                                      before={n: states[n].version for n, _ in wanted},
+                                      [backend.install(specs, allow_held or any(_held(states[n]) for n, _ in wanted))],
+                                      before={n: states[n].version if states[n] else None for n, _ in wanted},
                                       after={n: params.version or "latest" for n, _ in wanted}))
         else:
             purge = params.state == "purged"
-            present = [n for n in params.names if states[n].installed or (purge and states[n].config_only)]
+            present = [n for n in params.names if _installed(states[n]) or (purge and _config_only(states[n]))]
             if present:
                 verb = "purge" if purge else "remove"
                 changes.append(Change(f"{verb} {', '.join(present)}",
-                                      [backend.remove(present, purge, any(states[n].held for n in present))]))
+                                      [backend.remove(present, purge, any(_held(states[n]) for n in present))]))
         if params.hold is not None and params.state == "present":
-            flip = [n for n in params.names if states[n].held != params.hold]
+            flip = [n for n in params.names if _held(states[n]) != params.hold]
             if flip:
                 verb = "hold" if params.hold else "unhold"
                 changes.append(Change(f"{verb} {', '.join(flip)}", [backend.hold(flip, params.hold)]))
@@ -153,11 +145,11 @@ class Package(TaskType):
         return in_sync(self._describe(params, states))
 
     @staticmethod
-    def _describe(params: PackageParams, states: dict[str, PackageState]) -> str:
+    def _describe(params: PackageParams, states: dict[str, DpkgPackage | None]) -> str:
         if params.state != "present":
             return f"{', '.join(params.names)} {params.state}"
         parts = []
         for name in params.names:
             state = states[name]
-            parts.append(f"{name} {state.version}" + (" (held)" if state.held else ""))
+            parts.append(f"{name} {state.version}" + (" (held)" if _held(state) else ""))
         return ", ".join(parts) + " installed"
