@@ -1,0 +1,94 @@
+"""The one Jinja2 environment: StrictUndefined, native single expressions, lazy vars."""
+import pytest
+
+from gpuconf.errors import TemplateError
+from gpuconf.templating import Vars, evaluate_when, render
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{{ 8 }}", 8),
+    ("{{ '8' }}", "8"),
+    ("{{ n }}", 3),
+    (" {{ n * 2 }} ", 6),
+    ("{{ [1, n] }}", [1, 3]),
+    ("{{ flag }}", False),
+    ("{{ n }}{{ n }}", "33"),           # two expressions: a string
+    ("n={{ n }}", "n=3"),
+    ("{{ name | upper }}-{{ n }}", "GPU-3"),
+    ("no template here", "no template here"),
+])
+def test_native_type_only_for_a_lone_expression(text, expected):
+    result = render(text, Vars({"n": 3, "flag": False, "name": "gpu"}))
+    assert result == expected and type(result) is type(expected)
+
+
+def test_render_walks_nested_structures():
+    assert render({"a": ["{{ x }}", {"b": "{{ x + 1 }}"}], "c": 5}, Vars({"x": 1})) == {"a": [1, {"b": 2}], "c": 5}
+
+
+@pytest.mark.parametrize("text", ["{{ missing }}", "value: {{ missing }}", "{% if missing %}x{% endif %}"])
+def test_undefined_variable_is_named(text):
+    with pytest.raises(TemplateError, match="undefined variable 'missing'"):
+        render(text, Vars({"other": 1}))
+
+
+def test_unknown_filter_is_a_template_error_naming_it():
+    with pytest.raises(TemplateError, match="default_typo"):
+        render("{{ x | default_typo }}", Vars({"x": 1}))
+
+
+def test_undefined_deep_inside_another_variable_names_the_deep_one():
+    variables = Vars({"a": "{{ b }}", "b": "x{{ c }}"})
+    with pytest.raises(TemplateError, match="undefined variable 'c'"):
+        render("{{ a }}", variables)
+
+
+def test_variables_refer_to_variables_lazily_and_keep_types():
+    variables = Vars({"driver": "{{ major }}.{{ minor }}", "major": "{{ 550 }}", "minor": 54, "n": "{{ major }}"},
+                     {"major": 1})
+    assert render("{{ driver }}", variables) == "550.54"
+    assert render("{{ n }}", variables) == 550  # still an int through two references
+
+
+def test_higher_layer_wins_and_can_use_lower_names():
+    variables = Vars({"port": "{{ base + 1 }}"}, {"port": 1, "base": 8000})
+    assert render("{{ port }}", variables) == 8001
+
+
+@pytest.mark.parametrize("layer, cycle", [
+    ({"a": "{{ a }}"}, "a -> a"),
+    ({"a": "{{ b }}", "b": "x{{ c }}", "c": "{{ a }}"}, "a -> b -> c -> a"),
+])
+def test_reference_cycle_is_reported(layer, cycle):
+    with pytest.raises(TemplateError, match="refers to itself") as err:
+        render("{{ a }}", Vars(layer))
+    assert cycle in str(err.value)
+
+
+def test_syntax_error_is_a_template_error():
+    with pytest.raises(TemplateError, match="syntax"):
+        render("{{ x + }}", Vars({"x": 1}))
+
+
+@pytest.mark.parametrize("condition, expected", [
+    ("n > 2", True),
+    ("n > 5", False),
+    ("{{ n > 2 }}", True),
+    (["n > 2", "name == 'gpu'"], True),
+    (["n > 2", "name == 'cpu'"], False),
+    ([True, "n == 3"], True),
+    ([False], False),
+    ("missing is defined", False),
+    ("missing is not defined", True),
+    ("word", False),                 # a variable holding the string 'no' is false, as YAML says
+    ("facts.gpu_count == 8", True),
+    ("'550.54.15' is version('550.40', '>=')", True),
+])
+def test_when(condition, expected):
+    variables = Vars({"n": 3, "name": "gpu", "word": "no", "facts": {"gpu_count": 8}})
+    assert evaluate_when(condition, variables) is expected
+
+
+def test_when_with_an_undefined_variable_is_an_error_not_false():
+    with pytest.raises(TemplateError, match="undefined variable 'missing'"):
+        evaluate_when(["true", "missing > 1"], Vars({}))
