@@ -32,6 +32,12 @@ from gpuconf.facts.kernel_log import (
     split_kernel_log,
 )
 from gpuconf.facts.xid import (
+    APPLICATION,
+    ECC,
+    FALLEN_OFF_BUS,
+    GSP,
+    NVLINK,
+    UNKNOWN,
     XID_CLASSES,
     XidClass,
     XidEvent,
@@ -184,6 +190,7 @@ def decode_taint(text: str) -> KernelTaint | None:
 
 
 __all__ = [
+    "APPLICATION", "ECC", "FALLEN_OFF_BUS", "GSP", "NVLINK", "UNKNOWN",
     "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
     "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG",
     "TAINT_FLAGS", "XID_CLASSES", "KernelLogLine", "KernelModule", "KernelTaint",

@@ -31,7 +31,7 @@ CsvValue = str | int | float | None
 _TEXT_FIELD_MARKERS = (
     "version", "name", "uuid", "serial", "bus_id", "pci.", "timestamp", "inforom",
     "compute_cap", "driver_model", "gom.", "mode", "pstate", "display_", "reasons.",
-    "address", "cause", "process", "board", "module_id", "vgpu", "addressing",
+    "address", "cause", "process", "board", "module_id", "vgpu", "addressing", "guid",
 )
 _UNIT_IN_HEADER = re.compile(r"^(?P<name>.+?)\s*\[(?P<unit>[^\]]+)\]$")
 
@@ -57,7 +57,7 @@ def csv_value(field: str, raw: str) -> CsvValue:
     text = raw.strip()
     if is_unavailable(text):
         return None
-    if any(marker in field for marker in _TEXT_FIELD_MARKERS) or text.lower().startswith("0x"):
+    if any(marker in field.lower() for marker in _TEXT_FIELD_MARKERS) or text.lower().startswith("0x"):
         return text
     number = number_value(text)
     return text if number is None else number

@@ -1,0 +1,182 @@
+"""Kernel parsers: log line splitting in every real format, Xid events and their
+classification, nouveau evidence, lockups, /proc/modules and taint decoding."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuconf.facts.kernel import (
+    APPLICATION,
+    CONTINUATION,
+    DMESG,
+    DMESG_CTIME,
+    DMESG_ISO,
+    ECC,
+    FALLEN_OFF_BUS,
+    GSP,
+    HUNG_TASK,
+    JOURNAL_ISO,
+    KMSG,
+    NVIDIA_IOCTL,
+    NVLINK,
+    SOFT_LOCKUP,
+    UNKNOWN,
+    classify_xid,
+    decode_taint,
+    find_lockups,
+    find_nouveau,
+    parse_proc_modules,
+    parse_xid_events,
+    split_kernel_log,
+    summarise_xid_events,
+)
+
+REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
+            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
+
+
+def read(rel: str) -> str:
+    if not REAL.is_dir():
+        pytest.skip(f"real fixtures not present at {REAL}")
+    return (REAL / rel).read_text(encoding="utf-8")
+
+
+K = "dmesg/"
+# file -> (records, format of the first record, first message start, Xid (code, count) pairs,
+#          nouveau present)
+LOGS = {
+    K + "journalctl-k-short-iso-gpud.txt":
+        (47, JOURNAL_ISO, "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready", {}, False),
+    K + "kmsg-raw-dev-kmsg-nvswitch-gpud.txt":
+        (47, KMSG, "nvidia-nvswitch2: open (major=510)", {}, False),
+    K + "nouveau-legacy-bracket-format-GM204-bbswitch-TRUNCATED-bumblebee-684.txt":
+        (15, DMESG, "bbswitch: enabling discrete graphics", {}, True),
+    K + "nouveau-legacy-vbios-pfb-clk-lines-TRUNCATED-bumblebee-628.txt":
+        (17, DMESG, "nouveau  [   VBIOS][0000:01:00.0] BIT signature found", {}, True),
+    K + "nvrm-probe-not-called-nouveau-conflict-mattshma-bigdata-133.txt":
+        (11, DMESG, "NVRM: No NVIDIA graphics adapter probed!", {}, True),
+    K + "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt":
+        (43, DMESG_CTIME, "NVRM: GPU at PCI:0000:9b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d", {119: 5}, False),
+    K + "xid-13-43-flood-decode-iso-gpud.txt":
+        (636, DMESG_ISO, "NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>'", {13: 629, 43: 7}, False),
+    K + "xid-32-31-legacy-format-no-pid-bumblebee-677.txt":
+        (3, DMESG, "NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000000 intr 00004000", {32: 2, 31: 1}, False),
+    K + "xid-48-63-94-dbe-rowremap-contained-iso-timestamps-gpud.txt":
+        (41, DMESG_ISO, "nvidia-peermem nv_get_p2p_free_callback:127 ERROR", {48: 1, 63: 1, 94: 9}, False),
+}
+CASES = sorted(LOGS)
+
+
+@pytest.mark.parametrize("rel", sorted(LOGS))
+def test_kernel_log_formats_xids_and_nouveau(rel: str) -> None:
+    records, first_format, first_message, xids, nouveau = LOGS[rel]
+    text = read(rel)
+    lines = split_kernel_log(text)
+    assert len(lines) == records
+    assert lines[0].format == first_format
+    assert lines[0].message.startswith(first_message)
+    counts: dict[int, int] = {}
+    for event in parse_xid_events(text):
+        counts[event.code] = counts.get(event.code, 0) + 1
+    assert counts == xids
+    assert find_nouveau(text).present is nouveau
+    assert find_lockups(text) == ()  # none of the captures shows a lockup
+
+
+def test_xid_fields_modern_format() -> None:
+    events = parse_xid_events(read(K + "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt"))
+    first = events[0]
+    assert (first.code, first.category, first.pci_address, first.bus_id) == (119, GSP, "0000:9b:00.0", "0000:9b:00")
+    assert (first.pid, first.process_name) == (2024380, "nvidia-smi")
+    assert first.message.startswith("Timeout after 6s of waiting for RPC response from GPU4 GSP!")
+    assert first.log.timestamp == "Sun Feb 23 16:24:18 2025"
+    assert [e.process_name for e in events] == ["nvidia-smi", "nvidia-smi", "nvidia-smi", "cache_mgr_main", "gpud"]
+
+
+def test_xid_fields_unknown_pid_decode_and_legacy() -> None:
+    flood = parse_xid_events(read(K + "xid-13-43-flood-decode-iso-gpud.txt"))
+    assert (flood[0].pid, flood[0].process_name, flood[0].category) == (None, None, APPLICATION)
+    assert (flood[0].log.facility, flood[0].log.level) == ("kern", "warn")
+    assert (flood[-1].code, flood[-1].pid, flood[-1].process_name) == (43, 2924364, "pt_main_thread")
+    summary = summarise_xid_events(flood)
+    assert [(s.pci_address, s.code, s.count) for s in summary] == [("0000:38:00.0", 13, 629), ("0000:38:00.0", 43, 7)]
+    legacy = parse_xid_events(read(K + "xid-32-31-legacy-format-no-pid-bumblebee-677.txt"))
+    assert [(e.code, e.pid, e.message) for e in legacy] == [
+        (32, None, "Channel ID 00000000 intr 00004000"), (32, None, "Channel ID 00000000 intr 00004000"),
+        (31, None, "Ch 00000003, engmask 00000101, intr 10000000")]
+    assert legacy[0].log.monotonic_s == 24128.828315
+    ecc = parse_xid_events(read(K + "xid-48-63-94-dbe-rowremap-contained-iso-timestamps-gpud.txt"))
+    assert {e.category for e in ecc} == {ECC}
+    assert ecc[1].message.startswith("Row Remapper: New row (0x00000012bac1c3e0) marked for remapping")
+    assert (ecc[3].pid, ecc[3].process_name) == (1248209, "python3.10")
+
+
+def test_xid_classification_table() -> None:
+    assert classify_xid(79).category == FALLEN_OFF_BUS
+    assert {classify_xid(c).category for c in (48, 63, 64, 94, 95)} == {ECC}
+    assert {classify_xid(c).category for c in (119, 120)} == {GSP}
+    assert {classify_xid(c).category for c in (13, 31, 43, 45)} == {APPLICATION}
+    assert {classify_xid(c).category for c in (32, 74)} == {NVLINK}
+    assert classify_xid(61).category == UNKNOWN
+    fallen = parse_xid_events("[ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
+    assert (fallen[0].category, fallen[0].pid, fallen[0].message) == (FALLEN_OFF_BUS, 1234, "GPU has fallen off the bus.")
+
+
+def test_kernel_log_record_details() -> None:
+    kmsg = split_kernel_log(read(K + "kmsg-raw-dev-kmsg-nvswitch-gpud.txt"))
+    assert (kmsg[0].sequence, kmsg[0].monotonic_s, kmsg[0].level) == (3964, 206.764307, "info")
+    journal = split_kernel_log(read(K + "journalctl-k-short-iso-gpud.txt"))
+    assert (journal[0].source, journal[0].host) == ("kernel", "exp03-ft-896z-1-lan.exp03-ft-896z-job-svc")
+    assert journal[0].timestamp == "2025-01-17T17:10:43+0000"
+    probe = split_kernel_log(read(K + "nvrm-probe-not-called-nouveau-conflict-mattshma-bigdata-133.txt"))
+    assert [line.format for line in probe].count(CONTINUATION) == 5
+    assert probe[5].message == "NVRM: nouveau, rivafb, nvidiafb or rivatv"
+
+
+def test_nouveau_evidence_details() -> None:
+    gm204 = find_nouveau(read(K + "nouveau-legacy-bracket-format-GM204-bbswitch-TRUNCATED-bumblebee-684.txt"))
+    assert (len(gm204.lines), gm204.chipset, gm204.nvidia_probe_conflict) == (6, "GM204 (NV124)", False)
+    conflict = find_nouveau(read(K + "nvrm-probe-not-called-nouveau-conflict-mattshma-bigdata-133.txt"))
+    assert (conflict.lines, conflict.nvidia_probe_conflict, conflict.devices_not_probed) == ((), True, 3)
+    modern = find_nouveau("[    4.2] nouveau 0000:01:00.0: NVIDIA GA102 (172000a1)\n")
+    assert modern.present and modern.chipset == "GA102"
+    assert not find_nouveau(read(K + "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt")).present
+
+
+def test_lockups() -> None:
+    text = (
+        "[ 812.1] watchdog: BUG: soft lockup - CPU#12 stuck for 22s! [nvidia-smi:4242]\n"
+        "[ 812.2]  nvidia_unlocked_ioctl+0x5a/0x90 [nvidia]\n"
+        "[ 960.0] INFO: task nvidia-smi:4242 blocked for more than 120 seconds.\n"
+    )
+    found = find_lockups(text)
+    assert [(f.kind, f.task) for f in found] == [(SOFT_LOCKUP, "nvidia-smi:4242"), (NVIDIA_IOCTL, None),
+                                                 (HUNG_TASK, "nvidia-smi:4242")]
+
+
+def test_proc_modules() -> None:
+    modules = parse_proc_modules(
+        "nvidia_uvm 1982464 0 - Live 0x0000000000000000 (POE)\n"
+        "nvidia_drm 118784 2 - Live 0xffffffffc1a2c000 (POE)\n"
+        "nvidia 62758912 62 nvidia_uvm,nvidia_modeset, Live 0x0000000000000000 (POE)\n"
+        "mlx5_ib 450560 0 - Loading 0x0000000000000000\n"
+        "ib_core 462848 8 rdma_ucm,ib_uverbs,mlx5_ib, Live 0x0000000000000000\n"
+        "not a module line\n")
+    assert "nouveau" not in modules.names and "nvidia" in modules.names
+    nvidia = modules.get("nvidia")
+    assert nvidia is not None
+    assert (nvidia.size, nvidia.refcount, nvidia.used_by, nvidia.state, nvidia.taint) == (
+        62758912, 62, ("nvidia_uvm", "nvidia_modeset"), "Live", "POE")
+    assert modules.get("mlx5-ib") is not None and modules.get("mlx5-ib").state == "Loading"  # type: ignore[union-attr]
+    assert modules.problems == ("not a module line",)
+
+
+def test_taint() -> None:
+    taint = decode_taint("12289\n")  # P + O + E: the proprietary NVIDIA driver
+    assert taint is not None and (taint.letters, taint.has("P"), taint.has("D")) == ("POE", True, False)
+    assert decode_taint("0").flags == ()  # type: ignore[union-attr]
+    lockup = decode_taint(str((1 << 14) | (1 << 9)))
+    assert lockup is not None and lockup.letters == "WL"
+    assert decode_taint("n/a") is None
