@@ -32,8 +32,10 @@ class ReadContext:
     """Facts of one host, read through its session. Nothing here writes."""
 
     def __init__(self, session: HostSession, variables: Vars, facts: dict[str, Any], check_mode: bool,
-                 search_paths: list[Path], become: bool | None, timeout: float | None = None):
+                 search_paths: list[Path], become: bool | None, timeout: float | None = None,
+                 after_apply: bool = False):
         self._session = session
+        self.after_apply = after_apply  # True for the re-check that follows apply
         self.host = session.host
         self.vars = variables
         self.facts = facts
@@ -62,6 +64,10 @@ class ReadContext:
     def get_all(self, facts: list[Fact]) -> list[Any]:
         self._session.fetch([self._bounded(f) for f in facts], self._become)
         return [self.get(f) for f in facts]
+
+    def forget(self, fact: Fact) -> None:
+        """Drop a cached fact so the next get() reads it again (polling)."""
+        self._session.cache.pop(self._bounded(fact).key, None)
 
     def template(self, name: str) -> str:
         """Render a template file (role templates/ first) with the task's vars."""

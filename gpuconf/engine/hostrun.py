@@ -70,7 +70,7 @@ class PlayOnHost:
     def task_vars(self, task: TaskDef) -> Vars:
         magic = dict(self.magic, facts=self.facts, inventory_hostname=self.host)
         return Vars(magic, self.options.extra_vars, self.registered, task.keywords.vars, task.role_params,
-                    self.play.vars, self.host_vars, task.role_defaults)
+                    self.play.vars, self.host_vars, self.play.role_defaults)
 
     def prepare(self, task: TaskDef) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false."""
@@ -203,7 +203,8 @@ class PlayOnHost:
         data = task_type.apply(write, params, check.changes) or {}
         self.refresh_facts()
         recheck = task_type.check(ReadContext(self.session, self.task_vars(task), self.facts, False,
-                                              task.search_paths, become, task.keywords.timeout), params)
+                                              task.search_paths, become, task.keywords.timeout, after_apply=True),
+                                  params)
         left = [c for c in recheck.changes if c.verify]
         if left:
             raise TaskError("not idempotent: after apply, check still finds: " + "; ".join(c.summary for c in left))

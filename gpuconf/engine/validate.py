@@ -95,7 +95,7 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
                      "hostvars": unknowable, "group_names": inventory.host_groups(host)}
             for task in play.tasks + play.handlers:
                 problem = _check_task(task, Vars(magic, extra_vars, registered, task.keywords.vars, task.role_params,
-                                                 play.vars, inventory.host_vars(host), task.role_defaults))
+                                                 play.vars, inventory.host_vars(host), play.role_defaults))
                 if problem and problem not in seen:
                     seen.add(problem)
                     problems.append(f"{task.location}: {problem} (task '{task.name}', host {host})")

@@ -73,6 +73,7 @@ class Loader:
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         loaded_roles: set[str] = set()
+        self.defaults: dict[str, Any] = {}
         roles_node = node.get("roles", yamlsrc.YList())
         for index, item in enumerate(keywords.roles):
             where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
@@ -84,7 +85,7 @@ class Loader:
         for task in tasks + handlers:
             if task.become is None:
                 task.become = keywords.become
-        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location())
+        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults)
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
@@ -177,8 +178,8 @@ class Loader:
         role_tags = tags | set(ref.tags)
         role_tasks = self._role_file(path / "tasks" / "main.yml", role_tags, search, ref.role)
         role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
+        self.defaults.update(yamlsrc.plain(defaults))
         for task in role_tasks + role_handlers:
-            task.role_defaults = yamlsrc.plain(defaults)
             task.role_params = ref.params
             task.role_when = [ref.when] if ref.when is not None else []
             if task.become is None:

@@ -114,7 +114,6 @@ class TaskDef:
     location: Location
     raw: Any = None  # the YAML node, for locating param errors
     role: str | None = None
-    role_defaults: dict[str, Any] = field(default_factory=dict)
     role_params: dict[str, Any] = field(default_factory=dict)
     role_when: list[Any] = field(default_factory=list)
     tags: set[str] = field(default_factory=set)
@@ -131,6 +130,7 @@ class Play:
     tasks: list[TaskDef]
     handlers: list[TaskDef]
     location: Location
+    role_defaults: dict[str, Any] = field(default_factory=dict)  # all roles' defaults, as in Ansible
 
 
 @dataclass

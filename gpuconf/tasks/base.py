@@ -119,7 +119,10 @@ class CheckContext(Protocol):
 
     host: str
     facts: dict[str, Any]
+    vars: Any
     check_mode: bool
+    after_apply: bool  # the re-check right after apply
+    reboot_required: bool
 
     def get(self, fact: Fact) -> Any: ...
 

@@ -6,8 +6,8 @@ import re
 from pydantic import field_validator
 
 from gpuconf.facts.base import FileState, file_state
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, remove, run, \
-    write_file
+from gpuconf.tasks.base import (Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, remove, run,
+                                write_file)
 from typing import Literal
 
 MODULE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -33,6 +33,7 @@ class KernelModuleParams(Params):
     state: Literal["present", "absent"] = "present"
     persist: bool = True
     options: dict[str, str | int | bool] | str | None = None
+    reboot_if_busy: bool = False
 
     @field_validator("name")
     @classmethod
@@ -49,7 +50,9 @@ class KernelModuleParams(Params):
 class KernelModule(TaskType):
     """A kernel module loaded (modprobe) or absent (modprobe -r) now; with
     `persist`, also loaded at boot (/etc/modules-load.d/NAME.conf) or not;
-    `options` go to /etc/modprobe.d/NAME.conf."""
+    `options` go to /etc/modprobe.d/NAME.conf. With `reboot_if_busy`, a module
+    that cannot be unloaded now marks the host reboot required instead of
+    failing."""
 
     name = "kernel_module"
     Params = KernelModuleParams
@@ -84,8 +87,11 @@ class KernelModule(TaskType):
             if params.persist and load_file.exists:
                 changes.append(Change(f"stop loading {params.module} at boot", [remove(load_path)]))
             if params.module in modules:
-                changes.append(Change(f"unload {params.module}", [run(["modprobe", "-r", params.module])],
-                                      before="loaded", after="not loaded"))
+                if params.reboot_if_busy and ctx.after_apply:
+                    return Check(changes, f"{params.module} is still loaded (in use): reboot required", True)
+                changes.append(Change(f"unload {params.module}",
+                                      [run(["modprobe", "-r", params.module], check=not params.reboot_if_busy)],
+                                      before="loaded", after="not loaded", reboot=params.reboot_if_busy))
         if changes:
             return drift(*changes)
         return in_sync(f"module {params.module} is " + ("loaded" if params.state == "present" else "not loaded"))

@@ -8,22 +8,25 @@ from pydantic import ValidationError
 from gpuconf.suggest import did_you_mean
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.commands import Assert, Command
+from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
 from gpuconf.tasks.files import Directory, File, Line
+from gpuconf.tasks.infiniband import IbPorts
+from gpuconf.tasks.initramfs import Initramfs
+from gpuconf.tasks.jsonfile import JsonMerge
 from gpuconf.tasks.kernel import KernelModule
+from gpuconf.tasks.nvidia import (DkmsModule, DriverBranch, FabricManagerVersion, NvidiaModule, PersistenceMode,
+                                  PowerLimit)
 from gpuconf.tasks.packages import Package
+from gpuconf.tasks.probe import Probe
 from gpuconf.tasks.reboot import Reboot
 from gpuconf.tasks.services import Service
 from gpuconf.templating import is_template
 
-TASK_TYPES: dict[str, TaskType] = {
-    task.name: task
-    for task in (File(), Directory(), Line(), Package(), Service(), KernelModule(), Command(), Reboot(), Assert())
-}
-
-
-def register(task: TaskType) -> None:
-    """Add a task type (the GPU library registers its own at import)."""
-    TASK_TYPES[task.name] = task
+GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
+           Probe(), Reboot(), Assert())
+GPU = (DriverBranch(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(), PersistenceMode(),
+       PowerLimit(), FabricManagerVersion(), IbPorts())
+TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
 
 
 def _has_template(value: Any) -> bool:

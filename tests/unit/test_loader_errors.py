@@ -89,10 +89,11 @@ def test_role_dependencies_load_first_once_and_roles_see_their_defaults(tmp_path
     write(tmp_path / "roles" / "fabric" / "tasks" / "main.yml", "- name: fabric task\n  assert: {that: 'true'}\n")
     path = write(tmp_path / "site.yml", "- hosts: all\n  roles: [fabric]\n  tasks:\n"
                                         "    - name: play task\n      assert: {that: 'true'}\n")
-    tasks = load_playbook(path, project_dir=tmp_path).plays[0].tasks
+    play = load_playbook(path, project_dir=tmp_path).plays[0]
+    tasks = play.tasks
     assert [t.name for t in tasks] == ["base task", "driver task", "fabric task", "play task"]
     assert [t.role for t in tasks] == ["base", "driver", "fabric", None]
-    assert tasks[1].role_defaults == {"version": "550"} and tasks[2].role_defaults == {}
+    assert play.role_defaults == {"version": "550"}  # role defaults are play-wide, as in Ansible
 
 
 def test_role_dependency_cycle_is_an_error(tmp_path):

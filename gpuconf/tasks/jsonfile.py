@@ -1,0 +1,60 @@
+"""JSON files merged, never overwritten: the user's other keys stay."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuconf.facts.base import file_state
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, drift, in_sync, write_file
+from gpuconf.tasks.files import _Owned, unified_diff
+
+
+def deep_merge(base: Any, overlay: Any) -> Any:
+    """Mappings merge key by key; anything else in `overlay` replaces."""
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        merged = dict(base)
+        for key, value in overlay.items():
+            merged[key] = deep_merge(base.get(key), value) if key in base else value
+        return merged
+    return overlay
+
+
+class JsonMergeParams(_Owned):
+    merge: dict[str, Any]
+    indent: int = 4
+    backup: bool = False
+
+
+class JsonMerge(TaskType):
+    """Merge keys into a JSON file (e.g. /etc/docker/daemon.json), keeping
+    every other key as it is. A file that is not valid JSON is refused, never
+    overwritten."""
+
+    name = "json_merge"
+    Params = JsonMergeParams
+
+    def facts(self, params: JsonMergeParams):
+        return [file_state(params.path)]
+
+    def check(self, ctx: CheckContext, params: JsonMergeParams) -> Check:
+        state = ctx.get(file_state(params.path))
+        before_text = state.text if state.exists else ""
+        current: Any = {}
+        if state.exists and (before_text or "").strip():
+            try:
+                current = json.loads(before_text)
+            except json.JSONDecodeError as exc:
+                raise Refused(f"{params.path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+                              "refusing to overwrite it") from None
+            if not isinstance(current, dict):
+                raise Refused(f"{params.path} holds a JSON {type(current).__name__}, not an object")
+        merged = deep_merge(current, params.merge)
+        if merged == current and state.exists:
+            return in_sync(f"{params.path} has the wanted keys")
+        after = json.dumps(merged, indent=params.indent) + "\n"
+        keys = ", ".join(k for k in params.merge if current.get(k) != merged.get(k))
+        return drift(Change(f"merge {keys} into {params.path}",
+                            [write_file(params.path, after, params.mode if params.mode is not None else
+                                        (None if state.exists else 0o644), params.owner, params.group,
+                                        params.backup)],
+                            diff=unified_diff(params.path, before_text or "", after)))

@@ -1,0 +1,61 @@
+"""Read-only verification: a command's output must match, in check and apply."""
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, model_validator
+
+from gpuconf.facts.base import shell
+from gpuconf.tasks.base import Check, CheckContext, Params, Refused, TaskType, Unknown, in_sync
+from gpuconf.tasks.pending import pending
+
+
+class ProbeParams(Params):
+    command: str
+    contains: str | None = None
+    matches: str | None = None
+    rc: int = 0
+    timeout: float = Field(30, gt=0)
+    pending_in_check: bool = True
+
+    @model_validator(mode="after")
+    def _regex(self) -> "ProbeParams":
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as exc:
+                raise ValueError(f"bad regexp in matches: {exc}") from None
+        return self
+
+
+class Probe(TaskType):
+    """Run a read-only command (it runs in check mode too: it must not change
+    anything) and require its exit code and output (`contains`, `matches`).
+    In check mode a mismatch is reported as what apply will verify, since the
+    tasks before it have not run yet; in apply it is a failure."""
+
+    name = "probe"
+    Params = ProbeParams
+
+    def _fact(self, params: ProbeParams):
+        return shell(f"probe:{params.command}", params.command, lambda out: out, timeout=params.timeout)
+
+    def facts(self, params: ProbeParams):
+        return [self._fact(params)]
+
+    def check(self, ctx: CheckContext, params: ProbeParams) -> Check:
+        out = ctx.get(self._fact(params))
+        if out.timed_out:
+            raise Unknown(f"timed out after {params.timeout:g} s: {params.command}")
+        problem = None
+        if out.rc != params.rc:
+            problem = f"exit {out.rc}, want {params.rc}: {(out.stderr or out.stdout).strip()[-200:]}"
+        elif params.contains is not None and params.contains not in out.stdout:
+            problem = f"output lacks {params.contains!r}: {out.stdout.strip()[-200:]!r}"
+        elif params.matches is not None and not re.search(params.matches, out.stdout, re.M):
+            problem = f"output does not match {params.matches!r}: {out.stdout.strip()[-200:]!r}"
+        if problem is None:
+            return in_sync(f"{params.command}: as expected")
+        if params.pending_in_check:
+            return pending(ctx, f"verify `{params.command}`: {problem}")
+        raise Refused(f"`{params.command}`: {problem}")
