@@ -6,20 +6,27 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from gpuconf.facts.base import Output, shell
+from gpuconf.facts.base import FactUnavailable, Output, shell
 from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
 from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync, run
 
 PACKAGE_NAME = __import__("re").compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 
 
+def _listing(output: Output):
+    if output.timed_out:  # a partial listing would read as "not installed": drift that is not there
+        raise FactUnavailable("dpkg-query timed out")
+    return parse_dpkg_query(output.stdout)
+
+
 def _states(output: Output, names: tuple[str, ...]) -> dict[str, DpkgPackage | None]:
-    listing = parse_dpkg_query(output.stdout)
+    listing = _listing(output)
     return {name: listing.get(name) for name in names}
 
 
 def _installed(package: DpkgPackage | None) -> bool:
-    return package is not None and package.installed
+    # unpacked and configured, with triggers still to run (`it`, `iW`): reinstalling changes nothing
+    return package is not None and package.status in ("installed", "triggers-pending", "triggers-awaited")
 
 
 def _config_only(package: DpkgPackage | None) -> bool:
@@ -36,7 +43,7 @@ DPKG_FORMAT = "'${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'"
 def installed_matching(pattern: str):
     """Packages whose names match a dpkg glob (`nvidia-*`), as a DpkgList."""
     command = f"dpkg-query -W -f={DPKG_FORMAT} -- {shlex.quote(pattern)} 2>/dev/null; true"
-    return shell(f"dpkg-glob:{pattern}", command, lambda out: parse_dpkg_query(out.stdout), timeout=30)
+    return shell(f"dpkg-glob:{pattern}", command, _listing, timeout=30)
 
 
 class AptBackend:

@@ -46,7 +46,7 @@ def build_project(root: Path) -> None:
     play = {"hosts": "all", "gather_facts": False, "vars": dict(values_from(6), r="play"),
             "roles": [dict({"role": "probe"}, **values_from(7))],
             "tasks": [{"name": "outside the role", "file": {"path": "{{ out }}/outside.txt",
-                                                            "content": "v6={{ v6 }} v7={{ v7 }}\n"}}]}
+                                                            "content": "v1={{ v1 }} v7={{ v7 }}\n"}}]}
     (root / "site.yml").write_text(dump([play]))
 
 
@@ -60,8 +60,8 @@ def test_each_layer_beats_the_ones_below(tmp_path):
     got = dict(line.split("=", 1) for line in (out / "inside.txt").read_text().splitlines())
     expected = {f"v{n}": layer for n, layer in enumerate(LAYERS, start=1)}
     assert got == dict(expected, r="ok")  # and a registered result beats task vars
-    # role defaults and role parameters are the role's own
-    assert (out / "outside.txt").read_text() == "v6=play v7=play\n"
+    # role defaults are one play-wide layer (as in Ansible); role parameters are the role's own
+    assert (out / "outside.txt").read_text() == "v1=role-defaults v7=play\n"
 
 
 def test_groups_of_equal_depth_later_name_wins_and_depth_beats_name(tmp_path):
