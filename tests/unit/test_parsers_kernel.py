@@ -124,6 +124,14 @@ def test_xid_classification_table() -> None:
     assert (fallen[0].category, fallen[0].pid, fallen[0].message) == (FALLEN_OFF_BUS, 1234, "GPU has fallen off the bus.")
 
 
+def test_xid_in_journal_and_kmsg_formats() -> None:
+    journal = parse_xid_events(
+        "2025-01-17T17:10:43+0000 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    kmsg = parse_xid_events("4,1234,5678000,-;NVRM: Xid (PCI:0000:3b:00): 74, pid=99, name=nccl, NVLink: fatal error\n")
+    assert [(e.code, e.log.format, e.log.host) for e in journal] == [(79, JOURNAL_ISO, "node1")]
+    assert [(e.code, e.category, e.log.monotonic_s, e.log.level) for e in kmsg] == [(74, NVLINK, 5.678, "warn")]
+
+
 def test_kernel_log_record_details() -> None:
     kmsg = split_kernel_log(read(K + "kmsg-raw-dev-kmsg-nvswitch-gpud.txt"))
     assert (kmsg[0].sequence, kmsg[0].monotonic_s, kmsg[0].level) == (3964, 206.764307, "info")

@@ -115,6 +115,14 @@ def test_failure_other_kinds_and_non_failures() -> None:
         "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  "
         "Reboot the system to recover this GPU\n")
     assert lost is not None and (lost.kind, lost.bus_id) == (GPU_LOST, "0000:3B:00.0")
+    # a lost GPU is a partial failure: the other GPUs are still listed, with the failure attached
+    partial = parse_gpu_list("Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n"
+                             "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\nGPU 2: NVIDIA H100 80GB HBM3 (UUID: GPU-c)\n")
+    assert [g.index for g in partial.gpus] == [0, 2]
+    assert partial.failure is not None and (partial.failure.kind, partial.failure.bus_id) == (GPU_LOST, "0000:3B:00.0")
+    rows = parse_query_csv("Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.\n"
+                           "0, 61.25\n2, 60.10\n", fields=["index", "power.draw"])
+    assert [r["index"] for r in rows.rows] == [0, 2] and rows.failure is not None
     assert detect_nvidia_smi_failure(read(D + "L-580.126.09-a100-sxm4-40gb.txt")) is None
     assert detect_nvidia_smi_failure("") is None
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gpuconf.facts.common import is_unavailable, number_value
-from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
+from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 CsvValue = str | int | float | None
 
@@ -71,8 +71,10 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryCsv:
     Rows with the wrong number of cells are skipped and reported in ``problems``.
     """
     failure = detect_nvidia_smi_failure(text)
-    if failure is not None:
+    if is_fatal(failure):
         return QueryCsv(fields=tuple(fields or ()), rows=(), units={}, failure=failure)
+    if failure is not None:  # a lost GPU's line, then the other GPUs' rows
+        text = "\n".join(line for line in text.splitlines() if line.strip() != failure.message)
     lines = [line for line in text.splitlines() if line.strip()]
     names: list[str] = [f.strip() for f in fields] if fields else []
     units: dict[str, str] = {}
@@ -92,7 +94,7 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryCsv:
             problems.append(f"expected {len(names)} values, got {len(cells)}: {line[:120]}")
             continue
         rows.append({name: csv_value(name, cell) for name, cell in zip(names, cells)})
-    return QueryCsv(tuple(names), tuple(rows), units, problems=tuple(problems))
+    return QueryCsv(tuple(names), tuple(rows), units, failure=failure, problems=tuple(problems))
 
 
 def _looks_like_header(line: str, names: list[str]) -> bool:

@@ -11,6 +11,10 @@ Known messages (real captures in ``fixtures/real/nvidia-smi/failure-*``)::
     NVML library version: 580.178
     No devices were found
     Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system ...
+    Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error
+
+The last two are *partial* failures (:data:`PARTIAL_FAILURE_KINDS`): nvidia-smi goes on
+to report the other GPUs, so the parsers keep parsing and attach the failure.
 
 Copy/paste artefacts (curly apostrophes, the message wrapped over two lines) are
 tolerated: the text is normalised before matching.
@@ -29,6 +33,9 @@ GPU_LOST = "gpu_lost"
 INSUFFICIENT_PERMISSIONS = "insufficient_permissions"
 NVML_INIT_FAILED = "nvml_init_failed"
 
+# Failures after which nvidia-smi still prints data for the GPUs it can reach.
+PARTIAL_FAILURE_KINDS = (GPU_LOST,)
+
 FAILURE_KINDS = (
     DRIVER_NOT_LOADED,
     DRIVER_LIBRARY_MISMATCH,
@@ -46,7 +53,7 @@ class NvidiaSmiFailure:
     ``kind`` is one of :data:`FAILURE_KINDS`; ``message`` is the first error line as
     printed; ``nvml_library_version`` is set for a driver/library mismatch (the version
     of the user-space library, the kernel module being the other side); ``bus_id`` is
-    set for "GPU is lost".
+    set for a lost GPU (``gpu_lost``: "GPU is lost" or no device handle).
     """
 
     kind: str
@@ -58,7 +65,7 @@ class NvidiaSmiFailure:
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (DRIVER_LIBRARY_MISMATCH, re.compile(r"driver/library version mismatch", re.I)),
     (DRIVER_NOT_LOADED, re.compile(r"couldn'?t communicate with the nvidia driver", re.I)),
-    (GPU_LOST, re.compile(r"gpu is lost", re.I)),
+    (GPU_LOST, re.compile(r"gpu is lost|unable to determine the device handle for gpu", re.I)),
     (NO_DEVICES, re.compile(r"^no devices were found", re.I | re.M)),
     (INSUFFICIENT_PERMISSIONS, re.compile(r"insufficient permissions", re.I)),
     (NVML_INIT_FAILED, re.compile(r"failed to initialize nvml", re.I)),
@@ -77,12 +84,14 @@ def detect_nvidia_smi_failure(text: str) -> NvidiaSmiFailure | None:
     # A data dump starts with its banner, a table border, "GPU n:" or a CSV header.
     if re.match(r"(=+NVSMI LOG=+|<\?xml|\+-|GPU \d+:|Timestamp\b)", head):
         return None
+    if re.match(r"unable to determine the device handle", head, re.I):
+        head = head.splitlines()[0]  # a lost GPU, then the others' data: judge that line only
     flat = re.sub(r"\s+", " ", head)
     for kind, pattern in _PATTERNS:
         if pattern.search(flat if kind != NO_DEVICES else head):
             first_line = head.splitlines()[0].strip()
             library = re.search(r"NVML library version:\s*(\S+)", head)
-            bus = re.search(r"device handle for GPU\s*([0-9A-Fa-f:.]+)", head)
+            bus = re.search(r"device handle for GPU\s*([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)", head)
             return NvidiaSmiFailure(
                 kind=kind,
                 message=first_line,
@@ -90,3 +99,8 @@ def detect_nvidia_smi_failure(text: str) -> NvidiaSmiFailure | None:
                 bus_id=bus.group(1).rstrip(":.") if bus else None,
             )
     return None
+
+
+def is_fatal(failure: NvidiaSmiFailure | None) -> bool:
+    """True when nvidia-smi printed no usable data (every kind but the partial ones)."""
+    return failure is not None and failure.kind not in PARTIAL_FAILURE_KINDS

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from gpuconf.facts.common import Unparseable, unparseable
-from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
+from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
 def parse_gpu_list(text: str) -> GpuList:
     """Parse ``nvidia-smi -L``. Never raises; see :class:`GpuList` for partial results."""
     failure = detect_nvidia_smi_failure(text)
-    if failure is not None:
+    if is_fatal(failure):
         return GpuList(gpus=(), failure=failure)
     gpus: list[ListedGpu] = []
     migs: list[ListedMigDevice] = []
@@ -86,7 +86,7 @@ def parse_gpu_list(text: str) -> GpuList:
             continue
         problems.append(line)
     flush()
-    return GpuList(gpus=tuple(gpus), problems=tuple(problems))
+    return GpuList(gpus=tuple(gpus), failure=failure, problems=tuple(problems))
 
 
 @dataclass(frozen=True)

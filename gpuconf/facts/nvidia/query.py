@@ -14,6 +14,8 @@ Format notes, from the real captures (drivers 375 to 595):
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuconf.facts.common import (
     Unparseable,
     bool_value,
@@ -24,7 +26,7 @@ from gpuconf.facts.common import (
     unparseable,
 )
 from gpuconf.facts.nvidia import query_sections as sections
-from gpuconf.facts.nvidia.failure import detect_nvidia_smi_failure
+from gpuconf.facts.nvidia.failure import detect_nvidia_smi_failure, is_fatal
 from gpuconf.facts.nvidia.query_model import (
     GpuDetails,
     MemoryUsage,
@@ -42,9 +44,12 @@ def parse_nvidia_smi_query(text: str) -> NvidiaSmiQuery:
     GPUs; text that is not a ``-q`` dump gives ``complete=False`` with a problem.
     """
     failure = detect_nvidia_smi_failure(text)
-    if failure is not None:
+    if failure is not None and is_fatal(failure):
         return NvidiaSmiQuery(gpus=(), complete=False, failure=failure, problems=(failure.message,))
-    return _from_tree(text_tree(text))
+    result = _from_tree(text_tree(text))
+    if failure is not None:  # a lost GPU: the others are still reported
+        return replace(result, failure=failure, complete=False, problems=(failure.message, *result.problems))
+    return result
 
 
 def parse_nvidia_smi_query_xml(text: str) -> NvidiaSmiQuery | Unparseable:

@@ -23,6 +23,7 @@ from gpuconf.facts.nvidia.tree import Node
 
 
 def temperatures(node: Node) -> Temperatures:
+    """The Temperature section (absolute thresholds and T.Limit-relative ones)."""
     return Temperatures(
         gpu_c=int_value(node.get("gpu_current_temp", "gpu_temp")),
         memory_c=int_value(node.get("memory_current_temp", "memory_temp")),
@@ -41,6 +42,7 @@ def temperatures(node: Node) -> Temperatures:
 
 
 def power(node: Node) -> PowerReadings:
+    """GPU Power Readings (535+) or Power Readings (older)."""
     # Pre-535 "Power Readings": "Power Limit" is the requested one, "Enforced" the current.
     return PowerReadings(
         draw_w=float_value(node.get("instantaneous_power_draw", "power_draw")),
@@ -54,6 +56,7 @@ def power(node: Node) -> PowerReadings:
 
 
 def clocks(gpu: Node) -> Clocks:
+    """Current and Max Clocks."""
     def mhz(section: str, name: str) -> int | None:
         return int_value(gpu.get(f"{section}/{name}", f"{section}/{name}_clock"))
 
@@ -73,6 +76,7 @@ REASON_ALIASES = {"idle": "gpu_idle", "display_clocks_setting": "display_clock_s
 
 
 def reasons(node: Node | None) -> ClockEventReasons | None:
+    """Clocks Event Reasons / Clocks Throttle Reasons, nested HW Slowdown children included."""
     if node is None or not node.children:
         return None
     active: list[str] = []
@@ -118,6 +122,7 @@ def ecc_sums(node: Node | None) -> tuple[int | None, int | None]:
 
 
 def ecc(gpu: Node) -> EccErrors:
+    """ECC Mode and ECC Errors totals."""
     volatile = ecc_sums(gpu.find("ecc_errors/volatile"))
     aggregate = ecc_sums(gpu.find("ecc_errors/aggregate"))
     return EccErrors(
@@ -132,6 +137,7 @@ def ecc(gpu: Node) -> EccErrors:
 
 
 def retired_pages(node: Node | None) -> RetiredPages | None:
+    """Retired Pages; None when absent or all N/A (Ampere and later)."""
     if node is None or not node.children:
         return None
     pages = RetiredPages(
@@ -146,8 +152,9 @@ def retired_pages(node: Node | None) -> RetiredPages | None:
 
 
 def remapped_rows(node: Node | None) -> RemappedRows | None:
+    """Remapped Rows; None for "Remapped Rows : N/A" (no row remapping on this GPU)."""
     if node is None or not node.children:
-        return None  # "Remapped Rows : N/A" on GPUs without row remapping
+        return None
     return RemappedRows(
         correctable=int_value(node.get("correctable_error", "remapped_row_corr")),
         uncorrectable=int_value(node.get("uncorrectable_error", "remapped_row_unc")),
@@ -157,6 +164,7 @@ def remapped_rows(node: Node | None) -> RemappedRows | None:
 
 
 def fabric(node: Node | None) -> Fabric | None:
+    """Fabric (NVSwitch registration); None when the section is absent."""
     if node is None:
         return None
     return Fabric(
@@ -168,6 +176,7 @@ def fabric(node: Node | None) -> Fabric | None:
 
 
 def processes(node: Node | None) -> tuple[GpuProcess, ...]:
+    """The Processes section, text (GI/CI lines before each Process ID) or XML."""
     if node is None:
         return ()
     processes: list[GpuProcess] = []
@@ -189,6 +198,7 @@ def processes(node: Node | None) -> tuple[GpuProcess, ...]:
 
 
 def process(node: Node, pid: str | None, name: str | None, ids: dict[str, str | None]) -> GpuProcess:
+    """One process entry."""
     return GpuProcess(
         pid=int_value(pid),
         type=text_value(node.get("type")),
@@ -200,6 +210,7 @@ def process(node: Node, pid: str | None, name: str | None, ids: dict[str, str | 
 
 
 def mig_devices(gpu: Node) -> tuple[MigDevice, ...]:
+    """MIG Device blocks (text: directly under the GPU; XML: under mig_devices)."""
     nodes = gpu.all("mig_device") + [
         device for group in gpu.all("mig_devices") for device in group.all("mig_device")
     ]

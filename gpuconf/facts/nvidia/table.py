@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from gpuconf.facts.common import bool_value, canonical_pci_address, int_value, number_value, text_value
-from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
+from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 
 @dataclass(frozen=True)
@@ -111,15 +111,16 @@ _TIMESTAMP = re.compile(r"^\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}")
 def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
     """Parse the default ``nvidia-smi`` output. Never raises."""
     failure = detect_nvidia_smi_failure(text)
-    if failure is not None:
-        return NvidiaSmiTable(gpus=(), complete=False, failure=failure, problems=(failure.message,))
+    if is_fatal(failure):
+        return NvidiaSmiTable(gpus=(), complete=False, failure=failure,
+                              problems=(failure.message,))  # type: ignore[union-attr]
     lines = [line.rstrip() for line in text.splitlines()]
     versions = next((m for m in map(_VERSIONS.search, lines) if m), None)
     timestamp = next((line.strip() for line in lines if _TIMESTAMP.match(line.strip())), None)
     gpus: list[TableGpu] = []
     migs: list[TableMigDevice] = []
     processes: list[TableProcess] = []
-    problems: list[str] = []
+    problems: list[str] = [failure.message] if failure else []
     section = "gpus"
     for number, line in enumerate(lines):
         if "MIG devices:" in line:
@@ -151,6 +152,7 @@ def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
         driver_version=versions.group("driver") if versions else None,
         cuda_version=versions.group("cuda") if versions else None,
         complete=not problems,
+        failure=failure,
         problems=tuple(problems),
     )
 
