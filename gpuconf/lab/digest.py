@@ -2,8 +2,8 @@
 
 gpuconf's check mode must never change a host; on the lab that is checked by digesting the
 overlay's upper dir before and after. The digest covers what a write can change (paths, types,
-modes, owners, contents, symlink targets, whiteouts and overlay xattrs) and nothing a mere
-read changes (timestamps).
+modes, owners, contents, symlink targets, whiteouts and the xattrs that change what the node
+sees) and nothing a mere read changes (timestamps, overlayfs's lazily set bookkeeping xattrs).
 """
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+
+# overlayfs's own bookkeeping, which it sets lazily on a mere lookup (a read) of a directory the
+# host created in the upper dir. `opaque` and `redirect` change what the node sees: they count.
+OVERLAY_BOOKKEEPING = {"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"}
 
 
 def entry_line(path: str, relative: str) -> bytes:
@@ -26,7 +30,7 @@ def entry_line(path: str, relative: str) -> bytes:
         fields.append("-> " + os.readlink(path))
     elif stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
         fields.append(f"dev {os.major(info.st_rdev)}:{os.minor(info.st_rdev)}")   # 0:0 is a whiteout
-    for name in sorted(os.listxattr(path, follow_symlinks=False)):
+    for name in sorted(set(os.listxattr(path, follow_symlinks=False)) - OVERLAY_BOOKKEEPING):
         value = os.getxattr(path, name, follow_symlinks=False)
         fields.append(f"xattr {name}={value.hex()}")
     return "\0".join(fields).encode(errors="surrogateescape") + b"\n"

@@ -17,7 +17,6 @@ Why each mount exists:
 The boot and reboot protocol is the one in docs/lab-contract.md. Faults that the runtime owns
 (`sshd-down`, `reboot-hang`) are read from `runtime/faults.json` when SIGUSR2 arrives.
 """
-import ctypes
 import json
 import os
 import select
@@ -29,16 +28,10 @@ import time
 import traceback
 import uuid
 
-LIBC = ctypes.CDLL(None, use_errno=True)
-LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-LIBC.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-PR_CAPBSET_DROP = 24
-SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
-CAP_NUMBERS = {"sys_module": 16, "sys_rawio": 17, "sys_boot": 22, "sys_time": 25, "syslog": 34}
+# init.py runs as a script (python3 -I): its own directory is not on sys.path by itself.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from linux import (MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,  # noqa: E402
+                   bind, drop_capabilities, mount, pivot_root, tmpfs, umount)
 
 SIM = "/usr/lib/gpuconf-lab/sim"
 RUNTIME = "/usr/lib/gpuconf-lab/runtime"
@@ -62,69 +55,6 @@ SSHD = ["/usr/sbin/sshd", "-D", "-e", "-f", RUNTIME + "/sshd_config"]
 def log(message):
     sys.stderr.write(f"{time.strftime('%H:%M:%S')} init[{CONFIG.get('name', '?')}]: {message}\n")
     sys.stderr.flush()
-
-
-def _encode(value):
-    return None if value is None else os.fsencode(value)
-
-
-def mount(source, target, fstype=None, flags=0, data=None):
-    if LIBC.mount(_encode(source), _encode(target), _encode(fstype), flags, _encode(data)) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
-
-
-def umount(target, flags=MNT_DETACH):
-    if LIBC.umount2(_encode(target), flags) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"umount {target}: {os.strerror(errno)}")
-
-
-def bind(source, target, readonly=False):
-    mount(source, target, None, MS_BIND)
-    if readonly:
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-
-
-def tmpfs(target, mode, flags=MS_NOSUID | MS_NODEV):
-    mount("tmpfs", target, "tmpfs", flags, f"mode={mode}")
-
-
-def pivot_root(new_root):
-    """Make `new_root` the root and drop the machine's tree from this mount namespace."""
-    number = SYS_PIVOT_ROOT[os.uname().machine]
-    os.chdir(new_root)
-    if LIBC.syscall(number, b".", b".") != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"pivot_root {new_root}: {os.strerror(errno)}")
-    umount(".", MNT_DETACH)
-    os.chdir("/")
-
-
-class CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def drop_capabilities(names):
-    """Drop from the bounding set (so no exec can regain them) and from PID 1's own sets."""
-    for name in names:
-        if LIBC.prctl(PR_CAPBSET_DROP, CAP_NUMBERS[name], 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {name}")
-    header, data = CapHeader(0x20080522, 0), (CapData * 2)()
-    if LIBC.capget(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capget")
-    for name in names:
-        word, bit = divmod(CAP_NUMBERS[name], 32)
-        keep = ~(1 << bit) & 0xFFFFFFFF
-        data[word].effective &= keep
-        data[word].permitted &= keep
-        data[word].inheritable &= keep
-    if LIBC.capset(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
 
 
 def build_root(cfg):
@@ -234,12 +164,13 @@ class Node:
         self.hung = False
         if reboot:
             time.sleep(float(self.cfg.get("boot_delay", 1.0)))
-        prepared = self.run_sim("boot", "prepare")
-        if not prepared and not os.path.exists(PROC_OVERRIDES[2][0]):
-            os.makedirs(os.path.dirname(PROC_OVERRIDES[2][0]), exist_ok=True)
-            with open(PROC_OVERRIDES[2][0], "w") as handle:
+        self.run_sim("boot", "prepare")
+        boot_id = PROC_OVERRIDES[2][0]
+        if not os.path.exists(boot_id):   # never let the machine's own boot id show through
+            os.makedirs(os.path.dirname(boot_id), exist_ok=True)
+            with open(boot_id, "w") as handle:
                 handle.write(f"{uuid.uuid4()}\n")
-            log("no simulated boot prepare: the runtime wrote a fresh boot_id itself")
+            log("boot prepare wrote no boot_id: the runtime wrote a fresh one")
         for source, target in PROC_OVERRIDES:
             if os.path.exists(source):
                 bind(source, target)
@@ -273,16 +204,15 @@ class Node:
         path = f"{SIM}/{tool}"
         if not os.path.exists(path):
             log(f"skipping {tool} {' '.join(args)}: {path} does not exist (simulators not installed)")
-            return False
+            return
         argv = [path, *args] if os.access(path, os.X_OK) else ["/usr/bin/python3", "-B", path, *args]
         try:
             result = subprocess.run(argv, env=ENV, stdin=subprocess.DEVNULL, timeout=120, cwd="/")
         except subprocess.TimeoutExpired:
             log(f"{tool} {' '.join(args)} timed out after 120s")
-            return True
+            return
         if result.returncode != 0:
             log(f"{tool} {' '.join(args)} failed with exit code {result.returncode}")
-        return True
 
     def kill_everything(self):
         """Like a real reboot: every process of the node ends, SSH sessions included."""

@@ -1,0 +1,47 @@
+"""digest_tree covers what a write can change and ignores what a read changes."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpuconf.lab.digest import digest_tree
+
+
+@pytest.fixture
+def tree(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/file").write_text("one\n")
+    os.symlink("file", tmp_path / "etc/link")
+    return tmp_path
+
+
+def test_the_same_tree_gives_the_same_digest_even_after_reads(tree):
+    first = digest_tree(tree)
+    (tree / "etc/file").read_text()
+    os.utime(tree / "etc/file", (0, 0))
+    assert digest_tree(tree) == first
+
+
+@pytest.mark.parametrize("change", ["content", "mode", "symlink", "new", "owner", "whiteout", "xattr"])
+def test_each_kind_of_write_changes_the_digest(tree, change):
+    before = digest_tree(tree)
+    path = tree / "etc/file"
+    if change in ("owner", "whiteout", "xattr") and os.geteuid() != 0:
+        pytest.skip("needs root")
+    if change == "content":
+        path.write_text("two\n")
+    elif change == "mode":
+        path.chmod(0o600)
+    elif change == "symlink":
+        (tree / "etc/link").unlink()
+        os.symlink("elsewhere", tree / "etc/link")
+    elif change == "new":
+        (tree / "etc/empty").mkdir()
+    elif change == "owner":
+        os.chown(path, 1, 1)
+    elif change == "whiteout":
+        os.mknod(tree / "etc/deleted", 0o020000, os.makedev(0, 0))
+    elif change == "xattr":
+        os.setxattr(tree / "etc", "trusted.overlay.opaque", b"y")
+    assert digest_tree(tree) != before

@@ -1,0 +1,54 @@
+"""Naming, addressing and the client files of a lab (no nodes started)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuconf.lab.inventory_file import inventory_data, known_hosts_text
+from gpuconf.lab.runtime import LabError, parse_profiles, plan_nodes
+
+
+@pytest.mark.parametrize("spec, nodes, expected", [
+    ("a100", None, {"a100": 1}),
+    ("t4", 3, {"t4": 3}),
+    ("a100=4,t4=1", None, {"a100": 4, "t4": 1}),
+    ("h100=2", None, {"h100": 2}),
+])
+def test_profiles_take_one_kind_with_nodes_or_a_mix_with_counts(spec, nodes, expected):
+    assert parse_profiles(spec, nodes) == expected
+
+
+@pytest.mark.parametrize("spec, nodes, message", [
+    ("v100", None, "unknown profile 'v100'"),
+    ("a100,t4", None, "without counts"),
+    ("a100=2", 3, "not both"),
+    ("a100=0", None, "bad node count"),
+    ("a100", 300, "1 to 254"),
+])
+def test_bad_profiles_say_what_is_wrong(spec, nodes, message):
+    with pytest.raises(LabError, match=message):
+        parse_profiles(spec, nodes)
+
+
+def test_nodes_are_named_per_profile_and_get_distinct_loopback_addresses():
+    specs = plan_nodes({"t4": 1, "a100": 2}, slot=5)
+    assert [(s.name, s.index, s.address) for s in specs] == [
+        ("a100-01", 0, "127.77.5.1"), ("a100-02", 1, "127.77.5.2"), ("t4-01", 2, "127.77.5.3")]
+
+
+def test_known_hosts_uses_the_bracketed_name_of_a_non_standard_port():
+    text = known_hosts_text([("127.77.1.1", 2222, "ssh-ed25519 AAAAC3Nz root@a100-01\n")])
+    assert text == "[127.77.1.1]:2222 ssh-ed25519 AAAAC3Nz\n"
+
+
+def test_the_inventory_has_ansibles_shape():
+    class Info:
+        def __init__(self, name, profile):
+            self.name, self.profile, self.address, self.upper = name, profile, "127.77.1.9", Path("/u") / name
+    data = inventory_data("demo", [Info("a100-01", "a100"), Info("h100-01", "h100")], 2222,
+                          Path("/k/id_ed25519"), Path("/k/known_hosts"))
+    assert list(data) == ["all"]
+    assert data["all"]["vars"]["become"] is True
+    assert data["all"]["children"]["h100"]["hosts"]["h100-01"]["lab_node_upper"] == "/u/h100-01"
+    assert "t4" not in data["all"]["children"]

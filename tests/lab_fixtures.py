@@ -1,0 +1,101 @@
+"""Lab fixtures: one lab per test session, started by the test process itself.
+
+The nodes are children of the pytest process, so they are reaped when the session ends even on a
+machine whose PID 1 does not reap orphans. Tests reach nodes the way gpuconf does: over real SSH
+(paramiko) with the lab's key and strictly pinned host keys.
+
+Nodes have roles so that tests do not disturb each other: a100-01 for reads and harmless writes,
+a100-02 for reboots, t4-01 for faults and resets (tests put it back with `lab.reset`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import paramiko
+import pytest
+
+from gpuconf.lab.fleet import Lab
+from gpuconf.lab.runtime import LabError, require_tools
+
+LAB_NAME = "labtest"
+LAB_PROFILES = {"a100": 2, "t4": 1}
+_fresh_digests: dict[str, str] = {}
+
+
+def lab_unavailable() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "the lab needs Linux"
+    if os.geteuid() != 0:
+        return "the lab needs root (make test runs as root)"
+    try:
+        require_tools()
+    except LabError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The session's lab (2 × a100, 1 × t4), torn down at the end of the session."""
+    why = lab_unavailable()
+    if why:
+        pytest.skip(why)
+    session_lab = Lab(LAB_NAME, boot_delay=0.5)
+    if session_lab.exists():   # left by an interrupted session
+        session_lab.down()
+    session_lab.up(LAB_PROFILES)
+    _fresh_digests.update({info.name: session_lab.digest(info.name) for info in session_lab.nodes})
+    yield session_lab
+    session_lab.down()
+
+
+@pytest.fixture(scope="session")
+def fresh_digests(lab) -> dict[str, str]:
+    """Upper-dir digests of every node right after `up`, before any test touched it."""
+    return dict(_fresh_digests)
+
+
+def ssh_client(lab: Lab, name: str, *, user: str = "gpuadmin", known_hosts: str | None = None,
+               timeout: float = 10.0) -> paramiko.SSHClient:
+    """An SSH client that trusts only the pinned host keys (unknown keys are rejected)."""
+    info = lab.node(name)
+    client = paramiko.SSHClient()
+    client.load_host_keys(known_hosts or str(lab.known_hosts))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(info.address, info.port, username=user, key_filename=str(lab.client_key),
+                   look_for_keys=False, allow_agent=False, timeout=timeout, banner_timeout=timeout,
+                   auth_timeout=timeout)
+    return client
+
+
+def ssh_run(client: paramiko.SSHClient, command: str, timeout: float = 60.0) -> tuple[int, str, str]:
+    """Run a non-pty command; returns (exit status, stdout, stderr)."""
+    _, stdout, stderr = client.exec_command(command, timeout=timeout)
+    out, err = stdout.read().decode(), stderr.read().decode()
+    return stdout.channel.recv_exit_status(), out, err
+
+
+@pytest.fixture
+def ssh(lab):
+    """`ssh(node, command)` over a fresh connection as gpuadmin; closed after the test."""
+    clients: list[paramiko.SSHClient] = []
+
+    def run(name: str, command: str, timeout: float = 60.0) -> tuple[int, str, str]:
+        client = ssh_client(lab, name)
+        clients.append(client)
+        return ssh_run(client, command, timeout)
+
+    yield run
+    for client in clients:
+        client.close()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
