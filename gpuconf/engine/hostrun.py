@@ -229,4 +229,4 @@ class PlayOnHost:
         reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
                    for c in check.changes]
         return self._result(task, status, message=message, changes=reports, reboot_required=check.reboot_required,
-                            data=dict(check.data))
+                            data=dict(check.data), findings=list(check.findings))

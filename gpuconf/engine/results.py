@@ -24,6 +24,21 @@ class Status(str, Enum):
 EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 4, 8, 130
 
 
+SEVERITIES = ("ok", "warning", "failure")
+
+
+@dataclass
+class Finding:
+    """One health observation: a probe's verdict, per GPU where it applies."""
+
+    probe: str
+    severity: str  # one of SEVERITIES
+    message: str
+    gpu: int | None = None
+    bus_id: str | None = None
+    value: object = None
+
+
 @dataclass
 class ChangeReport:
     summary: str
@@ -52,6 +67,11 @@ class TaskResult:
     location: str = ""
     secret: bool = False
     data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
 
 
 @dataclass
@@ -72,6 +92,10 @@ class HostResult:
         return any(t.status in (Status.FAILED, Status.UNKNOWN) for t in self.tasks)
 
     @property
+    def warned(self) -> bool:
+        return any(t.warnings for t in self.tasks)
+
+    @property
     def drifted(self) -> bool:
         return any(t.status == Status.WOULD_CHANGE for t in self.tasks)
 
@@ -90,6 +114,7 @@ class RunResult:
     hosts: dict[str, HostResult] = field(default_factory=dict)
     interrupted: bool = False
     detailed_exitcodes: bool = False
+    strict: bool = False  # health warnings count as failures
     plays: list[str] = field(default_factory=list)
 
     def host(self, name: str) -> HostResult:
@@ -105,7 +130,7 @@ class RunResult:
         for host in self.hosts.values():
             if host.unreachable:
                 code |= EXIT_UNREACHABLE
-            if host.failed:
+            if host.failed or (self.strict and host.warned):
                 code |= EXIT_FAILED
             if self.verb == "check" and host.drifted:
                 code |= EXIT_DRIFT

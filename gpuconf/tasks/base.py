@@ -94,6 +94,7 @@ class Check:
     message: str = ""
     reboot_required: bool = False
     data: dict = field(default_factory=dict)  # extra values exposed to `register`
+    findings: list = field(default_factory=list)  # engine.results.Finding, for health probes
 
 
 def in_sync(message: str, reboot_required: bool = False, **data: Any) -> Check:
