@@ -229,7 +229,8 @@ class Lab:
 
     def exec_interactive(self, name: str, command: list[str]) -> int:
         """Like exec, with the caller's stdin, stdout and stderr (for `gpuconf lab exec`)."""
-        return exit_code(subprocess.run(node.exec_argv(self._init_pid(name), command)).returncode)
+        terminal = {"TERM": os.environ["TERM"]} if "TERM" in os.environ else {}
+        return exit_code(subprocess.run(node.exec_argv(self._init_pid(name), command, terminal)).returncode)
 
     def node_state(self, name: str) -> dict:
         """What the node's PID 1 last published (state, boots, applied fault generation)."""

@@ -29,6 +29,7 @@ def test_reboot_ends_sessions_clears_volatile_state_and_changes_the_boot_id(lab)
         assert rc == 0 and new_boot_id.strip() and new_boot_id != old_boot_id
         assert ssh_run(client, "ls /tmp/volatile /run/volatile")[0] != 0
         assert ssh_run(client, "ls ~/persistent")[0] == 0
+        assert ssh_run(client, "mountpoint -q /run/gpuconf-lab-fabric")[0] == 0   # bound again in the new /run
         assert "sleep 60" not in ssh_run(client, "ps -eo args")[1]
     finally:
         ssh_run(client, "rm -f ~/persistent")
