@@ -1,0 +1,68 @@
+"""Installed kernels: the module tree, headers and /boot files a Debian kernel package leaves.
+
+The image gets the default kernel at build time; the ``kernel-upgrade`` fault installs another
+one the same way (what ``apt-get install linux-image-...`` would do, with its initramfs hook),
+but deliberately without running DKMS for it: that is the drift a real upgrade causes when the
+DKMS hook fails. The next boot runs the newest kernel recorded in ``kernel.json``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import catalog
+import entry
+import initramfs
+import state
+
+KERNEL_JSON = f"{state.VAR}/kernel.json"
+
+
+def install_kernel(release: str, build_initrd: bool = True) -> None:
+    """Write the in-tree module tree, headers and /boot files of ``release``."""
+    base = f"/lib/modules/{release}"
+    for name in catalog.IN_TREE:
+        relpath, text = catalog.in_tree_ko(name, release)
+        state.write_text(f"{base}/{relpath}", text)
+    deps = []
+    for name in sorted(catalog.IN_TREE):
+        relpath, _size, depends, _d, _h = catalog.IN_TREE[name]
+        dep_paths = ["kernel/" + catalog.IN_TREE[d][0] for d in depends.split(",") if d]
+        deps.append(f"kernel/{relpath}: {' '.join(dep_paths)}".rstrip())
+    state.write_text(f"{base}/modules.dep", "\n".join(deps) + "\n")
+    state.write_text(f"{base}/modules.builtin", "kernel/drivers/pci/pcie/portdrv.ko\n")
+    headers = f"/usr/src/linux-headers-{release}"
+    state.write_text(f"{headers}/Makefile", f"# simulated kernel headers for {release}\nKERNELRELEASE = {release}\n")
+    state.write_text(f"{headers}/.config", "CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\n")
+    link = state.path(f"{base}/build")
+    if not os.path.lexists(link):
+        os.symlink(headers, link)
+    version, _date = catalog.kernel_build(release)
+    state.write_text(f"/boot/vmlinuz-{release}", f"simulated Linux kernel image {release} ({version})\n")
+    state.write_text(f"/boot/config-{release}", "CONFIG_MODULES=y\nCONFIG_DRM_NOUVEAU=m\nCONFIG_MLX5_CORE=m\n")
+    state.write_text(f"/boot/System.map-{release}", "ffffffff81000000 T _text\n")
+    if build_initrd:
+        initramfs.write(release)
+    info = state.read_json(KERNEL_JSON, {}) or {}
+    installed = sorted(set(info.get("installed", [])) | {release}, key=initramfs.version_key)
+    info["installed"] = installed
+    info["next"] = installed[-1]
+    state.write_json(KERNEL_JSON, info)
+
+
+def next_kernel() -> str:
+    """The release the next boot runs: the newest installed, as GRUB's default entry would."""
+    info = state.read_json(KERNEL_JSON, {}) or {}
+    return info.get("next") or state.DEFAULT_KERNEL
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "install":
+        install_kernel(argv[1])
+        return 0
+    sys.stderr.write("usage: kernels.py install RELEASE\n")
+    return 2
+
+
+if __name__ == "__main__":
+    entry.run(main)

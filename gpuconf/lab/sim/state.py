@@ -1,0 +1,172 @@
+"""Where simulator state lives, and the small file helpers every simulator shares.
+
+Inside a node every path is absolute: volatile state in ``/run/gpuconf-lab`` (cleared at each
+boot, like the kernel's own state), persistent state in ``/var/lib/gpuconf-lab``. Tests set
+``GPUCONF_LAB_ROOT`` to a temporary directory and every path gets that prefix, so the
+simulators can be exercised without namespaces and can never reach the machine's own files.
+
+Read-only commands (``lsmod``, ``nvidia-smi -q``, ``systemctl is-active`` ...) must not write
+anything outside ``/run``: tests digest a node's overlay upper directory to prove it. So the
+helpers here never create files as a side effect of reading.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+
+ROOT = os.environ.get("GPUCONF_LAB_ROOT", "").rstrip("/")
+TEST_MODE = bool(ROOT)
+
+RUN = "/run/gpuconf-lab"
+VAR = "/var/lib/gpuconf-lab"
+FABRIC = "/run/gpuconf-lab-fabric"
+NODE_JSON = "/etc/gpuconf-lab/node.json"
+SIM_DIR = "/usr/lib/gpuconf-lab/sim"
+DEFAULT_KERNEL = "6.1.0-18-amd64"
+
+
+def path(absolute: str) -> str:
+    """The real location of a node path (prefixed with ``GPUCONF_LAB_ROOT`` in tests)."""
+    return ROOT + absolute
+
+
+def unroot(real: str) -> str:
+    """The node path for a real location (inverse of :func:`path`)."""
+    if ROOT and real.startswith(ROOT + "/"):
+        return real[len(ROOT):]
+    return real
+
+
+def read_text(absolute: str, default: str | None = None) -> str | None:
+    try:
+        with open(path(absolute), encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return default
+
+
+def read_json(absolute: str, default=None):
+    text = read_text(absolute)
+    if text is None:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def write_text(absolute: str, text: str, mode: int = 0o644) -> None:
+    """Write atomically: a temporary file in the same directory, then rename."""
+    real = path(absolute)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    tmp = f"{real}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, real)
+
+
+def write_in_place(absolute: str, text: str) -> None:
+    """Rewrite a file keeping its inode: the runtime bind-mounts some of these over /proc."""
+    real = path(absolute)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    with open(real, "a+", encoding="utf-8") as handle:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(text)
+
+
+def write_json(absolute: str, value) -> None:
+    write_text(absolute, json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def remove(absolute: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path(absolute))
+
+
+def exists(absolute: str) -> bool:
+    return os.path.lexists(path(absolute))
+
+
+@contextlib.contextmanager
+def locked(name: str):
+    """Serialise read-modify-write of one piece of volatile state between concurrent commands.
+
+    Locks are never held while a simulator runs another command, so one simulator calling
+    another (``systemctl start`` running a daemon that loads a module) cannot deadlock.
+    """
+    real = path(f"{RUN}/locks/{name}.lock")
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    fd = os.open(real, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def node() -> dict:
+    """This node's identity, written by the runtime: name, lab, profile, index."""
+    info = read_json(NODE_JSON, {}) or {}
+    info.setdefault("name", socket.gethostname())
+    info.setdefault("lab", "lab")
+    info.setdefault("profile", "a100")
+    info.setdefault("index", 0)
+    return info
+
+
+def profile():
+    """The hardware :class:`profiles.Profile` of this node."""
+    import profiles  # installed next to the simulators
+
+    return profiles.get_profile(node()["profile"])
+
+
+def hostname() -> str:
+    return node()["name"]
+
+
+def boot_info() -> dict:
+    """The current boot: id, kernel release, wall-clock time it started."""
+    info = read_json(f"{RUN}/boot.json")
+    if info:
+        return info
+    return {"boot_id": "", "kernel": read_json(f"{VAR}/kernel.json", {}).get("next", DEFAULT_KERNEL),
+            "booted_at": time.time() - 60}
+
+
+def running_kernel() -> str:
+    return boot_info()["kernel"]
+
+
+def uptime() -> float:
+    """Seconds since this node booted (monotonic clock of the simulated kernel)."""
+    return max(0.0, time.time() - boot_info()["booted_at"])
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def fail(tool: str, message: str, code: int = 1):
+    """Print ``tool: message`` to stderr and exit, the way most Linux tools report errors."""
+    sys.stderr.write(f"{tool}: {message}\n")
+    raise SystemExit(code)
+
+
+def resolve_command(argv0: str) -> str:
+    """The real path of a command a simulator runs (a unit's ExecStart, a package script).
+
+    Inside a node this is the path itself. In tests a path under the temporary root wins,
+    so that ``/usr/bin/nv-fabricmanager`` runs the test image's shim, while ``/bin/sh`` is
+    still the machine's shell.
+    """
+    if ROOT and argv0.startswith("/") and os.path.exists(path(argv0)):
+        return path(argv0)
+    return argv0
