@@ -157,3 +157,17 @@ def test_unreachable_host_sets_bit_8_and_others_finish(project, tmp_path, sshd):
     assert "UNREACHABLE: [dead]" in result.stdout
     assert "would change: [good] config file" in result.stdout
     assert "1 unreachable (dead)" in result.stdout
+
+
+def test_jump_host_tunnels_through_a_bastion(project, tmp_path, sshd):
+    """The bastion is the same sshd: the target is reached over a direct-tcpip channel."""
+    root, target = project
+    inventory = sshd.inventory(tmp_path / "jump.yml", f"      jump_host: root@127.0.0.1:{sshd.port}\n")
+    inventory.write_text(inventory.read_text() + f"  vars:\n    target: {target}\n")
+    log = sshd.root / "sshd.log"
+    logins_before = log.read_text().count("Accepted publickey")
+    result = gpuconf("apply", str(root / "site.yml"), "-i", str(inventory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (target / "etc" / "app.conf").exists()
+    # one login for the bastion, one for the target through the tunnel
+    assert log.read_text().count("Accepted publickey") - logins_before == 2
