@@ -79,10 +79,12 @@ class Ibstat:
     problems: tuple[str, ...] = ()
 
 
-_IBSTAT_KEYS = {
+_CA_KEYS = {
     "ca type": "ca_type", "number of ports": "number_of_ports",
     "firmware version": "firmware_version", "hardware version": "hardware_version",
     "node guid": "node_guid", "system image guid": "system_image_guid",
+}
+_PORT_KEYS = {
     "state": "state", "physical state": "physical_state", "rate": "rate_gbps",
     "base lid": "base_lid", "lmc": "lmc", "sm lid": "sm_lid",
     "capability mask": "capability_mask", "port guid": "port_guid", "link layer": "link_layer",
@@ -128,13 +130,14 @@ def parse_ibstat(text: str) -> Ibstat:
             port = {"number": int(match.group(1))}
             continue
         key, sep, value = stripped.partition(":")
-        field = _IBSTAT_KEYS.get(key.strip().lower())
-        if not sep or field is None or ca is None:
-            problems.append(stripped)
-        elif port is not None:
-            port[field] = value.strip()
-        else:
+        key = key.strip().lower()
+        if sep and ca is not None and port is not None and key in _PORT_KEYS:
+            port[_PORT_KEYS[key]] = value.strip()
+        elif sep and ca is not None and key in _CA_KEYS:
+            field = _CA_KEYS[key]
             ca[field] = int_value(value) if field == "number_of_ports" else value.strip()
+        else:
+            problems.append(stripped)
     close_ca()
     return Ibstat(tuple(cas), complete, tuple(problems))
 

@@ -349,6 +349,10 @@ def test_topology_details() -> None:
     assert "NIC0" not in tabs.affinity
     ansi = parse_topology(read(D + "topo-m-ansi-nvidia-l40s-595.80-nvidia-gpu-exporter.txt"))
     assert ansi.devices == ("GPU0",) and ansi.affinity["GPU0"].gpu_numa_id == "N/A"
+    legend = parse_topology("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                            "GPU0\t X \tPIX\t0-31\t0\t\tN/A\nNIC0\tPIX\t X \n\nLegend:\n\n  X    = Self\n\n"
+                            "NIC Legend:\n\n  NIC0: mlx5_0\n")
+    assert legend.nic_names == {"NIC0": "mlx5_0"} and legend.links[("NIC0", "GPU0")] == "PIX"
 
 
 CASES = sorted(LISTS) + sorted(VERSIONS) + sorted(FAILURES) + sorted(CSVS) + sorted(TABLES) + \

@@ -31,7 +31,7 @@ PARSERS = [
     systemd.parse_is_enabled, systemd.parse_list_units, systemd.parse_start_failure,
 ]
 
-ODD = ["", "\n", "   \n\t\n", "\x00\x01\x02", "GPU 0:", "GPU 00000000:19:00.0\n    PCI\n", "CA 'x'\n\tPort 1:\n",
+ODD = ["", "\n", "   \n\t\n", "\x00\x01\x02", "GPU 0:", "GPU 00000000:19:00.0\n    PCI\n", "CA 'x'\n\tPort 1:\n", "CA 'x'\n\tState: Active\n\tLink layer: Ethernet\n",
        "hca_id:\n\tport:\tx\n", "=" * 5000, "Link 0: 25 GB/s\n", "+++-\n", "a:\n  b:\n *** 1 x\n", "Xid (PCI:): x",
        "\u2019\u2018\ufffd", "<?xml version='1.0'?><nvidia_smi_log><gpu id='x'><pci/></gpu></nvidia_smi_log>"]
 
