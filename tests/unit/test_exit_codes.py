@@ -1,4 +1,6 @@
 """Exit codes: one bitmask for check and apply (2 drift/changes, 4 failed, 8 unreachable)."""
+import sys
+
 import pytest
 
 from gpuconf.cli import main
@@ -40,7 +42,7 @@ def test_bitmask(result, code):
 def test_drift_plus_an_unreachable_host_is_10_through_the_cli(tmp_path, capsys):
     """One host drifts (a missing file, run locally), one refuses connections."""
     (tmp_path / "hosts.yml").write_text(
-        "all:\n  hosts:\n    here: {connection: local}\n"
+        f"all:\n  hosts:\n    here: {{connection: local, python: {sys.executable}}}\n"
         "    down: {address: 127.0.0.1, port: 1, connect_retries: 0, connect_timeout: 2}\n")
     (tmp_path / "site.yml").write_text(
         f"- hosts: all\n  tasks:\n    - file: {{path: {tmp_path}/wanted, content: x}}\n")

@@ -3,6 +3,7 @@
 Layer k defines every variable v<k>..v9, so v<N> must come out as layer N's
 value: each layer beats all the layers below it.
 """
+import sys
 from pathlib import Path
 from textwrap import dedent
 
@@ -28,7 +29,7 @@ def build_project(root: Path) -> None:
         "vars": values_from(2),
         "children": {"gpu": {
             "vars": values_from(3),
-            "children": {"h100": {"vars": values_from(4), "hosts": {"node1": values_from(5)}}},
+            "children": {"h100": {"vars": values_from(4), "hosts": {"node1": dict(values_from(5), python=sys.executable)}}},
         }},
     }}
     (root / "inv").mkdir()

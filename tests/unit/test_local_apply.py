@@ -1,0 +1,103 @@
+"""End to end on this machine (`-c local`) into tmp_path: check changes nothing,
+apply converges, a second apply changes nothing, and check after apply is clean."""
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from gpuconf.cli import main
+
+
+def digest(root: Path) -> dict[str, tuple]:
+    """Every path under root with its mode, inode, mtime and content hash: any write shows."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        data = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        found[str(path.relative_to(root))] = (st.st_mode, st.st_ino, st.st_mtime_ns, data)
+    return found
+
+
+def build(tmp_path: Path) -> Path:
+    role = tmp_path / "roles" / "gpu_node"
+    for sub in ("tasks", "templates", "files", "handlers", "defaults"):
+        (role / sub).mkdir(parents=True)
+    (role / "defaults" / "main.yml").write_text("persistence: 1\n")
+    (role / "templates" / "gpu.conf.j2").write_text(
+        "# managed\n{% for gpu in gpus %}gpu{{ loop.index0 }}={{ gpu }} persistence={{ persistence }}\n{% endfor %}")
+    (role / "files" / "motd").write_text("GPU node\n")
+    (role / "tasks" / "main.yml").write_text(yaml.safe_dump([
+        {"name": "config dir", "directory": {"path": "{{ target }}/etc/gpu", "mode": "0750"}},
+        {"name": "config from a template", "file": {"path": "{{ target }}/etc/gpu/gpu.conf", "template": "gpu.conf.j2",
+                                                    "mode": "0640"}, "notify": "reload"},
+        {"name": "motd from files/", "file": {"path": "{{ target }}/motd", "src": "motd"}},
+        {"name": "a line", "line": {"path": "{{ target }}/etc/modprobe.conf", "regexp": "^blacklist nouveau",
+                                    "line": "blacklist nouveau"}},
+        {"name": "stale file gone", "file": {"path": "{{ target }}/old.conf", "state": "absent"}},
+        {"name": "one-time setup", "command": {"cmd": "echo done > {{ target | quote }}/marker",
+                                               "creates": "{{ target }}/marker"}},
+    ]))
+    (role / "handlers" / "main.yml").write_text(yaml.safe_dump([
+        {"name": "reload", "command": {"cmd": "echo reloaded >> {{ target | quote }}/handler.log"}}]))
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([{
+        "hosts": "all", "vars": {"gpus": ["a100", "a100"]}, "roles": ["gpu_node"],
+    }]))
+    # the runner's interpreter: this one, so that no shim slows every round trip
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"python": sys.executable}}}}))
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "old.conf").write_text("stale\n")
+    (target / "etc").mkdir()
+    (target / "etc" / "modprobe.conf").write_text("options x y=1\n")
+    return target
+
+
+def gpuconf(tmp_path: Path, verb: str, *extra: str) -> tuple[int, dict]:
+    report = tmp_path / f"report-{verb}.json"
+    code = main([verb, str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "-c", "local",
+                 "-e", f"target={tmp_path / 'target'}", "--report", str(report), *extra])
+    data = json.loads(report.read_text())
+    return code, {t["task"]: t["status"] for t in data["hosts"]["localhost"]["tasks"]}
+
+
+def test_check_apply_apply_check(tmp_path, capsys):
+    target = build(tmp_path)
+    tasks = ["config dir", "config from a template", "motd from files/", "a line", "stale file gone",
+             "one-time setup"]
+
+    before = digest(target)
+    code, statuses = gpuconf(tmp_path, "check")
+    assert code == 2
+    assert statuses == dict.fromkeys(tasks, "would_change") | {"reload": "would_change"}
+    assert digest(target) == before, "check modified the target"
+
+    code, statuses = gpuconf(tmp_path, "apply", "--detailed-exitcodes")
+    assert code == 2 and statuses == dict.fromkeys(tasks, "changed") | {"reload": "changed"}
+    assert (target / "etc" / "gpu" / "gpu.conf").read_text() == \
+        "# managed\ngpu0=a100 persistence=1\ngpu1=a100 persistence=1\n"
+    assert (target / "etc" / "gpu" / "gpu.conf").stat().st_mode & 0o777 == 0o640
+    assert (target / "etc" / "gpu").stat().st_mode & 0o777 == 0o750
+    assert (target / "motd").read_text() == "GPU node\n"
+    assert (target / "etc" / "modprobe.conf").read_text() == "options x y=1\nblacklist nouveau\n"
+    assert not (target / "old.conf").exists()
+    assert (target / "marker").read_text() == "done\n"
+
+    converged = digest(target)
+    code, statuses = gpuconf(tmp_path, "apply", "--detailed-exitcodes")
+    assert code == 0 and statuses == dict.fromkeys(tasks, "ok")  # no handler: nothing changed
+    assert digest(target) == converged, "a second apply rewrote something"
+    assert (target / "handler.log").read_text() == "reloaded\n"
+
+    code, statuses = gpuconf(tmp_path, "check")
+    assert code == 0 and statuses == dict.fromkeys(tasks, "ok")
+    assert digest(target) == converged
+
+    (target / "etc" / "gpu" / "gpu.conf").write_text("# hand edited\n")
+    drifted = digest(target)
+    code, statuses = gpuconf(tmp_path, "check", "--diff")
+    assert code == 2 and statuses["config from a template"] == "would_change"
+    assert [t for t, s in statuses.items() if s == "would_change"] == ["config from a template", "reload"]
+    assert digest(target) == drifted
+    assert "-# hand edited" in capsys.readouterr().out  # --diff shows the content change
