@@ -20,10 +20,12 @@ from gpuconf.facts.infiniband_sysfs import (
     CarrierEvent,
     IbRate,
     NumberedState,
+    SysfsIbDevice,
     SysfsPort,
     parse_carrier_events,
     parse_numbered_state,
     parse_rate,
+    parse_sysfs_infiniband_dump,
     parse_sysfs_value,
     sysfs_port,
 )
@@ -161,7 +163,8 @@ def _ib_port(values: dict) -> IbPort:
 
 __all__ = [
     "CarrierEvent", "IbCa", "IbPort", "IbRate", "Ibstat", "IbstatusPort", "IbvDevice",
-    "IbvDevinfo", "IbvPort", "NumberedState", "SysfsPort", "parse_carrier_events",
+    "IbvDevinfo", "IbvPort", "NumberedState", "SysfsIbDevice", "SysfsPort", "parse_carrier_events",
     "parse_ibstat", "parse_ibstatus", "parse_ibv_devinfo", "parse_ibv_devinfo_list",
-    "parse_numbered_state", "parse_rate", "parse_sysfs_value", "sysfs_port",
+    "parse_numbered_state", "parse_rate", "parse_sysfs_infiniband_dump", "parse_sysfs_value",
+    "sysfs_port",
 ]

@@ -108,3 +108,48 @@ def parse_carrier_events(text: str) -> tuple[CarrierEvent, ...]:
                 )
             )
     return tuple(events)
+
+
+@dataclass(frozen=True)
+class SysfsIbDevice:
+    """One ``/sys/class/infiniband/DEV`` directory from a batched dump."""
+
+    name: str
+    fw_ver: str | None
+    board_id: str | None
+    hca_type: str | None
+    ports: tuple[SysfsPort, ...]
+
+
+_DUMP_PORT = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(\w+):(.*)$")
+_DUMP_DEVICE = re.compile(r"^/sys/class/infiniband/([^/]+)/(\w+):(.*)$")
+
+
+def parse_sysfs_infiniband_dump(text: str) -> tuple[SysfsIbDevice, ...]:
+    """Parse ``grep -H . /sys/class/infiniband/*/{fw_ver,board_id,hca_type}
+    /sys/class/infiniband/*/ports/*/{state,phys_state,rate,link_layer}``: every file in one
+    round trip, one ``path:value`` line each. Devices and ports come out sorted by name."""
+    devices: dict[str, dict[str, str]] = {}
+    ports: dict[tuple[str, int], dict[str, str]] = {}
+    for line in text.splitlines():
+        if match := _DUMP_PORT.match(line):
+            device, number, name, value = match.groups()
+            devices.setdefault(device, {})
+            ports.setdefault((device, int(number)), {})[name] = value
+        elif match := _DUMP_DEVICE.match(line):
+            device, name, value = match.groups()
+            devices.setdefault(device, {})[name] = value
+    return tuple(
+        SysfsIbDevice(
+            name=device,
+            fw_ver=parse_sysfs_value(values.get("fw_ver", "")),
+            board_id=parse_sysfs_value(values.get("board_id", "")),
+            hca_type=parse_sysfs_value(values.get("hca_type", "")),
+            ports=tuple(
+                sysfs_port(device, number, files.get("state", ""), files.get("phys_state", ""),
+                           files.get("rate", ""), files.get("link_layer", ""))
+                for (dev, number), files in sorted(ports.items()) if dev == device
+            ),
+        )
+        for device, values in sorted(devices.items())
+    )

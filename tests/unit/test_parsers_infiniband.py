@@ -17,6 +17,7 @@ from gpuconf.facts.infiniband import (
     parse_ibv_devinfo_list,
     parse_numbered_state,
     parse_rate,
+    parse_sysfs_infiniband_dump,
     parse_sysfs_value,
     sysfs_port,
 )
@@ -178,6 +179,23 @@ def test_sysfs_port_assembly() -> None:
     down = sysfs_port("mlx5_2", 1, "1: DOWN\n", "3: Disabled\n", "40 Gb/sec (4X QDR)\n", "InfiniBand\n")
     assert not down.active and down.state == NumberedState(1, "DOWN")
     assert parse_rate("garbage") is None and parse_numbered_state("") is None
+
+
+def test_sysfs_batched_dump_built_from_the_real_files() -> None:
+    # What `grep -H . /sys/class/infiniband/*/... ` prints, assembled from the captured files.
+    lines = []
+    for device in ("mlx5_0", "mlx5_bond_0"):
+        for name in ("board_id", "fw_ver", "hca_type"):
+            lines.append(f"/sys/class/infiniband/{device}/{name}:{read(S + device + '-' + name + '.txt').strip()}")
+        for name in ("state", "phys_state", "rate", "link_layer"):
+            value = read(S + f"{device}-ports-1-{name}.txt").strip()
+            lines.append(f"/sys/class/infiniband/{device}/ports/1/{name}:{value}")
+    devices = parse_sysfs_infiniband_dump("\n".join(lines) + "\n")
+    assert [(d.name, d.hca_type, d.fw_ver) for d in devices] == [
+        ("mlx5_0", "MT4129", "28.41.1000"), ("mlx5_bond_0", "MT41692", "32.38.3056")]
+    ib, bond = devices[0].ports[0], devices[1].ports[0]
+    assert (ib.active, ib.link_layer, ib.rate) == (True, "InfiniBand", IbRate(400.0, "4X", "NDR"))
+    assert (bond.active, bond.link_layer, bond.rate) == (True, "Ethernet", IbRate(200.0, "2X", "NDR"))
 
 
 def test_carrier_flaps_in_syslog() -> None:

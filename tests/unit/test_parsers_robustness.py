@@ -22,7 +22,7 @@ PARSERS = [
     dkms.parse_dkms_status,
     infiniband.parse_ibstat, infiniband.parse_ibstatus, infiniband.parse_ibv_devinfo,
     infiniband.parse_ibv_devinfo_list, infiniband.parse_numbered_state, infiniband.parse_rate,
-    infiniband.parse_sysfs_value, infiniband.parse_carrier_events,
+    infiniband.parse_sysfs_value, infiniband.parse_carrier_events, infiniband.parse_sysfs_infiniband_dump,
     kernel.parse_proc_modules, kernel.split_kernel_log, kernel.parse_xid_events, kernel.find_nouveau,
     kernel.find_lockups, kernel.decode_taint,
     packages.parse_dpkg_query, packages.parse_dpkg_l, packages.parse_apt_mark,
@@ -31,7 +31,8 @@ PARSERS = [
     systemd.parse_is_enabled, systemd.parse_list_units, systemd.parse_start_failure,
 ]
 
-ODD = ["", "\n", "   \n\t\n", "\x00\x01\x02", "GPU 0:", "GPU 00000000:19:00.0\n    PCI\n", "CA 'x'\n\tPort 1:\n", "CA 'x'\n\tState: Active\n\tLink layer: Ethernet\n",
+ODD = ["", "\n", "   \n\t\n", "\x00\x01\x02", "GPU 0:", "GPU 00000000:19:00.0\n    PCI\n", "CA 'x'\n\tPort 1:\n",
+       "CA 'x'\n\tState: Active\n\tLink layer: Ethernet\n", "/sys/class/infiniband/x/ports/y/state:1\n",
        "hca_id:\n\tport:\tx\n", "=" * 5000, "Link 0: 25 GB/s\n", "+++-\n", "a:\n  b:\n *** 1 x\n", "Xid (PCI:): x",
        "\u2019\u2018\ufffd", "<?xml version='1.0'?><nvidia_smi_log><gpu id='x'><pci/></gpu></nvidia_smi_log>"]
 
