@@ -135,13 +135,14 @@ class Node:
         self.boot_mounts = []
         self.boots = 0
         self.state = "booting"
+        self.unbound = []
 
     def publish(self, state=None):
         """Tell the host what PID 1 is doing and which fault generation it has applied."""
         self.state = state or self.state
         os.makedirs(os.path.dirname(STATE), exist_ok=True)
         with open(STATE + ".tmp", "w") as handle:
-            json.dump({"state": self.state, "boots": self.boots, "sshd": self.sshd,
+            json.dump({"state": self.state, "boots": self.boots, "sshd": self.sshd, "unbound": self.unbound,
                        "faults": self.faults, "generation": self.faults.get("generation", 0)}, handle)
         os.rename(STATE + ".tmp", STATE)
 
@@ -171,10 +172,18 @@ class Node:
             with open(boot_id, "w") as handle:
                 handle.write(f"{uuid.uuid4()}\n")
             log("boot prepare wrote no boot_id: the runtime wrote a fresh one")
+        self.unbound = []
         for source, target in PROC_OVERRIDES:
-            if os.path.exists(source):
-                bind(source, target)
-                self.boot_mounts.append(target)
+            if not os.path.exists(source):
+                continue
+            if not os.path.exists(target):
+                # procfs cannot gain a file, and refuses to sit under an overlay: a kernel built
+                # without modules has no /proc/modules to bind over.
+                self.unbound.append(target)
+                log(f"cannot bind {source}: this kernel has no {target}")
+                continue
+            bind(source, target)
+            self.boot_mounts.append(target)
         self.run_sim("boot", "start")
         self.start_sshd()
         self.publish("up")
