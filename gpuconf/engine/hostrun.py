@@ -18,6 +18,7 @@ from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, evaluate_when, render
 
 from gpuconf.engine.context import ReadContext, WriteContext
+from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
 from gpuconf.engine.session import HostSession
 
@@ -67,14 +68,14 @@ class PlayOnHost:
         self.notified: list[str] = []
 
     # -- variables ------------------------------------------------------------
-    def task_vars(self, task: TaskDef) -> Vars:
-        magic = dict(self.magic, facts=self.facts, inventory_hostname=self.host)
+    def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
+        magic = dict(self.magic, facts=self.facts if facts is None else facts, inventory_hostname=self.host)
         return Vars(magic, self.options.extra_vars, self.registered, task.keywords.vars, task.role_params,
                     self.play.vars, self.host_vars, self.play.role_defaults)
 
-    def prepare(self, task: TaskDef) -> tuple[Vars, Any] | None:
+    def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false."""
-        variables = self.task_vars(task)
+        variables = self.task_vars(task, facts)
         conditions = list(task.role_when)
         if task.keywords.when is not None:
             conditions.append(task.keywords.when)
@@ -88,14 +89,18 @@ class PlayOnHost:
             raise TaskError(f"{task.type}: {exc}") from None
         return variables, params
 
-    def _facts_of(self, tasks: list[TaskDef]) -> list:
+    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False) -> list:
+        """Facts the tasks' checks will read. `speculative` renders before host
+        facts are known: conditions on facts count as true, and tasks whose
+        params depend on facts are left for later, so that one round trip can
+        carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
             try:
-                prepared = self.prepare(task)
+                prepared = self.prepare(task, Unknowable() if speculative else None)
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
-            if prepared is not None:
+            if prepared is not None and not (speculative and contains_unknowable(prepared[1].model_dump())):
                 facts += TASK_TYPES[task.type].facts(prepared[1])
         return facts
 
@@ -103,10 +108,12 @@ class PlayOnHost:
     def run(self) -> list[TaskResult]:
         tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
         try:
+            first = self._facts_of(tasks, speculative=True)
             if self.play.keywords.gather_facts:
-                self.session.fetch(gather.fact_requests())
-                self.refresh_facts()
-            self.session.fetch(self._facts_of(tasks))
+                first = gather.fact_requests() + first
+            self.session.fetch(first)
+            self.refresh_facts()
+            self.session.fetch(self._facts_of(tasks))  # usually nothing left: no round trip
             for index, task in enumerate(tasks):
                 if self.stop():
                     break

@@ -58,15 +58,15 @@ class Unknowable:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __truediv__ = __mod__ = lambda self, other: self  # noqa
 
 
-def _contains_unknowable(value: Any) -> bool:
+def contains_unknowable(value: Any) -> bool:
     if isinstance(value, Unknowable):
         return True
     if isinstance(value, str):
         return "<unknowable>" in value
     if isinstance(value, dict):
-        return any(_contains_unknowable(v) for v in value.values())
+        return any(contains_unknowable(v) for v in value.values())
     if isinstance(value, list):
-        return any(_contains_unknowable(v) for v in value)
+        return any(contains_unknowable(v) for v in value)
     return False
 
 
@@ -111,7 +111,7 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
         return exc.message
     except GpuconfError as exc:
         return str(exc)
-    if _contains_unknowable(rendered):
+    if contains_unknowable(rendered):
         return None
     try:
         build_params(task.type, rendered)

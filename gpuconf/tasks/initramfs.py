@@ -15,11 +15,12 @@ from gpuconf.facts.base import shell
 from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, run
 
 
-def initramfs_fact(kernel: str):
-    image = f"/boot/initrd.img-{kernel}"
-    command = (f"test -r {shlex.quote(image)} || {{ echo 'missing' >&2; exit 3; }}; "
-               f"zcat -f {shlex.quote(image)} | cpio -i --quiet --to-stdout 'etc/modprobe.d/*' 2>/dev/null; true")
-    return shell(f"initramfs:{kernel}", command, lambda out: out, timeout=60)
+def initramfs_fact(kernel: str | None):
+    """The modprobe.d files inside the initramfs of `kernel` (None: the running one)."""
+    release = shlex.quote(kernel) if kernel else '"$(uname -r)"'
+    command = (f"f=/boot/initrd.img-{release}; test -r \"$f\" || {{ echo missing >&2; exit 3; }}; "
+               "zcat -f \"$f\" | cpio -i --quiet --to-stdout 'etc/modprobe.d/*' 2>/dev/null; true")
+    return shell(f"initramfs:{kernel or '@running'}", command, lambda out: out, timeout=60)
 
 
 class InitramfsParams(Params):
@@ -37,14 +38,13 @@ class Initramfs(TaskType):
     Params = InitramfsParams
 
     def facts(self, params: InitramfsParams):
-        kernel = params.kernel
-        return [initramfs_fact(kernel)] if kernel else []
+        return [initramfs_fact(params.kernel)]
 
     def check(self, ctx: CheckContext, params: InitramfsParams) -> Check:
         kernel = params.kernel or ctx.facts.get("kernel")
         if not kernel:
             raise Unknown("the running kernel release is not known")
-        out = ctx.get(initramfs_fact(kernel))
+        out = ctx.get(initramfs_fact(params.kernel))
         rebuild = [run(["update-initramfs", "-u", "-k", kernel], timeout=600)]
         if out.rc == 3:
             return drift(Change(f"/boot/initrd.img-{kernel} is missing: update-initramfs", rebuild, reboot=True))
