@@ -183,3 +183,10 @@ def parse_start_failure(text: str) -> StartFailure | None:
             if match:
                 return StartFailure(match.group(1).rstrip("."), reason, line.strip())
     return None
+
+
+__all__ = [
+    "ACTIVE_STATES", "ENABLED_STATES", "StartFailure", "UnitList", "UnitProperties", "UnitRow",
+    "parse_is_active", "parse_is_enabled", "parse_list_units", "parse_start_failure",
+    "parse_systemctl_show", "parse_systemctl_show_all",
+]
