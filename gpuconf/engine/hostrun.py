@@ -169,6 +169,7 @@ class PlayOnHost:
             result = self._result(task, Status.FAILED, error=f"internal error in {task.type}: "
                                   f"{type(exc).__name__}: {exc}")
         result.handler = is_handler
+        result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
         self._finish(task, result, started)
         return result
 

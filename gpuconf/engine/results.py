@@ -66,6 +66,7 @@ class TaskResult:
     reboot_required: bool = False
     location: str = ""
     secret: bool = False
+    ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
     data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
 
@@ -89,7 +90,7 @@ class HostResult:
 
     @property
     def failed(self) -> bool:
-        return any(t.status in (Status.FAILED, Status.UNKNOWN) for t in self.tasks)
+        return any(t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored for t in self.tasks)
 
     @property
     def warned(self) -> bool:

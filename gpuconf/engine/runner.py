@@ -169,14 +169,7 @@ class Runner:
             host_result.unreachable = True
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
             return False
-        return not any(r.status == Status.FAILED and not self._ignored(play, r) for r in results)
-
-    @staticmethod
-    def _ignored(play: Play, result: TaskResult) -> bool:
-        for task in play.tasks + play.handlers:
-            if task.name == result.task and task.keywords.ignore_errors:
-                return True
-        return False
+        return not any(r.status == Status.FAILED and not r.ignored for r in results)
 
 
 def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:

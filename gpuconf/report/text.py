@@ -75,9 +75,11 @@ class TextReporter:
             changed = "would_change" if run.verb == "check" else "changed"
             changed_status = Status.WOULD_CHANGE if run.verb == "check" else Status.CHANGED
             for name, host in run.hosts.items():
+                ignored = sum(1 for t in host.tasks if t.ignored)
                 counts = [("ok", host.count(Status.OK)), (changed, host.count(changed_status)),
-                          ("unreachable", int(host.unreachable)), ("failed", host.count(Status.FAILED)),
-                          ("skipped", host.count(Status.SKIPPED)), ("unknown", host.count(Status.UNKNOWN))]
+                          ("unreachable", int(host.unreachable)), ("failed", host.count(Status.FAILED) - ignored),
+                          ("skipped", host.count(Status.SKIPPED)), ("unknown", host.count(Status.UNKNOWN)),
+                          ("ignored", ignored)]
                 colour = "red" if host.unreachable or host.failed else "yellow" if host.changed or \
                     host.drifted else "green"
                 cells = "  ".join(f"{k}={v}" for k, v in counts)
@@ -88,7 +90,7 @@ class TextReporter:
 
 def _first_reason(host) -> str:
     for task in host.tasks:
-        if task.status in (Status.FAILED, Status.UNKNOWN):
+        if task.status in (Status.FAILED, Status.UNKNOWN) and not task.ignored:
             return f"{task.task}: {visible_error(task) or 'failed'}"
     for task in host.tasks:
         if task.status == Status.WOULD_CHANGE:

@@ -39,6 +39,12 @@ def test_bitmask(result, code):
     assert result.exit_code == code
 
 
+def test_an_ignored_failure_is_not_counted():
+    result = run_result("apply", [FAILED, CHANGED], detailed=True)
+    result.hosts["node0"].tasks[0].ignored = True
+    assert result.exit_code == 2
+
+
 def test_drift_plus_an_unreachable_host_is_10_through_the_cli(tmp_path, capsys):
     """One host drifts (a missing file, run locally), one refuses connections."""
     (tmp_path / "hosts.yml").write_text(
@@ -51,3 +57,18 @@ def test_drift_plus_an_unreachable_host_is_10_through_the_cli(tmp_path, capsys):
     assert code == 10, out
     assert "1 unreachable (down)" in out and "1 drifted (here: create" in out
     assert not (tmp_path / "wanted").exists()
+
+
+IGNORED = ("- hosts: all\n  gather_facts: false\n  tasks:\n"
+           "    - name: may fail\n      command: {cmd: 'false'}\n      ignore_errors: true\n      register: r\n"
+           "    - name: after\n      assert: {that: r.failed}\n")
+
+
+@pytest.mark.parametrize("extra_task, code", [("", 0), ("    - name: fails\n      command: {cmd: 'false'}\n", 4)])
+def test_an_ignored_failure_does_not_fail_the_run(tmp_path, capsys, extra_task, code):
+    (tmp_path / "site.yml").write_text(IGNORED + extra_task)
+    assert main(["apply", str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local"]) == code
+    out = capsys.readouterr().out
+    assert "ok: [localhost] after" in out  # the play went on
+    if not code:
+        assert "1/1 converged" in out and "ignored=1" in out and "failed=0" in out
