@@ -57,7 +57,7 @@ def _run(args: Any, verb: str) -> int:
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
-                         deadline=args.deadline)
+                         deadline=args.deadline, lock_wait=args.lock_wait)
     reporter = TextReporter(verbose=args.verbose, diff=args.diff)
     runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task)
     for play in playbook.plays:

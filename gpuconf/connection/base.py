@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuconf.errors import InventoryError, RemoteError
 
+
+class HostBusy(RemoteError):
+    """Another gpuconf run holds the host's lock beyond the wait."""
+
 SEPARATOR = "\n#--gpuconf-request--\n"
 SCRIPT = (Path(__file__).with_name("remote.py")).read_text()
 BOOTSTRAP = (
@@ -88,8 +92,11 @@ def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool |
     return command
 
 
-def payload(ops: list[dict], readonly: bool) -> bytes:
-    return (SCRIPT + SEPARATOR + json.dumps({"readonly": readonly, "ops": ops})).encode()
+def payload(ops: list[dict], readonly: bool, lock: dict | None = None) -> bytes:
+    request = {"readonly": readonly, "ops": ops}
+    if lock:
+        request["lock"] = lock
+    return (SCRIPT + SEPARATOR + json.dumps(request)).encode()
 
 
 def explain_failure(host: str, stderr: str, rc: int | None) -> str:
@@ -117,6 +124,8 @@ def parse_replies(host: str, ops: list[dict], stdout: str, stderr: str, rc: int 
             reply = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if reply.get("busy"):
+            raise HostBusy(f"busy: another gpuconf run holds {reply.get('path')} on {host}: {reply.get('owner')}")
         if reply.get("done"):
             done = True
         elif "i" in reply:
@@ -138,11 +147,34 @@ class Connection:
     def open(self) -> None:
         raise NotImplementedError
 
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict | None = None) -> list[dict]:
         """Run `ops` on the host in one round trip; replies align with ops.
 
-        `become` overrides the host's own setting for this call (sudo -n)."""
+        `become` overrides the host's own setting for this call (sudo -n);
+        `lock` makes the runner take the run lock shared first (checks)."""
+        raise NotImplementedError
+
+    def hold_lock(self, path: str, wait: float, owner: str) -> "LockHandle":
+        """Take the run lock exclusively until the handle is closed (applies)."""
         raise NotImplementedError
 
     def close(self) -> None:
         pass
+
+
+class LockHandle:
+    def __init__(self, close):
+        self._close = close
+
+    def close(self) -> None:
+        self._close()
+
+
+def lock_reply(host: str, line: str, stderr: str) -> None:
+    """Raise unless the holder said it has the lock."""
+    if line.startswith("locked"):
+        return
+    if line.startswith("busy"):
+        raise HostBusy(f"busy: another gpuconf run holds the lock on {host}: {line[5:]}")
+    raise RemoteError(f"cannot take the run lock on {host}: {(stderr or line).strip()[-300:] or 'no answer'}")

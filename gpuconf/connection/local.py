@@ -5,7 +5,8 @@ import getpass
 import os
 import subprocess
 
-from gpuconf.connection.base import Connection, parse_replies, payload, runner_command
+from gpuconf.connection.base import Connection, LockHandle, lock_reply, parse_replies, payload, runner_command
+from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
 
 
@@ -16,13 +17,14 @@ class LocalConnection(Connection):
         self.connects += 1
         self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
 
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict | None = None) -> list[dict]:
         if not self.connects:
             self.open()
         self.round_trips += 1
         command = runner_command(self.spec, self.remote_user, become)
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly),
+            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly, lock),
                                   capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"").decode("utf-8", "replace")
@@ -31,3 +33,24 @@ class LocalConnection(Connection):
             raise ConnectError(f"cannot run the local runner: {exc}") from None
         return parse_replies(self.spec.host, ops, proc.stdout.decode("utf-8", "replace"),
                              proc.stderr.decode("utf-8", "replace"), proc.returncode)
+
+    def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
+        if not self.connects:
+            self.open()
+        command = holder_command(self.spec.python, path, wait, owner)
+        if self.spec.become and self.remote_user != "root":
+            command = "sudo -n -- " + command
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        if not line.startswith("locked"):
+            proc.kill()
+            err = proc.stderr.read()
+            proc.wait()
+            lock_reply(self.spec.host, line, err)
+
+        def release() -> None:
+            proc.stdin.close()
+            proc.wait(10)
+
+        return LockHandle(release)

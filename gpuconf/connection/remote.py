@@ -210,8 +210,43 @@ def op_reboot(op):
     return {"ok": True}
 
 
+def shared_lock(lock):
+    """Wait (bounded) for a shared flock: an apply holds it exclusively, so a
+    check never reads a half-applied host. Returns the fd, or None if busy."""
+    import fcntl
+    try:
+        fd = os.open(lock["path"], os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # not root: a lock made by root still opens read-only
+        try:
+            fd = os.open(lock["path"], os.O_RDONLY)
+        except FileNotFoundError:
+            return -1  # no lock file and no right to make one: no apply can hold it
+    deadline = time.time() + float(lock.get("wait", 60))
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return fd
+        except (BlockingIOError, PermissionError):
+            if time.time() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.2)
+
+
+def lock_owner(path):
+    try:
+        with open(path + ".owner") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown"
+
+
 def main(request):
     readonly = request.get("readonly", True)
+    lock = request.get("lock")
+    if lock and shared_lock(lock) is None:
+        emit({"busy": True, "owner": lock_owner(lock["path"]), "path": lock["path"]})
+        return
     stop = False
     for index, op in enumerate(request["ops"]):
         kind = op.get("op")

@@ -8,7 +8,9 @@ import time
 import paramiko
 
 from gpuconf.connection import hostkeys
-from gpuconf.connection.base import Connection, ConnectionSpec, parse_replies, payload, runner_command
+from gpuconf.connection.base import (Connection, ConnectionSpec, LockHandle, lock_reply, parse_replies, payload,
+                                     runner_command)
+from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError, HostKeyError
 
 TRANSIENT = (socket.timeout, ConnectionRefusedError, ConnectionResetError, EOFError,
@@ -90,14 +92,15 @@ class SSHConnection(Connection):
         self.remote_user = spec.user or transport.get_username()
 
     # -- calls --------------------------------------------------------------
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None) -> list[dict]:
+    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict | None = None) -> list[dict]:
         if self.client is None:
             self.open()
         host = self.spec.host
         try:
             channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
             channel.exec_command(runner_command(self.spec, self.remote_user, become))
-            channel.sendall(payload(ops, readonly))
+            channel.sendall(payload(ops, readonly, lock))
             channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
             self.close()
@@ -113,6 +116,27 @@ class SSHConnection(Connection):
             self.close()
         return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
                              cut_short)
+
+    def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
+        if self.client is None:
+            self.open()
+        command = holder_command(self.spec.python, path, wait, owner)
+        if self.spec.become and self.remote_user != "root":
+            command = "sudo -n -- " + command
+        try:
+            channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            channel.exec_command(command)
+            channel.settimeout(wait + self.spec.connect_timeout)
+            line = channel.makefile("r").readline()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(f"connection to {self.spec.host} lost: {exc}") from None
+        err = channel.recv_stderr(65536).decode("utf-8", "replace") if channel.recv_stderr_ready() else ""
+        try:
+            lock_reply(self.spec.host, line, err)
+        except Exception:
+            channel.close()
+            raise
+        return LockHandle(channel.close)
 
     def _read(self, channel: paramiko.Channel, deadline: float) -> tuple[bytes, str | None]:
         chunks: list[bytes] = []

@@ -113,6 +113,7 @@ class WriteContext(ReadContext):
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
         session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
+        session.release_lock()
         session.connection.close()
         session.cache.clear()
         time.sleep(2)
@@ -122,6 +123,8 @@ class WriteContext(ReadContext):
                 session.connection.open()
                 state = session.get(gather.FACTS["boot_id"][0])
                 if state.exists and state.text.strip() != old_id:
+                    if session.lock_args:  # the reboot ended the lock holder: take the lock again
+                        session.take_lock(*session.lock_args)
                     session.reboot_required = False
                     session.reboot_reasons.clear()
                     session.cache.clear()

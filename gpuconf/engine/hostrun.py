@@ -35,6 +35,7 @@ class RunOptions:
     connection: str | None = None
     detailed_exitcodes: bool = False
     deadline: float | None = None
+    lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
 
     @property
     def check_mode(self) -> bool:

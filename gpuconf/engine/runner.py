@@ -8,6 +8,7 @@ Hosts that failed or were unreachable sit out the later plays.
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from gpuconf.connection.base import Connection, ConnectionSpec
+from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.ssh import SSHConnection
 from gpuconf.errors import ConnectError, GpuconfError
@@ -114,6 +116,7 @@ class Runner:
                     break
         finally:
             for name, session in self.sessions.items():
+                session.release_lock()
                 result.host(name).round_trips = session.connection.round_trips
                 result.host(name).connects = session.connection.connects
                 result.host(name).reboot_required = session.reboot_required
@@ -153,6 +156,7 @@ class Runner:
             session = self._session(host)
             if not session.connection.connects:
                 session.connection.open()
+                self._lock(session)
         except GpuconfError as exc:
             host_result.unreachable = isinstance(exc, ConnectError)
             host_result.error = str(exc)
@@ -170,6 +174,14 @@ class Runner:
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
             return False
         return not any(r.status == Status.FAILED and not r.ignored for r in results)
+
+    def _lock(self, session: HostSession) -> None:
+        """Apply holds the host's run lock for the whole run; check takes it shared per request."""
+        if self.options.verb == "apply":
+            owner = f"gpuconf apply {self.playbook.path.name} from {socket.gethostname()}"
+            session.take_lock(LOCK_PATH, self.options.lock_wait, owner)
+        else:
+            session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
 
 
 def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:

@@ -24,6 +24,22 @@ class HostSession:
         self.deadline = deadline
         self.reboot_required = False
         self.reboot_reasons: list[str] = []
+        self.read_lock: dict | None = None  # check: take the run lock shared in each request
+        self.lock_handle = None  # apply: the run lock, held exclusively
+        self.lock_args: tuple | None = None
+
+    def take_lock(self, path: str, wait: float, owner: str) -> None:
+        """Hold the host's run lock exclusively (again, after a reboot dropped it)."""
+        self.lock_args = (path, wait, owner)
+        self.lock_handle = self.connection.hold_lock(path, wait, owner)
+
+    def release_lock(self) -> None:
+        if self.lock_handle is not None:
+            try:
+                self.lock_handle.close()
+            except Exception:  # noqa: BLE001 - the host may be gone; the kernel frees the lock then
+                pass
+            self.lock_handle = None
 
     # -- round trips --------------------------------------------------------
     def _timeout(self, ops: list[dict]) -> float:
@@ -36,7 +52,8 @@ class HostSession:
     def call(self, ops: list[dict], readonly: bool, become: bool | None = None) -> list[dict]:
         if not ops:
             return []
-        return self.connection.call(ops, readonly, self._timeout(ops), become)
+        return self.connection.call(ops, readonly, self._timeout(ops), become,
+                                    self.read_lock if readonly else None)
 
     def fetch(self, facts: list[Fact], become: bool | None = None) -> None:
         """Gather every fact not yet cached, in one read-only round trip."""
