@@ -128,6 +128,11 @@ class PlayOnHost:
         except ConnectError as exc:
             self.results.append(self._result(None, Status.UNREACHABLE, error=exc.message))
             self.emit(self.results[-1])
+        except RemoteError as exc:  # the batched fact gathering: runner missing, sudo, host busy
+            result = self._result(None, Status.FAILED, error=str(exc))
+            result.task = "gather facts"
+            self.results.append(result)
+            self.emit(result)
         return self.results
 
     def refresh_facts(self) -> None:
