@@ -75,24 +75,50 @@ def _undefined_name(exc: Exception) -> str:
     return match.group(1) if match else ""
 
 
+class Verbatim(Mapping):
+    """A layer of data that is never rendered: facts and registered results come
+    from the host, and a `{{` in a command's output is text, not a template."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 class Vars(Mapping):
-    """Layered variables, highest precedence first, rendered on first lookup."""
+    """Layered variables, highest precedence first, rendered on first lookup
+    (except `Verbatim` layers)."""
 
     def __init__(self, *layers: Mapping[str, Any]):
         self.layers = [layer for layer in layers if layer]
         self._rendered: dict[str, Any] = {}
         self._active: list[str] = []
 
-    def raw(self, key: str) -> Any:
+    def _find(self, key: str) -> tuple[Mapping[str, Any], Any]:
         for layer in self.layers:
             if key in layer:
-                return layer[key]
+                return layer, layer[key]
         raise KeyError(key)
+
+    def raw(self, key: str) -> Any:
+        return self._find(key)[1]
 
     def __getitem__(self, key: str) -> Any:
         if key in self._rendered:
             return self._rendered[key]
-        value = self.raw(key)
+        layer, value = self._find(key)
+        if isinstance(layer, Verbatim):
+            return value
         if key in self._active:
             raise TemplateError(f"variable '{key}' refers to itself: {' -> '.join(self._active + [key])}")
         self._active.append(key)

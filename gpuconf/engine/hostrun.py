@@ -15,7 +15,7 @@ from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.tasks.base import Check, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars, evaluate_when, render
+from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
 from gpuconf.engine.context import ReadContext, WriteContext
 from gpuconf.engine.validate import Unknowable, contains_unknowable
@@ -57,6 +57,25 @@ class HostUnreachable(Exception):
     pass
 
 
+class KnownOnlyAfterApply(TemplateError):
+    """A template used part of a registered result that check mode cannot have."""
+
+
+class PendingResult(dict):
+    """What check mode registers for a task that would change: its status is
+    known, but what running it yields (rc, stdout, ...) exists only in apply.
+    Using that makes the reading task `unknown`, never a silent empty value."""
+
+    def __init__(self, name: str, task: str, known: dict[str, Any]):
+        super().__init__(known)
+        self._register, self._task = name, task  # underscored: never shadow a key in `probe.task`
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self:
+            return super().__getitem__(key)
+        raise KnownOnlyAfterApply(f"'{self._register}.{key}' is known only after apply runs task '{self._task}'")
+
+
 class PlayOnHost:
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
@@ -71,8 +90,8 @@ class PlayOnHost:
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         magic = dict(self.magic, facts=self.facts if facts is None else facts, inventory_hostname=self.host)
-        return Vars(magic, self.options.extra_vars, self.registered, task.keywords.vars, task.role_params,
-                    self.play.vars, self.host_vars, self.play.role_defaults)
+        return Vars(Verbatim(magic), self.options.extra_vars, Verbatim(self.registered), task.keywords.vars,
+                    task.role_params, self.play.vars, self.host_vars, self.play.role_defaults)
 
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false."""
@@ -162,6 +181,8 @@ class PlayOnHost:
             result = self._result(task, Status.UNREACHABLE, error=exc.message)
             self._finish(task, result, started)
             raise HostUnreachable() from None
+        except KnownOnlyAfterApply as exc:
+            result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
             result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' "
                                   f"({task.location}) on host {self.host}")
@@ -181,13 +202,17 @@ class PlayOnHost:
 
     def _finish(self, task: TaskDef, result: TaskResult, started: float) -> None:
         result.duration = round(time.monotonic() - started, 3)
-        if task.keywords.register:
-            self.registered[task.keywords.register] = {
+        name = task.keywords.register
+        if name:
+            known = {
                 "status": result.status.value, "changed": result.status in (Status.CHANGED, Status.WOULD_CHANGE),
                 "failed": result.status == Status.FAILED, "skipped": result.status == Status.SKIPPED,
-                "msg": result.message, "error": result.error, "stdout": result.stdout, "stderr": result.stderr,
-                "changes": [c.summary for c in result.changes], **result.data,
+                "msg": result.message, "error": result.error, "changes": [c.summary for c in result.changes],
             }
+            if result.status == Status.WOULD_CHANGE:
+                self.registered[name] = PendingResult(name, task.name, known)
+            else:
+                self.registered[name] = {**known, "stdout": result.stdout, "stderr": result.stderr, **result.data}
         self.results.append(result)
         self.emit(result)
 

@@ -101,3 +101,26 @@ def test_check_apply_apply_check(tmp_path, capsys):
     assert [t for t, s in statuses.items() if s == "would_change"] == ["config from a template", "reload"]
     assert digest(target) == drifted
     assert "-# hand edited" in capsys.readouterr().out  # --diff shows the content change
+
+
+def test_a_result_that_only_apply_produces_is_unknown_in_check_not_failed(tmp_path, capsys):
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "probe", "command": {"cmd": "echo 550"}, "register": "probe"},
+        {"name": "uses it", "file": {"path": f"{tmp_path}/driver", "content": "{{ probe.stdout }}"},
+         "when": "probe.rc == 0"},
+    ]}]))
+    argv = [str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local", "--report", str(tmp_path / "r.json")]
+    assert main(["check", *argv]) == 2 | 4
+    task = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]["tasks"][1]
+    assert task["status"] == "unknown" and "'probe.rc' is known only after apply" in task["error"]
+    assert not (tmp_path / "driver").exists()
+    assert main(["apply", *argv]) == 0 and (tmp_path / "driver").read_text() == "550\n"
+
+
+def test_command_output_with_braces_is_text_not_a_template(tmp_path):
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "probe", "command": {"cmd": "printf '%s%s nope }}' '{' '{'"}, "register": "probe"},
+        {"name": "keep it", "file": {"path": f"{tmp_path}/out", "content": "{{ probe.stdout }}"}},
+    ]}]))
+    assert main(["apply", str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local"]) == 0
+    assert (tmp_path / "out").read_text() == "{{ nope }}"

@@ -2,7 +2,7 @@
 import pytest
 
 from gpuconf.errors import TemplateError
-from gpuconf.templating import Vars, evaluate_when, render
+from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -92,3 +92,9 @@ def test_when(condition, expected):
 def test_when_with_an_undefined_variable_is_an_error_not_false():
     with pytest.raises(TemplateError, match="undefined variable 'missing'"):
         evaluate_when(["true", "missing > 1"], Vars({}))
+
+
+def test_verbatim_layers_are_data_not_templates():
+    variables = Vars(Verbatim({"out": {"stdout": "{{ secret }}"}, "motd": "{{ x }}"}), {"x": 1, "y": "{{ x }}"})
+    assert render("{{ out.stdout }}", variables) == "{{ secret }}"
+    assert render("{{ motd }}-{{ y }}", variables) == "{{ x }}-1"
