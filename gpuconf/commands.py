@@ -28,8 +28,11 @@ def _load(args: Any):
     from gpuconf.inventory import load_inventory
     from gpuconf.playbook.loader import load_playbook
 
-    inventory = load_inventory(args.inventory, _project_dirs(getattr(args, "playbook", None)))
-    playbook = load_playbook(args.playbook)
+    dirs = _project_dirs(getattr(args, "playbook", None))
+    inventory = load_inventory(args.inventory, dirs)
+    # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
+    project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
+    playbook = load_playbook(args.playbook, project)
     return inventory, playbook, parse_extra_vars(args.extra_vars)
 
 
@@ -45,7 +48,7 @@ def _run(args: Any, verb: str) -> int:
     from gpuconf.engine.hostrun import RunOptions
     from gpuconf.engine.runner import Runner
     from gpuconf.patterns import limit_hosts, match_hosts
-    from gpuconf.report import jsonreport
+    from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
     from gpuconf.report.text import TextReporter
 
     if args.forks < 1:
@@ -58,7 +61,8 @@ def _run(args: Any, verb: str) -> int:
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait)
-    reporter = TextReporter(verbose=args.verbose, diff=args.diff)
+    outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
+    reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff)
     runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task)
     for play in playbook.plays:
         reporter.play(play.name)
@@ -76,8 +80,7 @@ def _run(args: Any, verb: str) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
     reporter.recap(result)
-    if args.report:
-        jsonreport.write(result, args.report)
+    write_outputs(result, outputs)
     return result.exit_code
 
 

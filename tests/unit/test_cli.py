@@ -108,3 +108,18 @@ def test_inventory_shows_groups_and_hosts(inventory_dir, capsys):
 def test_inventory_unknown_host_suggests(inventory_dir, capsys):
     code, _, err = run(capsys, "inventory", "-i", "prod", "--host", "node3")
     assert code == 1 and "host 'node3' is not in" in err and "did you mean" in err
+
+
+def test_project_layout_works_from_any_directory(tmp_path, monkeypatch, capsys):
+    """playbooks/, roles/ and inventories/ side by side, run from elsewhere (cron, CI)."""
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "roles" / "base" / "tasks").mkdir(parents=True)
+    (project / "inventories" / "prod").mkdir(parents=True)
+    (project / "inventories" / "prod" / "hosts.yml").write_text("all:\n  hosts:\n    node1:\n")
+    (project / "roles" / "base" / "tasks" / "main.yml").write_text("- assert: {that: 'true'}\n")
+    (project / "playbooks" / "site.yml").write_text("- hosts: all\n  roles: [base]\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "validate", str(project / "playbooks" / "site.yml"), "-i", "prod")
+    assert code == 0, err
+    assert "1 play(s), 1 task(s), 1 host(s): valid" in out
