@@ -66,9 +66,14 @@ class Loader:
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
-        for vars_file in keywords.vars_files:
+        files_node = node.get("vars_files")
+        for index, vars_file in enumerate(keywords.vars_files):
             path = Path(vars_file)
             path = path if path.is_absolute() else self.playbook.parent / path
+            if not path.is_file():
+                where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
+                    node.location("vars_files")
+                raise PlaybookError(f"vars file '{vars_file}' not found (looked for {path})", where)
             play_vars.update(load_vars_file(path))
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []

@@ -108,3 +108,15 @@ def test_roles_next_to_the_playbook_come_before_the_project_roles(tmp_path):
     write(tmp_path / "playbooks" / "roles" / "r" / "tasks" / "main.yml", "- name: local\n  assert: {that: 'true'}\n")
     path = write(tmp_path / "playbooks" / "site.yml", "- hosts: all\n  roles: [r]\n")
     assert [t.name for t in load_playbook(path, project_dir=tmp_path).plays[0].tasks] == ["local"]
+
+
+def test_missing_vars_file_points_at_its_entry(tmp_path):
+    message, path = load_error(tmp_path, "- hosts: all\n  vars_files:\n    - vars/nope.yml\n  tasks: []\n")
+    assert message.startswith(f"{path}:3:7: vars file 'vars/nope.yml' not found")
+    assert str(tmp_path / "vars" / "nope.yml") in message
+
+
+def test_vars_files_override_play_vars(tmp_path):
+    write(tmp_path / "vars" / "site.yml", "a: from-file\n")
+    path = write(tmp_path / "site.yml", "- hosts: all\n  vars: {a: inline, b: inline}\n  vars_files: vars/site.yml\n")
+    assert load_playbook(path, project_dir=tmp_path).plays[0].vars == {"a": "from-file", "b": "inline"}
