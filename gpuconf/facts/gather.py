@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.facts.base import Fact, FileState, Output, file_state, shell
+from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, file_state, shell
+from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 
 PCI_NVIDIA = (
     'for d in /sys/bus/pci/devices/*; do [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && '
@@ -56,16 +57,31 @@ def _driver(state: FileState) -> dict[str, Any]:
     text = _text(state)
     if not text:
         return {"loaded": False, "version": None, "open": False}
-    import re
+    loaded = parse_proc_driver_version(text)
+    version = getattr(loaded, "version", None)
+    return {"loaded": True, "version": version, "open": getattr(loaded, "flavour", None) == OPEN}
 
-    match = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-    return {"loaded": True, "version": match.group(1) if match else None, "open": "Open Kernel Module" in text}
+
+def module_names(out: Output) -> list[str]:
+    """Loaded modules from /proc/modules or, where the kernel has none, `lsmod`."""
+    if out.rc != 0 and not out.stdout.strip():
+        raise FactUnavailable(f"neither /proc/modules nor lsmod is readable: {out.stderr.strip()[:200]}")
+    names = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts and not (parts[0] == "Module" and parts[1:2] == ["Size"]):
+            names.append(parts[0])
+    return sorted(names)
+
+
+def modules_fact() -> Fact:
+    return shell("modules", "cat /proc/modules 2>/dev/null || lsmod", module_names, timeout=10)
 
 
 FACTS: dict[str, tuple[Fact, Any]] = {
     "kernel": (file_state("/proc/sys/kernel/osrelease"), lambda s: _text(s).strip()),
     "boot_id": (file_state("/proc/sys/kernel/random/boot_id"), lambda s: _text(s).strip()),
-    "modules": (file_state("/proc/modules"), lambda s: sorted(l.split()[0] for l in _text(s).splitlines() if l)),
+    "modules": (modules_fact(), None),
     "os": (file_state("/etc/os-release", follow=True), lambda s: _os_release(_text(s))),
     "memory_mb": (file_state("/proc/meminfo"), lambda s: _meminfo_mb(_text(s))),
     "nvidia_driver": (file_state("/proc/driver/nvidia/version"), _driver),

@@ -6,18 +6,13 @@ import re
 from pydantic import field_validator
 
 from gpuconf.facts.base import FileState, file_state
-from gpuconf.tasks.base import (Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, remove, run,
-                                write_file)
+from gpuconf.facts.gather import modules_fact
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync, remove, run, write_file
 from typing import Literal
 
 MODULE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
-def loaded_modules(state: FileState) -> set[str]:
-    """Names in /proc/modules (first column)."""
-    if not state.exists or state.text is None:
-        raise Unknown("/proc/modules is not readable")
-    return {line.split()[0] for line in state.text.splitlines() if line.strip()}
 
 
 def options_line(name: str, options: dict[str, str | int | bool] | str) -> str:
@@ -62,11 +57,11 @@ class KernelModule(TaskType):
 
     def facts(self, params: KernelModuleParams):
         load_path, options_path = self._paths(params)
-        return [file_state("/proc/modules"), file_state(load_path), file_state(options_path)]
+        return [modules_fact(), file_state(load_path), file_state(options_path)]
 
     def check(self, ctx: CheckContext, params: KernelModuleParams) -> Check:
         load_path, options_path = self._paths(params)
-        modules = loaded_modules(ctx.get(file_state("/proc/modules")))
+        modules = set(ctx.get(modules_fact()))
         load_file: FileState = ctx.get(file_state(load_path))
         options_file: FileState = ctx.get(file_state(options_path))
         changes = []

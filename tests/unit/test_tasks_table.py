@@ -10,6 +10,9 @@ import base64
 
 import pytest
 
+from gpuconf.facts.base import FactUnavailable
+from gpuconf.facts.gather import modules_fact
+
 from gpuconf.facts.base import FactUnavailable, file_state
 from gpuconf.tasks.base import Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -265,7 +268,7 @@ LOADED = "nvidia 123 0 - Live 0x0\nnvidia_uvm 1 0 - Live 0x0\n"
 
 
 def modules(name, loaded=LOADED, load_file=None, options_file=None):
-    replies = stat("/proc/modules", loaded)
+    replies = {modules_fact().key: shell_reply(loaded)}
     for path, text in ((f"/etc/modules-load.d/{name}.conf", load_file), (f"/etc/modprobe.d/{name}.conf", options_file)):
         replies.update(stat(path, text) if text is not None else missing(path))
     return replies
@@ -307,9 +310,15 @@ def test_new_options_for_a_loaded_module_need_a_reboot():
 
 def test_unreadable_proc_modules_is_unknown():
     replies = modules(KM)
-    replies.update(missing("/proc/modules"))
-    with pytest.raises(Unknown):
+    replies[modules_fact().key] = shell_reply("", rc=1)
+    with pytest.raises(FactUnavailable):
         check("kernel_module", {"name": KM}, replies)
+
+
+def test_lsmod_output_serves_where_the_kernel_has_no_proc_modules():
+    lsmod = "Module                  Size  Used by\nnvidia_peermem  16384  0\nib_core  454656  1 nvidia_peermem\n"
+    result = check("kernel_module", {"name": KM, "persist": False}, modules(KM, loaded=lsmod))
+    assert result.changes == []
 
 
 # -- command ------------------------------------------------------------------
