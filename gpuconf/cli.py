@@ -49,6 +49,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-D", "--diff", action="store_true", help="show what would change")
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--report", metavar="FILE", help="also write a JSON report (docs/report-schema.json)")
+    parser.add_argument("--format", choices=["text", "json", "junit"], default="text",
+                        help="what stdout carries (default text); with json or junit the human lines go to stderr")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (one testsuite per host)")
+    parser.add_argument("--prometheus", metavar="FILE",
+                        help="also write a node_exporter textfile (docs/metrics.md), atomically")
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust unknown host keys on first use (changed keys are always refused)")
     parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")

@@ -2,8 +2,8 @@
 
 Results flow one way, from the runner to the reporters. Exit codes are one
 bitmask for both verbs: 2 drift (or changes with --detailed-exitcodes),
-4 a task failed or could not be checked, 8 a host was unreachable; 1 is bad
-input (nothing ran) and 130 an interrupted run.
+4 a task failed or could not be checked, 8 a host was unreachable, 16 (apply)
+a reboot is pending; 1 is bad input (nothing ran) and 130 an interrupted run.
 """
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ class Status(str, Enum):
     SKIPPED = "skipped"
     UNKNOWN = "unknown"
     UNREACHABLE = "unreachable"
+    REBOOT_PENDING = "reboot_pending"  # apply: a required reboot was not allowed (local mode without --reboot)
 
 
 EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 4, 8, 130
+EXIT_REBOOT_PENDING = 16  # apply converged what it could, but a reboot it needs has not happened
 
 
 SEVERITIES = ("ok", "warning", "failure")
@@ -104,6 +106,10 @@ class HostResult:
     def changed(self) -> bool:
         return any(t.status == Status.CHANGED for t in self.tasks)
 
+    @property
+    def reboot_pending(self) -> bool:
+        return any(t.status == Status.REBOOT_PENDING for t in self.tasks)
+
 
 @dataclass
 class RunResult:
@@ -117,6 +123,8 @@ class RunResult:
     detailed_exitcodes: bool = False
     strict: bool = False  # health warnings count as failures
     plays: list[str] = field(default_factory=list)
+    deadline: float | None = None  # seconds, from --deadline
+    deadline_reached: bool = False  # tasks left were marked unknown
 
     def host(self, name: str) -> HostResult:
         if name not in self.hosts:
@@ -137,4 +145,6 @@ class RunResult:
                 code |= EXIT_DRIFT
             if self.verb == "apply" and self.detailed_exitcodes and host.changed:
                 code |= EXIT_DRIFT
+            if self.verb == "apply" and host.reboot_pending:
+                code |= EXIT_REBOOT_PENDING
         return code

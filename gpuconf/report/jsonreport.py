@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf import __version__
-from gpuconf.engine.results import RunResult, Status
-from gpuconf.report.redact import visible_changes, visible_error
+from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 
 SCHEMA_VERSION = 1
+OUTPUT_TAIL = 4000  # characters of a task's stdout/stderr kept in the report
 
 
 def _iso(epoch: float) -> str:
@@ -30,35 +31,51 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _task(task: TaskResult) -> dict[str, Any]:
+    stdout, stderr = visible_output(task)
+    return {
+        "play": task.play, "task": task.task, "role": task.role, "type": task.type,
+        "status": task.status.value, "handler": task.handler, "message": visible_message(task),
+        "changes": [{"summary": c.summary, "diff": None if task.secret else c.diff,
+                     "before": None if task.secret else _plain(c.before),
+                     "after": None if task.secret else _plain(c.after),
+                     "ops": [] if task.secret else c.ops} for c in visible_changes(task)],
+        "error": visible_error(task), "duration": task.duration, "location": task.location,
+        "reboot_required": task.reboot_required, "secret": task.secret,
+        "stdout": stdout[-OUTPUT_TAIL:], "stderr": stderr[-OUTPUT_TAIL:],
+        "findings": [{"probe": f.probe, "severity": f.severity, "message": f.message, "gpu": f.gpu,
+                      "bus_id": f.bus_id, "value": _plain(f.value)} for f in visible_findings(task)],
+    }
+
+
 def to_dict(run: RunResult) -> dict[str, Any]:
     hosts = {}
     for name, host in run.hosts.items():
-        tasks = []
-        for task in host.tasks:
-            tasks.append({
-                "play": task.play, "task": task.task, "role": task.role, "type": task.type,
-                "status": task.status.value, "handler": task.handler, "message": "" if task.secret else task.message,
-                "changes": [{"summary": c.summary, "diff": None if task.secret else c.diff,
-                             "before": None if task.secret else _plain(c.before),
-                             "after": None if task.secret else _plain(c.after),
-                             "ops": [] if task.secret else c.ops} for c in visible_changes(task)],
-                "error": visible_error(task), "duration": task.duration, "location": task.location,
-                "reboot_required": task.reboot_required,
-            })
         hosts[name] = {
             "unreachable": host.unreachable, "error": host.error, "reboot_required": host.reboot_required,
+            "reboot_pending": host.reboot_pending, "in_sync": host_in_sync(run, host),
             "round_trips": host.round_trips, "connections": host.connects,
             "stats": {s.value: host.count(s) for s in Status if s != Status.UNREACHABLE}
             | {"unreachable": int(host.unreachable)},
-            "tasks": tasks,
+            "tasks": [_task(task) for task in host.tasks],
         }
     return {
         "schema_version": SCHEMA_VERSION, "gpuconf_version": __version__, "verb": run.verb,
         "playbook": run.playbook, "inventory": run.inventory, "plays": run.plays,
         "started": _iso(run.started), "ended": _iso(run.ended or run.started),
         "duration": round((run.ended or run.started) - run.started, 3), "exit_code": run.exit_code,
-        "interrupted": run.interrupted, "hosts": hosts,
+        "interrupted": run.interrupted, "deadline": run.deadline, "deadline_reached": run.deadline_reached,
+        "strict": run.strict, "hosts": hosts,
     }
+
+
+def host_in_sync(run: RunResult, host: HostResult) -> bool:
+    """check: nothing drifted, failed, unknown or unreachable; apply: converged with nothing failed."""
+    if host.unreachable or host.failed or (run.strict and host.warned):
+        return False
+    if run.verb == "check":
+        return not host.drifted
+    return not host.reboot_pending
 
 
 def write_atomic(path: str | Path, text: str) -> None:

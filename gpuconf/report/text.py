@@ -13,14 +13,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpuconf.engine.results import RunResult, Status, TaskResult
-from gpuconf.report.redact import visible_changes, visible_error
+from gpuconf.report.redact import visible_changes, visible_error, visible_message
 
 STYLE = {
     Status.OK: "green", Status.WOULD_CHANGE: "yellow", Status.CHANGED: "yellow", Status.FAILED: "bold red",
     Status.SKIPPED: "cyan", Status.UNKNOWN: "magenta", Status.UNREACHABLE: "bold red",
+    Status.REBOOT_PENDING: "bold yellow",
 }
 LABEL = {Status.WOULD_CHANGE: "would change", Status.FAILED: "FAILED", Status.UNREACHABLE: "UNREACHABLE",
-         Status.UNKNOWN: "UNKNOWN"}
+         Status.UNKNOWN: "UNKNOWN", Status.REBOOT_PENDING: "reboot pending"}
 
 
 class TextReporter:
@@ -40,7 +41,7 @@ class TextReporter:
             return
         label = LABEL.get(result.status, result.status.value)
         name = f"{result.role} : {result.task}" if result.role else result.task
-        detail = visible_error(result) or result.message
+        detail = visible_error(result) or visible_message(result)
         if result.handler:
             name = f"handler {name}"
         line = f"[{STYLE[result.status]}]{label}[/]: {escape(f'[{result.host}]')} {escape(name)}"
