@@ -16,7 +16,12 @@ def parse_mode(value: str | int | None) -> int | None:
     """`0644`, `"0644"`, `"644"` and YAML's octal int all mean rw-r--r--."""
     if value is None:
         return None
+    if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 0o7777):
+        raise ValueError(f"mode must be octal like '0644', not {value!r}")
     if isinstance(value, int):
+        # YAML reads `mode: 644` as the decimal 644 (0o1204: sticky, -w-, r--), Ansible's old trap
+        if 0o777 < value < 1000 and set(str(value)) <= set("01234567"):
+            raise ValueError(f"mode {value} is a decimal number (octal {value:04o}); write '0{value}' or 0{value}")
         return value
     text = str(value).strip()
     if not re.fullmatch(r"0?[0-7]{3,4}", text):

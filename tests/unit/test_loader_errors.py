@@ -41,6 +41,8 @@ PLAY = """\
      ["unknown parameter 'contnet'", "did you mean 'content'"]),
     # wrong values
     (PLAY + "      file:\n        path: /x\n        mode: rwx\n", "6:9", ["mode", "octal"]),
+    (PLAY + "      file:\n        path: /x\n        mode: 644\n", "6:9", ["decimal", "write '0644' or 0644"]),
+    (PLAY + "      file:\n        path: /x\n        mode: 70000\n", "6:9", ["mode must be octal"]),
     (PLAY + "      file:\n        path: /x\n        state: bogus\n", "6:9", ["state", "'present' or 'absent'"]),
     (PLAY + "      file:\n        path: relative/x\n", "5:9", ["path must be absolute"]),
     (PLAY + "      command: {cmd: ls}\n      timeout: -1\n", "5:7", ["timeout", "greater than 0"]),

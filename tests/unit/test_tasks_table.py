@@ -93,6 +93,8 @@ FILE_CASES = [
      [f"chmod 0600 {P}"]),
     ("owner only", {"owner": "nvidia"}, stat(P, "hi\n"), [f"{P}: owner root:root -> nvidia:root"],
      [f"chown nvidia:root {P}"]),
+    ("sticky and setgid from YAML octal", {"mode": 0o3775}, stat(P, "hi\n", mode=0o775),
+     [f"{P}: mode 0775 -> 3775"], [f"chmod 3775 {P}"]),
     ("group only", {"group": "video", "mode": "644"}, stat(P, "hi\n"), [f"{P}: owner root:root -> root:video"],
      [f"chown root:video {P}"]),
     ("absent", {"state": "absent"}, stat(P, "hi\n"), [f"remove {P}"], [f"remove {P}"]),
