@@ -103,6 +103,8 @@ def inventory(args: Any) -> int:
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
 
+    from gpuconf.engine.secrets import MASK, secret_values
+
     inv = load_inventory(args.inventory, _project_dirs(None))
     if args.host:
         if args.host not in inv.hosts:
@@ -110,7 +112,11 @@ def inventory(args: Any) -> int:
         data = {"host": args.host, "groups": inv.host_groups(args.host), "vars": inv.host_vars(args.host)}
     else:
         data = inv.to_dict()
-    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    secrets = set().union(*(secret_values([inv.host_vars(h)]) for h in inv.hosts)) if inv.hosts else set()
+    text = json.dumps(data, indent=2, sort_keys=True, default=str)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(json.dumps(secret)[1:-1], MASK)
+    print(text)
     return 0
 
 

@@ -19,6 +19,10 @@ except AttributeError:  # pragma: no cover - libyaml missing
     _BaseLoader = yaml.SafeLoader
 
 
+class Secret(str):
+    """A string tagged `!secret`: redacted from every output."""
+
+
 class YDict(dict):
     """A dict that knows its own position and each key's position."""
 
@@ -94,6 +98,7 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> YList:
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
@@ -156,7 +161,7 @@ def locate(root: Any, path: tuple | list, fallback: Location | None = None) -> L
 
 
 def plain(value: Any) -> Any:
-    """Deep-copy YDict/YList into plain dicts and lists (for JSON and templating)."""
+    """Deep-copy YDict/YList into plain dicts and lists (Secret strings stay Secret)."""
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -20,6 +20,7 @@ from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 from gpuconf.engine.context import ReadContext, WriteContext
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
+from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.session import HostSession
 
 
@@ -84,6 +85,7 @@ class PlayOnHost:
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.facts: dict[str, Any] = {}
+        self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
 
@@ -145,12 +147,13 @@ class PlayOnHost:
         except HostUnreachable:
             pass
         except ConnectError as exc:
-            self.results.append(self._result(None, Status.UNREACHABLE, error=exc.message))
+            self.results.append(redact_result(self._result(None, Status.UNREACHABLE, error=exc.message),
+                                              self.secrets))
             self.emit(self.results[-1])
         except RemoteError as exc:  # the batched fact gathering: runner missing, sudo, host busy
             result = self._result(None, Status.FAILED, error=str(exc))
             result.task = "gather facts"
-            self.results.append(result)
+            self.results.append(redact_result(result, self.secrets))
             self.emit(result)
         return self.results
 
@@ -213,7 +216,7 @@ class PlayOnHost:
                 self.registered[name] = PendingResult(name, task.name, known)
             else:
                 self.registered[name] = {**known, "stdout": result.stdout, "stderr": result.stderr, **result.data}
-        self.results.append(result)
+        self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
