@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import paramiko
 import pytest
 
 from gpuconf.lab.fleet import Lab
-from gpuconf.lab.runtime import LabError, require_tools
+from gpuconf.lab.runtime import LabError, LabPaths, require_tools
 
 LAB_NAME = "labtest"
 LAB_PROFILES = {"a100": 2, "t4": 1}
@@ -99,3 +100,23 @@ def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+def lab_traces(paths: LabPaths) -> tuple[list[str], list[str]]:
+    """Processes whose command line names the lab, and processes that see any mount of it
+    (mountinfo of every process covers the nodes' own mount namespaces)."""
+    root = str(paths.root)
+    processes, mounts = [], []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            mountinfo = Path(f"/proc/{entry}/mountinfo").read_text()
+        except OSError:
+            continue
+        if root in cmdline:
+            processes.append(f"{entry}: {cmdline}")
+        if root in mountinfo:
+            mounts.append(entry)
+    return processes, mounts

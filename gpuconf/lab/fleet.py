@@ -137,11 +137,13 @@ class Lab:
                            "inventory": str(project / "inventories" / self.name / "hosts.yml")}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
-        try:
-            self._start(specs, timeout)
-        except BaseException:
-            self.down()
-            raise
+            # Still under the lock: a concurrent `up` of this name must not take a lab that is
+            # starting for a stale one.
+            try:
+                self._start(specs, timeout)
+            except BaseException:
+                self._remove()
+                raise
         return self
 
     def _start(self, specs: list[NodeSpec], timeout: float) -> None:
@@ -272,6 +274,8 @@ class Lab:
             if time.monotonic() > deadline:
                 raise LabError(f"node {name} did not apply fault {kind} within {timeout:.0f}s")
             time.sleep(0.02)
+        if kind in ("sshd-up", "clear"):   # return once the effect is visible: sshd answers again
+            self.wait_ssh(name, timeout)
         if kind == "clear" and Path(f"/proc/{self._init_pid(name)}/root{SIM_DIR}/fault").exists():
             return self.exec(name, [f"{SIM_DIR}/fault", "clear"])
         return 0, "", ""

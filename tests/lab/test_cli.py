@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf.lab.runtime import LabPaths, read_pid
-from tests.lab_fixtures import lab_unavailable
+from tests.lab_fixtures import lab_traces, lab_unavailable
 
 PROJECT = Path(__file__).resolve().parents[2]
 PR_SET_CHILD_SUBREAPER = 36
@@ -30,26 +30,6 @@ def subreaper():
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     yield
     libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-
-
-def lab_traces(paths: LabPaths) -> tuple[list[str], list[str]]:
-    """Processes whose command line names the lab, and processes that see any mount of it
-    (mountinfo of every process covers the nodes' own mount namespaces)."""
-    root = str(paths.root)
-    processes, mounts = [], []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            mountinfo = Path(f"/proc/{entry}/mountinfo").read_text()
-        except OSError:
-            continue
-        if root in cmdline:
-            processes.append(f"{entry}: {cmdline}")
-        if root in mountinfo:
-            mounts.append(entry)
-    return processes, mounts
 
 
 def test_up_status_exec_down_from_the_command_line_leaves_nothing_behind(tmp_path, subreaper):
