@@ -58,6 +58,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="trust unknown host keys on first use (changed keys are always refused)")
     parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")
     parser.add_argument("--deadline", type=float, metavar="SECONDS", help="stop starting tasks after this long")
+    parser.add_argument("-K", "--ask-become-pass", action="store_true",
+                        help="prompt for the sudo password (or set GPUCONF_BECOME_PASSWORD)")
     parser.add_argument("--lock-wait", type=float, default=60.0, metavar="SECONDS",
                         help="wait this long for another gpuconf run on a host to finish (default 60)")
     parser.add_argument("-v", "--verbose", action="count", default=0)

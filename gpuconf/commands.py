@@ -36,6 +36,16 @@ def _load(args: Any):
     return inventory, playbook, parse_extra_vars(args.extra_vars)
 
 
+def _become_password(args: Any) -> str | None:
+    """From GPUCONF_BECOME_PASSWORD or a prompt; never from the command line."""
+    import getpass
+    import os
+
+    if getattr(args, "ask_become_pass", False):
+        return getpass.getpass("BECOME password: ")
+    return os.environ.get("GPUCONF_BECOME_PASSWORD")
+
+
 def check(args: Any) -> int:
     return _run(args, "check")
 
@@ -60,8 +70,10 @@ def _run(args: Any, verb: str) -> int:
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
-                         deadline=args.deadline, lock_wait=args.lock_wait)
+                         deadline=args.deadline, lock_wait=args.lock_wait,
+                         become_password=_become_password(args))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
+    outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff)
     runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task)
     for play in playbook.plays:

@@ -9,7 +9,7 @@ import json
 import shlex
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from gpuconf.errors import InventoryError, RemoteError
 
@@ -18,10 +18,14 @@ class HostBusy(RemoteError):
     """Another gpuconf run holds the host's lock beyond the wait."""
 
 SEPARATOR = "\n#--gpuconf-request--\n"
+START = "#--gpuconf-runner--\n"
 SCRIPT = (Path(__file__).with_name("remote.py")).read_text()
+# Everything before START is skipped: a sudo password line that sudo -S did not
+# need to read (NOPASSWD) must not reach the interpreter.
 BOOTSTRAP = (
-    "import sys;s=sys.stdin.read();a,b=s.split(%r,1);"
-    "exec(compile(a,'gpuconf-remote','exec'),{'REQUEST':b,'__name__':'gpuconf_remote'})" % SEPARATOR
+    "import sys;s=sys.stdin.read();s=s[s.index(%r)+%d:];a,b=s.split(%r,1);"
+    "exec(compile(a,'gpuconf-remote','exec'),{'REQUEST':b,'__name__':'gpuconf_remote'})"
+    % (START, len(START), SEPARATOR)
 )
 
 # Ansible's names are accepted too, so an Ansible inventory works unchanged.
@@ -33,9 +37,11 @@ ALIASES = {
     "ansible_become": "become",
     "ansible_connection": "connection",
     "ansible_python_interpreter": "python",
+    "ansible_become_password": "become_password",
+    "ansible_become_pass": "become_password",
 }
-CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "connection", "connect_timeout",
-                   "connect_retries", "jump_host", "known_hosts_file", "python", "command_timeout")
+CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_password", "connection",
+                   "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python")
 
 
 class ConnectionSpec(BaseModel):
@@ -55,6 +61,7 @@ class ConnectionSpec(BaseModel):
     jump_host: str | None = None
     known_hosts_file: str | None = None
     python: str = "python3"
+    become_password: SecretStr | None = None  # sent on stdin to sudo -S, never in arguments or logs
 
     @field_validator("connection")
     @classmethod
@@ -85,26 +92,41 @@ class ConnectionSpec(BaseModel):
             raise InventoryError(f"host {host}: bad connection variable '{field}': {first['msg']}") from None
 
 
+def uses_sudo(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None) -> bool:
+    return bool(spec.become if become is None else become) and remote_user != "root"
+
+
+def sudo_prefix(spec: ConnectionSpec) -> str:
+    # -n never prompts; with a password, -S reads it from stdin and -p '' prints no prompt
+    return "sudo -S -p '' -- " if spec.become_password is not None else "sudo -n -- "
+
+
 def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None) -> str:
     command = f"{shlex.quote(spec.python)} -B -c {shlex.quote(BOOTSTRAP)}"
-    if (spec.become if become is None else become) and remote_user != "root":
-        command = f"sudo -n -- {command}"
+    if uses_sudo(spec, remote_user, become):
+        command = sudo_prefix(spec) + command
     return command
 
 
-def payload(ops: list[dict], readonly: bool, lock: dict | None = None) -> bytes:
+def payload(ops: list[dict], readonly: bool, lock: dict | None = None, spec: ConnectionSpec | None = None,
+            sudo: bool = False) -> bytes:
     request = {"readonly": readonly, "ops": ops}
     if lock:
         request["lock"] = lock
-    return (SCRIPT + SEPARATOR + json.dumps(request)).encode()
+    password = ""
+    if sudo and spec is not None and spec.become_password is not None:
+        password = spec.become_password.get_secret_value() + "\n"
+    return (password + START + SCRIPT + SEPARATOR + json.dumps(request)).encode()
 
 
 def explain_failure(host: str, stderr: str, rc: int | None) -> str:
     """Turn a runner that did not run into a message that says what to do."""
     tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     if "password is required" in stderr or "a terminal is required" in stderr:
-        return (f"sudo on {host} wants a password: become needs passwordless sudo (NOPASSWD) "
-                f"for this user ({tail})")
+        return (f"sudo on {host} wants a password: give it with --ask-become-pass or GPUCONF_BECOME_PASSWORD, "
+                f"or allow passwordless sudo (NOPASSWD) for this user ({tail})")
+    if "incorrect password" in stderr or "Sorry, try again" in stderr:
+        return f"sudo on {host} refused the become password ({tail})"
     if rc == 127 or "not found" in stderr:
         return f"python3 was not found on {host}: gpuconf runs its probes with python3 (>= 3.6) ({tail})"
     return f"the gpuconf runner failed on {host} (exit {rc}): {tail or 'no output'}"

@@ -5,7 +5,8 @@ import getpass
 import os
 import subprocess
 
-from gpuconf.connection.base import Connection, LockHandle, lock_reply, parse_replies, payload, runner_command
+from gpuconf.connection.base import (Connection, LockHandle, lock_reply, parse_replies, payload, runner_command,
+                                     sudo_prefix, uses_sudo)
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
 
@@ -24,7 +25,7 @@ class LocalConnection(Connection):
         self.round_trips += 1
         command = runner_command(self.spec, self.remote_user, become)
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly, lock),
+            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become)),
                                   capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"").decode("utf-8", "replace")
@@ -38,10 +39,13 @@ class LocalConnection(Connection):
         if not self.connects:
             self.open()
         command = holder_command(self.spec.python, path, wait, owner)
-        if self.spec.become and self.remote_user != "root":
-            command = "sudo -n -- " + command
+        if uses_sudo(self.spec, self.remote_user):
+            command = sudo_prefix(self.spec) + command
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+        if uses_sudo(self.spec, self.remote_user) and self.spec.become_password is not None:
+            proc.stdin.write(self.spec.become_password.get_secret_value() + "\n")
+            proc.stdin.flush()
         line = proc.stdout.readline()
         if not line.startswith("locked"):
             proc.kill()

@@ -9,7 +9,7 @@ import paramiko
 
 from gpuconf.connection import hostkeys
 from gpuconf.connection.base import (Connection, ConnectionSpec, LockHandle, lock_reply, parse_replies, payload,
-                                     runner_command)
+                                     runner_command, sudo_prefix, uses_sudo)
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError, HostKeyError
 
@@ -100,7 +100,7 @@ class SSHConnection(Connection):
         try:
             channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
             channel.exec_command(runner_command(self.spec, self.remote_user, become))
-            channel.sendall(payload(ops, readonly, lock))
+            channel.sendall(payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become)))
             channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
             self.close()
@@ -121,11 +121,13 @@ class SSHConnection(Connection):
         if self.client is None:
             self.open()
         command = holder_command(self.spec.python, path, wait, owner)
-        if self.spec.become and self.remote_user != "root":
-            command = "sudo -n -- " + command
+        if uses_sudo(self.spec, self.remote_user):
+            command = sudo_prefix(self.spec) + command
         try:
             channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
             channel.exec_command(command)
+            if uses_sudo(self.spec, self.remote_user) and self.spec.become_password is not None:
+                channel.sendall((self.spec.become_password.get_secret_value() + "\n").encode())
             channel.settimeout(wait + self.spec.connect_timeout)
             line = channel.makefile("r").readline()
         except (paramiko.SSHException, OSError, EOFError) as exc:

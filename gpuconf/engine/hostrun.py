@@ -37,6 +37,7 @@ class RunOptions:
     detailed_exitcodes: bool = False
     deadline: float | None = None
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
+    become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
 
     @property
     def check_mode(self) -> bool:

@@ -143,9 +143,12 @@ class Runner:
 
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
-            spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
-                                            {"connection": self.options.connection} if self.options.connection
-                                            else None)
+            overrides: dict[str, Any] = {}
+            if self.options.connection:
+                overrides["connection"] = self.options.connection
+            if self.options.become_password is not None:
+                overrides["become_password"] = self.options.become_password
+            spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host), overrides)
             self.sessions[host] = HostSession(host, self.connect(spec, self.options), lambda: self._deadline)
         return self.sessions[host]
 
