@@ -1,5 +1,6 @@
 """The `gpuconf` command: documentation verbs, inventory view, and clean usage errors."""
 import json
+import sys
 
 import pytest
 
@@ -59,7 +60,8 @@ def test_extra_vars_forms_combine_later_wins(tmp_path, capsys):
     (tmp_path / "vars.yml").write_text("a: from-file\nb: from-file\n")
     (tmp_path / "site.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
                                        "    - assert: {that: \"a == 'from-file' and b == 2 and c == 'x=y'\"}\n")
-    code, _, err = run(capsys, "check", str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local",
+    (tmp_path / "hosts.yml").write_text(f"all:\n  hosts:\n    localhost: {{python: {sys.executable}}}\n")
+    code, _, err = run(capsys, "check", str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "-c", "local",
                        "-e", f"@{tmp_path / 'vars.yml'}", "-e", '{"b": 2}', "-e", "c=x=y")
     assert code == 0, err
 

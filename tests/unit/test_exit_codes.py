@@ -64,10 +64,12 @@ IGNORED = ("- hosts: all\n  gather_facts: false\n  tasks:\n"
            "    - name: after\n      assert: {that: r.failed}\n")
 
 
-@pytest.mark.parametrize("extra_task, code", [("", 0), ("    - name: fails\n      command: {cmd: 'false'}\n", 4)])
+@pytest.mark.parametrize("extra_task, code", [("", 0), ("    - name: fails\n      command: {cmd: 'false'}\n", 4)],
+                         ids=["only-ignored", "and-a-real-failure"])
 def test_an_ignored_failure_does_not_fail_the_run(tmp_path, capsys, extra_task, code):
     (tmp_path / "site.yml").write_text(IGNORED + extra_task)
-    assert main(["apply", str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local"]) == code
+    (tmp_path / "hosts.yml").write_text(f"all:\n  hosts:\n    localhost: {{python: {sys.executable}}}\n")
+    assert main(["apply", str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "-c", "local"]) == code
     out = capsys.readouterr().out
     assert "ok: [localhost] after" in out  # the play went on
     if not code:

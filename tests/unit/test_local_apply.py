@@ -20,6 +20,13 @@ def digest(root: Path) -> dict[str, tuple]:
     return found
 
 
+def local_inventory(tmp_path: Path) -> str:
+    """localhost, with this interpreter as the runner's python (no shim on every round trip)."""
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"python": sys.executable}}}}))
+    return str(path)
+
+
 def build(tmp_path: Path) -> Path:
     role = tmp_path / "roles" / "gpu_node"
     for sub in ("tasks", "templates", "files", "handlers", "defaults"):
@@ -44,8 +51,6 @@ def build(tmp_path: Path) -> Path:
     (tmp_path / "site.yml").write_text(yaml.safe_dump([{
         "hosts": "all", "vars": {"gpus": ["a100", "a100"]}, "roles": ["gpu_node"],
     }]))
-    # the runner's interpreter: this one, so that no shim slows every round trip
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"python": sys.executable}}}}))
     target = tmp_path / "target"
     target.mkdir()
     (target / "old.conf").write_text("stale\n")
@@ -56,7 +61,7 @@ def build(tmp_path: Path) -> Path:
 
 def gpuconf(tmp_path: Path, verb: str, *extra: str) -> tuple[int, dict]:
     report = tmp_path / f"report-{verb}.json"
-    code = main([verb, str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "-c", "local",
+    code = main([verb, str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local",
                  "-e", f"target={tmp_path / 'target'}", "--report", str(report), *extra])
     data = json.loads(report.read_text())
     return code, {t["task"]: t["status"] for t in data["hosts"]["localhost"]["tasks"]}
@@ -109,7 +114,8 @@ def test_a_result_that_only_apply_produces_is_unknown_in_check_not_failed(tmp_pa
         {"name": "uses it", "file": {"path": f"{tmp_path}/driver", "content": "{{ probe.stdout }}"},
          "when": "probe.rc == 0"},
     ]}]))
-    argv = [str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local", "--report", str(tmp_path / "r.json")]
+    argv = [str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local", "--report",
+            str(tmp_path / "r.json")]
     assert main(["check", *argv]) == 2 | 4
     task = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]["tasks"][1]
     assert task["status"] == "unknown" and "'probe.rc' is known only after apply" in task["error"]
@@ -122,5 +128,5 @@ def test_command_output_with_braces_is_text_not_a_template(tmp_path):
         {"name": "probe", "command": {"cmd": "printf '%s%s nope }}' '{' '{'"}, "register": "probe"},
         {"name": "keep it", "file": {"path": f"{tmp_path}/out", "content": "{{ probe.stdout }}"}},
     ]}]))
-    assert main(["apply", str(tmp_path / "site.yml"), "-i", "localhost,", "-c", "local"]) == 0
+    assert main(["apply", str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local"]) == 0
     assert (tmp_path / "out").read_text() == "{{ nope }}"
