@@ -8,11 +8,14 @@ go to stderr instead. `--report`, `--junit` and `--prometheus` write files
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from gpuconf.engine.results import RunResult
+from gpuconf.errors import GpuconfError, UsageError
 from gpuconf.report import jsonreport, junit, prometheus
 
 FORMATS = ("text", "json", "junit")
@@ -26,6 +29,25 @@ class OutputOptions:
     prometheus: str | None = None
 
 
+    def files(self) -> dict[str, str]:
+        named = {"--report": self.report, "--junit": self.junit, "--prometheus": self.prometheus}
+        return {option: path for option, path in named.items() if path}
+
+    def preflight(self) -> None:
+        """Refuse, before anything runs, a report file that could never be written."""
+        for option, path in self.files().items():
+            target = Path(path)
+            if target.is_dir():
+                raise UsageError(f"{option} {path}: is a directory; give a file name")
+            parent = target.parent
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            if not parent.is_dir():
+                raise UsageError(f"{option} {path}: {parent} is not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise UsageError(f"{option} {path}: cannot write in {parent}")
+
+
 def human_stream(options: OutputOptions) -> TextIO:
     """Where the human reporter writes: stdout, unless stdout carries a document."""
     return sys.stdout if options.format == "text" else sys.stderr
@@ -33,12 +55,12 @@ def human_stream(options: OutputOptions) -> TextIO:
 
 def write_outputs(run: RunResult, options: OutputOptions, stdout: TextIO | None = None) -> None:
     stdout = stdout or sys.stdout
-    if options.report:
-        jsonreport.write(run, options.report)
-    if options.junit:
-        junit.write(run, options.junit)
-    if options.prometheus:
-        prometheus.write(run, options.prometheus)
+    writers = {"--report": jsonreport.write, "--junit": junit.write, "--prometheus": prometheus.write}
+    for option, path in options.files().items():
+        try:
+            writers[option](run, path)
+        except OSError as exc:
+            raise GpuconfError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from None
     if options.format == "json":
         stdout.write(json.dumps(jsonreport.to_dict(run), indent=2) + "\n")
     elif options.format == "junit":
