@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuconf.lab.profiles import get_profile
 from gpuconf.lab.runtime import PROFILES, USER
 
 
@@ -24,6 +25,8 @@ def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
 
 
 def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> dict:
+    """One group per profile, and `subnet_managers`: the first node with HCAs runs
+    opensm (`infiniband_subnet_manager: true`), as one fabric needs exactly one."""
     children: dict = {}
     for profile in PROFILES:
         hosts = {node.name: {"address": node.address, "lab_name": lab, "lab_profile": node.profile,
@@ -31,6 +34,10 @@ def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts:
                  for node in nodes if node.profile == profile}
         if hosts:
             children[profile] = {"hosts": hosts}
+    with_hcas = [node for node in nodes if get_profile(node.profile).hca_count]
+    if with_hcas:
+        children["subnet_managers"] = {"hosts": {with_hcas[0].name: None},
+                                       "vars": {"infiniband_subnet_manager": True}}
     return {"all": {
         "vars": {"port": port, "user": USER, "ssh_key": str(ssh_key), "become": True,
                  "known_hosts_file": str(known_hosts), "lab_name": lab},
