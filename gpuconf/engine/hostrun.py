@@ -59,6 +59,25 @@ class HostUnreachable(Exception):
     pass
 
 
+class RunEvents:
+    """What a live display hears while a run goes on (results still flow through `emit`)."""
+
+    def play(self, name: str, hosts: list[str]) -> None: ...
+
+    def task_started(self, host: str, task: str) -> None: ...
+
+    def host_done(self, host: str) -> None: ...
+
+
+def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,
+                    handler: bool = False) -> list[TaskResult]:
+    """Tasks the deadline left out: `unknown`, never silently absent from the report."""
+    error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
+    return [TaskResult(host=host, play=play.name, task=t.name, status=Status.UNKNOWN, type=t.type, role=t.role,
+                       location=str(t.location), secret=bool(t.keywords.no_log), error=error, handler=handler,
+                       not_run="deadline") for t in tasks]
+
+
 class KnownOnlyAfterApply(TemplateError):
     """A template used part of a registered result that check mode cannot have."""
 
@@ -81,10 +100,13 @@ class PendingResult(dict):
 class PlayOnHost:
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
-                 emit: Callable[[TaskResult], None], stop: Callable[[], bool]):
+                 emit: Callable[[TaskResult], None], stop: Callable[[], bool],
+                 deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
+        self.deadline_reached = deadline_reached
+        self.events = events or RunEvents()
         self.facts: dict[str, Any] = {}
         self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
@@ -139,7 +161,12 @@ class PlayOnHost:
             self.session.fetch(self._facts_of(tasks))  # usually nothing left: no round trip
             for index, task in enumerate(tasks):
                 if self.stop():
-                    break
+                    if not self.deadline_reached():
+                        break  # interrupted: no new task starts
+                    if not (self.options.check_mode and self._answerable(task)):
+                        self.mark_not_run([task])
+                        continue
+                self.events.task_started(self.host, task.name)
                 result = self.run_task(task, tasks[index + 1:])
                 if result.status == Status.FAILED and not task.keywords.ignore_errors:
                     break
@@ -167,8 +194,28 @@ class PlayOnHost:
     def run_handlers(self) -> None:
         for handler in self.play.handlers:
             names = {handler.name, *handler.keywords.listen}
-            if names & set(self.notified) and not self.stop():
+            if not names & set(self.notified):
+                continue
+            if not self.stop():
+                self.events.task_started(self.host, handler.name)
                 self.run_task(handler, [], is_handler=True)
+            elif self.deadline_reached():
+                self.mark_not_run([handler], handler=True)
+
+    def _answerable(self, task: TaskDef) -> bool:
+        """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
+        try:
+            prepared = self.prepare(task)
+        except Exception:  # noqa: BLE001 - it is not answerable; it is marked not run
+            return False
+        if prepared is None:
+            return True  # `when` is false: nothing to read
+        return all(f.key in self.session.cache for f in TASK_TYPES[task.type].facts(prepared[1]))
+
+    def mark_not_run(self, tasks: list[TaskDef], handler: bool = False) -> None:
+        for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler):
+            self.results.append(result)
+            self.emit(result)
 
     # -- one task -------------------------------------------------------------
     def _result(self, task: TaskDef | None, status: Status, **kw: Any) -> TaskResult:

@@ -69,6 +69,7 @@ class TaskResult:
     location: str = ""
     secret: bool = False
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
+    not_run: str | None = None  # why the task never started: "deadline" (then its status is unknown)
     data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
 
