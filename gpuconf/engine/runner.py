@@ -24,7 +24,7 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Play, Playbook
 
-from gpuconf.engine.hostrun import PlayOnHost, RunOptions
+from gpuconf.engine.hostrun import PlayOnHost, RunEvents, RunOptions, not_run_results, task_selected
 from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.engine.session import HostSession
 
@@ -86,9 +86,12 @@ class _LazyHostvars(Mapping):
 class Runner:
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions, limit: str | None = None,
                  emit: Callable[[TaskResult], None] = lambda r: None,
-                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None):
+                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None,
+                 events: RunEvents | None = None):
         self.inventory, self.playbook, self.options, self.limit = inventory, playbook, options, limit
         self.emit = emit
+        self.events = events or RunEvents()
+        self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.connect = connect or default_connection
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
@@ -97,22 +100,28 @@ class Runner:
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
 
     def stopped(self) -> bool:
-        if self._deadline is not None and time.monotonic() >= self._deadline:
+        if self.deadline_reached():
             return True
         return self.stop_event.is_set()
+
+    def deadline_reached(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
 
     def play_hosts(self, play: Play) -> list[str]:
         return limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts), self.limit)
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
-                           detailed_exitcodes=self.options.detailed_exitcodes)
+                           detailed_exitcodes=self.options.detailed_exitcodes, deadline=self.options.deadline)
         out_of_play: set[str] = set()
         try:
-            for play in self.playbook.plays:
+            for index, play in enumerate(self.playbook.plays):
                 result.plays.append(play.name)
                 hosts = [h for h in self.play_hosts(play) if h not in out_of_play]
-                if not self._run_play(play, hosts, result, out_of_play):
+                self.events.play(play.name, hosts)
+                if not self._run_play(index, play, hosts, result, out_of_play):
+                    if self.deadline_reached() and not self.stop_event.is_set():
+                        self._not_started(index, result, out_of_play)
                     break
         finally:
             for name, session in self.sessions.items():
@@ -123,9 +132,28 @@ class Runner:
                 session.connection.close()
             result.ended = time.time()
             result.interrupted = self.stop_event.is_set()
+            result.deadline_reached = self.deadline_reached() or any(
+                t.not_run for h in result.hosts.values() for t in h.tasks)
         return result
 
-    def _run_play(self, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
+    def _not_started(self, first: int, result: RunResult, out_of_play: set[str]) -> None:
+        """The deadline came: every host's tasks in the plays it never started are `unknown`."""
+        for index in range(first, len(self.playbook.plays)):
+            play = self.playbook.plays[index]
+            if index > first:
+                result.plays.append(play.name)
+            for host in self.play_hosts(play):
+                if host not in out_of_play and (index, host) not in self._began:
+                    self._mark_not_run(play, host, result)
+
+    def _mark_not_run(self, play: Play, host: str, result: RunResult) -> None:
+        tasks = [t for t in play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
+        for task in not_run_results(play, host, tasks, self.options.deadline):
+            result.host(host).tasks.append(task)
+            self.emit(task)
+        self.events.host_done(host)
+
+    def _run_play(self, index: int, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
         offset = 0
         for size in batch_sizes(play.keywords.serial, len(hosts)):
             if self.stopped():
@@ -133,7 +161,7 @@ class Runner:
             batch = hosts[offset: offset + size]
             offset += size
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
-                outcomes = list(pool.map(lambda h: self._host(play, h, result), batch))
+                outcomes = list(pool.map(lambda h: self._host(index, play, h, result), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
             limit = play.keywords.max_fail_percentage
@@ -152,8 +180,18 @@ class Runner:
             self.sessions[host] = HostSession(host, self.connect(spec, self.options), lambda: self._deadline)
         return self.sessions[host]
 
-    def _host(self, play: Play, host: str, run: RunResult) -> bool:
+    def _host(self, index: int, play: Play, host: str, run: RunResult) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
+        self._began.add((index, host))
+        if self.deadline_reached() and not self.stop_event.is_set():
+            self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
+            return True
+        try:
+            return self._host_play(play, host, run)
+        finally:
+            self.events.host_done(host)
+
+    def _host_play(self, play: Play, host: str, run: RunResult) -> bool:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
@@ -169,7 +207,8 @@ class Runner:
             self.emit(task)
             return False
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), self.magic, session, self.options,
-                            self.registered.setdefault(host, {}), self.emit, self.stopped)
+                            self.registered.setdefault(host, {}), self.emit, self.stopped,
+                            deadline_reached=self.deadline_reached, events=self.events)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

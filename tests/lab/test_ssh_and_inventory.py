@@ -60,9 +60,11 @@ def test_the_inventory_groups_nodes_by_profile_with_connection_variables(lab):
     assert stat.S_IMODE(lab.client_key.stat().st_mode) == 0o600
     assert common["ssh_key"] == str(lab.client_key) and common["known_hosts_file"] == str(lab.known_hosts)
     groups = data["all"]["children"]
-    assert sorted(groups) == ["a100", "t4"]
+    assert sorted(groups) == ["a100", "subnet_managers", "t4"]
     assert sorted(groups["a100"]["hosts"]) == ["a100-01", "a100-02"]
-    for group in groups.values():
+    # one subnet manager per fabric: the first node with HCAs (the T4 has none)
+    assert groups["subnet_managers"] == {"hosts": {"a100-01": None}, "vars": {"infiniband_subnet_manager": True}}
+    for group in (groups["a100"], groups["t4"]):
         for name, host in group["hosts"].items():
             assert host["address"] == lab.node(name).address
             assert host["lab_name"] == lab.name
