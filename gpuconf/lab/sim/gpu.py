@@ -160,12 +160,19 @@ def fabric_manager_running() -> bool:
     return bool(info) and modules.alive(info.get("pid", 0))
 
 
+def persistenced_enables() -> bool:
+    """True while nvidia-persistenced runs with persistence mode on (its default)."""
+    info = state.read_json(f"{state.RUN}/persistenced.json")
+    return bool(info) and info.get("persistence", True) and modules.alive(info.get("pid", 0))
+
+
 def gpus() -> list[Gpu]:
     """The node's GPUs in index order (by PCI bus, as nvidia-smi enumerates them)."""
     profile = state.profile()
     model = profile.gpu
     current = settings()
     found = faults()
+    daemon = persistenced_enables()
     fabric = "N/A"
     if model.fabric_probe and profile.has_nvswitch:
         fabric = "Completed" if fabric_manager_running() else "In Progress"
@@ -181,7 +188,7 @@ def gpus() -> list[Gpu]:
         result.append(Gpu(
             index=index, bus=bus, model=model, uuid=identity.gpu_uuid(index),
             serial=identity.gpu_serial(index),
-            persistence=bool(current.get("persistence", {}).get(key, False)),
+            persistence=bool(current.get("persistence", {}).get(key, daemon)),
             power_limit=float(current.get("power_limit", {}).get(key, model.power_default_w)),
             temperature=int(temp),
             memory_temperature=None if model.temp_memory_c is None else model.temp_memory_c + util // 10,
@@ -199,6 +206,15 @@ def set_persistence(indexes: list[int], enabled: bool) -> None:
         modes = data.setdefault("persistence", {})
         for index in indexes:
             modes[str(index)] = enabled
+    update_settings(change)
+
+
+def daemon_started(indexes: list[int]) -> None:
+    """nvidia-persistenced took over: explicit ``-pm`` settings give way to the daemon's."""
+    def change(data):
+        modes = data.setdefault("persistence", {})
+        for index in indexes:
+            modes.pop(str(index), None)
     update_settings(change)
 
 

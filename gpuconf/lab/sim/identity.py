@@ -40,7 +40,7 @@ def sysfs_bdf(bus: int) -> str:
 def hca_guid(hca: int) -> str:
     """16 hex digits of an HCA's node GUID (port GUID is the same on single-port HCAs)."""
     prefix = state.profile().hca.guid_prefix
-    return f"{prefix}03{_digest('hca', hca)[:6]}"
+    return f"{prefix}03{_digest('hca', hca)[:8]}"
 
 
 def guid_colons(guid: str) -> str:

@@ -40,6 +40,7 @@ TOOLS = {
     "/usr/sbin/depmod": ("kmod", "depmod"),
     "/usr/sbin/modinfo": ("kmod", "modinfo"),
     "/usr/bin/lsmod": ("kmod", "lsmod"),
+    "/usr/sbin/lsmod": ("kmod", "lsmod"),
     "/usr/bin/kmod": ("kmod", "kmod"),
     "/usr/sbin/update-initramfs": ("initramfs", "update-initramfs"),
     "/usr/bin/lsinitramfs": ("initramfs", "lsinitramfs"),
@@ -57,9 +58,10 @@ TOOLS = {
 }
 
 
-def shim_text(module: str, *args: str) -> str:
-    """A tool shim that runs simulator ``module`` with fixed leading ``args``."""
-    fixed = "".join(f" '{arg}'" for arg in args)
+def shim_text(module: str, *args: str, pass_self: bool = False) -> str:
+    """A tool shim that runs simulator ``module`` with fixed leading ``args`` (and its own path
+    first when ``pass_self``: nvcc finds its toolkit from where it was started)."""
+    fixed = "".join(f" '{arg}'" for arg in args) + (' "$0"' if pass_self else "")
     return ("#!/bin/sh\n"
             "# gpuconf lab: this tool is simulated inside lab nodes (gpuconf/lab/sim).\n"
             f'exec /usr/bin/python3 -B -S "${{GPUCONF_LAB_ROOT:-}}{SIM_DIR}/{module}.py"{fixed} "$@"\n')

@@ -76,7 +76,7 @@ def start(name: str, _chain: tuple = ()) -> None:
 
 
 def _start_ghost(unit: units.UnitFile) -> None:
-    remain = unit.service_type == "oneshot" and unit.get("Service", "RemainAfterExit") not in ("yes", "true")
+    remain = unit.service_type == "oneshot" and not units.truthy(unit.get("Service", "RemainAfterExit"))
     services.save(unit.name, {"active": "inactive" if remain else "active", "sub": "dead" if remain else
                               ("exited" if unit.service_type == "oneshot" else "running"),
                               "result": "success", "main_pid": 0, "since": time.time(), "ghost": True,
@@ -108,7 +108,7 @@ def _start_locked(unit: units.UnitFile) -> None:
             code, pid = services.run_sync(unit, services.expand(unit, argv, env), env)
             if code and "-" not in flags:
                 _fail(unit, dict(base, main_pid=pid), code, "Main process")
-        if unit.get("Service", "RemainAfterExit") in ("yes", "true", "1", "on"):
+        if units.truthy(unit.get("Service", "RemainAfterExit")):
             services.save(unit.name, dict(base, active="active", sub="exited", result="success", exec_pid=pid, exec_status=0))
         else:
             services.save(unit.name, dict(base, active="inactive", sub="dead", result="success", exec_pid=pid, exec_status=0))
@@ -163,9 +163,18 @@ def _start_simple(unit, argv, env, base, notify: bool) -> None:
         while time.time() < deadline and not state.exists(ready):
             text = state.read_text(spawned["exit_file"])
             if text is not None and text.strip():
+                _journal_output(unit, argv[0], spawned["main_pid"])
                 _fail(unit, data, int(text.strip()), "Main process")
             time.sleep(0.01)
     services.save(unit.name, data)
+
+
+def _journal_output(unit, argv0: str, pid: int) -> None:
+    """What a failed main process printed, as the journal would have collected it."""
+    text = state.read_text(f"{state.RUN}/systemd/run/{unit.name}.out", "") or ""
+    for line in text.splitlines():
+        if line.strip():
+            logs.journal(line, os.path.basename(argv0), pid, unit.name, 3)
 
 
 def _post(unit, env, base) -> None:

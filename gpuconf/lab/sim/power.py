@@ -3,7 +3,7 @@
 A reboot is a request to the node's PID 1, the lab runtime's init (``SIGUSR1``, see
 docs/lab-contract.md): it ends every process of the node, SSH sessions included, remounts
 ``/run`` and boots again. These tools never touch the machine: under ``GPUCONF_LAB_ROOT``
-(tests) the request is only recorded, and a PID 1 that is a real systemd is refused.
+(tests) the request is only recorded, and a PID 1 that is not the runtime's ``init.py`` is refused.
 
 Powering a node off is not simulated (``gpuconf lab down`` does that); the tools say so.
 """
@@ -32,16 +32,21 @@ def request_reboot() -> int:
     if state.TEST_MODE:
         state.write_text(REQUEST, f"{time.time()}\n")
         return 0
-    try:
-        with open("/proc/1/comm") as handle:
-            init = handle.read().strip()
-    except OSError:
-        init = ""
-    if init == "systemd":
-        sys.stderr.write("gpuconf lab: PID 1 is a real systemd; refusing to signal it (not inside a lab node).\n")
+    if not _pid1_is_lab_init():
+        sys.stderr.write("gpuconf lab: PID 1 is not a lab node's init; refusing to signal it (not inside a lab node).\n")
         return 1
     os.kill(1, signal.SIGUSR1)
     return 0
+
+
+def _pid1_is_lab_init() -> bool:
+    """The runtime's PID 1 is ``python3 ... init.py CONFIG``; the machine's never is."""
+    try:
+        with open("/proc/1/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return any(os.path.basename(arg) == b"init.py" for arg in argv) and b"python" in os.path.basename(argv[0])
 
 
 def _delay_seconds(when: str) -> int | None:

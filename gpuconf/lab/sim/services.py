@@ -217,7 +217,7 @@ def spawn(unit: units.UnitFile, argv: list[str], env: dict) -> dict:
     os.makedirs(os.path.dirname(state.path(pid_file)), exist_ok=True)
     env = dict(env, GPUCONF_LAB_PIDF=state.path(pid_file), GPUCONF_LAB_EXITF=state.path(exit_file))
     script = '"$@" & echo $! > "$GPUCONF_LAB_PIDF"; wait $!; echo $? > "$GPUCONF_LAB_EXITF"'
-    out = open(state.path(f"{base}.out"), "ab")
+    out = open(state.path(f"{base}.out"), "wb")
     wrapper = subprocess.Popen(["/bin/sh", "-c", script, "sh", real] + argv[1:], env=env, stdin=subprocess.DEVNULL,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     out.close()

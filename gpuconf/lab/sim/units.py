@@ -1,7 +1,7 @@
 """systemd unit files as the simulated systemd sees them: search path, drop-ins, [Install].
 
 Unit files are read from ``/etc/systemd/system``, ``/run/systemd/system`` and
-``/lib/systemd/system`` (in that order), with ``NAME.d/*.conf`` drop-ins, masks (symlinks to
+``/lib/systemd/system`` (in that order; Debian 12's packages install to /lib), with ``NAME.d/*.conf`` drop-ins, masks (symlinks to
 ``/dev/null``) and aliases (symlinks to another unit). Enablement is nothing but the real
 ``*.wants``/``*.requires`` symlinks under ``/etc/systemd/system``, so a task that inspects them
 sees what it would see on a real host.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import state
 
-UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
 SUFFIXES = (".service", ".socket", ".target", ".timer", ".mount", ".path", ".slice", ".scope", ".device")
 CACHE_DIR = f"{state.RUN}/systemd/cache"
 MACHINE_UNITS = "/usr/lib/gpuconf-lab/machine-units.json"
@@ -55,8 +55,9 @@ class UnitFile:
 
     @property
     def ghost(self) -> bool:
-        """A unit of the machine's image: its commands are never run inside a node."""
-        return self.name in machine_units() or self.name.endswith((".target", ".slice", ".device", ".mount"))
+        """A unit whose commands never run inside a node: one of the machine's image, or a
+        non-service unit (targets, sockets, timers: they only order and activate services)."""
+        return not self.name.endswith(".service") or self.name in machine_units()
 
     def values(self, section: str, key: str) -> list[str]:
         """All values of ``key``; an empty assignment resets the list (``ExecStart=``)."""
@@ -85,6 +86,10 @@ class UnitFile:
     @property
     def has_install(self) -> bool:
         return any(self.values("Install", key) for key in ("WantedBy", "RequiredBy", "Alias", "Also"))
+
+
+def truthy(value: str) -> bool:
+    return value.strip().lower() in ("yes", "true", "on", "1")
 
 
 def parse(text: str) -> dict:

@@ -89,7 +89,7 @@ def properties(unit: units.UnitFile) -> dict:
         props.update({
             "Type": unit.service_type, "Restart": unit.get("Service", "Restart", "no"),
             "PIDFile": unit.get("Service", "PIDFile"), "GuessMainPID": "yes",
-            "RemainAfterExit": "yes" if unit.get("Service", "RemainAfterExit") in ("yes", "true", "1", "on") else "no",
+            "RemainAfterExit": "yes" if units.truthy(unit.get("Service", "RemainAfterExit")) else "no",
             "MainPID": str(data.get("main_pid", 0) if active == "active" else 0), "ControlPID": "0", "StatusErrno": "0",
             "Result": data.get("result", "success"), "NRestarts": "0",
             "ExecMainStartTimestamp": timestamp(since), "ExecMainExitTimestamp": "n/a",

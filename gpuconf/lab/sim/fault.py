@@ -1,0 +1,229 @@
+"""``/usr/lib/gpuconf-lab/sim/fault KIND ARGS``: inject the faults tests and health probes need.
+
+Hardware faults persist in ``/var/lib/gpuconf-lab/faults.json`` until cleared (a hot GPU, a
+retrained PCIe link, dead NVLinks stay that way across reboots); driver-level ones live in
+``/run`` and end at the next boot (a hung driver, volatile ECC counts, the dpkg lock holder).
+
+    nvidia-smi-hang                 every nvidia-smi call blocks until killed
+    xid CODE [--gpu N] [--pid P --name NAME]   one real-format NVRM Xid line in the kernel log
+    temp C [--gpu N]                GPU temperature; above the slowdown threshold clocks throttle
+    pcie-downgrade [--gpu N] [--gen G]         link trained at gen G (default 3) below the slot's
+    ecc COUNT [--gpu N]             uncorrectable DRAM ECC errors (volatile, and in the aggregate)
+    nvlink-down GPU [LINK ...]      NVLinks inactive (all of them without LINK)
+    util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
+    kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
+                                    with its module tree and initramfs but no DKMS build
+    dpkg-lock                       a process holds the dpkg locks as apt would
+    clear [KIND]                    undo one kind, or every fault
+--gpu takes an index, a comma list or "all"; the default is GPU 0.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import sys
+
+import entry
+import gpu
+import identity
+import kernels
+import logs
+import state
+import sysfs
+
+XID_MESSAGES = {
+    13: "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
+    31: "Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_c2000000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    43: "Ch 00000008",
+    45: "Ch 00000008",
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr "
+        "0x12bac1c3e0 partition 2, subpartition 1.",
+    63: "Row Remapper: New row (0x00000012bac1c3e0) marked for remapping, reset gpu to activate.",
+    64: "Row Remapper: Failed to remap row (0x00000012bac1c3e0).",
+    74: "NVLink: fatal error detected on link 0(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+    79: "GPU has fallen off the bus.",
+    92: "High single-bit ECC error rate detected.",
+    94: "Contained: SM (0x1). RST: No, D-RST: No",
+    95: "Uncontained: FBHUB. RST: Yes, D-RST: No",
+    119: "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) "
+         "(0x20802a02 0x8).",
+    120: "Error in GSP-RM. GSP RM Exception, RM Log: 0x0",
+}
+APP_XIDS = {13, 31, 43, 45}
+DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
+HOLDER = f"{state.RUN}/faults-dpkg-lock.pid"
+
+
+def _options(args: list[str]) -> tuple[list[str], dict]:
+    positional, options = [], {}
+    i = 0
+    while i < len(args):
+        if args[i].startswith("--") and i + 1 < len(args):
+            options[args[i][2:]] = args[i + 1]
+            i += 2
+            continue
+        positional.append(args[i])
+        i += 1
+    return positional, options
+
+
+def _gpus(options: dict) -> list[int]:
+    count = state.profile().gpu_count
+    wanted = options.get("gpu", "0")
+    if wanted == "all":
+        return list(range(count))
+    indexes = [int(part) for part in wanted.split(",")]
+    for index in indexes:
+        if not 0 <= index < count:
+            raise SystemExit(f"fault: no GPU {index} on this node (it has {count})")
+    return indexes
+
+
+def _update(scope: str, key: str, change) -> None:
+    target = gpu.PERSISTENT_FAULTS if scope == "persistent" else gpu.VOLATILE_FAULTS
+    with state.locked("faults"):
+        data = state.read_json(target, {}) or {}
+        value = change(data.get(key))
+        if value in (None, {}, False):
+            data.pop(key, None)
+        else:
+            data[key] = value
+        state.write_json(target, data)
+
+
+def _per_gpu(scope: str, key: str, indexes: list[int], value) -> None:
+    def change(current):
+        current = dict(current or {})
+        for index in indexes:
+            current[str(index)] = value(current.get(str(index))) if callable(value) else value
+        return current
+    _update(scope, key, change)
+
+
+def _describe(indexes: list[int]) -> str:
+    buses = state.profile().gpu_buses
+    return ", ".join(f"GPU {i} ({identity.gpu_bdf(buses[i])})" for i in indexes)
+
+
+def xid(code: int, options: dict) -> None:
+    buses = state.profile().gpu_buses
+    for index in _gpus(options):
+        pci = f"0000:{buses[index]:02x}:00"
+        if code in APP_XIDS:
+            who = f"pid={options.get('pid', '4211')}, name={options.get('name', 'python3')}"
+        else:
+            who = f"pid='<unknown>', name=<unknown>"
+        logs.kmsg(f"NVRM: Xid (PCI:{pci}): {code}, {who}, {XID_MESSAGES.get(code, 'Unknown error')}", 4)
+        if code == 79:
+            logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
+
+
+def dpkg_lock() -> int:
+    """Hold both dpkg locks with fcntl write locks, from a process named like apt's holder."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        os.read(read_end, 1)   # returns once the locks are held
+        os.close(read_end)
+        return 0
+    os.close(read_end)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    fds = []
+    for lock in DPKG_LOCKS:
+        fd = os.open(state.path(lock), os.O_RDWR | os.O_CREAT, 0o640)
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        os.set_inheritable(fd, True)
+        fds.append(fd)
+    state.write_text(HOLDER, f"{os.getpid()}\n")
+    os.write(write_end, b"1")
+    os.close(write_end)
+    link = state.path(f"{state.RUN}/bin/unattended-upgr")
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if not os.path.lexists(link):
+        os.symlink("/usr/bin/sleep", link)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(devnull, std)
+    os.execv(link, ["/usr/bin/unattended-upgrade", "infinity"])
+    return 0
+
+
+def clear(kind: str | None) -> None:
+    if kind in (None, "dpkg-lock"):
+        text = state.read_text(HOLDER)
+        if text and text.strip().isdigit():
+            try:
+                os.kill(int(text.strip()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        state.remove(HOLDER)
+    keys = {"nvidia-smi-hang": [("volatile", "nvidia_smi_hang")], "temp": [("persistent", "temp")],
+            "pcie-downgrade": [("persistent", "pcie")], "ecc": [("volatile", "ecc_volatile"), ("persistent", "ecc_aggregate")],
+            "nvlink-down": [("persistent", "nvlink_down")], "util": [("persistent", "util")]}
+    for name, entries in keys.items():
+        if kind in (None, name):
+            for scope, key in entries:
+                _update(scope, key, lambda _current: None)
+    if kind in (None, "pcie-downgrade"):
+        sysfs.render_pci()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(__doc__.split("\n\n", 1)[1])
+        return 0 if argv else 2
+    kind, (positional, options) = argv[0], _options(argv[1:])
+    if kind == "nvidia-smi-hang":
+        _update("volatile", "nvidia_smi_hang", lambda _c: True)
+        print("fault nvidia-smi-hang: every nvidia-smi call now blocks until killed")
+    elif kind == "xid" and positional:
+        xid(int(positional[0]), options)
+        print(f"fault xid: Xid {positional[0]} logged for {_describe(_gpus(options))}")
+    elif kind == "temp" and positional:
+        indexes = _gpus(options)
+        _per_gpu("persistent", "temp", indexes, int(float(positional[0])))
+        print(f"fault temp: {_describe(indexes)} at {positional[0]} C")
+    elif kind == "pcie-downgrade":
+        indexes, gen = _gpus(options), int(options.get("gen", positional[0] if positional else "3"))
+        _per_gpu("persistent", "pcie", indexes, gen)
+        for index in indexes:
+            sysfs.set_link_gen(state.profile().gpu_buses[index], gen)
+        print(f"fault pcie-downgrade: {_describe(indexes)} link at gen {gen} "
+              f"(slot gen {state.profile().gpu.pcie_gen})")
+    elif kind == "ecc" and positional:
+        indexes, count = _gpus(options), int(positional[0])
+        _per_gpu("volatile", "ecc_volatile", indexes, count)
+        _per_gpu("persistent", "ecc_aggregate", indexes, lambda old: int(old or 0) + count)
+        print(f"fault ecc: {count} uncorrectable ECC errors on {_describe(indexes)}")
+    elif kind == "nvlink-down" and positional:
+        index, links = int(positional[0]), positional[1:] or ["all"]
+        _per_gpu("persistent", "nvlink_down", _gpus({"gpu": str(index)}), links)
+        print(f"fault nvlink-down: {_describe([index])} links {' '.join(links)} inactive")
+    elif kind == "util" and positional:
+        indexes = _gpus(options)
+        _per_gpu("persistent", "util", indexes, max(0, min(100, int(positional[0]))))
+        print(f"fault util: {_describe(indexes)} at {positional[0]} %")
+    elif kind == "kernel-upgrade" and positional:
+        kernels.install_kernel(positional[0])
+        print(f"fault kernel-upgrade: kernel {positional[0]} installed; it runs after the next reboot "
+              "(no DKMS build for it)")
+    elif kind == "dpkg-lock":
+        dpkg_lock()
+        print("fault dpkg-lock: /var/lib/dpkg/lock-frontend and /var/lib/dpkg/lock are held")
+    elif kind == "clear":
+        clear(positional[0] if positional else None)
+        print(f"fault clear: {positional[0] if positional else 'every fault'} cleared")
+    else:
+        sys.stderr.write(f"fault: unknown fault or missing argument: {' '.join(argv)}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    entry.run(main)

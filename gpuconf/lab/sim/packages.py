@@ -1,0 +1,283 @@
+"""What the lab's apt repository ships: the simulated NVIDIA, CUDA, InfiniBand and Docker packages.
+
+Each package carries the files the real one does where it matters to gpuconf (tools at their
+real paths, systemd units, ``/usr/src/nvidia-<v>/dkms.conf``, CUDA toolkits under
+``/usr/local/cuda-X.Y``) and maintainer scripts doing what the real ones do (DKMS add, build
+and install for the running kernel; ``update-alternatives`` for ``/usr/local/cuda``; units
+enabled where Debian enables them). Tools are shims into the simulators installed in the
+image. Runs on the machine (``repo.build_repo``); nothing here is copied into nodes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gpuconf.lab.sim.elf import shared_object
+from gpuconf.lab.sim.install import shim_text
+
+DRIVERS = {"535": ("535.86.05", "535.104.05"), "550": ("550.127.05",)}
+# toolkit package -> [(deb version, nvcc version, cudart version)]
+TOOLKITS = {"11-7": [("11.7.1-1", "11.7.99", "11.7.99")],
+            "12-2": [("12.2.0-1", "12.2.91", "12.2.53"), ("12.2.2-1", "12.2.140", "12.2.140")],
+            "12-4": [("12.4.1-1", "12.4.131", "12.4.127")]}
+MAINTAINER = "gpuconf lab <lab@gpuconf.invalid>"
+
+
+@dataclass
+class Package:
+    """One binary package: control fields, files (path -> (text or bytes, mode)), scripts."""
+
+    name: str
+    version: str
+    description: str
+    depends: list = field(default_factory=list)
+    conflicts: list = field(default_factory=list)
+    replaces: list = field(default_factory=list)
+    provides: list = field(default_factory=list)
+    files: dict = field(default_factory=dict)
+    symlinks: dict = field(default_factory=dict)     # path -> target
+    scripts: dict = field(default_factory=dict)      # postinst/prerm/postrm -> shell text
+    conffiles: list = field(default_factory=list)
+    section: str = "non-free/libs"
+    architecture: str = "amd64"
+
+    def control(self) -> str:
+        fields = [("Package", self.name), ("Version", self.version), ("Architecture", self.architecture),
+                  ("Maintainer", MAINTAINER), ("Section", self.section), ("Priority", "optional")]
+        for key, values in (("Depends", self.depends), ("Conflicts", self.conflicts),
+                            ("Replaces", self.replaces), ("Provides", self.provides)):
+            if values:
+                fields.append((key, ", ".join(values)))
+        summary, _, body = self.description.partition("\n")
+        text = "".join(f"{key}: {value}\n" for key, value in fields)
+        text += f"Description: {summary}\n"
+        text += "".join(f" {line}\n" if line else " .\n" for line in body.splitlines())
+        return text
+
+
+def _tool(module: str, *args: str) -> tuple[str, int]:
+    return shim_text(module, *args), 0o755
+
+
+def _unit(description: str, service: list[str], unit: list[str] = (), wanted_by="multi-user.target") -> tuple[str, int]:
+    lines = ["[Unit]", f"Description={description}", *unit, "", "[Service]", *service, "", "[Install]",
+             f"WantedBy={wanted_by}", ""]
+    return "\n".join(lines), 0o644
+
+
+RELOAD = 'if [ -d /run/systemd/system ]; then systemctl --system daemon-reload >/dev/null || true; fi\n'
+
+
+def _enable_start(unit: str) -> str:
+    """The dh_installsystemd snippet: enable on first install, then (re)start, never failing."""
+    return (f'if [ "$1" = "configure" ] || [ "$1" = "abort-upgrade" ]; then\n'
+            f"  {RELOAD.strip()}\n"
+            f'  if [ -z "$2" ]; then systemctl --quiet enable {unit} || true; fi\n'
+            f"  systemctl --quiet start {unit} >/dev/null 2>&1 || true\n"
+            "fi\n")
+
+
+def _stop(unit: str) -> str:
+    return f'if [ -d /run/systemd/system ] && [ "$1" = remove ]; then systemctl --quiet stop {unit} || true; fi\n'
+
+
+def _disable_on_purge(unit: str) -> str:
+    return f'if [ "$1" = "purge" ]; then systemctl --quiet disable {unit} >/dev/null 2>&1 || true; fi\n{RELOAD}'
+
+
+def _others(branch: str, kind: str) -> list[str]:
+    return [f"{kind}-{other}" for other in DRIVERS if other != branch]
+
+
+def dkms_conf(version: str) -> str:
+    lines = ['PACKAGE_NAME="nvidia"', f'PACKAGE_VERSION="{version}"', 'AUTOINSTALL="yes"',
+             "MAKE[0]=\"'make' -j$(nproc) NV_EXCLUDE_BUILD_MODULES='' KERNEL_UNAME=${kernelver} modules\""]
+    for i, name in enumerate(("nvidia", "nvidia-modeset", "nvidia-drm", "nvidia-uvm", "nvidia-peermem")):
+        lines += [f'BUILT_MODULE_NAME[{i}]="{name}"', f'DEST_MODULE_LOCATION[{i}]="/kernel/drivers/video"']
+    return "\n".join(lines) + "\n"
+
+
+def driver_packages(branch: str, version: str) -> list[Package]:
+    dkms_postinst = (
+        "set -e\n"
+        'if [ "$1" = "configure" ]; then\n'
+        f"  dkms add -m nvidia -v {version} >/dev/null 2>&1 || true\n"
+        "  for kernel in $( (uname -r; ls /lib/modules 2>/dev/null | sort -V | tail -n 1) | sort -u); do\n"
+        "    [ -e /lib/modules/$kernel/build ] || continue\n"
+        f"    dkms install -m nvidia -v {version} -k $kernel || echo \"Error! Bad return status for module build on kernel: $kernel (x86_64)\"\n"
+        "  done\n"
+        "fi\n")
+    dkms_prerm = f'dkms remove -m nvidia -v {version} --all >/dev/null 2>&1 || true\n'
+    lib = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{version}"
+    return [
+        Package(f"nvidia-dkms-{branch}", version, f"NVIDIA DKMS package ({branch} branch)\n"
+                "The NVIDIA kernel modules, built by DKMS for every installed kernel.",
+                depends=["dkms"], conflicts=_others(branch, "nvidia-dkms"), replaces=_others(branch, "nvidia-dkms"),
+                provides=["nvidia-dkms-kernel"], section="non-free/kernel",
+                files={f"/usr/src/nvidia-{version}/dkms.conf": (dkms_conf(version), 0o644),
+                       f"/usr/src/nvidia-{version}/Makefile": (f"# NVIDIA {version} kernel module sources (simulated)\n", 0o644),
+                       f"/usr/src/nvidia-{version}/nvidia/nv.c": ("/* simulated */\n", 0o644)},
+                scripts={"postinst": dkms_postinst, "prerm": dkms_prerm}),
+        Package(f"nvidia-utils-{branch}", version, f"NVIDIA driver support binaries ({branch} branch)\n"
+                "nvidia-smi and the NVML library.",
+                conflicts=_others(branch, "nvidia-utils"), replaces=_others(branch, "nvidia-utils"),
+                files={"/usr/bin/nvidia-smi": _tool("nvsmi", version), lib: (shared_object("libnvidia-ml.so.1"), 0o644)},
+                symlinks={"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": f"libnvidia-ml.so.{version}"}),
+        Package(f"nvidia-driver-{branch}", version, f"NVIDIA driver metapackage ({branch} branch)\n"
+                "Pulls the DKMS kernel modules and the utilities of one exact driver version.",
+                depends=[f"nvidia-dkms-{branch} (= {version})", f"nvidia-utils-{branch} (= {version})"],
+                conflicts=_others(branch, "nvidia-driver"), replaces=_others(branch, "nvidia-driver"),
+                section="non-free/metapackages"),
+    ]
+
+
+FABRICMANAGER_CFG = """# NVIDIA Fabric Manager configuration file.
+# Note: This configuration file is read during Fabric Manager service startup.
+LOG_LEVEL=4
+LOG_FILE_NAME=/var/log/fabricmanager.log
+LOG_APPEND_TO_LOG=1
+LOG_FILE_MAX_SIZE=1024
+LOG_USE_SYSLOG=0
+DAEMONIZE=1
+BIND_INTERFACE_IP=127.0.0.1
+STARTING_TCP_PORT=16000
+FABRIC_MODE=0
+FABRIC_MODE_RESTART=0
+STATE_FILE_NAME=/tmp/fabricmanager.state
+FM_CMD_BIND_INTERFACE=127.0.0.1
+FM_CMD_PORT_NUMBER=6666
+FM_STAY_RESIDENT_ON_FAILURES=0
+ACCESS_LINK_FAILURE_MODE=0
+TRUNK_LINK_FAILURE_MODE=0
+NVSWITCH_FAILURE_MODE=0
+ABORT_CUDA_JOBS_ON_FM_EXIT=1
+TOPOLOGY_FILE_PATH=/usr/share/nvidia/nvswitch
+DATABASE_PATH=/usr/share/nvidia/nvswitch
+"""
+
+
+def fabricmanager(branch: str, version: str) -> Package:
+    unit = _unit("NVIDIA fabric manager service",
+                 ["User=root", "PrivateTmp=false", "Type=forking", "TimeoutStartSec=240", "",
+                  "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg", "",
+                  "LimitCORE=infinity"],
+                 ["After=network-online.target", "Requires=network-online.target"])
+    return Package(f"nvidia-fabricmanager-{branch}", version, f"Fabric Manager for NVSwitch based systems ({branch})\n"
+                   "Configures NVSwitches and NVLink routing; needs the driver of exactly the same version.",
+                   conflicts=_others(branch, "nvidia-fabricmanager"), replaces=_others(branch, "nvidia-fabricmanager"),
+                   files={"/usr/bin/nv-fabricmanager": _tool("daemons", "fabricmanager", version),
+                          "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (FABRICMANAGER_CFG, 0o644),
+                          "/lib/systemd/system/nvidia-fabricmanager.service": unit},
+                   scripts={"postinst": RELOAD, "prerm": _stop("nvidia-fabricmanager.service"),
+                            "postrm": _disable_on_purge("nvidia-fabricmanager.service")})
+
+
+def cuda_packages() -> list[Package]:
+    packages = []
+    for short, releases in TOOLKITS.items():
+        major, minor = short.split("-")
+        base = f"/usr/local/cuda-{major}.{minor}"
+        for deb_version, nvcc_version, cudart in releases:
+            full = deb_version.split("-")[0]
+            version_json = json.dumps({"cuda": {"name": "CUDA SDK", "version": full},
+                                       "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": cudart},
+                                       "cuda_nvcc": {"name": "CUDA NVCC", "version": nvcc_version}}, indent=3)
+            priority = int(major) * 10 + int(minor)
+            postinst = ('if [ "$1" = "configure" ]; then\n'
+                        f"  update-alternatives --install /usr/local/cuda cuda {base} {priority}\n"
+                        f"  update-alternatives --install /usr/local/cuda-{major} cuda-{major} {base} {priority}\n"
+                        "fi\n")
+            prerm = ('if [ "$1" = "remove" ] || [ "$1" = "deconfigure" ]; then\n'
+                     f"  update-alternatives --remove cuda {base}\n"
+                     f"  update-alternatives --remove cuda-{major} {base}\nfi\n")
+            packages.append(Package(
+                f"cuda-toolkit-{short}", deb_version, f"CUDA Toolkit {major}.{minor} meta-package\n"
+                f"nvcc and the CUDA runtime under {base}.", section="multiverse/devel",
+                files={f"{base}/bin/nvcc": (shim_text("nvcc", pass_self=True), 0o755),
+                       f"{base}/version.json": (version_json + "\n", 0o644),
+                       f"{base}/lib64/libcudart.so.{cudart}": (shared_object(f"libcudart.so.{major}"), 0o644)},
+                symlinks={f"{base}/lib64/libcudart.so.{major}": f"libcudart.so.{cudart}",
+                          f"{base}/lib64/libcudart.so": f"libcudart.so.{major}"},
+                scripts={"postinst": postinst, "prerm": prerm}))
+    for deb_version, toolkit in (("11.7.1-1", "11-7"), ("12.2.0-1", "12-2"), ("12.2.2-1", "12-2"), ("12.4.1-1", "12-4")):
+        packages.append(Package("cuda", deb_version, "CUDA meta-package\nInstalls the newest CUDA Toolkit.",
+                                depends=[f"cuda-toolkit-{toolkit} (>= {deb_version})"], section="multiverse/devel"))
+    return packages
+
+
+def infiniband_packages() -> list[Package]:
+    opensm_unit = _unit("Starts the OpenSM InfiniBand fabric Subnet Manager",
+                        ["Type=forking", "EnvironmentFile=-/etc/default/opensm", "ExecStart=/usr/sbin/opensm -B $OPENSM_ARGS"],
+                        ["Documentation=man:opensm", "DefaultDependencies=false",
+                         "Before=network.target remote-fs-pre.target", "Wants=network.target remote-fs-pre.target"])
+    return [
+        Package("opensm", "3.3.24-1", "InfiniBand subnet manager\nOpenSM assigns LIDs and brings ports to ACTIVE.",
+                section="net", files={"/usr/sbin/opensm": _tool("daemons", "opensm"),
+                                      "/lib/systemd/system/opensm.service": opensm_unit,
+                                      "/etc/default/opensm": ("# Extra arguments for opensm\nOPENSM_ARGS=\n", 0o644)},
+                conffiles=["/etc/default/opensm"],
+                scripts={"postinst": _enable_start("opensm.service"), "prerm": _stop("opensm.service"),
+                         "postrm": _disable_on_purge("opensm.service")}),
+        Package("infiniband-diags", "44.0-2", "InfiniBand diagnostic programs\nibstat, ibstatus.", section="net",
+                files={"/usr/sbin/ibstat": _tool("ib", "ibstat"), "/usr/sbin/ibstatus": _tool("ib", "ibstatus")}),
+        Package("ibverbs-utils", "44.0-2", "Examples for the libibverbs library\nibv_devinfo, ibv_devices.",
+                section="net", files={"/usr/bin/ibv_devinfo": _tool("ib", "ibv_devinfo"),
+                                      "/usr/bin/ibv_devices": _tool("ib", "ibv_devices")}),
+        Package("rdma-core", "44.0-2", "RDMA core userspace infrastructure and documentation", section="net",
+                files={"/etc/rdma/modules/infiniband.conf": ("# Load the IPoIB driver when an InfiniBand device is present\nib_ipoib\n", 0o644),
+                       "/etc/rdma/modules/rdma.conf": ("# Load the RDMA connection managers\nib_cm\nrdma_cm\nrdma_ucm\n", 0o644)},
+                conffiles=["/etc/rdma/modules/infiniband.conf", "/etc/rdma/modules/rdma.conf"]),
+    ]
+
+
+def other_packages() -> list[Package]:
+    persistenced_unit = _unit("NVIDIA Persistence Daemon",
+                              ["Type=forking", "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
+                               "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced"], ["Wants=syslog.target"])
+    docker_unit = _unit("Docker Application Container Engine",
+                        ["Type=notify", "ExecStart=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock",
+                         "ExecReload=/bin/kill -s HUP $MAINPID", "TimeoutStartSec=0", "RestartSec=2", "Restart=always"],
+                        ["Documentation=https://docs.docker.com",
+                         "After=network-online.target docker.socket firewalld.service containerd.service time-set.target",
+                         "Wants=network-online.target containerd.service", "Requires=docker.socket"])
+    docker_socket = ("[Unit]\nDescription=Docker Socket for the API\n\n[Socket]\nListenStream=/run/docker.sock\n"
+                     "SocketMode=0660\nSocketUser=root\nSocketGroup=docker\n\n[Install]\nWantedBy=sockets.target\n", 0o644)
+    user = ("if [ \"$1\" = configure ] && ! getent passwd nvidia-persistenced >/dev/null; then\n"
+            "  useradd --system --home-dir /var/run/nvidia-persistenced --shell /usr/sbin/nologin "
+            "--comment 'NVIDIA Persistence Daemon' nvidia-persistenced\nfi\n")
+    return [
+        Package("dkms", "3.0.10-8+deb12u1", "Dynamic Kernel Module System (DKMS)\nBuilds out-of-tree kernel modules "
+                "for every installed kernel.", section="kernel", architecture="all",
+                files={"/usr/sbin/dkms": _tool("dkms"),
+                       "/etc/dkms/framework.conf": ("## DKMS configuration\n# sign_tool=\"/etc/dkms/sign_helper.sh\"\n", 0o644)},
+                conffiles=["/etc/dkms/framework.conf"]),
+        Package("nvidia-persistenced", "550.127.05-1", "daemon to maintain persistent software state in the NVIDIA driver",
+                files={"/usr/bin/nvidia-persistenced": _tool("daemons", "persistenced", "550.127.05"),
+                       "/lib/systemd/system/nvidia-persistenced.service": persistenced_unit},
+                scripts={"postinst": user + _enable_start("nvidia-persistenced.service"),
+                         "prerm": _stop("nvidia-persistenced.service"),
+                         "postrm": _disable_on_purge("nvidia-persistenced.service")}),
+        Package("nvidia-container-toolkit", "1.16.2-1", "NVIDIA Container toolkit\nnvidia-ctk configures container "
+                "runtimes for NVIDIA GPUs.", section="utils",
+                files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk"),
+                       "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime"),
+                       "/etc/nvidia-container-runtime/config.toml": ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
+                                                                    '[nvidia-container-runtime]\nlog-level = "info"\n', 0o644)},
+                conffiles=["/etc/nvidia-container-runtime/config.toml"]),
+        Package("docker.io", "20.10.24+dfsg1-1+deb12u1", "Linux container runtime\nThe Docker daemon and client.",
+                section="admin", provides=["docker"],
+                files={"/usr/sbin/dockerd": _tool("daemons", "dockerd"), "/usr/bin/docker": _tool("daemons", "docker"),
+                       "/lib/systemd/system/docker.service": docker_unit, "/lib/systemd/system/docker.socket": docker_socket},
+                scripts={"postinst": "mkdir -p /etc/docker\n" + _enable_start("docker.socket") +
+                         _enable_start("docker.service"),
+                         "prerm": _stop("docker.service"), "postrm": _disable_on_purge("docker.service")}),
+    ]
+
+
+def all_packages() -> list[Package]:
+    packages = []
+    for branch, versions in DRIVERS.items():
+        for version in versions:
+            packages += driver_packages(branch, version)
+            packages.append(fabricmanager(branch, version))
+    return packages + cuda_packages() + infiniband_packages() + other_packages()
