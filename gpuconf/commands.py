@@ -75,10 +75,7 @@ def _run(args: Any, verb: str) -> int:
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff)
-    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task)
-    for play in playbook.plays:
-        reporter.play(play.name)
-        break
+    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, on_play=reporter.play)
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out
@@ -91,6 +88,7 @@ def _run(args: Any, verb: str) -> int:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
+    result.strict = getattr(args, "strict", False)  # health warnings count as failures (exit bit 4)
     reporter.recap(result)
     write_outputs(result, outputs)
     return result.exit_code
