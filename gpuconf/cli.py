@@ -57,6 +57,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust unknown host keys on first use (changed keys are always refused)")
     parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")
+    parser.add_argument("--strict", action="store_true",
+                        help="health warnings count as failures (exit 4), not only health failures")
     parser.add_argument("--deadline", type=float, metavar="SECONDS", help="stop starting tasks after this long")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="prompt for the sudo password (or set GPUCONF_BECOME_PASSWORD)")

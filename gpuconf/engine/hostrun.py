@@ -168,7 +168,8 @@ class PlayOnHost:
                         continue
                 self.events.task_started(self.host, task.name)
                 result = self.run_task(task, tasks[index + 1:])
-                if result.status == Status.FAILED and not task.keywords.ignore_errors:
+                # A health probe that found a failure has still run fine: the other probes go on.
+                if result.status == Status.FAILED and not task.keywords.ignore_errors and not result.unhealthy:
                     break
             else:
                 self.run_handlers()
@@ -240,7 +241,7 @@ class PlayOnHost:
         except (Refused, TaskError, RemoteError) as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
         except (Unknown, FactUnavailable) as exc:
-            result = self._result(task, Status.UNKNOWN, error=str(exc))
+            result = self._result(task, Status.UNKNOWN, error=str(exc), findings=list(getattr(exc, "findings", [])))
         except GpuconfError as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - a bug in a task must not kill the run
@@ -301,7 +302,7 @@ class PlayOnHost:
         if recheck.reboot_required or any(c.reboot for c in check.changes):
             self._mark_reboot(task.name)
         self.notified += task.keywords.notify
-        result = self._done(task, Status.CHANGED, check, check.message)
+        result = self._done(task, Status.CHANGED, check, check.message, findings=recheck.findings)
         result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
         result.data.update(data)
         return result
@@ -315,8 +316,17 @@ class PlayOnHost:
         self.session.fetch(gather.fact_requests())
         self.refresh_facts()
 
-    def _done(self, task: TaskDef, status: Status, check: Check, message: str) -> TaskResult:
+    def _done(self, task: TaskDef, status: Status, check: Check, message: str,
+              findings: list | None = None) -> TaskResult:
+        """The result of a check (or of apply, with the re-check's `findings`). A health
+        finding of severity failure makes the task failed; warnings are counted."""
         reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
                    for c in check.changes]
+        findings = list(check.findings if findings is None else findings)
+        failures = [f.message for f in findings if f.severity == "failure"]
+        error = None
+        if failures:
+            status = Status.FAILED
+            error = "; ".join(failures[:3]) + (f"; +{len(failures) - 3} more" if len(failures) > 3 else "")
         return self._result(task, status, message=message, changes=reports, reboot_required=check.reboot_required,
-                            data=dict(check.data), findings=list(check.findings))
+                            data=dict(check.data), findings=findings, error=error)

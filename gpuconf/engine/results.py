@@ -77,6 +77,11 @@ class TaskResult:
     def warnings(self) -> int:
         return sum(1 for f in self.findings if f.severity == "warning")
 
+    @property
+    def unhealthy(self) -> bool:
+        """A health probe found a failure (the task is failed, but the probe itself ran)."""
+        return any(f.severity == "failure" for f in self.findings)
+
 
 @dataclass
 class HostResult:

@@ -106,7 +106,14 @@ def drift(*changes: Change, message: str = "", **data: Any) -> Check:
 
 
 class Unknown(Exception):
-    """The task cannot know the state (a probe hung): status `unknown`."""
+    """The task cannot know the state (a probe hung): status `unknown`.
+
+    `findings` (health probes) travel to the result: a hung nvidia-smi is reported as
+    a failure finding `driver_unresponsive` on an `unknown` task, never as a pass."""
+
+    def __init__(self, message: str = "", findings: list | None = None):
+        super().__init__(message)
+        self.findings = list(findings or [])
 
 
 class Refused(Exception):

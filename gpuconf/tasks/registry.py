@@ -10,6 +10,7 @@ from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.commands import Assert, Command
 from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
 from gpuconf.tasks.files import Directory, File, Line
+from gpuconf.tasks.health import HEALTH
 from gpuconf.tasks.infiniband import IbPorts
 from gpuconf.tasks.initramfs import Initramfs
 from gpuconf.tasks.jsonfile import JsonMerge
@@ -25,7 +26,7 @@ from gpuconf.templating import is_template
 GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
            Probe(), Reboot(), Assert())
 GPU = (DriverBranch(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(), PersistenceMode(),
-       PowerLimit(), FabricManagerVersion(), IbPorts())
+       PowerLimit(), FabricManagerVersion(), IbPorts(), *HEALTH)
 TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
 
 

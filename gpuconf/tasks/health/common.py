@@ -1,0 +1,69 @@
+"""What every health probe shares: findings, the verdict, and the probe base class.
+
+A probe judges what it reads into `Finding`s (ok / warning / failure), one per GPU
+where the observation is about a GPU. `verdict()` turns them into a `Check` with no
+changes: the engine marks the task failed when a finding is a failure, and counts
+warnings (failures only under `--strict`). A probe that cannot read what it judges
+(nvidia-smi hung, the driver is not loaded) raises `Unknown` carrying a failure
+finding that says why, so the result is `unknown` and never a pass.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from gpuconf.engine.results import Finding
+from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType
+
+Severity = Literal["ok", "warning", "failure"]
+OK, WARNING, FAILURE = "ok", "warning", "failure"
+_RANK = {OK: 0, WARNING: 1, FAILURE: 2}
+
+
+def gpu_name(index: int | None, bus_id: str | None) -> str:
+    """`GPU 3 (0000:07:00.0)`: how every message names a GPU."""
+    if index is None:
+        return f"GPU at {bus_id}" if bus_id else "GPU"
+    return f"GPU {index} ({bus_id})" if bus_id else f"GPU {index}"
+
+
+def worst(findings: list[Finding]) -> str:
+    """The most severe severity among `findings` (`ok` when there are none)."""
+    return max((f.severity for f in findings), key=_RANK.__getitem__, default=OK)
+
+
+def summarise(findings: list[Finding], most: int = 3) -> str:
+    """The messages of the most severe findings, e.g. for the task's one-line message."""
+    level = worst(findings)
+    chosen = [f.message for f in findings if f.severity == level]
+    text = "; ".join(chosen[:most])
+    return text + (f"; +{len(chosen) - most} more" if len(chosen) > most else "")
+
+
+def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: Any) -> Check:
+    """A probe's result: its findings, no state changes (remedies aside)."""
+    return Check(list(changes or []), summarise(findings), False, data, list(findings))
+
+
+class NvidiaSmiParams(Params):
+    """Parameters of probes that read the shared nvidia-smi fact."""
+
+    nvidia_smi_timeout: float = Field(10, gt=0, description="seconds nvidia-smi may take before it counts as "
+                                      "driver_unresponsive (its process group is killed)")
+
+
+class HealthProbe(TaskType):
+    """Base of the health probes: read-only, `check()` is `verdict(judge())`.
+
+    `probe` names the probe in findings and reports (`gpuconf_health{probe=...}`).
+    Remedies (opt-in, apply only) are Changes returned next to the findings.
+    """
+
+    probe: ClassVar[str] = ""
+
+    def judge(self, ctx: CheckContext, params: Any) -> list[Finding]:
+        raise NotImplementedError
+
+    def check(self, ctx: CheckContext, params: Any) -> Check:
+        return verdict(self.judge(ctx, params))

@@ -1,0 +1,147 @@
+"""The NVLink fabric of NVSwitch systems: every link up, fabric manager running and
+every GPU's fabric registration complete."""
+from __future__ import annotations
+
+import shlex
+
+from pydantic import Field
+
+from gpuconf.engine.results import Finding
+from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
+from gpuconf.facts.nvidia import NvlinkStatus, parse_nvlink_status
+from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
+from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.facts.systemd import parse_is_active
+from gpuconf.tasks.base import Change, Check, CheckContext, Unknown, run
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
+from gpuconf.tasks.health.hardware import PCI_FACT
+from gpuconf.tasks.health.pci import sysfs_gpu_addresses
+from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, optional_readings, require_readings
+
+
+def _parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
+    if out.timed_out:
+        raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi nvlink -s did not answer within {timeout:g} s "
+                              "(its process group was killed)")
+    return parse_nvlink_status(out.stdout + ("\n" + out.stderr if out.rc else ""))
+
+
+def nvlink_status(timeout: float = 10.0) -> Fact:
+    return shell("health:nvlink", "nvidia-smi nvlink -s", lambda out: _parse_nvlink(out, timeout), timeout=timeout)
+
+
+class NvlinkParams(NvidiaSmiParams):
+    expected_links: int | None = Field(None, ge=0, description="active NVLinks each GPU should have (A100 SXM4: "
+                                       "12, H100 SXM5: 18); null: only require that none is inactive")
+
+
+def judge_nvlinks(status: NvlinkStatus, params: NvlinkParams, bus_of: dict[int, str],
+                  probe: str = "nvlink") -> list[Finding]:
+    """`bus_of` maps nvidia-smi indexes to bus ids (nvlink -s prints no bus ids)."""
+    findings = []
+    for gpu in status.gpus:
+        bus = bus_of.get(gpu.index)
+        where = dict(gpu=gpu.index, bus_id=bus, value=gpu.active_link_count)
+        label = gpu_name(gpu.index, bus)
+        problems = []
+        if gpu.status == ALL_INACTIVE:
+            problems.append("all NVLinks are inactive")
+        elif gpu.inactive_links:
+            problems.append(f"NVLink(s) {', '.join(map(str, gpu.inactive_links))} inactive")
+        elif gpu.status != LINKS and params.expected_links:
+            problems.append(f"no NVLink status ({gpu.message or gpu.status})")
+        if params.expected_links is not None and gpu.active_link_count != params.expected_links:
+            problems.append(f"{gpu.active_link_count} active, expected {params.expected_links}")
+        if problems:
+            findings.append(Finding(probe, FAILURE, f"{label}: " + "; ".join(problems), **where))
+        else:
+            findings.append(Finding(probe, OK, f"{label}: {gpu.active_link_count} NVLink(s) active"
+                                    if gpu.status == LINKS else f"{label}: {gpu.message or gpu.status}", **where))
+    missing = sorted(set(bus_of) - {g.index for g in status.gpus})
+    for index in missing:
+        findings.append(Finding(probe, FAILURE, f"{gpu_name(index, bus_of[index])}: not in nvidia-smi nvlink -s",
+                                gpu=index, bus_id=bus_of[index]))
+    if not findings:
+        findings.append(Finding(probe, FAILURE, "nvidia-smi nvlink -s reported no GPU"))
+    return findings
+
+
+class NvlinksActive(HealthProbe):
+    """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, under
+    the same timeout discipline as every nvidia-smi call) and, when `expected_links` is
+    set, each GPU has exactly that many active links. Run it `when: facts.nvswitch`."""
+
+    name = "health_nvlink"
+    probe = "nvlink"
+    Params = NvlinkParams
+
+    def facts(self, params: NvlinkParams):
+        return [nvlink_status(params.nvidia_smi_timeout), gpu_readings(params.nvidia_smi_timeout), PCI_FACT]
+
+    def judge(self, ctx: CheckContext, params: NvlinkParams) -> list[Finding]:
+        try:
+            status = ctx.get(nvlink_status(params.nvidia_smi_timeout))
+        except FactUnavailable as exc:
+            raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"nvlink cannot be read: {exc}",
+                                                      value=DRIVER_UNRESPONSIVE)]) from None
+        if status.failure is not None:
+            raise Unknown(status.failure.message, findings=[Finding(
+                self.probe, FAILURE, f"nvlink cannot be read: {status.failure.kind}: {status.failure.message}",
+                value=status.failure.kind)])
+        readings = optional_readings(ctx, params.nvidia_smi_timeout)
+        if readings is not None:
+            bus_of = {g.index: g.bus_id for g in readings.gpus if g.bus_id}
+        else:
+            bus_of = dict(enumerate(sysfs_gpu_addresses(ctx.get(PCI_FACT))))
+        return judge_nvlinks(status, params, bus_of, self.probe)
+
+
+def service_state(unit: str) -> Fact:
+    def parse(out: Output) -> str:
+        state = parse_is_active(out.stdout)
+        return state if isinstance(state, str) else (out.stdout.strip() or f"unknown (exit {out.rc})")
+
+    return shell(f"health:is-active:{unit}", f"systemctl is-active {shlex.quote(unit)}", parse, timeout=10)
+
+
+class FabricManagerParams(NvidiaSmiParams):
+    service: str = Field("nvidia-fabricmanager", description="the fabric manager's systemd unit")
+    remedy: bool = Field(False, description="apply only: restart the service when it is not active or a GPU's "
+                                            "fabric registration is not Completed")
+
+
+def judge_fabric(state: str, readings: GpuReadings, service: str, probe: str = "fabric_manager") -> list[Finding]:
+    findings = [Finding(probe, OK if state == "active" else FAILURE, f"{service} is {state}", value=state)]
+    for gpu in readings.gpus:
+        if gpu.fabric_state is None:
+            continue  # before Hopper GPUs do not report a fabric state: the service is the evidence
+        good = gpu.fabric_state == "Completed" and gpu.fabric_status in (None, "Success")
+        status = f", status {gpu.fabric_status}" if gpu.fabric_status else ""
+        findings.append(Finding(probe, OK if good else FAILURE, f"{gpu.label}: fabric state {gpu.fabric_state}"
+                                f"{status}" + ("" if good else ", want Completed"), gpu=gpu.index,
+                                bus_id=gpu.bus_id, value=gpu.fabric_state))
+    return findings
+
+
+class FabricManagerReady(HealthProbe):
+    """On NVSwitch systems, the fabric manager service is active and every GPU that
+    reports a fabric state (`fabric.state`, Hopper and later) reports Completed.
+    Remedy (`remedy: true`, apply only): restart the service."""
+
+    name = "health_fabricmanager"
+    probe = "fabric_manager"
+    Params = FabricManagerParams
+
+    def facts(self, params: FabricManagerParams):
+        return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout)]
+
+    def check(self, ctx: CheckContext, params: FabricManagerParams) -> Check:
+        state = ctx.get(service_state(params.service))
+        service = Finding(self.probe, OK if state == "active" else FAILURE, f"{params.service} is {state}")
+        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout, [service])
+        findings = judge_fabric(state, readings, params.service, self.probe)
+        changes = []
+        if params.remedy and any(f.severity == FAILURE for f in findings) and not ctx.after_apply:
+            changes.append(Change(f"restart {params.service}", [run(["systemctl", "restart", params.service])],
+                                  verify=False))
+        return verdict(findings, changes)

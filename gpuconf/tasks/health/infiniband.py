@@ -1,0 +1,69 @@
+"""InfiniBand ports from sysfs (which cannot hang): ACTIVE, LinkUp, at the expected rate."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from gpuconf.engine.results import Finding
+from gpuconf.facts.base import Fact, shell
+from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_dump
+from gpuconf.tasks.base import CheckContext, Params
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe
+
+IB = "/sys/class/infiniband"
+DUMP = (f"grep -H . {IB}/*/fw_ver {IB}/*/board_id {IB}/*/hca_type {IB}/*/ports/*/state {IB}/*/ports/*/phys_state "
+        f"{IB}/*/ports/*/rate {IB}/*/ports/*/link_layer 2>/dev/null; true")
+
+
+def ib_sysfs() -> Fact:
+    return shell("health:ib-sysfs", DUMP, lambda out: parse_sysfs_infiniband_dump(out.stdout), timeout=10)
+
+
+class InfinibandParams(Params):
+    rate_gbps: float | None = Field(None, gt=0, description="the rate every port must run at, in Gb/s (200 for "
+                                    "HDR, 400 for NDR); null: any rate")
+    min_ports: int = Field(1, ge=0, description="ports the host must have at least")
+    devices: list[str] | None = Field(None, description="judge only these HCAs (e.g. the compute fabric's "
+                                      "mlx5_0..3); null: all")
+
+
+def judge_ports(devices: tuple[SysfsIbDevice, ...], params: InfinibandParams, probe: str = "infiniband"
+                ) -> list[Finding]:
+    findings = []
+    ports = [p for d in devices if params.devices is None or d.name in params.devices for p in d.ports]
+    if len(ports) < params.min_ports:
+        findings.append(Finding(probe, FAILURE, f"{len(ports)} InfiniBand port(s) in {IB}, expected at least "
+                                f"{params.min_ports}", value=len(ports)))
+    for port in ports:
+        name = f"{port.device}/{port.port}"
+        state = port.state.name if port.state else "unknown"
+        phys = port.physical_state.name if port.physical_state else "unknown"
+        rate = port.rate.gbps if port.rate else None
+        problems = []
+        if state.upper() != "ACTIVE" or phys != "LinkUp":
+            problems.append(f"{state}/{phys}, want ACTIVE/LinkUp")
+        if params.rate_gbps is not None and rate != params.rate_gbps:
+            problems.append(f"rate {rate:g} Gb/s, want {params.rate_gbps:g}" if rate is not None
+                            else f"rate unknown, want {params.rate_gbps:g} Gb/s")
+        layer = f", {port.link_layer}" if port.link_layer else ""
+        if problems:
+            findings.append(Finding(probe, FAILURE, f"port {name}{layer}: " + "; ".join(problems), value=rate))
+        else:
+            shown = f" at {rate:g} Gb/s" if rate is not None else ""
+            findings.append(Finding(probe, OK, f"port {name}{layer}: ACTIVE/LinkUp{shown}", value=rate))
+    return findings
+
+
+class InfinibandPortsActive(HealthProbe):
+    """Every InfiniBand port (`/sys/class/infiniband/*/ports/*/{state,phys_state,rate}`)
+    is ACTIVE and LinkUp, at `rate_gbps` when given, and the host has at least
+    `min_ports` ports. Each port that is not is a failure."""
+
+    name = "health_infiniband"
+    probe = "infiniband"
+    Params = InfinibandParams
+
+    def facts(self, params: InfinibandParams):
+        return [ib_sysfs()]
+
+    def judge(self, ctx: CheckContext, params: InfinibandParams) -> list[Finding]:
+        return judge_ports(ctx.get(ib_sysfs()), params, self.probe)

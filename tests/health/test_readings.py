@@ -1,0 +1,131 @@
+"""The shared nvidia-smi fact: one query for every probe, real CSV in, readings out; old
+drivers' refused fields retried inside the same command; a hang is driver_unresponsive."""
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from gpuconf.facts.base import FactUnavailable, Output
+from gpuconf.facts.nvidia import NvidiaSmiFailure
+from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.tasks.base import Unknown
+from gpuconf.tasks.health.readings import (HEALTH_FIELDS, GpuReadings, gpu_readings, parse_readings,
+                                           query_command, require_readings)
+from gpuconf.tasks.registry import TASK_TYPES, build_params
+from tests.health.fakes import SMI, FakeHost, hang, real, shell, smi_csv
+
+H200_IDLE = "nvidia-smi/query-gpu-csv-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt"
+L40S_BUSY = "nvidia-smi/query-gpu-csv-idle-nvidia-l40s-595.80-nvidia-gpu-exporter.txt"
+RTX4080 = "nvidia-smi/query-gpu-csv-idle-nvidia-geforce-rtx-4080-super-595.71.05-nvidia-gpu-exporter.txt"
+
+
+def test_a_real_h200_capture_reads_into_the_fields_the_probes_judge():
+    readings = parse_readings(Output(real(H200_IDLE)), 10)
+    (gpu,) = readings.gpus
+    assert (gpu.index, gpu.bus_id, gpu.name) == (0, "0000:83:00.0", "NVIDIA H200")
+    assert (gpu.temperature_c, gpu.utilization_percent, gpu.persistence) == (28, 0, True)
+    assert gpu.clock_reasons.active == ("gpu_idle",) and gpu.clock_reasons_mask == 1
+    assert (gpu.memory_used_mib, gpu.memory_total_mib) == (0, 143771)
+    assert (gpu.power_draw_w, gpu.power_limit_w) == (77.71, 700)
+    assert (gpu.ecc_uncorrected_volatile, gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (0, False, False)
+    assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current) == (5, 5, 16)
+    assert (gpu.fabric_state, gpu.fabric_status) == ("Completed", "Success")
+    assert readings.missing_fields == ()
+
+
+def test_a_geforce_without_ecc_reads_none_not_zero():
+    (gpu,) = parse_readings(Output(real(RTX4080)), 10).gpus
+    assert gpu.ecc_uncorrected_volatile is None and gpu.remapped_rows_pending is None
+    assert (gpu.pstate, gpu.pcie_gen_current, gpu.pcie_gen_max) == ("P8", 1, 4)   # idle: downshifted
+
+
+def test_fields_a_capture_lacks_are_missing_not_guessed():
+    readings = parse_readings(Output(real(
+        "nvidia-smi/query-gpu-csv-index-name-driver-pstate-pcie-temp-util-mem-h100-595.71.05.txt")), 10)
+    (gpu,) = readings.gpus
+    assert gpu.temperature_c == 29 and gpu.persistence is None and gpu.clock_reasons is None
+    assert "persistence_mode" in readings.missing_fields and "temperature.gpu" not in readings.missing_fields
+
+
+def test_every_probe_shares_one_fact_whatever_its_timeout():
+    keys = {gpu_readings(5).key, gpu_readings(30).key}
+    users = [name for name, task in TASK_TYPES.items() if name.startswith("health_")
+             and any(f.key == SMI for f in task.facts(build_params(name, {})))]
+    assert keys == {SMI}
+    assert len(users) >= 10   # temperature, clocks, pcie, ecc, memory, persistence, power, ... all one call
+
+
+def test_a_hang_is_driver_unresponsive_with_a_failure_finding():
+    with pytest.raises(FactUnavailable, match=DRIVER_UNRESPONSIVE):
+        parse_readings(Output("", "", -9, timed_out=True), 10)
+    with pytest.raises(Unknown) as raised:
+        require_readings(FakeHost({SMI: hang()}), "temperature", 10)
+    (finding,) = raised.value.findings
+    assert (finding.probe, finding.severity, finding.value) == ("temperature", "failure", DRIVER_UNRESPONSIVE)
+    assert "did not answer within 10 s" in finding.message
+
+
+@pytest.mark.parametrize("capture, kind", [
+    ("nvidia-smi/failure-couldnt-communicate-after-unattended-upgrade-shine-cluster-50.txt", "driver_not_loaded"),
+    ("nvidia-smi/failure-nvml-driver-library-version-mismatch-580-truenas-19.txt", "driver_library_mismatch"),
+])
+def test_a_real_nvidia_smi_failure_is_unknown_with_its_kind(capture, kind):
+    reply = shell(real(capture), rc=9)
+    assert isinstance(parse_readings(Output(reply["out"], rc=9), 10), NvidiaSmiFailure)
+    with pytest.raises(Unknown) as raised:
+        require_readings(FakeHost({SMI: reply}), "ecc", 10)
+    assert raised.value.findings[0].value == kind and raised.value.findings[0].severity == "failure"
+
+
+# -- the command itself, run by a real shell against a fake nvidia-smi ----------------
+
+FAKE_SMI = textwrap.dedent("""\
+    #!/bin/sh
+    # a fake nvidia-smi: logs each call; refuses the fields listed in $REFUSE
+    echo "$*" >> "$LOG"
+    fields=${1#--query-gpu=}
+    for bad in $REFUSE; do
+      case ",$fields," in *",$bad,"*) echo "Field \\"$bad\\" is not a valid field to query."; echo; exit 2 ;; esac
+    done
+    echo "$fields" | sed 's/,/, /g'
+    echo "$fields" | sed 's/[^,]*/1/g; s/,/, /g'
+    """)
+
+
+def run_query(tmp_path, refuse: str) -> tuple[str, list[str]]:
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(FAKE_SMI)
+    tool.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", LOG=str(log), REFUSE=refuse)
+    done = subprocess.run(["/bin/sh", "-c", query_command()], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, log.read_text().splitlines()
+
+
+def test_a_current_driver_answers_every_field_in_one_call(tmp_path):
+    out, calls = run_query(tmp_path, refuse="")
+    assert len(calls) == 1
+    assert parse_readings(Output(out), 10).missing_fields == ()
+
+
+def test_an_old_driver_gets_the_old_reasons_name_and_loses_only_unknown_fields(tmp_path):
+    out, calls = run_query(tmp_path, refuse="clocks_event_reasons.active fabric.state fabric.status")
+    assert len(calls) == 4   # refused three times, then answered
+    assert "clocks_throttle_reasons.active" in calls[-1] and "fabric.state" not in calls[-1]
+    readings = parse_readings(Output(out), 10)
+    assert isinstance(readings, GpuReadings)
+    assert readings.missing_fields == ("fabric.state", "fabric.status")
+    assert readings.gpus[0].clock_reasons is not None   # read from the old name
+
+
+def test_fields_are_one_quoted_word_in_the_command():
+    assert f"f={','.join(HEALTH_FIELDS)};" in query_command()   # no character the shell would split
+    assert "--format=csv,nounits" in query_command()
+
+
+def test_a_synthetic_csv_round_trips_through_the_real_parser():
+    readings = parse_readings(Output(smi_csv(8, gpu3={"temperature.gpu": "91"})), 10)
+    assert [g.index for g in readings.gpus] == list(range(8))
+    assert readings.gpus[3].temperature_c == 91 and readings.gpus[3].bus_id == "0000:4e:00.0"
