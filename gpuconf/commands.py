@@ -54,6 +54,16 @@ def apply(args: Any) -> int:
     return _run(args, "apply")
 
 
+def PlayHeaders(reporter: Any):  # noqa: N802 - a small adapter class, made lazily to keep imports light
+    from gpuconf.engine.hostrun import RunEvents
+
+    class _Headers(RunEvents):
+        def play(self, name: str, hosts: list[str]) -> None:
+            reporter.play(name)
+
+    return _Headers()
+
+
 def _run(args: Any, verb: str) -> int:
     from gpuconf.engine.hostrun import RunOptions
     from gpuconf.engine.runner import Runner
@@ -63,6 +73,8 @@ def _run(args: Any, verb: str) -> int:
 
     if args.forks < 1:
         raise UsageError("--forks must be at least 1")
+    if args.deadline is not None and not args.deadline > 0:
+        raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
     inventory, playbook, extra = _load(args)
     if args.limit:
         all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
@@ -75,7 +87,7 @@ def _run(args: Any, verb: str) -> int:
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff)
-    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, on_play=reporter.play)
+    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, events=PlayHeaders(reporter))
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out

@@ -90,7 +90,6 @@ class Runner:
                  events: RunEvents | None = None):
         self.inventory, self.playbook, self.options, self.limit = inventory, playbook, options, limit
         self.emit = emit
-        self.on_play = on_play
         self.events = events or RunEvents()
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.connect = connect or default_connection
@@ -118,7 +117,6 @@ class Runner:
         try:
             for index, play in enumerate(self.playbook.plays):
                 result.plays.append(play.name)
-                self.on_play(play.name)
                 hosts = [h for h in self.play_hosts(play) if h not in out_of_play]
                 self.events.play(play.name, hosts)
                 if not self._run_play(index, play, hosts, result, out_of_play):
@@ -144,7 +142,6 @@ class Runner:
             play = self.playbook.plays[index]
             if index > first:
                 result.plays.append(play.name)
-                self.on_play(play.name)
             for host in self.play_hosts(play):
                 if host not in out_of_play and (index, host) not in self._began:
                     self._mark_not_run(play, host, result)
