@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import signal
 import subprocess
 
 from gpuconf.connection.base import (Connection, LockHandle, lock_reply, parse_replies, payload, runner_command,
@@ -24,16 +25,26 @@ class LocalConnection(Connection):
             self.open()
         self.round_trips += 1
         command = runner_command(self.spec, self.remote_user, become)
+        request = payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become))
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become)),
-                                  capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"").decode("utf-8", "replace")
-            return parse_replies(self.spec.host, ops, out, "", None, "no answer within the call's deadline")
+            # Its own session, so an abandoned call (the run's deadline) ends the runner too: a runner
+            # left waiting on a hung probe would keep the host's run lock until that probe timed out.
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise ConnectError(f"cannot run the local runner: {exc}") from None
-        return parse_replies(self.spec.host, ops, proc.stdout.decode("utf-8", "replace"),
-                             proc.stderr.decode("utf-8", "replace"), proc.returncode)
+        try:
+            stdout, stderr = proc.communicate(request, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            stdout, _ = proc.communicate()  # the replies streamed before the kill
+            out = (stdout or b"").decode("utf-8", "replace")
+            return parse_replies(self.spec.host, ops, out, "", None, "no answer within the call's deadline")
+        return parse_replies(self.spec.host, ops, stdout.decode("utf-8", "replace"),
+                             stderr.decode("utf-8", "replace"), proc.returncode)
 
     def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
         if not self.connects:

@@ -41,7 +41,7 @@ def _task(task: TaskResult) -> dict[str, Any]:
                      "after": None if task.secret else _plain(c.after),
                      "ops": [] if task.secret else c.ops} for c in visible_changes(task)],
         "error": visible_error(task), "duration": task.duration, "location": task.location,
-        "reboot_required": task.reboot_required, "secret": task.secret,
+        "reboot_required": task.reboot_required, "secret": task.secret, "not_run": task.not_run,
         "stdout": stdout[-OUTPUT_TAIL:], "stderr": stderr[-OUTPUT_TAIL:],
         "findings": [{"probe": f.probe, "severity": f.severity, "message": f.message, "gpu": f.gpu,
                       "bus_id": f.bus_id, "value": _plain(f.value)} for f in visible_findings(task)],
