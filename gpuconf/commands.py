@@ -54,16 +54,6 @@ def apply(args: Any) -> int:
     return _run(args, "apply")
 
 
-def PlayHeaders(reporter: Any):  # noqa: N802 - a small adapter class, made lazily to keep imports light
-    from gpuconf.engine.hostrun import RunEvents
-
-    class _Headers(RunEvents):
-        def play(self, name: str, hosts: list[str]) -> None:
-            reporter.play(name)
-
-    return _Headers()
-
-
 def _run(args: Any, verb: str) -> int:
     from gpuconf.engine.hostrun import RunOptions
     from gpuconf.engine.runner import Runner
@@ -86,8 +76,8 @@ def _run(args: Any, verb: str) -> int:
                          become_password=_become_password(args))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
-    reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff)
-    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, events=PlayHeaders(reporter))
+    reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
+    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, events=reporter)
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out

@@ -153,6 +153,7 @@ class PlayOnHost:
     def run(self) -> list[TaskResult]:
         tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
         try:
+            self.events.task_started(self.host, "gathering facts")
             first = self._facts_of(tasks, speculative=True)
             if self.play.keywords.gather_facts:
                 first = gather.fact_requests() + first

@@ -142,6 +142,7 @@ class Runner:
             play = self.playbook.plays[index]
             if index > first:
                 result.plays.append(play.name)
+                self.events.play(play.name, self.play_hosts(play))
             for host in self.play_hosts(play):
                 if host not in out_of_play and (index, host) not in self._began:
                     self._mark_not_run(play, host, result)

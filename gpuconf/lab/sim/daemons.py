@@ -101,9 +101,9 @@ def fabricmanager(version: str, args: list[str]) -> int:
     def ready(pid: int) -> None:
         state.write_json(f"{state.RUN}/fabricmanager.json", {"pid": pid, "version": version})
         modules.add_user("nvidia", pid)
-        logs.journal(f"Successfully configured all the available NVSwitches to route GPU NVLink traffic. "
-                     f"NVLink Peer-to-Peer support will be enabled once GPUs are successfully registered with "
-                     f"the NVLink fabric.", "nv-fabricmanager", pid, unit)
+        logs.journal("Successfully configured all the available NVSwitches to route GPU NVLink traffic. "
+                     "NVLink Peer-to-Peer support will be enabled once GPUs are successfully registered with "
+                     "the NVLink fabric.", "nv-fabricmanager", pid, unit)
 
     return daemonize("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid", ready)
 

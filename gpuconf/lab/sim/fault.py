@@ -114,7 +114,7 @@ def xid(code: int, options: dict) -> None:
         if code in APP_XIDS:
             who = f"pid={options.get('pid', '4211')}, name={options.get('name', 'python3')}"
         else:
-            who = f"pid='<unknown>', name=<unknown>"
+            who = "pid='<unknown>', name=<unknown>"
         logs.kmsg(f"NVRM: Xid (PCI:{pci}): {code}, {who}, {XID_MESSAGES.get(code, 'Unknown error')}", 4)
         if code == 79:
             logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)

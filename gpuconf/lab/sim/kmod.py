@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 
@@ -133,11 +134,15 @@ def _modprobe_one(name, params, config, flags, quiet, verbose) -> int:
 
 def _run_hook(kind, name, command, params, quiet) -> int:
     env = dict(os.environ, CMDLINE_OPTS=" ".join(params))
-    done = subprocess.run(["/bin/sh", "-c", command], env=env)
-    if done.returncode != 0:
+    words = shlex.split(command) or ["/bin/true"]
+    if state.TEST_MODE and state.resolve_command(words[0]) is None:
+        returncode = 126   # tests never run the machine's own tools (its modprobe, say)
+    else:
+        returncode = subprocess.run(["/bin/sh", "-c", command], env=env).returncode
+    if returncode != 0:
         if not quiet:
             _err("modprobe", "ERROR", f"../libkmod/libkmod-module.c:1035 command_do() Error running "
-                 f"{kind} command '{command}' for module {name}: retcode {done.returncode}")
+                 f"{kind} command '{command}' for module {name}: retcode {returncode}")
             if kind == "install":
                 _err("modprobe", "ERROR", f"could not insert '{name}': Invalid argument")
         return 1

@@ -132,7 +132,7 @@ def render_proc_modules(entries: list[dict] | None = None) -> None:
     for entry in entries:
         users = holders(entry["name"], entries)
         used_by = "".join(f"{user}," for user in users) or "-"
-        address = 0xFFFFFFFFC0000000 + ((zlib.crc32(entry["name"].encode()) & 0x3FFF) << 16)
+        address = 0xFFFFFFFFC0000000 + ((zlib.crc32(entry["name"].encode()) & 0x3FF) << 16)
         taint = f" ({entry['taint']})" if entry.get("taint") else ""
         lines.append(f"{entry['name']} {entry['size']} {refcount(entry, entries)} {used_by} "
                      f"Live 0x{address:016x}{taint}")

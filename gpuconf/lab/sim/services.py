@@ -164,13 +164,11 @@ def expand(unit: units.UnitFile, argv: list[str], env: dict) -> list[str]:
 
 
 def _resolve(argv0: str, env: dict) -> str | None:
-    if "/" in argv0:
-        real = state.resolve_command(argv0)
-        return real if os.access(real, os.X_OK) else None
-    for directory in env.get("PATH", DEFAULT_PATH).split(":"):
-        candidate = state.resolve_command(f"{directory}/{argv0}")
-        if os.access(candidate, os.X_OK):
-            return candidate
+    candidates = [argv0] if "/" in argv0 else [f"{d}/{argv0}" for d in env.get("PATH", DEFAULT_PATH).split(":")]
+    for candidate in candidates:
+        real = state.resolve_command(candidate)
+        if real and os.access(real, os.X_OK):
+            return real
     return None
 
 

@@ -151,6 +151,10 @@ def uptime() -> float:
 
 
 def is_root() -> bool:
+    """Root inside a node. Tests run as whatever user they are and choose with
+    ``GPUCONF_LAB_USER`` (set: an unprivileged user) so both paths are testable anywhere."""
+    if TEST_MODE:
+        return "GPUCONF_LAB_USER" not in os.environ
     return os.geteuid() == 0
 
 
@@ -160,13 +164,21 @@ def fail(tool: str, message: str, code: int = 1):
     raise SystemExit(code)
 
 
-def resolve_command(argv0: str) -> str:
+# Machine commands a unit may run in tests (everything else must exist under the test root).
+TEST_SAFE_COMMANDS = {"/bin/sh", "/usr/bin/sh", "/bin/true", "/usr/bin/true", "/bin/false", "/usr/bin/false",
+                      "/bin/echo", "/usr/bin/echo", "/bin/sleep", "/usr/bin/sleep"}
+
+
+def resolve_command(argv0: str) -> str | None:
     """The real path of a command a simulator runs (a unit's ExecStart, a package script).
 
-    Inside a node this is the path itself. In tests a path under the temporary root wins,
-    so that ``/usr/bin/nv-fabricmanager`` runs the test image's shim, while ``/bin/sh`` is
-    still the machine's shell.
+    Inside a node this is the path itself. In tests a path under the temporary root wins, so
+    that ``/usr/bin/nv-fabricmanager`` runs the test image's shim; of the machine's own
+    commands only a few harmless ones may run (None otherwise), so that no test can ever run,
+    say, a package's ``ExecStopPost=/bin/rm -rf /var/run/...`` against the machine.
     """
-    if ROOT and argv0.startswith("/") and os.path.exists(path(argv0)):
+    if not ROOT:
+        return argv0
+    if argv0.startswith("/") and os.path.exists(path(argv0)):
         return path(argv0)
-    return argv0
+    return argv0 if argv0 in TEST_SAFE_COMMANDS else None

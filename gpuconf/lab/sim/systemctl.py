@@ -6,10 +6,8 @@ list-timers reset-failed kill is-system-running reboot poweroff.
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import time
 
 import entry
 import lifecycle
@@ -17,6 +15,7 @@ import logs
 import services
 import state
 import units
+import systemctl_files as files
 import unitstatus
 from services import StartError
 
@@ -71,7 +70,7 @@ def main(argv: list[str]) -> int:
 
 def _need_units(verb: str, names: list[str]) -> bool:
     if not names:
-        sys.stderr.write(f"Too few arguments.\n")
+        sys.stderr.write("Too few arguments.\n")
         return False
     return True
 
@@ -148,97 +147,6 @@ def cmd_reload(names, flags, values, quiet) -> int:
     return code
 
 
-def cmd_enable(names, flags, values, quiet, verb="enable") -> int:
-    if not _need_units(verb, names) or _needs_root(verb):
-        return 1
-    code = 0
-    for name in names:
-        unit = units.load(name)
-        if not unit.path and not unit.masked:
-            sys.stderr.write(f"Failed to {verb} unit: Unit file {unit.name} does not exist.\n")
-            code = 1
-            continue
-        if verb == "enable":
-            if unit.masked:
-                sys.stderr.write(f"Failed to enable unit: Unit file /etc/systemd/system/{unit.name} is masked.\n")
-                code = 1
-                continue
-            _enable(unit, quiet)
-            if "--now" in flags:
-                code = max(code, cmd_start([name], flags, values, quiet))
-        else:
-            if "--now" in flags:
-                lifecycle.stop(name)
-            for link in units.wants_links(unit.name):
-                state.remove(link)
-                if not quiet:
-                    sys.stderr.write(f'Removed "{link}".\n')
-    return code
-
-
-def _enable(unit: units.UnitFile, quiet: bool) -> None:
-    if not unit.has_install:
-        if not quiet:
-            sys.stderr.write(
-                "The unit files have no installation config (WantedBy=, RequiredBy=, Also=,\n"
-                "Alias= settings in the [Install] section, and DefaultInstance= for template\n"
-                "units). This means they are not meant to be enabled or disabled using systemctl.\n \n"
-                "Possible reasons for having this kind of units are:\n"
-                "• A unit may be statically enabled by being symlinked from another unit's\n"
-                "  .wants/ or .requires/ directory.\n"
-                "• A unit's purpose may be to act as a helper for some other unit which has\n"
-                "  a requirement dependency on it.\n"
-                "• A unit may be started when needed via activation (socket, path, timer,\n"
-                "  D-Bus, udev, scripted systemctl call, ...).\n"
-                "• In case of template units, the unit is meant to be enabled with some\n"
-                "  instance name specified.\n")
-        return
-    for kind, key in ((".wants", "WantedBy"), (".requires", "RequiredBy")):
-        for target in unit.words("Install", key):
-            link = f"/etc/systemd/system/{target}{kind}/{unit.name}"
-            if state.exists(link):
-                continue
-            os.makedirs(os.path.dirname(state.path(link)), exist_ok=True)
-            os.symlink(unit.path, state.path(link))
-            if not quiet:
-                sys.stderr.write(f"Created symlink {link} → {unit.path}.\n")
-    for alias in unit.words("Install", "Alias"):
-        link = f"/etc/systemd/system/{alias}"
-        if not state.exists(link):
-            os.symlink(unit.path, state.path(link))
-            if not quiet:
-                sys.stderr.write(f"Created symlink {link} → {unit.path}.\n")
-
-
-def cmd_disable(names, flags, values, quiet) -> int:
-    return cmd_enable(names, flags, values, quiet, verb="disable")
-
-
-def cmd_mask(names, flags, values, quiet, unmask=False) -> int:
-    if _needs_root("unmask" if unmask else "mask"):
-        return 1
-    for name in names:
-        link = f"/etc/systemd/system/{units.canonical(name)}"
-        real = state.path(link)
-        if unmask:
-            if os.path.islink(real) and os.readlink(real) == "/dev/null":
-                os.unlink(real)
-                if not quiet:
-                    sys.stderr.write(f'Removed "{link}".\n')
-        elif not (os.path.islink(real) and os.readlink(real) == "/dev/null"):
-            if os.path.lexists(real):
-                os.unlink(real)
-            os.makedirs(os.path.dirname(real), exist_ok=True)
-            os.symlink("/dev/null", real)
-            if not quiet:
-                sys.stderr.write(f"Created symlink {link} → /dev/null.\n")
-    return 0
-
-
-def cmd_unmask(names, flags, values, quiet) -> int:
-    return cmd_mask(names, flags, values, quiet, unmask=True)
-
-
 def cmd_is_active(names, flags, values, quiet, failed=False) -> int:
     if not names:
         sys.stderr.write("Too few arguments.\n")
@@ -300,22 +208,6 @@ def cmd_show(names, flags, values, quiet) -> int:
     return 0
 
 
-def cmd_cat(names, flags, values, quiet) -> int:
-    code = 0
-    for name in names:
-        unit = units.read_from_disk(name)
-        if not unit.path:
-            sys.stderr.write(f"No files found for {unit.name}.\n")
-            code = 1
-            continue
-        print(f"# {unit.path}")
-        print((state.read_text(unit.path, "") or "").rstrip("\n"))
-        for dropin in unit.dropins:
-            print(f"\n# {dropin}")
-            print((state.read_text(dropin, "") or "").rstrip("\n"))
-    return code
-
-
 def cmd_daemon_reload(names, flags, values, quiet) -> int:
     if _needs_root("reload"):
         return 1
@@ -336,73 +228,6 @@ def cmd_is_system_running(names, flags, values, quiet) -> int:
     if not quiet:
         print(current)
     return 0 if current == "running" else 1
-
-
-def cmd_list_units(names, flags, values, quiet) -> int:
-    types = values.get("--type", [])
-    states = values.get("--state", [])
-    rows = []
-    for name in unitstatus.known_units():
-        if types and name.rsplit(".", 1)[-1] not in types:
-            continue
-        unit = units.load(name)
-        data = services.current(unit)
-        active, sub = data.get("active", "inactive"), data.get("sub", "dead")
-        if states and active not in states and sub not in states:
-            continue
-        if not states and not ({"-a", "--all"} & flags) and active == "inactive":
-            continue
-        rows.append((name, unitstatus.load_state(unit), active, sub, unit.description))
-    legend = "--no-legend" not in flags
-    width = max([len("UNIT")] + [len(r[0]) for r in rows]) + 1
-    if legend:
-        print(f"{'UNIT':<{width}} LOAD      ACTIVE   SUB       DESCRIPTION")
-    for row in rows:
-        print(f"{row[0]:<{width}} {row[1]:<9} {row[2]:<8} {row[3]:<9} {row[4]}")
-    if legend:
-        print("\nLOAD   = Reflects whether the unit definition was properly loaded.\n"
-              "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n"
-              "SUB    = The low-level unit activation state, values depend on unit type.\n")
-        print(f"{len(rows)} loaded units listed. Pass --all to see loaded but inactive units, too.\n"
-              "To show all installed unit files use 'systemctl list-unit-files'.")
-    return 0
-
-
-def cmd_list_unit_files(names, flags, values, quiet) -> int:
-    found = {}
-    for directory in reversed(units.UNIT_DIRS):
-        try:
-            entries = os.listdir(state.path(directory))
-        except OSError:
-            continue
-        for name in entries:
-            if name.endswith(units.SUFFIXES):
-                found[name] = True
-    types = values.get("--type", [])
-    rows = []
-    for name in sorted(found):
-        if types and name.rsplit(".", 1)[-1] not in types:
-            continue
-        rows.append((name, units.enablement(units.read_from_disk(name))))
-    width = max([len("UNIT FILE")] + [len(r[0]) for r in rows]) + 1
-    print(f"{'UNIT FILE':<{width}} STATE           VENDOR PRESET")
-    for name, result in rows:
-        print(f"{name:<{width}} {result:<15} enabled")
-    print(f"\n{len(rows)} unit files listed.")
-    return 0
-
-
-def cmd_list_timers(names, flags, values, quiet) -> int:
-    timers = [n for n in units.enabled_units() if n.endswith(".timer")]
-    midnight = time.mktime(time.localtime()[:3] + (0, 0, 0, 0, 0, -1)) + 86400
-    rows = [(unitstatus.timestamp(midnight), f"{int((midnight - time.time()) // 3600)}h left", "n/a", "n/a", t,
-             units.load(t).get("Timer", "Unit", t.replace(".timer", ".service"))) for t in timers]
-    header = ("NEXT", "LEFT", "LAST", "PASSED", "UNIT", "ACTIVATES")
-    widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(6)]
-    for row in [header] + rows:
-        print(" ".join(f"{col:<{widths[i]}}" for i, col in enumerate(row)).rstrip())
-    print(f"\n{len(rows)} timers listed.\nPass --all to see loaded but inactive timers, too.")
-    return 0
 
 
 def cmd_reset_failed(names, flags, values, quiet) -> int:
@@ -440,11 +265,11 @@ VERBS = {
     "condrestart": lambda n, f, v, q: cmd_start(n, f, v, q, verb="try-restart"),
     "reload-or-restart": lambda n, f, v, q: cmd_start(n, f, v, q, verb="reload-or-restart"),
     "force-reload": lambda n, f, v, q: cmd_start(n, f, v, q, verb="restart"),
-    "reload": cmd_reload, "enable": cmd_enable, "disable": cmd_disable, "reenable": cmd_enable,
-    "mask": cmd_mask, "unmask": cmd_unmask, "is-active": cmd_is_active, "is-failed": cmd_is_failed,
-    "is-enabled": cmd_is_enabled, "status": cmd_status, "show": cmd_show, "cat": cmd_cat,
+    "reload": cmd_reload, "enable": files.cmd_enable, "disable": files.cmd_disable, "reenable": files.cmd_enable,
+    "mask": files.cmd_mask, "unmask": files.cmd_unmask, "is-active": cmd_is_active, "is-failed": cmd_is_failed,
+    "is-enabled": cmd_is_enabled, "status": cmd_status, "show": cmd_show, "cat": files.cmd_cat,
     "daemon-reload": cmd_daemon_reload, "daemon-reexec": cmd_daemon_reload,
-    "list-units": cmd_list_units, "list-unit-files": cmd_list_unit_files, "list-timers": cmd_list_timers,
+    "list-units": files.cmd_list_units, "list-unit-files": files.cmd_list_unit_files, "list-timers": files.cmd_list_timers,
     "reset-failed": cmd_reset_failed, "kill": cmd_kill, "is-system-running": cmd_is_system_running,
     "reboot": cmd_power, "poweroff": cmd_poweroff, "halt": cmd_poweroff,
 }
