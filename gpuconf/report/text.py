@@ -1,10 +1,14 @@
 """Human output: one line per task and host, a PLAY RECAP, a summary paragraph.
 
-On a TTY the lines are coloured (rich); elsewhere (CI logs, cron) they are
-plain text with no control characters.
+This is the one human reporter. On a TTY the lines are coloured (rich), a
+live progress display (`live.py`) sits at the bottom, and `--diff` is
+coloured. Elsewhere (CI logs, cron, a pipe) the same lines are plain text:
+no colour, no cursor movement, and control characters that a command printed
+are shown escaped (`\\x1b`), so a log never carries a terminal sequence.
 """
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from typing import TextIO
@@ -12,8 +16,10 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from gpuconf.engine.results import RunResult, Status, TaskResult
-from gpuconf.report.redact import visible_changes, visible_error, visible_message
+from gpuconf.engine.hostrun import RunEvents
+from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.report.live import SLOW_AFTER, LiveProgress
+from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
 
 STYLE = {
     Status.OK: "green", Status.WOULD_CHANGE: "yellow", Status.CHANGED: "yellow", Status.FAILED: "bold red",
@@ -22,21 +28,46 @@ STYLE = {
 }
 LABEL = {Status.WOULD_CHANGE: "would change", Status.FAILED: "FAILED", Status.UNREACHABLE: "UNREACHABLE",
          Status.UNKNOWN: "UNKNOWN", Status.REBOOT_PENDING: "reboot pending"}
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-class TextReporter:
-    def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False):
-        stream = stream or sys.stdout
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+def printable(text: str) -> str:
+    """Text safe for a terminal or a log: control characters (but newline and tab) escaped."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _show(text: str) -> str:
+    return escape(printable(text))
+
+
+class TextReporter(RunEvents):
+    def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False, verb: str = "check",
+                 live: bool | None = None, console: Console | None = None, slow_after: float = SLOW_AFTER):
+        self.console = console or Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
         self.verbose, self.diff = verbose, diff
         self.lock = threading.Lock()
-        self.current_play: str | None = None
+        use_live = self.console.is_terminal if live is None else live
+        self.progress = LiveProgress(self.console, verb, slow_after) if use_live else None
 
-    def play(self, name: str) -> None:
+    # -- run events (from the runner's threads) -----------------------------
+    def play(self, name: str, hosts: list[str] | None = None) -> None:
         with self.lock:
-            self.console.print(f"\n[bold]{escape(f'PLAY [{name}]')}[/bold]")
+            self.console.print(f"\n[bold]{_show(f'PLAY [{name}]')}[/bold]")
+        if self.progress:
+            self.progress.play(name, hosts or [])
 
+    def task_started(self, host: str, task: str) -> None:
+        if self.progress:
+            self.progress.task_started(host, task)
+
+    def host_done(self, host: str) -> None:
+        if self.progress:
+            self.progress.host_done(host)
+
+    # -- task lines ---------------------------------------------------------
     def task(self, result: TaskResult) -> None:
+        if self.progress:
+            self.progress.task_finished(result)
         if result.status == Status.SKIPPED and not self.verbose:
             return
         label = LABEL.get(result.status, result.status.value)
@@ -44,18 +75,24 @@ class TextReporter:
         detail = visible_error(result) or visible_message(result)
         if result.handler:
             name = f"handler {name}"
-        line = f"[{STYLE[result.status]}]{label}[/]: {escape(f'[{result.host}]')} {escape(name)}"
+        line = f"[{STYLE[result.status]}]{label}[/]: {_show(f'[{result.host}]')} {_show(name)}"
         if detail:
-            line += f" [dim]-[/dim] {escape(detail)}"
+            line += f" [dim]-[/dim] {_show(detail)}"
         with self.lock:
             self.console.print(line)
             changes = visible_changes(result)
             if len(changes) > 1 or (changes and self.verbose):
                 for change in changes:
-                    self.console.print(f"    - {escape(change.summary)}")
+                    self.console.print(f"    - {_show(change.summary)}")
                     if self.verbose:
                         for op in change.ops:
-                            self.console.print(f"[dim]        {escape(op)}[/dim]")
+                            self.console.print(f"[dim]        {_show(op)}[/dim]")
+            for finding in visible_findings(result):
+                if finding.severity != "ok":
+                    where = "" if finding.gpu is None else f" gpu {finding.gpu}"
+                    style = "red" if finding.severity == "failure" else "yellow"
+                    self.console.print(f"    [{style}]{finding.severity}[/]: "
+                                       f"{_show(f'{finding.probe}{where}: {finding.message}')}")
             if self.diff and not result.secret:
                 for change in changes:
                     self._diff(change)
@@ -63,67 +100,102 @@ class TextReporter:
     def _diff(self, change) -> None:
         if change.diff:
             for line in change.diff.splitlines():
-                style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-                self.console.print(f"[{style}]    {escape(line)}[/]")
+                style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
+                         else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "dim")
+                self.console.print(f"[{style}]    {_show(line)}[/]")
         elif change.before is not None or change.after is not None:
-            self.console.print(f"[red]    before: {escape(str(change.before))}[/]")
-            self.console.print(f"[green]    after:  {escape(str(change.after))}[/]")
+            self.console.print(f"[red]    before: {_show(str(change.before))}[/]")
+            self.console.print(f"[green]    after:  {_show(str(change.after))}[/]")
 
+    # -- the end ------------------------------------------------------------
     def recap(self, run: RunResult) -> None:
+        if self.progress:
+            self.progress.stop()
         with self.lock:
             self.console.print("\n[bold]PLAY RECAP[/bold]")
             width = max((len(h) for h in run.hosts), default=4)
-            changed = "would_change" if run.verb == "check" else "changed"
-            changed_status = Status.WOULD_CHANGE if run.verb == "check" else Status.CHANGED
             for name, host in run.hosts.items():
-                ignored = sum(1 for t in host.tasks if t.ignored)
-                counts = [("ok", host.count(Status.OK)), (changed, host.count(changed_status)),
-                          ("unreachable", int(host.unreachable)), ("failed", host.count(Status.FAILED) - ignored),
-                          ("skipped", host.count(Status.SKIPPED)), ("unknown", host.count(Status.UNKNOWN)),
-                          ("ignored", ignored)]
-                colour = "red" if host.unreachable or host.failed else "yellow" if host.changed or \
-                    host.drifted else "green"
-                cells = "  ".join(f"{k}={v}" for k, v in counts)
-                reboot = "  [yellow]reboot required[/]" if host.reboot_required else ""
-                self.console.print(f"[{colour}]{escape(name.ljust(width))}[/] : {cells}{reboot}")
-            self.console.print("\n" + escape(summary(run)))
+                cells = "  ".join(f"[{style}]{key}={value}[/]" if value else f"{key}={value}"
+                                  for key, value, style in _counts(run, host))
+                reboot = ""
+                if host.reboot_pending:
+                    reboot = "  [bold yellow]reboot pending[/]"
+                elif host.reboot_required:
+                    reboot = "  [yellow]reboot required[/]"
+                self.console.print(f"[{_host_style(host)}]{_show(name.ljust(width))}[/] : {cells}{reboot}")
+            self.console.print("\n" + _show(summary(run)))
 
 
-def _first_reason(host) -> str:
+def _counts(run: RunResult, host: HostResult) -> list[tuple[str, int, str]]:
+    ignored = sum(1 for t in host.tasks if t.ignored)
+    changed = ("would_change", Status.WOULD_CHANGE) if run.verb == "check" else ("changed", Status.CHANGED)
+    counts = [("ok", host.count(Status.OK), "green"), (changed[0], host.count(changed[1]), "yellow"),
+              ("unreachable", int(host.unreachable), "bold red"),
+              ("failed", host.count(Status.FAILED) - ignored, "bold red"),
+              ("skipped", host.count(Status.SKIPPED), "cyan"), ("unknown", host.count(Status.UNKNOWN), "magenta"),
+              ("ignored", ignored, "dim")]
+    if run.verb == "apply":
+        counts.append(("reboot_pending", host.count(Status.REBOOT_PENDING), "bold yellow"))
+    return counts
+
+
+def _host_style(host: HostResult) -> str:
+    if host.unreachable or host.failed:
+        return "red"
+    return "yellow" if host.changed or host.drifted or host.reboot_pending else "green"
+
+
+def _short(text: str, most: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= most else line[: most - 1] + "…"
+
+
+def _first_reason(host: HostResult) -> str:
     for task in host.tasks:
         if task.status in (Status.FAILED, Status.UNKNOWN) and not task.ignored:
-            return f"{task.task}: {visible_error(task) or 'failed'}"
+            return _short(f"{task.task}: {visible_error(task) or task.status.value}")
     for task in host.tasks:
         if task.status == Status.WOULD_CHANGE:
             changes = visible_changes(task)
-            return changes[0].summary if changes else task.task
+            return _short(changes[0].summary if changes else task.task)
+    for task in host.tasks:
+        if task.status == Status.REBOOT_PENDING:
+            return _short(visible_message(task) or task.task)
     return ""
 
 
 def summary(run: RunResult) -> str:
-    """One paragraph, e.g. `3/4 in sync, 1 drifted (node2: start nvidia-fabricmanager)`."""
-    total = len(run.hosts)
-    unreachable = [h for h in run.hosts.values() if h.unreachable]
-    failed = [h for h in run.hosts.values() if h.failed and not h.unreachable]
-    drifted = [h for h in run.hosts.values() if h.drifted and not h.failed and not h.unreachable]
-    changed = [h for h in run.hosts.values() if h.changed and not h.failed and not h.unreachable]
-    good = total - len(unreachable) - len(failed) - len(drifted)
-    parts = [f"{good}/{total} {'in sync' if run.verb == 'check' else 'converged'}"]
+    """One paragraph, e.g. `37/40 in sync, 2 drifted (node07: start nvidia-fabricmanager; node12: ...),
+    1 unreachable (node33)`. Each host is counted once, under its worst state."""
+    hosts = list(run.hosts.values())
+    unreachable = [h for h in hosts if h.unreachable]
+    failed = [h for h in hosts if not h.unreachable and any(t.status == Status.FAILED and not t.ignored
+                                                            for t in h.tasks)]
+    unknown = [h for h in hosts if not h.unreachable and h not in failed and h.failed]
+    bad = unreachable + failed + unknown
+    drifted = [h for h in hosts if h not in bad and h.drifted]
+    pending = [h for h in hosts if h not in bad and h.reboot_pending]
+    changed = [h for h in hosts if h not in bad and h.changed]
+    good = len(hosts) - len(bad) - len(drifted) - len(pending)
+    parts = [f"{good}/{len(hosts)} {'in sync' if run.verb == 'check' else 'converged'}"]
     if run.verb == "apply" and changed:
         parts[0] += f" ({len(changed)} changed)"
 
-    def listed(hosts, with_reason=True, most=5) -> str:
-        items = [f"{h.host}: {_first_reason(h)}" if with_reason else h.host for h in hosts[:most]]
-        more = f", +{len(hosts) - most} more" if len(hosts) > most else ""
+    def listed(group: list[HostResult], with_reason: bool = True, most: int = 5) -> str:
+        items = [f"{h.host}: {_first_reason(h)}" if with_reason else h.host for h in group[:most]]
+        more = f", +{len(group) - most} more" if len(group) > most else ""
         return "; ".join(items) + more
 
-    if drifted:
-        parts.append(f"{len(drifted)} drifted ({listed(drifted)})")
-    if failed:
-        parts.append(f"{len(failed)} failed ({listed(failed)})")
+    for group, word in ((drifted, "drifted"), (pending, "reboot pending"), (failed, "failed"),
+                        (unknown, "unknown")):
+        if group:
+            parts.append(f"{len(group)} {word} ({listed(group)})")
     if unreachable:
         parts.append(f"{len(unreachable)} unreachable ({listed(unreachable, False)})")
     text = ", ".join(parts)
+    if run.deadline_reached:
+        not_run = sum(1 for h in hosts for t in h.tasks if t.not_run)
+        text += f"; deadline of {run.deadline:g} s reached ({not_run} tasks not run)"
     if run.interrupted:
         text += "; interrupted"
     return text
