@@ -219,6 +219,17 @@ def test_uvm_reload_only_when_no_process_holds_the_gpu():
     assert check.findings[0].severity == "ok"
 
 
+def test_uvm_not_loaded_warns_and_stuck_fails():
+    plain, _ = run_probe("health_uvm", {}, stat("/proc/modules", "nvidia 56823808 0 - Live 0x0 (POE)\n"))
+    assert plain.findings[0].severity == "warning" and plain.changes == []
+    stuck = stat("/proc/modules", "nvidia_uvm 1982464 1 - Unloading 0x0 (POE)\nnvidia 56823808 1 nvidia_uvm, Live "
+                                  "0x0 (POE)\n")
+    check, _ = run_probe("health_uvm", {"remedy": True}, replies(stuck, {"health:gpu-holders": shell("")}),
+                         check_mode=False)
+    assert check.findings[0].severity == "failure" and "stuck Unloading" in check.findings[0].message
+    assert check.changes == [] and "use count 1" in check.findings[0].message   # in use: never reloaded
+
+
 # -- host sizing, utilization, power ----------------------------------------------------------
 
 def test_host_sizing_warns_when_too_small_and_only_reports_more_than_advised():
@@ -226,6 +237,7 @@ def test_host_sizing_warns_when_too_small_and_only_reports_more_than_advised():
     check, _ = run_probe("health_host_sizing", {}, small)
     assert [f.severity for f in check.findings] == ["warning", "ok"]   # 2 CPUs per GPU; 2016 GiB for 640 GiB
     assert check.findings[0].value == 2.0 and check.findings[1].value == 3.15
+    assert check.findings[0].message == "16 logical CPUs for 8 GPU(s): 2 per GPU, advised 4-8 per GPU (too few)"
     big, _ = run_probe("health_host_sizing", {"warn_above_max": True},
                        replies(smi(), {"nproc": shell("128\n")}, MEMINFO))
     assert [f.severity for f in big.findings] == ["warning", "ok"] and "more than advised" in big.findings[0].message

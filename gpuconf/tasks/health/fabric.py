@@ -8,7 +8,8 @@ from pydantic import Field
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
-from gpuconf.facts.nvidia import NvlinkStatus, parse_nvlink_status
+from gpuconf.facts.nvidia import NvidiaSmiFailure, NvlinkStatus, parse_nvlink_status
+from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED
 from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
 from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
 from gpuconf.facts.systemd import parse_is_active
@@ -23,7 +24,13 @@ def _parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
     if out.timed_out:
         raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi nvlink -s did not answer within {timeout:g} s "
                               "(its process group was killed)")
-    return parse_nvlink_status(out.stdout + ("\n" + out.stderr if out.rc else ""))
+    if out.rc == 127:
+        return NvlinkStatus((), NvidiaSmiFailure(DRIVER_NOT_LOADED, "nvidia-smi: command not found "
+                                                 "(no NVIDIA driver installed)"))
+    status = parse_nvlink_status(out.stdout + ("\n" + out.stderr if out.rc else ""))
+    if out.rc != 0 and status.failure is None and not status.gpus:
+        raise FactUnavailable(f"nvidia-smi nvlink -s failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[:300]}")
+    return status
 
 
 def nvlink_status(timeout: float = 10.0) -> Fact:

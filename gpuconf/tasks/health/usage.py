@@ -129,7 +129,7 @@ def judge_sizing(cpus: int, ram_mb: int, gpus: tuple[GpuReading, ...], params: H
     vram_mib = sum(g.memory_total_mib or 0 for g in gpus)
 
     def advise(what: str, ratio: float, low: float, high: float, unit: str) -> Finding:
-        text = f"{what}: {ratio:.1f}{unit}, advised {low:g}-{high:g}{unit}"
+        text = f"{what}: {round(ratio, 2):g}{unit}, advised {low:g}-{high:g}{unit}"
         if ratio < low:
             return Finding(probe, WARNING, text + " (too few)", value=round(ratio, 2))
         if ratio > high:

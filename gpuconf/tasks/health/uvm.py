@@ -10,7 +10,7 @@ from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, Output, file_state, shell
 from gpuconf.facts.kernel import parse_proc_modules
 from gpuconf.tasks.base import Change, Check, CheckContext, Params, run
-from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, verdict
+from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
 
 # Processes with a /dev/nvidia* file open (procfs: cannot hang; needs root to see all).
 HOLDERS = ('for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && '
@@ -37,15 +37,19 @@ def gpu_holders() -> Fact:
 
 
 class UvmParams(Params):
-    remedy: bool = Field(False, description="apply only: reload nvidia_uvm when it is not loaded and live, but "
+    not_loaded: Severity = Field(WARNING, description="severity when nvidia_uvm is not loaded at all (CUDA loads "
+                                 "it on first use through nvidia-modprobe, so this is often normal)")
+    remedy: bool = Field(False, description="apply only: (re)load nvidia_uvm when it is not loaded and live, but "
                                             "only when no process holds a /dev/nvidia* device")
 
 
 class UvmReady(HealthProbe):
     """The nvidia_uvm module (CUDA's unified memory driver) is loaded and live
-    (`/proc/modules`). Remedy (`remedy: true`, apply only): reload it, only when no
-    process holds the GPU (no process has a /dev/nvidia* device open, and the module's
-    use count is 0); otherwise the failure names the processes and nothing is done."""
+    (`/proc/modules`): stuck loading or unloading is a failure, not loaded at all a
+    warning (`not_loaded`; CUDA loads it on first use). Remedy (`remedy: true`, apply
+    only): reload it, only when no process holds the GPU (no process has a /dev/nvidia*
+    device open and the module's use count is 0); otherwise the finding names the
+    processes and nothing is done."""
 
     name = "health_uvm"
     probe = "uvm"
@@ -59,8 +63,10 @@ class UvmReady(HealthProbe):
         uvm = modules.get("nvidia_uvm")
         if uvm is not None and uvm.state in (None, "Live"):
             return verdict([Finding(self.probe, OK, f"nvidia_uvm loaded (used by {uvm.refcount or 0})")])
-        state = "not loaded" if uvm is None else f"{uvm.state}"
-        finding = Finding(self.probe, FAILURE, f"nvidia_uvm is {state}: CUDA programs cannot start")
+        if uvm is None:
+            finding = Finding(self.probe, params.not_loaded, "nvidia_uvm is not loaded (CUDA loads it on first use)")
+        else:
+            finding = Finding(self.probe, FAILURE, f"nvidia_uvm is stuck {uvm.state}: CUDA programs cannot start")
         if not params.remedy:
             return verdict([finding])
         holders = ctx.get(gpu_holders())
