@@ -26,6 +26,11 @@ test: deps
 demo: deps
 	@scripts/demo.sh
 
+# The fuzz cases of tests/fuzz at length: prints the cases run and the tracebacks found.
+FUZZ_CASES ?= 10000
+fuzz: venv
+	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
+
 lab-down: venv
 	-$(BIN)/gpuconf lab down --name demo
 

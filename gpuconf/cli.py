@@ -67,6 +67,22 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0)
 
 
+def _schedule_options(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
+    show = actions.add_parser("show", help="print the systemd units the drift_timer role would install",
+                              description="Render the drift_timer role's unit templates with its defaults "
+                                          "and these options; nothing is installed.")
+    show.add_argument("--interval", help="how often the check runs, a systemd time span (default 1h)")
+    show.add_argument("--randomized-delay", help="RandomizedDelaySec: spread over the fleet (default 15min)")
+    show.add_argument("--playbook", help="the playbook, relative to the checkout (default playbooks/a100-node.yml)")
+    show.add_argument("-i", "--inventory", help="the inventory, relative to the checkout (default inventories/prod)")
+    show.add_argument("--host", help="this node's inventory name (default: this machine's hostname)")
+    show.add_argument("--deadline", type=float, help="seconds a check may take (default 300)")
+    show.add_argument("--textfile-dir", help="node_exporter's textfile directory")
+    show.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
+                      help="any other drift_timer_* variable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuconf", description="Declarative remediation for GPU servers.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-i", "--inventory", required=True)
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
+    _schedule_options(sub.add_parser("schedule", help="scheduled drift checks (the drift_timer role)"))
     sub.add_parser("lab", help="the simulated GPU fleet (gpuconf lab --help)", add_help=False)
     return parser
 

@@ -66,6 +66,11 @@ def _run(args: Any, verb: str) -> int:
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
     inventory, playbook, extra = _load(args)
+    if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
+        # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
+        wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
+        raise UsageError(f"no host of {inventory.source} is in the plays' hosts ({wanted}): nothing would run. "
+                         "For an image build use -i image (this machine in every node group)")
     if args.limit:
         all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
         limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty

@@ -113,21 +113,39 @@ def load_text(text: str, filename: str = "<string>") -> Any:
         where = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
         problem = exc.problem or exc.context or "invalid YAML"
         raise PlaybookError(f"YAML syntax error: {problem}", where) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: it has an offset, not a mark
+        line, column = _position(text, exc.position)
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise PlaybookError(f"YAML syntax error: character U+{code:04X} is not allowed in YAML ({exc.reason})",
+                            Location(filename, line, column)) from None
     except yaml.YAMLError as exc:
         raise PlaybookError(f"YAML error: {exc}", Location(filename)) from None
     finally:
         loader.dispose()
 
 
+def _position(text: str | bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character (or byte) offset."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    before = text[:offset]
+    return before.count(newline) + 1, offset - (before.rfind(newline) + 1) + 1
+
+
 def load_file(path: str | Path) -> Any:
     """Load one YAML file; a missing or unreadable file is a PlaybookError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PlaybookError(f"file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlaybookError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise PlaybookError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _position(data, exc.start)
+        raise PlaybookError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded; save the file "
+                            "as UTF-8", Location(str(path), line, column)) from None
     return load_text(text, str(path))
 
 

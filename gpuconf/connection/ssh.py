@@ -17,6 +17,22 @@ TRANSIENT = (socket.timeout, ConnectionRefusedError, ConnectionResetError, EOFEr
              paramiko.ssh_exception.NoValidConnectionsError)
 
 
+def backoff(attempt: int) -> float:
+    """Seconds before retry `attempt + 1`: exponential up to 4 s, with jitter (0.5x to 1.5x) so
+    that many hosts failing at once do not retry in lockstep."""
+    return min(4.0, 0.25 * 2**attempt) * (0.5 + random.random())
+
+
+def describe_socket_error(exc: BaseException) -> str:
+    """'connection refused', 'timed out': what went wrong, without paramiko's '[Errno None]'."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
+        reasons = {(getattr(e, "strerror", None) or str(e) or type(e).__name__).lower() for e in exc.errors.values()}
+        return ", ".join(sorted(reasons))
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
 class SSHConnection(Connection):
     """A paramiko client whose transport is reused by every call of the run."""
 
@@ -28,8 +44,12 @@ class SSHConnection(Connection):
 
     # -- connecting ---------------------------------------------------------
     def open(self) -> None:
-        """Connect, retrying transient failures with backoff and jitter."""
+        """Connect, retrying transient failures with backoff and jitter.
+
+        The final error says how many attempts were made over how long, so a
+        report tells a host that is down from one that refused once."""
         attempts = self.spec.connect_retries + 1
+        started = time.monotonic()
         for attempt in range(attempts):
             try:
                 self._connect()
@@ -37,9 +57,14 @@ class SSHConnection(Connection):
                 return
             except ConnectError as exc:
                 self.close()
-                if not exc.transient or attempt == attempts - 1:
+                if not exc.transient:
                     raise
-            time.sleep(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
+                if attempt == attempts - 1:
+                    if attempts > 1:
+                        raise ConnectError(f"{exc.message} ({attempts} attempts in "
+                                           f"{time.monotonic() - started:.1f} s)", transient=True) from None
+                    raise
+            time.sleep(backoff(attempt))
 
     def _client(self, address: str, port: int, user: str | None, sock=None) -> paramiko.SSHClient:
         spec = self.spec
@@ -66,7 +91,7 @@ class SSHConnection(Connection):
             raise ConnectError(f"authentication failed for {user or 'default user'}@{name}: {exc}") from None
         except TRANSIENT as exc:
             client.close()
-            raise ConnectError(f"cannot connect to {name}: {exc or type(exc).__name__}", transient=True) from None
+            raise ConnectError(f"cannot connect to {name}: {describe_socket_error(exc)}", transient=True) from None
         except (paramiko.SSHException, OSError) as exc:
             client.close()
             transient = "banner" in str(exc).lower() or "reset" in str(exc).lower() or isinstance(exc, OSError)

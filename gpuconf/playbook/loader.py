@@ -171,6 +171,8 @@ class Loader:
             if not isinstance(meta, dict):
                 raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
             deps = meta.get("dependencies") or []
+            if not isinstance(deps, list):
+                raise PlaybookError("dependencies must be a list of roles", meta.location("dependencies"))
             for index, dep in enumerate(deps):
                 dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
                 dep_ref = self._role_ref(dep, dep_where, dep)

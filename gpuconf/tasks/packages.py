@@ -1,16 +1,24 @@
 """Packages through apt, behind a small backend seam so dnf can follow."""
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from gpuconf.errors import TaskError
 from gpuconf.facts.base import FactUnavailable, Output, shell
 from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync, run
+from gpuconf.tasks.base import Change, Check, CheckContext, Op, Params, TaskType, drift, in_sync, run
 
-PACKAGE_NAME = __import__("re").compile(r"^[a-z0-9][a-z0-9+.\-]*$")
+PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
+# apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
+# It is held by process 1234 (unattended-upgr)"
+LOCK_HELD = re.compile(r"Could not get lock (?P<path>\S+?)\.?\s+It is held by process (?P<pid>\d+)"
+                       r"(?: \((?P<name>[^)]*)\))?")
+DPKG_LOCKED = re.compile(r"lock was locked by another process with pid (?P<pid>\d+)")
+LOCK_FAILED = re.compile(r"Could not get lock|Unable to acquire the dpkg")
 
 
 def _listing(output: Output):
@@ -47,17 +55,18 @@ def installed_matching(pattern: str):
 
 
 class AptBackend:
-    """What `package` needs from a package manager."""
+    """What `package` needs from a package manager. Every apt call waits up to
+    `lock_timeout` seconds for the dpkg lock (apt's DPkg::Lock::Timeout)."""
 
-    LOCK_TIMEOUT = 120
+    LOCK_TIMEOUT = 120.0
 
     def query(self, names: tuple[str, ...]):
         command = f"dpkg-query -W -f={DPKG_FORMAT} -- " + " ".join(shlex.quote(n) for n in names) + \
             " 2>/dev/null; true"
         return shell("dpkg:" + ",".join(names), command, lambda out: _states(out, names), timeout=30)
 
-    def _apt(self, verb: str, args: list[str], allow_held: bool) -> str:
-        options = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={self.LOCK_TIMEOUT}",
+    def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float) -> str:
+        options = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
                    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
         if verb == "install":
             options.append("--allow-downgrades")
@@ -65,14 +74,30 @@ class AptBackend:
             options.append("--allow-change-held-packages")
         return "DEBIAN_FRONTEND=noninteractive apt-get " + shlex.join([verb, *options, "--", *args])
 
-    def install(self, specs: list[str], allow_held: bool):
-        return run(self._apt("install", specs, allow_held), timeout=1800)
+    def install(self, specs: list[str], allow_held: bool, lock_timeout: float = LOCK_TIMEOUT):
+        return run(self._apt("install", specs, allow_held, lock_timeout), timeout=1800 + lock_timeout)
 
-    def remove(self, names: list[str], purge: bool, allow_held: bool):
-        return run(self._apt("purge" if purge else "remove", names, allow_held), timeout=1800)
+    def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT):
+        return run(self._apt("purge" if purge else "remove", names, allow_held, lock_timeout),
+                   timeout=1800 + lock_timeout)
 
     def hold(self, names: list[str], hold: bool):
+        # dpkg --set-selections under apt-mark does not wait for the lock: it fails at once, naming the holder
         return run(["apt-mark", "hold" if hold else "unhold", *names], timeout=120)
+
+
+def lock_error(output: str, lock_timeout: float) -> str | None:
+    """A failure because another process holds the dpkg lock, said plainly, with the holder's PID
+    when apt or dpkg names it."""
+    held = LOCK_HELD.search(output) or DPKG_LOCKED.search(output)
+    if held:
+        who = f"process {held['pid']}" + (f" ({held['name']})" if held.groupdict().get("name") else "")
+        return (f"the dpkg lock is held by {who}: waited {lock_timeout:g} s (lock_timeout) and left it alone; "
+                "retry when it has finished, or raise lock_timeout")
+    if LOCK_FAILED.search(output):
+        return (f"the dpkg lock is held by another process: waited {lock_timeout:g} s (lock_timeout) "
+                "and left it alone")
+    return None
 
 
 BACKENDS = {"apt": AptBackend()}
@@ -84,6 +109,7 @@ class PackageParams(Params):
     state: Literal["present", "absent", "purged"] = "present"
     hold: bool | None = None
     backend: Literal["apt"] = "apt"
+    lock_timeout: float = Field(AptBackend.LOCK_TIMEOUT, ge=0, le=86400)  # seconds to wait for the dpkg lock
 
     @field_validator("name")
     @classmethod
@@ -106,8 +132,9 @@ class PackageParams(Params):
 
 class Package(TaskType):
     """Packages present (optionally at an exact version), absent or purged;
-    held or unheld (`apt-mark`). Waits up to two minutes for the dpkg lock and
-    then fails naming the holder, never killing it."""
+    held or unheld (`apt-mark`). Waits up to `lock_timeout` seconds (default
+    120) for the dpkg lock, then fails naming the holder's PID; it never kills
+    the holder."""
 
     name = "package"
     Params = PackageParams
@@ -132,7 +159,8 @@ class Package(TaskType):
             if wanted:
                 specs = [f"{n}={params.version}" if params.version else n for n, _ in wanted]
                 changes.append(Change("; ".join(s for _, s in wanted),
-                                      [backend.install(specs, allow_held or any(_held(states[n]) for n, _ in wanted))],
+                                      [backend.install(specs, allow_held or any(_held(states[n]) for n, _ in wanted),
+                                                       params.lock_timeout)],
                                       before={n: states[n].version if states[n] else None for n, _ in wanted},
                                       after={n: params.version or "latest" for n, _ in wanted}))
         else:
@@ -141,7 +169,8 @@ class Package(TaskType):
             if present:
                 verb = "purge" if purge else "remove"
                 changes.append(Change(f"{verb} {', '.join(present)}",
-                                      [backend.remove(present, purge, any(_held(states[n]) for n in present))]))
+                                      [backend.remove(present, purge, any(_held(states[n]) for n in present),
+                                                     params.lock_timeout)]))
         if params.hold is not None and params.state == "present":
             flip = [n for n in params.names if _held(states[n]) != params.hold]
             if flip:
@@ -150,6 +179,17 @@ class Package(TaskType):
         if changes:
             return drift(*changes)
         return in_sync(self._describe(params, states))
+
+    def apply(self, ctx, params: PackageParams, changes: list[Change]) -> None:
+        """One op at a time (install before hold), so that a failure stops the rest and a held
+        dpkg lock is told apart from any other failure: apt names the holder on stdout."""
+        for op in (op for change in changes for op in change.ops):
+            output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
+            if output.rc == 0:
+                continue
+            plain = lock_error(output.stdout + "\n" + output.stderr, params.lock_timeout)
+            tail = (output.stderr.strip() or output.stdout.strip())[-800:]
+            raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
     @staticmethod
     def _describe(params: PackageParams, states: dict[str, DpkgPackage | None]) -> str:

@@ -1,0 +1,33 @@
+"""Random and mutated projects through validate, check and apply: never a traceback.
+
+Bounded for the suite (GPUCONF_FUZZ_EXAMPLES, default 300); `make fuzz` runs
+the same cases at length and counts them (bench/fuzz.py).
+"""
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, given, settings
+
+from tests.fuzz.corpus import SEED, Case, cases
+from tests.fuzz.harness import closed_port, describe, run_case
+
+EXAMPLES = int(os.environ.get("GPUCONF_FUZZ_EXAMPLES", "300"))
+PORT = closed_port()
+
+
+def test_the_seed_project_is_valid_and_connects_nowhere(tmp_path):
+    """The fuzzer starts from a project that validates, and whose hosts are unreachable."""
+    validate, check, apply = run_case(Case({p: t.encode() for p, t in SEED.items()}), tmp_path / "p", PORT)
+    assert validate.code == 0, validate.stderr
+    assert check.code == 8 and apply.code == 8, check.stdout + check.stderr
+    assert "unreachable" in check.stdout and "connection refused" in check.stdout
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])
+@given(case=cases())
+def test_no_input_gives_a_traceback(tmp_path, case):
+    for outcome in run_case(case, tmp_path / "p", PORT):
+        assert outcome.problem is None, describe(case, outcome)
