@@ -149,19 +149,36 @@ def image(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def booted(image, tmp_path_factory):
+    """Freshly booted copies of the image, one per profile, made on first use."""
+    templates: dict[str, Path] = {}
+
+    def template(profile: str) -> Path:
+        if profile not in templates:
+            base = tmp_path_factory.mktemp(f"booted-{profile}")
+            root = base / "root"
+            shutil.copytree(image, root, symlinks=True)
+            (base / "fabric").mkdir()
+            Node(root, base / "fabric", profile).boot()
+            templates[profile] = root
+        return templates[profile]
+
+    return template
+
+
 @pytest.fixture
-def make_node(image, tmp_path):
+def make_node(image, booted, tmp_path):
     fabric = tmp_path / "fabric"
     fabric.mkdir()
     made = []
 
     def make(profile: str = "a100", name: str = "node1", index: int = 0, boot: bool = True) -> Node:
+        """A node as it is right after its first boot (copied from a booted template)."""
         root = tmp_path / name
-        shutil.copytree(image, root, symlinks=True)
+        shutil.copytree(booted(profile) if boot else image, root, symlinks=True)
         node = Node(root, fabric, profile, name, index)
         made.append(node)
-        if boot:
-            node.boot()
         return node
 
     yield make

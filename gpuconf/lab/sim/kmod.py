@@ -17,6 +17,7 @@ import sys
 import entry
 import modules
 import state
+import sysfs
 from modprobe_conf import live_config, normalise
 from modules import ModuleError
 
@@ -109,6 +110,15 @@ def _modprobe_one(name, params, config, flags, quiet, verbose) -> int:
         return 1
     for pre in config.softdep_pre.get(name, []):
         _modprobe_one(pre, [], config, flags, True, verbose)
+    try:
+        return _insert_all(name, order, loaded, modules_found, params, config, flags, quiet, verbose)
+    finally:
+        if modules.loaded_names() != loaded:
+            sysfs.render_modules()   # once for the whole chain, not per module
+
+
+def _insert_all(name, order, loaded, modules_found, params, config, flags, quiet, verbose) -> int:
+    has = lambda *names: any(n in flags for n in names)  # noqa: E731
     for current in order:
         if current in loaded:
             continue
@@ -122,7 +132,7 @@ def _modprobe_one(name, params, config, flags, quiet, verbose) -> int:
             return 1
         extra = params if current == name else []
         try:
-            modules.insert(current, node_path, fields, config.params(current) + list(extra))
+            modules.insert(current, node_path, fields, config.params(current) + list(extra), render=False)
         except ModuleError as error:
             if not quiet:
                 _err("modprobe", "ERROR", f"could not insert '{current}': {error.reason}")

@@ -158,8 +158,10 @@ def resolve(name: str, release: str | None = None, modules: dict | None = None) 
     return order
 
 
-def insert(name: str, node_path: str, fields: dict, params: list[str], *, users: int = 0) -> bool:
-    """Insert one module whose dependencies are loaded. False if it was already loaded."""
+def insert(name: str, node_path: str, fields: dict, params: list[str], *, users: int = 0,
+           render: bool = True) -> bool:
+    """Insert one module whose dependencies are loaded. False if it was already loaded.
+    ``render=False`` leaves /sys to the caller (one rewrite after a chain of inserts)."""
     with state.locked("modules"):
         entries = loaded()
         if any(entry["name"] == name for entry in entries):
@@ -177,9 +179,10 @@ def insert(name: str, node_path: str, fields: dict, params: list[str], *, users:
         entries.insert(0, entry)
         _save(entries)
         _announce(name, entry)
-    import sysfs
+    if render:
+        import sysfs
 
-    sysfs.render_modules()
+        sysfs.render_modules()
     return True
 
 
@@ -279,11 +282,17 @@ def load_with_deps(name: str, config: ModprobeConfig | None = None, extra_params
     modules = index()
     inserted = []
     order = resolve(name, modules=modules)
-    for current in order:
-        node_path, fields = modules[current]
-        params = config.params(current) + (list(extra_params) if current == order[-1] else [])
-        if insert(current, node_path, fields, params, users=users if current == order[-1] else 0):
-            inserted.append(current)
+    try:
+        for current in order:
+            node_path, fields = modules[current]
+            params = config.params(current) + (list(extra_params) if current == order[-1] else [])
+            if insert(current, node_path, fields, params, users=users if current == order[-1] else 0, render=False):
+                inserted.append(current)
+    finally:
+        if inserted:
+            import sysfs
+
+            sysfs.render_modules()
     return inserted
 
 
