@@ -167,3 +167,17 @@ def facts(args: Any) -> int:
         connection.close()
     print(json.dumps(gather.assemble(values), indent=2, sort_keys=True, default=str))
     return 0
+
+
+def schedule(args: Any) -> int:
+    from gpuconf.cli import parse_extra_vars
+    from gpuconf.schedule import show
+
+    options = parse_extra_vars(args.extra_vars)
+    named = {"drift_timer_interval": args.interval, "drift_timer_randomized_delay": args.randomized_delay,
+             "drift_timer_playbook": args.playbook, "drift_timer_inventory": args.inventory,
+             "drift_timer_deadline": args.deadline, "drift_timer_textfile_dir": args.textfile_dir}
+    options.update({k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in named.items()
+                    if v is not None})
+    print(show(options, args.host), end="")
+    return 0
