@@ -10,7 +10,6 @@ import pytest
 
 from gpuconf.facts.base import file_state
 from gpuconf.facts.nvidia import NvidiaSmiQuery
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE  # noqa: F401 - re-exported for tests
 from gpuconf.tasks.base import Unknown
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, GpuReading
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -100,8 +99,12 @@ def smi_csv(count: int = 8, fields: tuple[str, ...] = HEALTH_FIELDS, **per_gpu: 
     return "\n".join(lines) + "\n"
 
 
-def smi(count: int = 8, **per_gpu: dict) -> dict:
-    return {SMI: shell(smi_csv(count, **per_gpu))}
+def smi(count: int = 8, nvlink: str | None = None, **per_gpu: dict) -> dict:
+    """The shared fact's reply; with `nvlink`, as on an NVSwitch host (`nvlink -s` after the query)."""
+    out = smi_csv(count, **per_gpu)
+    if nvlink is not None:
+        out += f"#nvlink\n{nvlink}#nvlink-rc 0\n"
+    return {SMI: shell(out)}
 
 
 def pci(count: int = 8, missing: tuple[int, ...] = ()) -> dict:

@@ -294,15 +294,18 @@ def nvlink_text(inactive: dict[int, list[int]]) -> str:
 
 
 def test_an_inactive_nvlink_fails_its_gpu_by_index_and_bus():
-    check, _ = run_probe("health_nvlink", {"expected_links": 12},
-                         replies({"health:nvlink": shell(nvlink_text({2: [3]}))}, smi(), pci()))
+    check, _ = run_probe("health_nvlink", {"expected_links": 12}, smi(nvlink=nvlink_text({2: [3]})))
     assert only(check) == [(2, "failure")]
     assert check.findings[2].message == f"GPU 2 ({bus(2)}): NVLink(s) 3 inactive; 11 active, expected 12"
+    healthy, _ = run_probe("health_nvlink", {"expected_links": 12}, smi(nvlink=nvlink_text({})))
+    assert only(healthy) == [] and len(healthy.findings) == 8
 
 
-def test_nvlink_hang_is_unknown():
-    check, unknown = run_probe("health_nvlink", {}, replies({"health:nvlink": hang()}, smi(), pci()))
+def test_nvlink_hang_is_unknown_and_without_nvswitch_it_is_not_read():
+    check, unknown = run_probe("health_nvlink", {}, {SMI: hang()})
     assert check is None and unknown.findings[0].value == DRIVER_UNRESPONSIVE
+    check, _ = run_probe("health_nvlink", {}, smi())
+    assert check.findings[0].severity == "failure" and "no NVSwitch" in check.findings[0].message
 
 
 def test_an_infiniband_port_in_init_fails():

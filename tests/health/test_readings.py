@@ -120,6 +120,22 @@ def test_an_old_driver_gets_the_old_reasons_name_and_loses_only_unknown_fields(t
     assert readings.gpus[0].clock_reasons is not None   # read from the old name
 
 
+def test_nvlink_status_travels_in_the_same_fact_after_the_query():
+    text = smi_csv(8) + "#nvlink\n" + real("nvidia-smi/nvlink-s-8x-a100-sxm4-80gb-gpud.txt") + "#nvlink-rc 0\n"
+    readings = parse_readings(Output(text), 10)
+    assert len(readings.gpus) == 8 and len(readings.nvlink.gpus) == 8
+    assert readings.nvlink.gpus[7].active_link_count == 12
+    assert parse_readings(Output(smi_csv(8)), 10).nvlink is None   # no NVSwitch: not run
+
+
+def test_without_an_nvswitch_only_the_query_runs(tmp_path):
+    if any(p.joinpath("class").read_text().strip() == "0x068000" and p.joinpath("vendor").read_text().strip()
+           == "0x10de" for p in __import__("pathlib").Path("/sys/bus/pci/devices").glob("*")):
+        pytest.skip("this machine has an NVSwitch")
+    _, calls = run_query(tmp_path, refuse="")
+    assert calls == [f"--query-gpu={','.join(HEALTH_FIELDS)} --format=csv,nounits"]
+
+
 def test_fields_are_one_quoted_word_in_the_command():
     assert f"f={','.join(HEALTH_FIELDS)};" in query_command()   # no character the shell would split
     assert "--format=csv,nounits" in query_command()

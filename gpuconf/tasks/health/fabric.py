@@ -7,34 +7,13 @@ import shlex
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
-from gpuconf.facts.nvidia import NvidiaSmiFailure, NvlinkStatus, parse_nvlink_status
-from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED
+from gpuconf.facts.base import Fact, Output, shell
+from gpuconf.facts.nvidia import NvlinkStatus
 from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
 from gpuconf.facts.systemd import parse_is_active
 from gpuconf.tasks.base import Change, Check, CheckContext, Unknown, run
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
-from gpuconf.tasks.health.hardware import PCI_FACT
-from gpuconf.tasks.health.pci import sysfs_gpu_addresses
-from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, optional_readings, require_readings
-
-
-def _parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
-    if out.timed_out:
-        raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi nvlink -s did not answer within {timeout:g} s "
-                              "(its process group was killed)")
-    if out.rc == 127:
-        return NvlinkStatus((), NvidiaSmiFailure(DRIVER_NOT_LOADED, "nvidia-smi: command not found "
-                                                 "(no NVIDIA driver installed)"))
-    status = parse_nvlink_status(out.stdout + ("\n" + out.stderr if out.rc else ""))
-    if out.rc != 0 and status.failure is None and not status.gpus:
-        raise FactUnavailable(f"nvidia-smi nvlink -s failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[:300]}")
-    return status
-
-
-def nvlink_status(timeout: float = 10.0) -> Fact:
-    return shell("health:nvlink", "nvidia-smi nvlink -s", lambda out: _parse_nvlink(out, timeout), timeout=timeout)
+from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, require_readings
 
 
 class NvlinkParams(NvidiaSmiParams):
@@ -74,33 +53,27 @@ def judge_nvlinks(status: NvlinkStatus, params: NvlinkParams, bus_of: dict[int, 
 
 
 class NvlinksActive(HealthProbe):
-    """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, under
-    the same timeout discipline as every nvidia-smi call) and, when `expected_links` is
-    set, each GPU has exactly that many active links. Run it `when: facts.nvswitch`."""
+    """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, run by
+    the shared nvidia-smi fact, in the same timeout) and, when `expected_links` is set,
+    each GPU has exactly that many active links. Run it `when: facts.nvswitch`."""
 
     name = "health_nvlink"
     probe = "nvlink"
     Params = NvlinkParams
 
     def facts(self, params: NvlinkParams):
-        return [nvlink_status(params.nvidia_smi_timeout), gpu_readings(params.nvidia_smi_timeout), PCI_FACT]
+        return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, ctx: CheckContext, params: NvlinkParams) -> list[Finding]:
-        try:
-            status = ctx.get(nvlink_status(params.nvidia_smi_timeout))
-        except FactUnavailable as exc:
-            raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"nvlink cannot be read: {exc}",
-                                                      value=DRIVER_UNRESPONSIVE)]) from None
+        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout)
+        status = readings.nvlink
+        if status is None:
+            return [Finding(self.probe, FAILURE, "no NVSwitch in sysfs, so nvidia-smi nvlink -s was not run")]
         if status.failure is not None:
             raise Unknown(status.failure.message, findings=[Finding(
                 self.probe, FAILURE, f"nvlink cannot be read: {status.failure.kind}: {status.failure.message}",
                 value=status.failure.kind)])
-        readings = optional_readings(ctx, params.nvidia_smi_timeout)
-        if readings is not None:
-            bus_of = {g.index: g.bus_id for g in readings.gpus if g.bus_id}
-        else:
-            bus_of = dict(enumerate(sysfs_gpu_addresses(ctx.get(PCI_FACT))))
-        return judge_nvlinks(status, params, bus_of, self.probe)
+        return judge_nvlinks(status, params, {g.index: g.bus_id for g in readings.gpus if g.bus_id}, self.probe)
 
 
 def service_state(unit: str) -> Fact:

@@ -11,17 +11,23 @@ nvidia-smi refuses the whole query then (`Field "X" is not a valid field to quer
 so the command retries, in the same process group and timeout, without that field
 (or with its old name). The header line says which fields came back; a dropped field
 reads as "not reported" (None) and the probes say so.
+
+On NVSwitch systems (an NVIDIA PCI bridge, class 0x0680, in sysfs) the same command
+then runs `nvidia-smi nvlink -s`, after a `#nvlink` marker: one fact and one timeout
+for both, so a wedged driver costs one timeout, not one per nvidia-smi call.
 """
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.facts.nvidia import (ClockEventReasons, NvidiaSmiFailure, QueryCsv, decode_clock_event_reasons,
-                                  detect_nvidia_smi_failure, parse_query_csv)
+from gpuconf.facts.nvidia import (ClockEventReasons, NvidiaSmiFailure, NvlinkStatus, QueryCsv,
+                                  decode_clock_event_reasons, detect_nvidia_smi_failure, parse_nvlink_status,
+                                  parse_query_csv)
 from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, is_fatal
 from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
 from gpuconf.tasks.base import CheckContext, Unknown
@@ -51,12 +57,20 @@ while :; do
   case "$bad" in {renames} *) new= ;; esac
   f=$(printf ',%s,' "$f" | sed "s/,$bad,/,$new,/; s/,,*/,/g; s/^,//; s/,$//")
 done
-printf '%s\n' "$out"; exit $rc"""
+printf '%s\n' "$out"
+[ "$rc" -eq 0 ] || exit $rc
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && [ "$(cat "$d/class" 2>/dev/null)" = 0x068000 ] || continue
+  echo '{marker}'; nvidia-smi nvlink -s 2>&1; r=$?; echo; echo "{marker}-rc $r"; break
+done
+exit 0"""
+NVLINK_MARKER = "#nvlink"
 
 
 def query_command(fields: tuple[str, ...] = HEALTH_FIELDS) -> str:
     renames = " ".join(f"{shlex.quote(old)}) new={shlex.quote(new)} ;;" for old, new in RENAMED.items())
-    return _QUERY_SCRIPT.format(fields=shlex.quote(",".join(fields)), retries=MAX_RETRIES, renames=renames)
+    return _QUERY_SCRIPT.format(fields=shlex.quote(",".join(fields)), retries=MAX_RETRIES, renames=renames,
+                                marker=NVLINK_MARKER)
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,7 @@ class GpuReadings:
     gpus: tuple[GpuReading, ...]
     failure: NvidiaSmiFailure | None = None
     missing_fields: tuple[str, ...] = ()
+    nvlink: NvlinkStatus | None = None  # None: no NVSwitch, `nvlink -s` was not run
 
     def by_bus(self) -> dict[str, GpuReading]:
         return {g.bus_id: g for g in self.gpus if g.bus_id}
@@ -164,13 +179,18 @@ def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailur
                               "(its process group was killed)")
     if out.rc == 127:
         return NvidiaSmiFailure(DRIVER_NOT_LOADED, "nvidia-smi: command not found (no NVIDIA driver installed)")
-    failure = detect_nvidia_smi_failure(out.stdout)
+    query, marker, nvlink_text = out.stdout.partition(f"\n{NVLINK_MARKER}\n")
+    failure = detect_nvidia_smi_failure(query)
     if is_fatal(failure):
         return failure
-    csv = parse_query_csv(out.stdout)
+    csv = parse_query_csv(query)
     if out.rc != 0 and not csv.rows:
         raise FactUnavailable(f"nvidia-smi failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[:300]}")
-    return readings_from_csv(csv)
+    readings = readings_from_csv(csv)
+    if marker:
+        nvlink_text = re.sub(rf"\n?{NVLINK_MARKER}-rc -?\d+\s*$", "", nvlink_text)
+        readings = replace(readings, nvlink=parse_nvlink_status(nvlink_text))
+    return readings
 
 
 def gpu_readings(timeout: float = 10.0) -> Fact:
