@@ -53,6 +53,7 @@ TOOLS = {
     "/usr/sbin/halt": ("power", "halt"),
     "/usr/bin/uname": ("uname", None),
     "/usr/bin/lspci": ("lspci", None),
+    "/usr/bin/scontrol": ("scontrol", None),  # Slurm's view of the lab, shared by all nodes
     f"{SIM_DIR}/boot": ("boot", None),
     f"{SIM_DIR}/fault": ("fault", None),
 }
