@@ -175,6 +175,12 @@ def test_driver_absent_and_nouveau_loaded_fail():
     assert check.findings[0].severity == "ok"
 
 
+@pytest.mark.parametrize("probe", ["health_nouveau", "health_uvm"])
+def test_an_unreadable_proc_modules_is_unknown_not_absent(probe):
+    check, unknown = run_probe(probe, {}, stat("/proc/modules", None))
+    assert check is None and unknown.findings[0].severity == "failure"
+
+
 # -- remedies: offered only when asked, and only as changes apply would run --------------------
 
 def test_persistence_remedy_is_opt_in():

@@ -6,11 +6,11 @@ from pydantic import Field
 from gpuconf.engine.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import file_state
-from gpuconf.facts.kernel import parse_proc_modules
+from gpuconf.facts.kernel import ProcModules, parse_proc_modules
 from gpuconf.facts.nvidia import LoadedDriver, parse_proc_driver_version
 from gpuconf.facts.nvidia.failure import GPU_LOST
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.tasks.base import CheckContext, Params
+from gpuconf.tasks.base import CheckContext, Params, Unknown
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
 from gpuconf.tasks.health.readings import gpu_readings, require_readings
 
@@ -101,6 +101,15 @@ class DriverLoaded(HealthProbe):
                         value=loaded.version)]
 
 
+def read_modules(ctx: CheckContext, probe: str) -> ProcModules:
+    """/proc/modules; `Unknown` when it cannot be read (an absent file is not "no modules")."""
+    state = ctx.get(file_state("/proc/modules"))
+    if not state.exists or not (state.text or "").strip():
+        raise Unknown("cannot read /proc/modules (absent or empty)", findings=[Finding(
+            probe, FAILURE, f"{probe} cannot be read: /proc/modules is absent or empty", value="unreadable")])
+    return parse_proc_modules(state.text or "")
+
+
 class NouveauParams(Params):
     pass
 
@@ -117,7 +126,7 @@ class NouveauAbsent(HealthProbe):
         return [file_state("/proc/modules")]
 
     def judge(self, ctx: CheckContext, params: NouveauParams) -> list[Finding]:
-        modules = parse_proc_modules(ctx.get(file_state("/proc/modules")).text or "")
+        modules = read_modules(ctx, self.probe)
         if "nouveau" in modules.names:
             return [Finding(self.probe, FAILURE, "nouveau is loaded: it holds the GPUs instead of nvidia "
                             "(blacklist it in the initramfs and reboot: the nouveau role)")]

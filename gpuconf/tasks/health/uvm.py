@@ -8,9 +8,9 @@ from pydantic import Field
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, Output, file_state, shell
-from gpuconf.facts.kernel import parse_proc_modules
 from gpuconf.tasks.base import Change, Check, CheckContext, Params, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
+from gpuconf.tasks.health.hardware import read_modules
 
 # Processes with a /dev/nvidia* file open (procfs: cannot hang; needs root to see all).
 HOLDERS = ('for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && '
@@ -59,8 +59,7 @@ class UvmReady(HealthProbe):
         return [file_state("/proc/modules"), gpu_holders()]
 
     def check(self, ctx: CheckContext, params: UvmParams) -> Check:
-        modules = parse_proc_modules(ctx.get(file_state("/proc/modules")).text or "")
-        uvm = modules.get("nvidia_uvm")
+        uvm = read_modules(ctx, self.probe).get("nvidia_uvm")
         if uvm is not None and uvm.state in (None, "Live"):
             return verdict([Finding(self.probe, OK, f"nvidia_uvm loaded (used by {uvm.refcount or 0})")])
         if uvm is None:
