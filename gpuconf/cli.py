@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -14,7 +15,8 @@ from gpuconf.errors import GpuconfError, UsageError
 
 EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or changes (apply
 --detailed-exitcodes), 4 a task failed or could not be checked, 8 a host was
-unreachable, 1 bad usage or invalid input (nothing ran), 130 interrupted."""
+unreachable, 16 (apply) a reboot is pending, 1 bad usage or invalid input (nothing
+ran), 130 interrupted."""
 
 
 def parse_extra_vars(items: list[str]) -> dict[str, Any]:
@@ -88,8 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpuconf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _run_options(sub.add_parser("check", help="report drift, change nothing", epilog=EPILOG))
-    _run_options(sub.add_parser("apply", help="converge, then verify", epilog=EPILOG))
+    check = sub.add_parser("check", help="report drift, change nothing", epilog=EPILOG)
+    _run_options(check)
+    check.add_argument("--slurm", action="store_true",
+                       help="drain the node on drift or failure, resume it when in sync if gpuconf drained it "
+                            "(Slurm HealthCheckProgram; the deadline defaults to 45 s)")
+    apply = sub.add_parser("apply", help="converge, then verify", epilog=EPILOG)
+    _run_options(apply)
+    apply.add_argument("--reboot", action="store_true",
+                       help="with -c local, allow a reboot a task requires (otherwise: reboot pending, exit 16)")
     validate = sub.add_parser("validate", help="static checks, no connection")
     validate.add_argument("playbook")
     validate.add_argument("-i", "--inventory", required=True)
@@ -110,8 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_libraries() -> None:
+    """paramiko logs a failed transport (a host that sends no banner) with a traceback on stderr;
+    gpuconf reports that failure as the host's result, so the log has nothing to add."""
+    logger = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_libraries()
     if argv and argv[0] == "lab":
         return _lab(argv[1:])
     parser = build_parser()

@@ -65,6 +65,11 @@ def _run(args: Any, verb: str) -> int:
         raise UsageError("--forks must be at least 1")
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
+    slurm = getattr(args, "slurm", False)
+    if slurm and args.deadline is None:
+        from gpuconf.slurm import DEADLINE
+
+        args.deadline = DEADLINE  # Slurm kills a HealthCheckProgram after 60 s
     inventory, playbook, extra = _load(args)
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
@@ -78,7 +83,7 @@ def _run(args: Any, verb: str) -> int:
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
-                         become_password=_become_password(args))
+                         become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
@@ -96,6 +101,11 @@ def _run(args: Any, verb: str) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
     result.strict = getattr(args, "strict", False)  # health warnings count as failures (exit bit 4)
+    if slurm:
+        from gpuconf.slurm import run_slurm
+
+        names = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in result.hosts}
+        run_slurm(result, names, runner.connection)
     reporter.recap(result)
     write_outputs(result, outputs)
     return result.exit_code

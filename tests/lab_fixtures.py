@@ -20,7 +20,8 @@ import pytest
 from gpuconf.lab.fleet import Lab
 from gpuconf.lab.runtime import LabError, LabPaths, require_tools
 
-LAB_NAME = "labtest"
+# GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
+LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")
 LAB_PROFILES = {"a100": 2, "t4": 1}
 _fresh_digests: dict[str, str] = {}
 

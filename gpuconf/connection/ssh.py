@@ -15,6 +15,7 @@ from gpuconf.errors import ConnectError, HostKeyError
 
 TRANSIENT = (socket.timeout, ConnectionRefusedError, ConnectionResetError, EOFError,
              paramiko.ssh_exception.NoValidConnectionsError)
+TRANSIENT_WORDS = ("banner", "reset", "no existing session", "timed out", "eof")
 
 
 def backoff(attempt: int) -> float:
@@ -31,6 +32,15 @@ def describe_socket_error(exc: BaseException) -> str:
     if isinstance(exc, socket.timeout):
         return "timed out"
     return str(exc) or type(exc).__name__
+
+
+def describe_ops(ops: list[dict]) -> str:
+    """What a request was doing, for an error: the kinds of its ops, and a command's first words."""
+    parts = []
+    for op in ops[:3]:
+        command = str(op.get("cmd", ""))
+        parts.append(f"{op.get('op')} {command[:60]}".strip() if op.get("op") == "run" else str(op.get("op")))
+    return ", ".join(parts) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
 
 
 class SSHConnection(Connection):
@@ -94,7 +104,9 @@ class SSHConnection(Connection):
             raise ConnectError(f"cannot connect to {name}: {describe_socket_error(exc)}", transient=True) from None
         except (paramiko.SSHException, OSError) as exc:
             client.close()
-            transient = "banner" in str(exc).lower() or "reset" in str(exc).lower() or isinstance(exc, OSError)
+            # a host that accepts TCP but never speaks SSH ends in "banner" or, when the transport
+            # died first, "No existing session": both are a host not answering, worth a retry
+            transient = isinstance(exc, OSError) or any(word in str(exc).lower() for word in TRANSIENT_WORDS)
             raise ConnectError(f"cannot connect to {name}: {exc}", transient=transient) from None
         return client
 
@@ -137,10 +149,27 @@ class SSHConnection(Connection):
             err += channel.recv_stderr(65536)
         rc = channel.recv_exit_status() if channel.exit_status_ready() else None
         channel.close()
+        if rc == -1 and not cut_short and self._transport_gone():
+            cut_short = f"connection to {host} lost (the session ended without an exit status)"
         if cut_short and "lost" in cut_short:
+            # The host went away mid-request: what it did last is not known, so it is unreachable,
+            # not failed (a task failure would read as a bug in the playbook).
             self.close()
+            raise ConnectError(f"{cut_short}, during: {describe_ops(ops)}")
         return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
                              cut_short)
+
+    def _transport_gone(self, wait: float = 2.0) -> bool:
+        """A session that ends without an exit status is a lost connection when the transport
+        dies with it (a runner killed by a signal also has none, on a live transport)."""
+        deadline = time.monotonic() + wait
+        while True:
+            transport = self.client.get_transport() if self.client else None
+            if transport is None or not transport.is_active():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
         if self.client is None:

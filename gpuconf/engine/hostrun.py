@@ -38,6 +38,7 @@ class RunOptions:
     deadline: float | None = None
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
     become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
+    allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
 
     @property
     def check_mode(self) -> bool:
@@ -289,6 +290,9 @@ class PlayOnHost:
                     self.session.reboot_reasons.append(task.name)
             self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, check, check.message)
+        if task.type == "reboot" and self._reboot_held():
+            return self._done(task, Status.REBOOT_PENDING, check,
+                              f"{check.message}: not done in local mode (an image build); --reboot allows it")
         write = WriteContext(self.session, variables, self.facts, False, task.search_paths, become,
                              task.keywords.timeout, refresh=lambda: task_type.facts(params) +
                              self._facts_of(upcoming), on_reboot=lambda _: self.refresh_after_reboot())
@@ -307,6 +311,10 @@ class PlayOnHost:
         result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
         result.data.update(data)
         return result
+
+    def _reboot_held(self) -> bool:
+        """In local mode the host is the machine gpuconf runs on (a build VM): never reboot it unasked."""
+        return self.session.connection.spec.connection == "local" and not self.options.allow_reboot
 
     def _mark_reboot(self, reason: str) -> None:
         self.session.reboot_required = True

@@ -118,6 +118,19 @@ class HostResult:
 
 
 @dataclass
+class SlurmAction:
+    """What `check --slurm` did to one node's Slurm state (see gpuconf/slurm.py)."""
+
+    host: str
+    node: str
+    action: str  # drain, resume, none, kept (another reason drains it), error
+    reason: str | None = None
+    previous_state: str | None = None
+    previous_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
 class RunResult:
     verb: str
     playbook: str
@@ -131,6 +144,7 @@ class RunResult:
     plays: list[str] = field(default_factory=list)
     deadline: float | None = None  # seconds, from --deadline
     deadline_reached: bool = False  # tasks left were marked unknown
+    slurm: list[SlurmAction] | None = None  # with --slurm: one per host
 
     def host(self, name: str) -> HostResult:
         if name not in self.hosts:
@@ -153,4 +167,6 @@ class RunResult:
                 code |= EXIT_DRIFT
             if self.verb == "apply" and host.reboot_pending:
                 code |= EXIT_REBOOT_PENDING
+        if any(action.action == "error" for action in self.slurm or []):
+            code |= EXIT_FAILED  # the node could not be drained or resumed: someone must look
         return code

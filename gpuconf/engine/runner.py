@@ -170,15 +170,19 @@ class Runner:
                 return False
         return True
 
+    def connection(self, host: str) -> Connection:
+        """A new, unopened connection to `host`, as the run makes them (the Slurm step uses one)."""
+        overrides: dict[str, Any] = {}
+        if self.options.connection:
+            overrides["connection"] = self.options.connection
+        if self.options.become_password is not None:
+            overrides["become_password"] = self.options.become_password
+        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host), overrides)
+        return self.connect(spec, self.options)
+
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
-            overrides: dict[str, Any] = {}
-            if self.options.connection:
-                overrides["connection"] = self.options.connection
-            if self.options.become_password is not None:
-                overrides["become_password"] = self.options.become_password
-            spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host), overrides)
-            self.sessions[host] = HostSession(host, self.connect(spec, self.options), lambda: self._deadline)
+            self.sessions[host] = HostSession(host, self.connection(host), lambda: self._deadline)
         return self.sessions[host]
 
     def _host(self, index: int, play: Play, host: str, run: RunResult) -> bool:

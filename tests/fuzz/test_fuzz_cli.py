@@ -9,6 +9,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 
+from tests.figures import count_fuzz_case
 from tests.fuzz.corpus import SEED, Case, cases
 from tests.fuzz.harness import closed_port, describe, run_case
 
@@ -29,5 +30,7 @@ def test_the_seed_project_is_valid_and_connects_nowhere(tmp_path):
                                  HealthCheck.data_too_large])
 @given(case=cases())
 def test_no_input_gives_a_traceback(tmp_path, case):
-    for outcome in run_case(case, tmp_path / "p", PORT):
+    outcomes = run_case(case, tmp_path / "p", PORT)
+    count_fuzz_case(sum(1 for o in outcomes if o.problem == "a Python traceback"))
+    for outcome in outcomes:
         assert outcome.problem is None, describe(case, outcome)

@@ -1,0 +1,64 @@
+"""The figures issue 7 asks for, counted while the suite runs and printed at its end.
+
+- faults injected on lab nodes, and how many of them the run survived (the test passed);
+- check runs against lab nodes, and how many changed a node's digest (must be 0);
+- fuzz cases run, and tracebacks found (must be 0).
+
+Tests count through `inject_fault`, `count_check` and `count_fuzz_case`; the
+numbers are printed in pytest's terminal summary and written to
+$GPUCONF_FIGURES when that is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+FIGURES = {"faults_injected": 0, "faults_survived": 0, "fault_kinds": {}, "check_runs": 0,
+           "check_runs_digest_changed": 0, "fuzz_cases": 0, "fuzz_tracebacks": 0}
+_this_test: list[str] = []
+
+
+def inject_fault(lab, node: str, kind: str, *args: str):
+    """Inject a lab fault, counted; it is survived when the test that injected it passes."""
+    result = lab.fault(node, kind, *args)
+    if kind not in ("sshd-up", "clear"):
+        FIGURES["faults_injected"] += 1
+        FIGURES["fault_kinds"][kind] = FIGURES["fault_kinds"].get(kind, 0) + 1
+        _this_test.append(kind)
+    return result
+
+
+def count_check(digest_changed: bool) -> None:
+    FIGURES["check_runs"] += 1
+    FIGURES["check_runs_digest_changed"] += int(digest_changed)
+
+
+def count_fuzz_case(tracebacks: int = 0) -> None:
+    FIGURES["fuzz_cases"] += 1
+    FIGURES["fuzz_tracebacks"] += tracebacks
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "setup":
+        _this_test.clear()
+    elif report.when == "call" and report.passed:
+        FIGURES["faults_survived"] += len(_this_test)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not any(FIGURES[k] for k in ("faults_injected", "check_runs", "fuzz_cases")):
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("reliability figures")
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(FIGURES["fault_kinds"].items()))
+    write(f"faults injected: {FIGURES['faults_injected']} ({kinds}); survived: {FIGURES['faults_survived']}")
+    write(f"check runs on lab nodes: {FIGURES['check_runs']}; digest changed: {FIGURES['check_runs_digest_changed']}")
+    write(f"fuzz cases: {FIGURES['fuzz_cases']}; tracebacks: {FIGURES['fuzz_tracebacks']}")
+    if os.environ.get("GPUCONF_FIGURES"):
+        with open(os.environ["GPUCONF_FIGURES"], "w") as handle:
+            json.dump(FIGURES, handle, indent=2)
