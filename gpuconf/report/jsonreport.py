@@ -2,6 +2,7 @@
 on any change that is not a pure addition."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -66,7 +67,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
         "duration": round((run.ended or run.started) - run.started, 3), "exit_code": run.exit_code,
         "interrupted": run.interrupted, "deadline": run.deadline, "deadline_reached": run.deadline_reached,
         "strict": run.strict, "hosts": hosts,
-    }
+    } | ({} if run.slurm is None else {"slurm": [dataclasses.asdict(action) for action in run.slurm]})
 
 
 def host_in_sync(run: RunResult, host: HostResult) -> bool:

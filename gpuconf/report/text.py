@@ -123,7 +123,17 @@ class TextReporter(RunEvents):
                 elif host.reboot_required:
                     reboot = "  [yellow]reboot required[/]"
                 self.console.print(f"[{_host_style(host)}]{_show(name.ljust(width))}[/] : {cells}{reboot}")
+            for action in run.slurm or []:
+                self.console.print(_slurm_line(action))
             self.console.print("\n" + _show(summary(run)))
+
+
+def _slurm_line(action) -> str:
+    what = {"drain": f"drained: {action.reason}", "resume": f"resumed (was: {action.previous_reason})",
+            "kept": f"left as it is: drained by someone else ({action.previous_reason})",
+            "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
+    style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "kept") else "green"
+    return f"[{style}]slurm[/]: {_show(f'[{action.node}] {what}')}"
 
 
 def _counts(run: RunResult, host: HostResult) -> list[tuple[str, int, str]]:
