@@ -1,0 +1,117 @@
+"""The health probes' lab: one A100 node of their own, converged once per session, and
+one fresh T4 node.
+
+nvidia-smi answers only with the driver installed and loaded, so the node is first
+converged with playbooks/a100-node.yml (the slow part, once). Converging changes a
+node for good and the probes' tests inject faults, so this lab is separate from the
+session lab of the lab's own tests and from the GPU library's. The node is not a
+subnet manager and nothing waits for ACTIVE ports: with no subnet manager in this lab
+the InfiniBand ports stay INIT, which the InfiniBand probe's test uses.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuconf.lab.fleet import Lab
+from tests.lab_fixtures import lab_unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "labhealth"   # inventories/lab*/ are git-ignored
+NODE = "a100-01"
+FRESH = "t4-01"      # never converged: what a cloud image looks like (nouveau, no driver)
+PIN = "535.104.05"
+# What the healthy A100 node should be: the inventory's expectations, as extra vars.
+EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gpu_model=A100-SXM4-80GB",
+          "-e", "gpu_health_nvlink_expected_links=12", "-e", f"nvidia_driver_version={PIN}"]
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    report: dict
+    host: str = NODE
+
+    def tasks(self) -> dict[str, dict]:
+        return {t["task"]: t for t in self.report["hosts"][self.host]["tasks"]}
+
+    def findings(self, severity: str | None = None) -> list[dict]:
+        return [f for t in self.report["hosts"][self.host]["tasks"] for f in t.get("findings", [])
+                if severity is None or f["severity"] == severity]
+
+
+def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
+    proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, playbook, "-i", NAME, "--report", str(report),
+                           *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return Run(proc.returncode, proc.stdout, proc.stderr, data)
+
+
+@dataclass
+class HealthLab:
+    lab: Lab
+    tmp: Path
+
+    def health(self, *args: str, verb: str = "check", host: str = NODE, timeout: float = 300) -> Run:
+        """`gpuconf VERB playbooks/gpu-health.yml` on one node, with the A100 expectations."""
+        report = self.tmp / f"health-{len(list(self.tmp.iterdir()))}.json"
+        run = gpuconf(verb, "playbooks/gpu-health.yml", "--limit", host, *EXPECT, *args, report=report,
+                      timeout=timeout)
+        run.host = host
+        return run
+
+    def fault(self, kind: str, *args: str) -> None:
+        rc, out, err = self.lab.fault(NODE, kind, *args)
+        assert rc == 0, out + err
+
+    def sh(self, command: str) -> tuple[int, str, str]:
+        return self.lab.exec(NODE, ["sh", "-c", command])
+
+
+def _package_version(lab: Lab) -> str:
+    """The lab repository's Debian version of the pinned driver (the nvidia_driver role
+    assumes VERSION-1; the repository may publish VERSION alone)."""
+    _, out, _ = lab.exec(NODE, ["apt-cache", "madison", "nvidia-driver-535"])
+    versions = [cells[1].strip() for cells in (line.split("|") for line in out.splitlines()) if len(cells) > 2]
+    return next((v for v in versions if v.startswith(PIN)), f"{PIN}-1")
+
+
+@pytest.fixture(scope="session")
+def health_lab(tmp_path_factory) -> HealthLab:
+    why = lab_unavailable()
+    if why:
+        pytest.skip(why)
+    lab = Lab(NAME, boot_delay=0.5)
+    if lab.exists():
+        lab.down()
+    lab.up({"a100": 1, "t4": 1})
+    state = HealthLab(lab, tmp_path_factory.mktemp("health"))
+    try:
+        converge = gpuconf("apply", "playbooks/a100-node.yml", "-e", f"nvidia_driver_package_version="
+                           f"{_package_version(lab)}", "-e", "infiniband_subnet_manager=false",
+                           "-e", "infiniband_expect_subnet_manager=false",
+                           report=state.tmp / "converge.json", timeout=1200)
+        rc, listed, _ = state.sh("nvidia-smi -L")
+        if rc != 0 or listed.count("GPU ") != 8:
+            pytest.skip(f"the lab cannot converge an A100 node yet, so nvidia-smi does not answer (nvidia-smi -L: "
+                        f"exit {rc}); converge: {converge.stdout[-1500:]}")
+        yield state
+    finally:
+        lab.down()
+
+
+@pytest.fixture
+def node(health_lab: HealthLab) -> HealthLab:
+    """The converged node, put back after the test: faults cleared, and the kernel ring
+    buffer cleared as the next boot would (Xid lines count for the boot they were in)."""
+    yield health_lab
+    health_lab.fault("clear")
+    health_lab.sh("dmesg -C")
+    health_lab.sh("nvidia-smi -pm 1 >/dev/null; systemctl start nvidia-fabricmanager")
