@@ -143,7 +143,7 @@ def image(tmp_path_factory) -> Path:
     for target in TARGETS:
         (root / "lib/systemd/system").mkdir(parents=True, exist_ok=True)
         (root / f"lib/systemd/system/{target}").write_text(f"[Unit]\nDescription={target}\n")
-    for directory in ("var/tmp", "tmp", "var/log", "etc/docker"):
+    for directory in ("var/tmp", "tmp", "var/log", "etc/docker", "var/lib/dpkg"):
         (root / directory).mkdir(parents=True, exist_ok=True)
     install_image(root)
     return root

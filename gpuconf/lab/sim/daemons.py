@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -42,6 +43,7 @@ def _become(name: str) -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # survives exec: a reload (SIGHUP) must not kill it
     os.execv(link, [name, "infinity"])
 
 
@@ -52,7 +54,8 @@ def daemonize(name: str, pid_file: str | None, on_child) -> int:
     pid = os.fork()
     if pid:
         os.close(write_end)
-        os.read(read_end, 1)
+        while os.read(read_end, 1):   # the close-on-exec pipe closes when the child execs
+            pass
         os.close(read_end)
         return 0
     os.close(read_end)
@@ -60,8 +63,7 @@ def daemonize(name: str, pid_file: str | None, on_child) -> int:
     if pid_file:
         state.write_text(pid_file, f"{child}\n")
     on_child(child)
-    os.write(write_end, b"1")
-    os.close(write_end)
+    os.write(write_end, b"1")   # write_end is close-on-exec: the parent returns after the exec
     _become(name)
     return 0
 

@@ -127,8 +127,12 @@ def dpkg_lock() -> int:
     if pid:
         os.close(write_end)
         os.waitpid(pid, 0)
-        os.read(read_end, 1)   # returns once the locks are held
+        ready = os.read(read_end, 1)   # once the locks are held, or the holder died
+        while os.read(read_end, 1):     # ... and the close-on-exec pipe closes at its exec
+            pass
         os.close(read_end)
+        if not ready:
+            raise SystemExit("fault dpkg-lock: the lock holder could not take /var/lib/dpkg/lock-frontend")
         return 0
     os.close(read_end)
     os.setsid()
@@ -141,8 +145,7 @@ def dpkg_lock() -> int:
         os.set_inheritable(fd, True)
         fds.append(fd)
     state.write_text(HOLDER, f"{os.getpid()}\n")
-    os.write(write_end, b"1")
-    os.close(write_end)
+    os.write(write_end, b"1")       # write_end stays open: it closes on exec
     link = state.path(f"{state.RUN}/bin/unattended-upgr")
     os.makedirs(os.path.dirname(link), exist_ok=True)
     if not os.path.lexists(link):
@@ -214,6 +217,7 @@ def main(argv: list[str]) -> int:
         print(f"fault kernel-upgrade: kernel {positional[0]} installed; it runs after the next reboot "
               "(no DKMS build for it)")
     elif kind == "dpkg-lock":
+        clear("dpkg-lock")
         dpkg_lock()
         print("fault dpkg-lock: /var/lib/dpkg/lock-frontend and /var/lib/dpkg/lock are held")
     elif kind == "clear":

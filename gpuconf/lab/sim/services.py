@@ -89,6 +89,15 @@ def current(unit: units.UnitFile) -> dict:
             code = int(text.strip())
     if code is None and (session_pids(data["sid"]) or alive(data.get("main_pid", 0))):
         return data
+    try:
+        return _record_exit(unit, code)
+    except OSError:   # an unprivileged reader cannot record it; report what happened anyway
+        failed = code != 0
+        return dict(data, active="failed" if failed else "inactive", sub="failed" if failed else "dead",
+                    result="exit-code" if failed else "success", main_pid=0)
+
+
+def _record_exit(unit: units.UnitFile, code: int | None) -> dict:
     with state.locked(f"unit-{unit.name}"):
         data = runtime(unit.name)
         if data.get("active") != "active":

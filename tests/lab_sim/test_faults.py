@@ -1,0 +1,116 @@
+"""Faults for health probes: each shows up in every tool that would report it on a real host."""
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+
+import pytest
+
+from gpuconf.facts.nvidia.csv import parse_query_csv
+from gpuconf.facts.nvidia.query import parse_nvidia_smi_query
+from gpuconf.facts.nvidia.query_model import decode_clock_event_reasons
+from gpuconf.facts.xid import parse_xid_events
+
+
+@pytest.fixture
+def gpu_node(make_node):
+    node = make_node("a100")
+    node.install_driver()
+    node.blacklist_nouveau()
+    node.boot()
+    return node
+
+
+def query(node, fields: str, gpu: str = "0") -> dict:
+    return parse_query_csv(node.smi(f"--query-gpu={fields}", "--format=csv", "-i", gpu).stdout).rows[0]
+
+
+def test_healthy_gpus_are_idle_and_cool(gpu_node):
+    row = query(gpu_node, "temperature.gpu,clocks_event_reasons.active,pcie.link.gen.current,pcie.link.gen.max")
+    assert row["temperature.gpu"] < 80 and row["pcie.link.gen.current"] == row["pcie.link.gen.max"] == 4
+    assert decode_clock_event_reasons(row["clocks_event_reasons.active"]).active == ("gpu_idle",)
+
+
+def test_temperature_above_slowdown_throttles(gpu_node):
+    gpu_node.run("fault", "temp", "91", "--gpu", "2", check=True)
+    hot = query(gpu_node, "temperature.gpu,clocks_event_reasons.active,clocks_event_reasons.hw_thermal_slowdown", "2")
+    assert hot["temperature.gpu"] == 91 and hot["clocks_event_reasons.hw_thermal_slowdown"] == "Active"
+    assert "hw_thermal_slowdown" in decode_clock_event_reasons(hot["clocks_event_reasons.active"]).active
+    gpu = parse_nvidia_smi_query(gpu_node.smi("-q", "-i", "2").stdout).gpus[0]
+    assert gpu.temperature.gpu_c == 91 and "hw_thermal_slowdown" in gpu.clock_event_reasons.active
+    assert query(gpu_node, "temperature.gpu", "1")["temperature.gpu"] < 80
+    gpu_node.boot()                                          # a hot GPU stays hot across a reboot
+    assert query(gpu_node, "temperature.gpu", "2")["temperature.gpu"] == 91
+    gpu_node.run("fault", "clear", "temp", check=True)
+    assert query(gpu_node, "temperature.gpu", "2")["temperature.gpu"] < 80
+
+
+def test_pcie_downgrade_shows_in_sysfs_nvidia_smi_and_lspci(gpu_node):
+    gpu_node.run("fault", "util", "90", "--gpu", "0", check=True)
+    gpu_node.run("fault", "pcie-downgrade", "--gpu", "0", check=True)
+    device = "/sys/bus/pci/devices/0000:07:00.0"
+    assert gpu_node.read(f"{device}/current_link_speed") == "8.0 GT/s PCIe\n"
+    assert gpu_node.read(f"{device}/max_link_speed") == "16.0 GT/s PCIe\n"
+    assert gpu_node.read(f"{device}/current_link_width") == "16\n"
+    row = query(gpu_node, "pcie.link.gen.current,pcie.link.gen.max,utilization.gpu")
+    assert (row["pcie.link.gen.current"], row["pcie.link.gen.max"], row["utilization.gpu"]) == (3, 4, 90)
+    lspci = gpu_node.run("lspci", "-vv", "-s", "07:00.0").stdout
+    assert "LnkSta:\tSpeed 8GT/s (downgraded), Width x16 (ok)" in lspci
+    gpu_node.run("fault", "clear", "pcie-downgrade", check=True)
+    assert gpu_node.read(f"{device}/current_link_speed") == "16.0 GT/s PCIe\n"
+
+
+def test_xid_lines_are_real_format_and_end_with_the_boot(gpu_node):
+    gpu_node.run("fault", "xid", "79", "--gpu", "3", check=True)
+    gpu_node.run("fault", "xid", "13", check=True)
+    dmesg = gpu_node.run("journalctl", "dmesg").stdout
+    assert "NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." in dmesg
+    events = parse_xid_events(dmesg)
+    assert [(e.code, e.pci_address) for e in events] == [(79, "0000:4e:00.0"), (13, "0000:07:00.0")]
+    assert parse_xid_events(gpu_node.run("journalctl", "dmesg", "-T").stdout)
+    assert parse_xid_events(gpu_node.run("journalctl", "dmesg", "--time-format=iso").stdout)
+    assert parse_xid_events(gpu_node.run("journalctl", "journalctl", "-k").stdout)
+    gpu_node.boot()
+    assert parse_xid_events(gpu_node.run("journalctl", "dmesg").stdout) == ()
+
+
+def test_ecc_errors_volatile_and_aggregate(gpu_node):
+    gpu_node.run("fault", "ecc", "3", "--gpu", "1", check=True)
+    fields = "ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,remapped_rows.pending"
+    row = query(gpu_node, fields, "1")
+    assert (row["ecc.errors.uncorrected.volatile.total"], row["ecc.errors.uncorrected.aggregate.total"]) == (3, 3)
+    assert row["remapped_rows.pending"] == "Yes"
+    ecc = parse_nvidia_smi_query(gpu_node.smi("-q", "-d", "ECC", "-i", "1").stdout).gpus[0].ecc
+    assert ecc.volatile_uncorrected == 3
+    gpu_node.boot()                                       # volatile counts reset, the aggregate stays
+    row = query(gpu_node, fields, "1")
+    assert (row["ecc.errors.uncorrected.volatile.total"], row["ecc.errors.uncorrected.aggregate.total"]) == (0, 3)
+
+
+def test_dpkg_lock_is_held_with_fcntl_like_apt(gpu_node):
+    gpu_node.run("fault", "dpkg-lock", check=True)
+    for lock in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock"):
+        fd = os.open(gpu_node.path(lock), os.O_RDWR)
+        try:
+            probe = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+            kind, _whence, _start, _len, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+        finally:
+            os.close(fd)
+        assert kind == fcntl.F_WRLCK and pid > 0
+        with open(f"/proc/{pid}/comm") as handle:
+            assert handle.read().strip() == "unattended-upgr"
+    gpu_node.run("fault", "clear", "dpkg-lock", check=True)
+
+
+def test_lspci_lists_the_profile(gpu_node):
+    text = gpu_node.run("lspci", "-nn", "-d", "10de:").stdout.splitlines()
+    assert text[0] == "07:00.0 3D controller [0302]: NVIDIA Corporation GA100 [A100 SXM4 80GB] [10de:20b2] (rev a1)"
+    assert sum("[10de:20b2]" in line for line in text) == 8 and sum("[10de:1af1]" in line for line in text) == 6
+    assert "\tKernel driver in use: nvidia" in gpu_node.run("lspci", "-k", "-s", "0f:00.0").stdout
+    assert gpu_node.run("lspci", "-D", "-n", "-s", "0c:00.0").stdout == "0000:0c:00.0 0207: 15b3:101b\n"
+
+
+def test_unknown_fault_is_refused(node):
+    assert node.run("fault", "melt").returncode == 2
+    assert "no GPU 9" in node.run("fault", "temp", "90", "--gpu", "9").stderr
