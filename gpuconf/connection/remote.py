@@ -56,7 +56,8 @@ def run_shell(cmd, timeout, stdin_data=None):
         except subprocess.TimeoutExpired:
             out, err = b"", b"process did not exit after SIGKILL (stuck in the kernel)"
     return {"rc": proc.returncode if proc.returncode is not None else -9, "out": text(out or b""),
-            "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3)}
+            "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3),
+            "timeout": timeout}
 
 
 def names(st):

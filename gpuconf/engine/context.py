@@ -28,6 +28,16 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     raise TaskError(f"file '{name}' not found (looked in {looked})")
 
 
+def bounded(fact: Fact, timeout: float | None) -> Fact:
+    """The fact's command under a task's `timeout:` keyword, when that is the shorter limit.
+
+    The prefetch of a task's facts and the task's own reads must both use it: the
+    first read fills the cache, and a hung command would otherwise run its full time."""
+    if timeout is None or fact.request.get("op") != "sh":
+        return fact
+    return Fact(fact.key, dict(fact.request, timeout=min(timeout, fact.request.get("timeout", 10))), fact.parse)
+
+
 class ReadContext:
     """Facts of one host, read through its session. Nothing here writes."""
 
@@ -53,10 +63,7 @@ class ReadContext:
         return list(self._session.reboot_reasons)
 
     def _bounded(self, fact: Fact) -> Fact:
-        if self._timeout is None or fact.request.get("op") != "sh":
-            return fact
-        return Fact(fact.key, dict(fact.request, timeout=min(self._timeout, fact.request.get("timeout", 10))),
-                    fact.parse)
+        return bounded(fact, self._timeout)
 
     def get(self, fact: Fact) -> Any:
         return self._session.get(self._bounded(fact), self._become)
@@ -94,10 +101,10 @@ class WriteContext(ReadContext):
                 request["timeout"] = self._timeout
             requests.append(request)
         outputs = self._session.execute(requests, self._refresh() + gather.fact_requests(), self._become)
-        for op, output in zip(ops, outputs):
+        for op, request, output in zip(ops, requests, outputs):
             if output.timed_out:
-                raise TaskError(f"timed out after {op.request.get('timeout')} s: {op.description} "
-                                "(its process group was killed)")
+                limit = output.timeout or request.get("timeout")
+                raise TaskError(f"timed out after {limit:g} s: {op.description} (its process group was killed)")
             if output.rc != 0 and op.request.get("check", True):
                 tail = (output.stderr.strip() or output.stdout.strip())[-800:]
                 raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None)

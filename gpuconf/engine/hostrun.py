@@ -17,7 +17,7 @@ from gpuconf.tasks.base import Check, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
-from gpuconf.engine.context import ReadContext, WriteContext
+from gpuconf.engine.context import ReadContext, WriteContext, bounded
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
 from gpuconf.engine.secrets import redact_result, secret_values
@@ -147,7 +147,7 @@ class PlayOnHost:
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
             if prepared is not None and not (speculative and contains_unknowable(prepared[1].model_dump())):
-                facts += TASK_TYPES[task.type].facts(prepared[1])
+                facts += [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].facts(prepared[1])]
         return facts
 
     # -- the play -------------------------------------------------------------

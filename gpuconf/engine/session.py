@@ -92,7 +92,7 @@ class HostSession:
             self._store(unique, fact_replies)
         return [
             Output(r.get("out", ""), r.get("err", r.get("error", "")), r.get("rc", 0 if r.get("ok") else -1),
-                   bool(r.get("timed_out")))
+                   bool(r.get("timed_out")), r.get("timeout"))
             for r in op_replies
         ]
 

@@ -13,12 +13,14 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Output:
-    """What a command printed; `timed_out` means it was killed at its timeout."""
+    """What a command printed; `timed_out` means it was killed at its timeout, `timeout`
+    (seconds) is the limit it ran under, which a task's `timeout:` keyword may have lowered."""
 
     stdout: str
     stderr: str = ""
     rc: int = 0
     timed_out: bool = False
+    timeout: float | None = None
 
 
 class FactUnavailable(Exception):
@@ -44,6 +46,7 @@ def shell(key: str, command: str, parse: Callable[[Output], Any], timeout: float
                 result.get("err", ""),
                 result.get("rc", -1),
                 bool(result.get("timed_out")),
+                result.get("timeout"),
             )
         )
 

@@ -46,7 +46,7 @@ class Probe(TaskType):
     def check(self, ctx: CheckContext, params: ProbeParams) -> Check:
         out = ctx.get(self._fact(params))
         if out.timed_out:
-            raise Unknown(f"timed out after {params.timeout:g} s: {params.command}")
+            raise Unknown(f"timed out after {out.timeout or params.timeout:g} s: {params.command}")
         problem = None
         if out.rc != params.rc:
             problem = f"exit {out.rc}, want {params.rc}: {(out.stderr or out.stdout).strip()[-200:]}"
