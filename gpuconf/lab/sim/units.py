@@ -76,7 +76,12 @@ class UnitFile:
 
     @property
     def description(self) -> str:
-        return self.get("Unit", "Description", self.name)
+        """``Description=`` with the specifiers systemd expands there (``%i`` of templates)."""
+        instance = self.name.split("@", 1)[1].rsplit(".", 1)[0] if "@" in self.name else ""
+        text = self.get("Unit", "Description", self.name)
+        for spec, value in (("%i", instance), ("%I", instance), ("%n", self.name), ("%N", self.name.rsplit(".", 1)[0])):
+            text = text.replace(spec, value)
+        return text
 
     @property
     def service_type(self) -> str:
