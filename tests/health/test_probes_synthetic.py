@@ -273,6 +273,11 @@ def test_xid_79_fails_the_gpu_it_names_with_nvidia_smi_index_or_sysfs_order():
     assert hung.findings[0].gpu == 3   # no nvidia-smi needed: the Xid probe never hangs with it
 
 
+def test_xid_categories_are_validated():
+    with pytest.raises(ValueError, match="unknown Xid categories fallen_of_bus"):
+        build_params("health_xid", {"severity_by_category": {"fallen_of_bus": "warning"}})
+
+
 def test_an_unreadable_kernel_log_is_unknown():
     log = {"health:kernel-log": shell("#boot 8d1c\n#source none\n#error dmesg: read kernel buffer failed: "
                                       "Operation not permitted\n")}

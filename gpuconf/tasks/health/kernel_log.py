@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, Output, file_state, shell
@@ -88,6 +88,13 @@ class XidParams(NvidiaSmiParams):
                     "unknown: warning)")
     severity_by_code: dict[int, Severity] = Field(default_factory=dict,
                                                   description="per-code overrides, e.g. {13: ok}")
+
+    @model_validator(mode="after")
+    def _categories(self) -> "XidParams":
+        unknown = sorted(set(self.severity_by_category) - set(CATEGORY_SEVERITY))
+        if unknown:
+            raise ValueError(f"unknown Xid categories {', '.join(unknown)} (known: {', '.join(CATEGORY_SEVERITY)})")
+        return self
 
 
 def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_order: list[str],
