@@ -1,0 +1,225 @@
+"""Fleet operations on the lab, over real SSH and inside nodes: reports, the drift timer,
+Slurm drain and resume, the deadline with a hung nvidia-smi, and image convergence.
+
+Nodes as tests_fixtures assigns them: a100-01 is only read (checks); t4-01 takes the
+writes, faults and Slurm state and is reset afterwards; a100-02 converges and reboots and
+is reset afterwards.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuconf.schedule import render_units
+from tests.lab_fixtures import wait_until
+
+ROOT = Path(__file__).parents[2]
+GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
+SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
+SLURM_DIR = "/run/gpuconf-lab-fabric/slurm"
+
+
+def gpuconf(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([GPUCONF, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def inventory(lab) -> str:
+    return str(lab.inventory_path.parent)
+
+
+def metrics(text: str) -> dict[str, list]:
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def node_slurm(lab, node: str) -> tuple[str, str | None]:
+    from gpuconf.slurm import parse_show_node
+
+    rc, out, err = lab.exec(node, ["scontrol", "show", "node", node])
+    assert rc == 0, err
+    state = parse_show_node(out)
+    return state.state, state.reason
+
+
+def test_reports_of_a_lab_check_parse_and_fit_the_schema(lab, tmp_path):
+    proc = gpuconf("check", "playbooks/a100-node.yml", "-i", inventory(lab), "--limit", "a100-01",
+                   "--junit", str(tmp_path / "j.xml"), "--prometheus", str(tmp_path / "m.prom"),
+                   "--format", "json")
+    assert proc.returncode & 2, proc.stderr  # a fresh node has drifted
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, SCHEMA)
+    tasks = report["hosts"]["a100-01"]["tasks"]
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite[@name='a100-01']")
+    assert int(suite.get("tests")) == len(tasks)
+    assert int(suite.get("failures")) == sum(t["status"] in ("would_change", "failed", "unknown") for t in tasks)
+    found = metrics((tmp_path / "m.prom").read_text())
+    drifted = {s.labels["task"] for s in found["gpuconf_drift"] if s.value == 1}
+    assert drifted == {t["task"] for t in tasks if t["status"] == "would_change"}
+    assert {s.labels["role"] for s in found["gpuconf_drift"]} >= {"nouveau", "nvidia_driver"}
+    assert found["gpuconf_check_ok"][0].labels == {"host": "a100-01"} and found["gpuconf_check_ok"][0].value == 0
+
+
+def drift_timer_vars(lab) -> list[str]:
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                            check=True).stdout.strip()
+    values = {"drift_timer_repo": str(ROOT), "drift_timer_commit": commit, "drift_timer_gpuconf": GPUCONF,
+              "drift_timer_inventory": inventory(lab), "drift_timer_playbook": "playbooks/t4-inference.yml",
+              "drift_timer_interval": "30min", "drift_timer_deadline": 120}
+    return [arg for key, value in values.items() for arg in ("-e", f"{key}={value}")]
+
+
+def test_the_drift_timer_installs_fires_through_systemd_and_writes_the_textfile(lab):
+    try:
+        extra = drift_timer_vars(lab)
+        first = gpuconf("apply", "playbooks/drift-timer.yml", "-i", inventory(lab), "--limit", "t4-01", *extra)
+        assert first.returncode == 0, first.stdout + first.stderr
+        again = gpuconf("apply", "playbooks/drift-timer.yml", "-i", inventory(lab), "--limit", "t4-01",
+                        "--detailed-exitcodes", *extra)
+        assert again.returncode == 0, again.stdout  # nothing left to change
+        options = {extra[i + 1].split("=", 1)[0]: extra[i + 1].split("=", 1)[1] for i in range(0, len(extra), 2)}
+        for path, text in render_units(options | {"drift_timer_deadline": 120}, "t4-01", ROOT):
+            assert lab.exec("t4-01", ["cat", path])[1] == text  # `schedule show` prints what was installed
+        assert lab.exec("t4-01", "systemctl is-enabled gpuconf-drift.timer")[1].strip() == "enabled"
+        assert lab.exec("t4-01", "test -e /var/lib/node_exporter/textfile_collector/gpuconf.prom")[0] == 1
+
+        lab.exec("t4-01", "systemctl start gpuconf-drift.service", timeout=180)
+        status = lab.exec("t4-01", "systemctl show gpuconf-drift.service --property=ExecMainStatus")[1]
+        assert status.strip() == "ExecMainStatus=2"  # the check ran to its end: drift on a fresh node
+        rc, text, _ = lab.exec("t4-01", "cat /var/lib/node_exporter/textfile_collector/gpuconf.prom")
+        assert rc == 0
+        found = metrics(text)
+        assert [(s.labels, s.value) for s in found["gpuconf_check_ok"]] == [({"host": "t4-01"}, 0)]
+        assert any(s.value == 1 and s.labels["host"] == "t4-01" for s in found["gpuconf_drift"])
+        assert time.time() - found["gpuconf_last_run_timestamp_seconds"][0].value < 300
+        assert lab.exec("t4-01", "ls -a /var/lib/node_exporter/textfile_collector")[1].split() == \
+            [".", "..", "gpuconf.prom"]  # no temp file left behind
+    finally:
+        lab.reset("t4-01")
+
+
+def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(lab, tmp_path):
+    playbook = tmp_path / "slurm.yml"
+    playbook.write_text(textwrap.dedent("""\
+        - name: slurm node
+          hosts: t4
+          tasks:
+            - name: marker file
+              file: {path: /etc/gpuconf-slurm-marker, content: "in sync\\n"}
+        """))
+    check = ["check", str(playbook), "-i", inventory(lab), "--limit", "t4-01", "--slurm"]
+    try:
+        assert node_slurm(lab, "t4-01") == ("IDLE", None)
+        drifted = gpuconf(*check, "--report", str(tmp_path / "r.json"))
+        assert drifted.returncode == 2, drifted.stdout + drifted.stderr
+        state, reason = node_slurm(lab, "t4-01")
+        assert state == "IDLE+DRAIN" and reason == "gpuconf: drift: create /etc/gpuconf-slurm-marker"
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["deadline"] == 45 and report["slurm"][0]["action"] == "drain"
+        jsonschema.validate(report, SCHEMA)
+
+        assert gpuconf("apply", str(playbook), "-i", inventory(lab), "--limit", "t4-01").returncode == 0
+        assert gpuconf(*check).returncode == 0
+        assert node_slurm(lab, "t4-01") == ("IDLE", None)  # resumed: gpuconf had drained it
+
+        # an operator drains it from another node: the controller's state is lab-wide
+        rc, _, err = lab.exec("a100-01", ["scontrol", "update", "NodeName=t4-01", "State=DRAIN",
+                                          "Reason=bad DIMM, ticket 4411"])
+        assert rc == 0, err
+        assert gpuconf(*check, "--report", str(tmp_path / "r2.json")).returncode == 0
+        assert node_slurm(lab, "t4-01") == ("IDLE+DRAIN", "bad DIMM, ticket 4411")
+        assert json.loads((tmp_path / "r2.json").read_text())["slurm"][0]["action"] == "kept"
+        lab.exec("t4-01", "rm /etc/gpuconf-slurm-marker")
+        assert gpuconf(*check).returncode == 2
+        assert node_slurm(lab, "t4-01") == ("IDLE+DRAIN", "bad DIMM, ticket 4411")  # not overwritten
+
+        calls = [json.loads(line) for line in lab.exec("t4-01", f"cat {SLURM_DIR}/calls.jsonl")[1].splitlines()]
+        updates = [c["argv"] for c in calls if c["node"] == "t4-01" and c["argv"][:1] == ["update"]]
+        assert updates == [["update", "NodeName=t4-01", "State=DRAIN",
+                            "Reason=gpuconf: drift: create /etc/gpuconf-slurm-marker"],
+                           ["update", "NodeName=t4-01", "State=RESUME"]]
+    finally:
+        lab.exec("t4-01", "scontrol update NodeName=t4-01 State=RESUME")
+        lab.reset("t4-01")
+
+
+def test_the_deadline_holds_with_a_hung_nvidia_smi(lab, tmp_path):
+    playbook = tmp_path / "hang.yml"
+    playbook.write_text(textwrap.dedent("""\
+        - name: gpu check
+          hosts: t4
+          tasks:
+            - name: hostname file
+              file: {path: /etc/hostname-copy, content: "x\\n"}
+            - name: GPUs answer
+              probe: {command: "nvidia-smi -L", timeout: 120, pending_in_check: false}
+            - name: after the GPUs
+              file: {path: /etc/after-gpus, content: "x\\n"}
+        """))
+    try:
+        rc, out, err = lab.exec("t4-01", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-utils-535",
+                                timeout=180)
+        assert rc == 0, out + err  # the node's nvidia-smi (simulated), which the fault hangs
+        rc, _, err = lab.fault("t4-01", "nvidia-smi-hang")
+        assert rc == 0, err
+        started = time.monotonic()
+        proc = gpuconf("check", str(playbook), "-i", inventory(lab), "--limit", "t4-01", "--deadline", "5",
+                       "--report", str(tmp_path / "r.json"), timeout=120)
+        elapsed = time.monotonic() - started
+        assert elapsed < 60  # the probe alone may take 120 s: the deadline ended the run
+        assert proc.returncode & 4, proc.stdout
+        tasks = {t["task"]: t for t in json.loads((tmp_path / "r.json").read_text())["hosts"]["t4-01"]["tasks"]}
+        assert tasks["hostname file"]["status"] == "would_change"
+        assert tasks["GPUs answer"]["status"] == "unknown", tasks["GPUs answer"]["error"]
+        assert tasks["after the GPUs"]["status"] == "unknown"
+    finally:
+        lab.fault("t4-01", "clear")
+        lab.reset("t4-01")
+
+
+CI_PLAYBOOK = """\
+- name: image build
+  hosts: a100
+  roles:
+    - nouveau
+    - reboot
+"""
+
+
+def test_image_convergence_in_local_mode_holds_the_reboot_then_changes_nothing(lab):
+    node = "a100-02"
+    local = f"cd {ROOT} && {GPUCONF} apply -c local /root/image.yml -i image --report /root/apply.json"
+    try:
+        lab.reset(node)
+        assert lab.exec(node, "cat > /root/image.yml", input=CI_PLAYBOOK)[0] == 0
+        boot_id = lab.exec(node, "cat /proc/sys/kernel/random/boot_id")[1]
+        rc, out, err = lab.exec(node, local, timeout=300)
+        assert rc == 16, out + err  # converged what it could; the reboot is pending
+        report = json.loads(lab.exec(node, "cat /root/apply.json")[1])
+        statuses = {t["task"]: t["status"] for t in report["hosts"]["localhost"]["tasks"]}
+        assert statuses["Reboot if required"] == "reboot_pending"
+        assert statuses["Blacklist nouveau"] == "changed"
+        assert report["hosts"]["localhost"]["reboot_pending"] is True and report["exit_code"] == 16
+        assert "reboot pending" in out
+        assert lab.exec(node, "cat /proc/sys/kernel/random/boot_id")[1] == boot_id  # the machine stayed up
+
+        rc, out, _ = lab.exec(node, local, timeout=300)
+        assert rc == 16, out  # until the machine reboots, the reboot stays pending (nouveau is still loaded)
+
+        lab.reboot(node)
+        assert wait_until(lambda: lab.exec(node, "cat /proc/sys/kernel/random/boot_id")[1] not in ("", boot_id),
+                          60, 0.2)
+        lab.wait_ssh(node, 60)
+        rc, out, _ = lab.exec(node, local + " --detailed-exitcodes", timeout=300)
+        assert rc == 0, out  # after the reboot: in sync, nothing to change, nothing pending
+        report = json.loads(lab.exec(node, "cat /root/apply.json")[1])
+        assert {t["status"] for t in report["hosts"]["localhost"]["tasks"]} == {"ok"}
+    finally:
+        lab.reset(node)
