@@ -95,6 +95,9 @@ class Verbatim(Mapping):
         return len(self.data)
 
 
+MISSING = object()  # what `Vars.lookup_raw` finds for a name that no layer has
+
+
 class Vars(Mapping):
     """Layered variables, highest precedence first, rendered on first lookup
     (except `Verbatim` layers)."""
@@ -103,11 +106,25 @@ class Vars(Mapping):
         self.layers = [layer for layer in layers if layer]
         self._rendered: dict[str, Any] = {}
         self._active: list[str] = []
+        # When set (by gpuconf.engine.plancache), every lookup is recorded here:
+        # name -> (the raw value found or MISSING, whether its layer is verbatim).
+        self.reads: dict[str, tuple[Any, bool]] | None = None
+
+    def lookup_raw(self, key: str) -> tuple[Any, bool]:
+        """The raw value `key` resolves to and whether it is verbatim; (MISSING, False) if none."""
+        for layer in self.layers:
+            if key in layer:
+                return layer[key], isinstance(layer, Verbatim)
+        return MISSING, False
 
     def _find(self, key: str) -> tuple[Mapping[str, Any], Any]:
         for layer in self.layers:
             if key in layer:
+                if self.reads is not None:
+                    self.reads[key] = (layer[key], isinstance(layer, Verbatim))
                 return layer, layer[key]
+        if self.reads is not None:
+            self.reads[key] = (MISSING, False)
         raise KeyError(key)
 
     def raw(self, key: str) -> Any:
@@ -130,9 +147,18 @@ class Vars(Mapping):
         return value
 
     def __contains__(self, key: object) -> bool:
-        return any(key in layer for layer in self.layers)
+        if self.reads is not None:
+            found = self.lookup_raw(key)  # type: ignore[arg-type]
+            self.reads[key] = found  # type: ignore[index]
+            return found[0] is not MISSING
+        for layer in self.layers:
+            if key in layer:
+                return True
+        return False
 
     def __iter__(self) -> Iterator[str]:
+        if self.reads is not None:  # depends on every name: a read that no other lookup can match
+            self.reads["\0every name"] = (object(), False)
         seen: set[str] = set()
         for layer in self.layers:
             for key in layer:
@@ -187,12 +213,74 @@ def _compiled(kind: str, text: str) -> Any:
     return _COMPILED[key]
 
 
+# Most templates in playbooks are plain references (`{{ name }}`, `when: facts.nvswitch`,
+# `nvidia-driver-{{ branch }}`). They are looked up directly, with the same lookups Jinja's
+# compiled code makes (the variable, else a Jinja global, then `ENV.getattr` for each dotted
+# part), so the result and the errors are the same, without building a Jinja context per call:
+# that made planning 10,000 hosts take seconds (bench/big_inventory.py).
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_REFERENCE = re.compile(rf"^\s*({_NAME}(?:\.{_NAME})*)\s*$")
+_INTERPOLATION = re.compile(rf"\{{\{{\s*({_NAME}(?:\.{_NAME})*)\s*\}}\}}")
+_KEYWORDS = frozenset("true false none True False None and or not in is if else elif for recursive "
+                      "block extends include import from with without context set endset macro call "
+                      "filter raw".split())
+_REFERENCES: dict[str, Any] = {}
+_SEGMENTS: dict[str, Any] = {}
+
+
+def _reference(expression: str) -> tuple[str, ...] | None:
+    """The dotted name an expression is made of, or None if it is anything more."""
+    if expression not in _REFERENCES:
+        match = _REFERENCE.match(expression)
+        parts = tuple(match.group(1).split(".")) if match else None
+        _REFERENCES[expression] = None if parts is None or _KEYWORDS.intersection(parts) else parts
+    return _REFERENCES[expression]
+
+
+def _segments(text: str) -> list | None:
+    """Literal text and references, alternating, when that is all the template is."""
+    if text not in _SEGMENTS:
+        pieces, position, simple = [], 0, True
+        for match in _INTERPOLATION.finditer(text):
+            parts = _reference(match.group(1))
+            if parts is None:
+                simple = False
+                break
+            pieces += [text[position:match.start()], parts]
+            position = match.end()
+        literal = text[position:]
+        pieces.append(literal)
+        if simple and any(marker in piece for piece in pieces if isinstance(piece, str)
+                          for marker in ("{{", "{%", "{#")):
+            simple = False
+        _SEGMENTS[text] = pieces if simple else None
+    return _SEGMENTS[text]
+
+
+def _lookup(parts: tuple[str, ...], variables: Mapping[str, Any]) -> Any:
+    name = parts[0]
+    try:
+        value = variables[name]
+    except KeyError:  # Vars raises KeyError only for a missing name: errors inside a value are TemplateErrors
+        if name not in ENV.globals:
+            raise jinja2.UndefinedError(f"'{name}' is undefined") from None
+        value = ENV.globals[name]
+    for attribute in parts[1:]:
+        value = ENV.getattr(value, attribute)
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return value
+
+
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
     """Evaluate a bare Jinja2 expression (as in `when:`), natively typed."""
     return _guard(expression, lambda: _evaluate(expression, variables))
 
 
 def _evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+    parts = _reference(expression)
+    if parts is not None:
+        return _lookup(parts, variables)
     template = _compiled("expr", expression.strip())
     context = _run(template, variables)
     for _ in template.root_render_func(context):
@@ -208,6 +296,11 @@ def render_string(text: str, variables: Mapping[str, Any]) -> Any:
     single = _SINGLE.match(text)
     if single:
         return _guard(text, lambda: _evaluate(single.group("expr"), variables))
+
+    segments = _segments(text)
+    if segments is not None:
+        return _guard(text, lambda: "".join(piece if isinstance(piece, str) else str(_lookup(piece, variables))
+                                            for piece in segments))
 
     def full() -> str:
         template = _compiled("template", text)
@@ -232,6 +325,11 @@ def _guard(text: str, func: Any) -> Any:
 
 def render(value: Any, variables: Mapping[str, Any]) -> Any:
     """Render strings inside any structure of dicts and lists."""
+    kind = type(value)  # exact types first: this runs for every value of every task on every host
+    if kind is str:
+        return render_string(value, variables) if "{{" in value or "{%" in value else value
+    if kind is int or kind is bool or kind is float or value is None:
+        return value
     if isinstance(value, str):
         return render_string(value, variables) if is_template(value) else value
     if isinstance(value, dict):
@@ -248,9 +346,20 @@ def evaluate_when(condition: Any, variables: Mapping[str, Any]) -> bool:
         if isinstance(item, bool):
             ok = item
         else:
-            text = str(item).strip()
-            single = _SINGLE.match(text)
-            ok = _truthy(evaluate(single.group("expr") if single else text, variables))
+            ok = _truthy(evaluate(_condition(item), variables))
         if not ok:
             return False
     return True
+
+
+_CONDITIONS: dict[str, str] = {}
+
+
+def _condition(item: Any) -> str:
+    """The expression of a `when:` item (`{{ x }}` or `x`)."""
+    text = str(item)
+    if text not in _CONDITIONS:
+        stripped = text.strip()
+        single = _SINGLE.match(stripped)
+        _CONDITIONS[text] = single.group("expr") if single else stripped
+    return _CONDITIONS[text]

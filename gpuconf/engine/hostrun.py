@@ -21,7 +21,10 @@ from gpuconf.engine.context import ReadContext, WriteContext, bounded
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
 from gpuconf.engine.secrets import redact_result, secret_values
+from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
+
+UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 
 
 @dataclass
@@ -102,35 +105,49 @@ class PlayOnHost:
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
-                 deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None):
+                 deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
+                 plan_cache: PlanCache | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.deadline_reached = deadline_reached
         self.events = events or RunEvents()
+        self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
         self.facts: dict[str, Any] = {}
+        self._magic: Verbatim | None = None
+        self._registered = Verbatim(registered)
         self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
 
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
-        magic = dict(self.magic, facts=self.facts if facts is None else facts, inventory_hostname=self.host)
-        return Vars(Verbatim(magic), self.options.extra_vars, Verbatim(self.registered), task.keywords.vars,
+        facts = self.facts if facts is None else facts
+        if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
+            self._magic = Verbatim(dict(self.magic, facts=facts, inventory_hostname=self.host))
+        return Vars(self._magic, self.options.extra_vars, self._registered, task.keywords.vars,
                     task.role_params, self.play.vars, self.host_vars, self.play.role_defaults)
+
+    def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict] | None:
+        """Vars and rendered (not yet validated) params, or None when `when` is false."""
+        return self._render(task, self.task_vars(task, facts))
+
+    def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict] | None:
+        for condition in task.role_when:
+            if not evaluate_when(condition, variables):
+                return None
+        if task.keywords.when is not None and not evaluate_when(task.keywords.when, variables):
+            return None
+        return variables, render(task.params, variables)
 
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false."""
-        variables = self.task_vars(task, facts)
-        conditions = list(task.role_when)
-        if task.keywords.when is not None:
-            conditions.append(task.keywords.when)
-        for condition in conditions:
-            if not evaluate_when(condition, variables):
-                return None
-        rendered = render(task.params, variables)
+        rendered = self.render_task(task, facts)
+        if rendered is None:
+            return None
+        variables, values = rendered
         try:
-            params = build_params(task.type, rendered)
+            params = build_params(task.type, values)
         except ValueError as exc:
             raise TaskError(f"{task.type}: {exc}") from None
         return variables, params
@@ -142,12 +159,38 @@ class PlayOnHost:
         carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
+            if speculative:
+                facts += self._speculative_facts(task)
+                continue
             try:
-                prepared = self.prepare(task, Unknowable() if speculative else None)
+                prepared = self.prepare(task)
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
-            if prepared is not None and not (speculative and contains_unknowable(prepared[1].model_dump())):
+            if prepared is not None:
                 facts += [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].facts(prepared[1])]
+        return facts
+
+    def _speculative_facts(self, task: TaskDef) -> list:
+        """The facts of a task rendered with facts unknowable; none if they depend on facts."""
+        variables = self.task_vars(task, UNKNOWABLE)
+        if self.plan_cache is not None:
+            hit, facts = self.plan_cache.get(task, variables)
+            if hit:
+                return facts
+            variables.reads = {}
+        try:
+            rendered = self._render(task, variables)
+            # the rendered values, not the validated model, are checked for what is not known
+            # yet: cheaper, and a field that coerced an unknowable value cannot hide it
+            if rendered is None or contains_unknowable(rendered[1]):
+                facts = []
+            else:
+                params = build_params(task.type, rendered[1])
+                facts = [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].facts(params)]
+        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+            return []
+        if self.plan_cache is not None:
+            self.plan_cache.put(task, variables.reads, facts)
         return facts
 
     # -- the play -------------------------------------------------------------

@@ -26,6 +26,7 @@ from gpuconf.playbook.models import Play, Playbook
 
 from gpuconf.engine.hostrun import PlayOnHost, RunEvents, RunOptions, not_run_results, task_selected
 from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
 
 
@@ -97,6 +98,7 @@ class Runner:
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.magic = {"groups": _LazyGroups(inventory), "hostvars": _LazyHostvars(inventory)}
+        self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
 
     def stopped(self) -> bool:
@@ -213,7 +215,8 @@ class Runner:
             return False
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), self.magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
-                            deadline_reached=self.deadline_reached, events=self.events)
+                            deadline_reached=self.deadline_reached, events=self.events,
+                            plan_cache=self.plan_cache)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

@@ -64,9 +64,12 @@ def contains_unknowable(value: Any) -> bool:
     if isinstance(value, str):
         return "<unknowable>" in value
     if isinstance(value, dict):
-        return any(contains_unknowable(v) for v in value.values())
-    if isinstance(value, list):
-        return any(contains_unknowable(v) for v in value)
+        value = value.values()
+    elif not isinstance(value, list):
+        return False
+    for item in value:  # a loop, not any(genexpr): this runs for every task of every host
+        if contains_unknowable(item):
+            return True
     return False
 
 

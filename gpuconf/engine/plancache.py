@@ -1,0 +1,54 @@
+"""The speculative plan of a task, worked out once and shared by every host that sees the same values.
+
+Before its first round trip a host renders each task with its facts unknowable, to learn which
+facts the checks will read, so that they travel with the host facts in one request
+(`PlayOnHost._facts_of`). In a fleet most hosts see the same values for the few variables a task
+uses. While a task renders, its `Vars` records each name it looks up and the raw value it found
+(or that it found none). Another host reuses the result when each of those names resolves, in its
+own layers, to the identical object (`is`), verbatim or not alike; otherwise it renders and adds
+its own variant. A template that uses `inventory_hostname` or a host variable of its own therefore
+renders on every host, and one that reads only group variables renders once per group.
+
+Only that speculative pass uses the cache. Its result decides which facts are fetched early, and
+every check renders again with the host's real facts, so the cache can cost a round trip at
+worst, never a wrong check. An error is never cached: the task reports it when it runs.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gpuconf.templating import Vars
+
+MAX_VARIANTS = 8  # per task: enough for group-specific values; host-specific ones just render
+
+
+class PlanCache:
+    """Results of the speculative pass, per task, each with the lookups it depended on."""
+
+    def __init__(self) -> None:
+        # id(task) -> (task, variants); a variant is (reads, value). Tuples are replaced, never
+        # changed, so that worker threads read them without a lock.
+        self._tasks: dict[int, tuple[Any, tuple]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, task: Any, variables: Vars) -> tuple[bool, Any]:
+        """(True, value) when a variant's every lookup finds the same object in `variables`."""
+        slot = self._tasks.get(id(task))
+        if slot is None or slot[0] is not task:
+            return False, None
+        for reads, value in slot[1]:
+            for key, raw, verbatim in reads:
+                found, found_verbatim = variables.lookup_raw(key)
+                if found is not raw or found_verbatim != verbatim:
+                    break
+            else:
+                return True, value
+        return False, None
+
+    def put(self, task: Any, reads: dict[str, tuple[Any, bool]], value: Any) -> None:
+        variant = (tuple((key, raw, verbatim) for key, (raw, verbatim) in reads.items()), value)
+        with self._lock:
+            slot = self._tasks.get(id(task))
+            variants = slot[1] if slot is not None and slot[0] is task else ()
+            self._tasks[id(task)] = (task, (variants + (variant,))[-MAX_VARIANTS:])

@@ -1,0 +1,105 @@
+"""Planning shortcuts give exactly what full rendering gives: the plan cache shared by hosts, and
+plain references looked up without a Jinja context."""
+from pathlib import Path
+
+import pytest
+
+from gpuconf.engine.hostrun import PlayOnHost, RunOptions
+from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.runner import Runner
+from gpuconf.errors import TemplateError
+from gpuconf.inventory import load_inventory
+from gpuconf.playbook.loader import load_playbook
+from gpuconf.templating import Vars, render
+
+HOSTS = """\
+all:
+  vars: {conf_dir: /etc/gpu}
+  children:
+    rack1:
+      vars: {rack: r1}
+      hosts: {n1: {}, n2: {}, n3: {extra_module: ib_umad}}
+    rack2:
+      vars: {rack: r2, conf_dir: /etc/gpu2}
+      hosts: {n4: {}, n5: {}}
+"""
+
+PLAYBOOK = """\
+- hosts: all
+  vars: {modules: [ib_uverbs]}
+  tasks:
+    - name: shared by all
+      file: {path: "{{ conf_dir }}/common.conf", content: "x\\n"}
+    - name: per rack
+      file: {path: "/etc/rack-{{ rack }}.conf", content: "x\\n"}
+    - name: per host
+      file: {path: "/etc/{{ inventory_hostname }}.conf", content: "x\\n"}
+    - name: only where a host variable says so
+      kernel_module: {name: "{{ extra_module }}"}
+      when: extra_module is defined
+    - name: depends on facts
+      file: {path: "/etc/{{ facts.kernel }}.conf", content: "x\\n"}
+    - name: a condition on a list
+      kernel_module: {name: ib_uverbs}
+      when: "'ib_uverbs' in modules"
+"""
+
+
+def planned(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "site.yml").write_text(PLAYBOOK)
+    inventory = load_inventory(str(tmp_path / "hosts.yml"))
+    playbook = load_playbook(tmp_path / "site.yml", tmp_path)
+    runner = Runner(inventory, playbook, RunOptions())
+    play = playbook.plays[0]
+    plans = {}
+    for host in runner.play_hosts(play):
+        on_host = PlayOnHost(play, host, inventory.host_vars(host), runner.magic, None, runner.options, {},
+                             lambda r: None, lambda: False, plan_cache=cache)
+        plans[host] = [(fact.key, fact.request) for fact in on_host._facts_of(play.tasks, speculative=True)]
+    return plans
+
+
+def test_shared_plans_equal_plans_rendered_on_each_host(tmp_path):
+    cache = PlanCache()
+    assert planned(tmp_path, cache) == planned(tmp_path, None)
+    variants = {task.name: len(slot[1]) for task, slot in ((slot[0], slot) for slot in cache._tasks.values())}
+    assert variants["shared by all"] == 2      # one per value of conf_dir
+    assert variants["per rack"] == 2
+    assert variants["per host"] == 5
+
+
+def test_each_host_gets_its_own_values(tmp_path):
+    plans = planned(tmp_path, PlanCache())
+    paths = {host: [request.get("path") for _, request in plan] for host, plan in plans.items()}
+    assert "/etc/gpu/common.conf" in paths["n1"] and "/etc/gpu2/common.conf" in paths["n4"]
+    assert "/etc/rack-r1.conf" in paths["n2"] and "/etc/rack-r2.conf" in paths["n5"]
+    assert "/etc/n3.conf" in paths["n3"] and "/etc/n3.conf" not in paths["n2"]
+    assert any("ib_umad" in str(request) for _, request in plans["n3"])
+    assert not any("ib_umad" in str(request) for _, request in plans["n1"])
+    assert not any("unknowable" in str(request) for plan in plans.values() for _, request in plan)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{{ site.name }}", "dc1"),
+    ("{{ site['name'] }}", "dc1"),
+    ("{{ ports }}", [1, 2]),
+    ("{{ true }}", True),                   # a Jinja literal, even with a variable of that name
+    ("x-{{ site.name }}-{{ n }}", "x-dc1-3"),
+    ("{{ n }}{{ n }}", "33"),
+    ("{{ range }}", render("{{ range }}", Vars({}))),  # a Jinja global
+])
+def test_plain_references_behave_as_jinja(text, expected):
+    variables = Vars({"site": {"name": "dc1"}, "ports": [1, 2], "true": "no", "n": 3})
+    assert render(text, variables) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{{ nope }}", "undefined variable 'nope'"),
+    ("a-{{ nope }}", "undefined variable 'nope'"),
+    ("{{ site.missing }}", "has no attribute 'missing'"),
+    ("a-{{ site.missing }}", "has no attribute 'missing'"),
+])
+def test_plain_references_fail_as_jinja(text, message):
+    with pytest.raises(TemplateError, match=message):
+        render(text, Vars({"site": {"name": "dc1"}}))
