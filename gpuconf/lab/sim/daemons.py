@@ -74,38 +74,42 @@ def _err(ident: str, message: str, unit: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+def _fm_log(level: str, message: str) -> None:
+    """A line of /var/log/fabricmanager.log in its real format."""
+    real = state.path("/var/log/fabricmanager.log")
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    with open(real, "a", encoding="utf-8") as handle:
+        handle.write(f"{time.strftime('[%b %d %Y %H:%M:%S]')} [{level}] [tid {os.getpid()}] {message}\n")
+
+
 def fabricmanager(version: str, args: list[str]) -> int:
     unit = "nvidia-fabricmanager.service"
     profile = state.profile()
     driver = gpu.driver_version()
+    _fm_log("INFO", f"Fabric Manager version {version} is running with the following configuration options")
     if driver is None:
-        _err("nv-fabricmanager", "fabric manager failed to open NVIDIA GPU driver interface. "
-             "Please check whether NVIDIA GPU driver is loaded", unit)
+        message = ("fabric manager failed to open NVIDIA GPU driver interface. "
+                   "Please check whether NVIDIA GPU driver is loaded")
+    elif not profile.has_nvswitch:
+        message = ("request to query NVSwitch device information from NVSwitch driver failed with "
+                   "error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]")
+    elif version != driver:
+        message = (f"fabric manager NVIDIA GPU driver interface version {version} don't match with "
+                   f"driver version {driver}. Please update with matching NVIDIA driver package.")
+    else:
+        message = ""
+    if message:
+        _fm_log("ERROR", message)
+        _err("nv-fabricmanager", message, unit)
         return 1
-    if not profile.has_nvswitch:
-        _err("nv-fabricmanager", "request to query NVSwitch device information from NVSwitch driver failed with "
-             "error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]", unit)
-        return 1
-    if version != driver:
-        _err("nv-fabricmanager", f"fabric manager NVIDIA GPU driver interface version {version} don't match with "
-             f"driver version {driver}. Please update with matching NVIDIA driver package.", unit)
-        return 1
-    stamp = time.strftime("[%b %d %Y %H:%M:%S]")
-    log = state.path("/var/log/fabricmanager.log")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write(f"{stamp} [INFO] [tid {os.getpid()}] Fabric Manager version {version} is running with the "
-                     "following configuration options\n"
-                     f"{stamp} [INFO] [tid {os.getpid()}] Successfully configured all the available GPUs and NVSwitches "
-                     "to route NVLink traffic.\n")
+    _fm_log("INFO", "Successfully configured all the available NVSwitches to route GPU NVLink traffic. NVLink "
+                    "Peer-to-Peer support will be enabled once the GPUs are successfully registered with the "
+                    "NVLink fabric.")
     print("Starting NVIDIA fabric manager...")
 
     def ready(pid: int) -> None:
         state.write_json(f"{state.RUN}/fabricmanager.json", {"pid": pid, "version": version})
         modules.add_user("nvidia", pid)
-        logs.journal("Successfully configured all the available NVSwitches to route GPU NVLink traffic. "
-                     "NVLink Peer-to-Peer support will be enabled once GPUs are successfully registered with "
-                     "the NVLink fabric.", "nv-fabricmanager", pid, unit)
 
     return daemonize("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid", ready)
 

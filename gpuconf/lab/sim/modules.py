@@ -230,9 +230,10 @@ def _announce(name: str, entry: dict) -> None:
         logs.kmsg(f"nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  "
                   f"{entry['version']}", 6)
     elif name == "nouveau":
+        chip = profile.gpu.lspci_name.split()[0].removesuffix("GL")
+        chip_id = {"Ampere": "170000a1", "Hopper": "180000a1", "Turing": "164000a1"}.get(profile.gpu.architecture, "0")
         for bus in profile.gpu_buses:
-            logs.kmsg(f"nouveau 0000:{bus:02x}:00.0: NVIDIA {profile.gpu.lspci_name.split()[0]} "
-                      f"(1{profile.gpu.device_id:03x}00a1)", 6)
+            logs.kmsg(f"nouveau 0000:{bus:02x}:00.0: NVIDIA {chip} ({chip_id})", 6)
             logs.kmsg(f"nouveau 0000:{bus:02x}:00.0: bios: version {profile.gpu.vbios.lower()}", 6)
     elif name == "mlx5_core":
         for bus in profile.hca_buses:
