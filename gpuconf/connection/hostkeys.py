@@ -63,16 +63,30 @@ class Policy(paramiko.MissingHostKeyPolicy):
 
 
 def append(path: Path, hostname: str, key: paramiko.PKey) -> None:
+    """Record a key once: under the lock, a line another run (or thread) wrote first is kept,
+    so runs that start together leave one line per host, each whole."""
     line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with _lock:  # flock is per open file description; the thread lock covers this process
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, line.encode())
+            with open(fd, "rb", closefd=False) as handle:
+                existing = handle.read().decode("utf-8", "replace").splitlines()
+            if line.strip() in (entry.strip() for entry in existing):
+                return
+            data = line.encode()
+            if _ends_without_newline(fd):  # a file edited by hand may lack its last newline
+                data = b"\n" + data
+            os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _ends_without_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def changed_key_error(hostname: str, exc: paramiko.BadHostKeyException) -> HostKeyError:
