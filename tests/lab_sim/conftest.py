@@ -152,17 +152,23 @@ def image(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def booted(image, tmp_path_factory):
     """Freshly booted copies of the image, one per profile, made on first use."""
-    templates: dict[str, Path] = {}
+    templates: dict[tuple, Path] = {}
 
-    def template(profile: str) -> Path:
-        if profile not in templates:
-            base = tmp_path_factory.mktemp(f"booted-{profile}")
+    def template(profile: str, driver: str | None = None) -> Path:
+        key = (profile, driver)
+        if key not in templates:
+            base = tmp_path_factory.mktemp(f"booted-{profile}-{driver or 'nodriver'}")
             root = base / "root"
             shutil.copytree(image, root, symlinks=True)
             (base / "fabric").mkdir()
-            Node(root, base / "fabric", profile).boot()
-            templates[profile] = root
-        return templates[profile]
+            node = Node(root, base / "fabric", profile)
+            node.boot()
+            if driver:
+                node.install_driver(driver)
+                node.blacklist_nouveau()
+                node.boot()
+            templates[key] = root
+        return templates[key]
 
     return template
 
@@ -173,10 +179,12 @@ def make_node(image, booted, tmp_path):
     fabric.mkdir()
     made = []
 
-    def make(profile: str = "a100", name: str = "node1", index: int = 0, boot: bool = True) -> Node:
-        """A node as it is right after its first boot (copied from a booted template)."""
+    def make(profile: str = "a100", name: str = "node1", index: int = 0, boot: bool = True,
+             driver: str | None = None) -> Node:
+        """A node right after its first boot, or (``driver``) after installing that driver,
+        blacklisting nouveau in the initramfs and rebooting. Copied from booted templates."""
         root = tmp_path / name
-        shutil.copytree(booted(profile) if boot else image, root, symlinks=True)
+        shutil.copytree(booted(profile, driver) if boot else image, root, symlinks=True)
         node = Node(root, fabric, profile, name, index)
         made.append(node)
         return node

@@ -15,11 +15,7 @@ from gpuconf.facts.xid import parse_xid_events
 
 @pytest.fixture
 def gpu_node(make_node):
-    node = make_node("a100")
-    node.install_driver()
-    node.blacklist_nouveau()
-    node.boot()
-    return node
+    return make_node("a100", driver="535.104.05")
 
 
 def query(node, fields: str, gpu: str = "0") -> dict:

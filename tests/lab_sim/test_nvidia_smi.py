@@ -16,11 +16,7 @@ from gpuconf.facts.nvidia.table import parse_nvidia_smi_table
 @pytest.fixture
 def gpu_node(make_node):
     """An A100 node with driver 535.104.05 loaded (nouveau blacklisted, rebooted)."""
-    node = make_node("a100")
-    node.install_driver()
-    node.blacklist_nouveau()
-    node.boot()
-    return node
+    return make_node("a100", driver="535.104.05")
 
 
 def test_without_the_driver_nvidia_smi_fails_like_the_real_one(node):
