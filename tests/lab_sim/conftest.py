@@ -1,7 +1,7 @@
 """Fixtures for the simulator tests: a node image in a temporary directory, no namespaces.
 
 The simulators run exactly as installed in a node (``python3 -B -S <root>/usr/lib/gpuconf-lab/
-sim/<tool>.py``) with ``GPUCONF_LAB_ROOT`` prefixing every path, so these tests need neither
+sim/<tool>.py``) with ``GPUCONF_SIM_ROOT`` prefixing every path, so these tests need neither
 root nor a lab, and can never touch the machine's kernel, services or dpkg. Processes the
 simulated daemons leave behind are killed after each test.
 """
@@ -36,8 +36,8 @@ class Node:
             {"name": name, "lab": "test", "profile": profile, "index": index}))
 
     def env(self, **extra) -> dict:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GPUCONF_LAB_ROOT": str(self.root),
-               "GPUCONF_LAB_FABRIC": str(self.fabric), "LANG": "C.UTF-8", "TZ": "UTC"}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GPUCONF_SIM_ROOT": str(self.root),
+               "GPUCONF_SIM_FABRIC": str(self.fabric), "LANG": "C.UTF-8", "TZ": "UTC"}
         env.update(extra)
         return env
 
@@ -119,7 +119,7 @@ class Node:
 
 def kill_leftovers(root: Path) -> None:
     """Kill every process a simulated daemon of this test root left running."""
-    marker = f"GPUCONF_LAB_ROOT={root}".encode()
+    marker = f"GPUCONF_SIM_ROOT={root}".encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue

@@ -48,7 +48,7 @@ def test_every_tool_is_a_shim_at_its_real_path(image):
         shim = image / tool_path.lstrip("/")
         assert shim.is_file() and not shim.is_symlink() and os.access(shim, os.X_OK), tool_path
         text = shim.read_text()
-        assert f'exec /usr/bin/python3 -B -S "${{GPUCONF_LAB_ROOT:-}}/usr/lib/gpuconf-lab/sim/{module}.py"' in text
+        assert f'exec /usr/bin/python3 -B -S "${{GPUCONF_SIM_ROOT:-}}/usr/lib/gpuconf-lab/sim/{module}.py"' in text
         assert (image / f"usr/lib/gpuconf-lab/sim/{module}.py").is_file()
     assert (image / "usr/lib/gpuconf-lab/sim/profiles.py").is_file()
     assert not (image / "usr/lib/gpuconf-lab/sim/install.py").exists()
@@ -89,7 +89,7 @@ def test_read_only_commands_write_nothing_outside_run(node):
     before = digest(node.root)
     for command in READ_ONLY:
         node.run(*command)
-        node.run(*command, GPUCONF_LAB_USER="gpuadmin")
+        node.run(*command, GPUCONF_SIM_USER="gpuadmin")
     after = digest(node.root)
     assert after == before
     assert not list(node.root.rglob("__pycache__")) and not list(node.root.rglob("*.pyc"))

@@ -151,7 +151,7 @@ def test_uname_and_boot_id(node):
 
 
 def test_non_root_cannot_load_modules(node):
-    done = node.run("kmod", "modprobe", "ib_umad", GPUCONF_LAB_USER="gpuadmin")
+    done = node.run("kmod", "modprobe", "ib_umad", GPUCONF_SIM_USER="gpuadmin")
     assert done.stderr == "modprobe: ERROR: could not insert 'ib_core': Operation not permitted\n"
-    assert node.run("journalctl", "dmesg", GPUCONF_LAB_USER="gpuadmin").stderr == \
+    assert node.run("journalctl", "dmesg", GPUCONF_SIM_USER="gpuadmin").stderr == \
         "dmesg: read kernel buffer failed: Operation not permitted\n"

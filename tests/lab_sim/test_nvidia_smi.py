@@ -102,7 +102,7 @@ def test_persistence_mode_is_set_and_resets_at_reboot(gpu_node):
     assert modes == ["Enabled"] + ["Disabled"] * 7
     gpu_node.boot()
     assert set(gpu_node.smi("--query-gpu=persistence_mode", "--format=csv,noheader").stdout.split()) == {"Disabled"}
-    refused = gpu_node.smi("-pm", "1", GPUCONF_LAB_USER="gpuadmin")
+    refused = gpu_node.smi("-pm", "1", GPUCONF_SIM_USER="gpuadmin")
     assert refused.returncode == 4 and "Insufficient Permissions" in refused.stdout
 
 

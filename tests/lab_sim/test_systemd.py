@@ -13,7 +13,7 @@ After=nvidia-persistenced.service
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sh -c 'echo applied >> "$GPUCONF_LAB_ROOT/var/tmp/applied"'
+ExecStart=/bin/sh -c 'echo applied >> "$GPUCONF_SIM_ROOT/var/tmp/applied"'
 
 [Install]
 WantedBy=multi-user.target
@@ -133,7 +133,7 @@ def test_masked_units_cannot_start(node):
 def test_machine_units_are_reported_never_run(image, make_node):
     node = make_node(boot=False)
     node.write("/lib/systemd/system/machine-db.service",
-               "[Unit]\nDescription=The machine's database\n[Service]\nExecStart=/bin/sh -c 'touch \"$GPUCONF_LAB_ROOT/ran\"'\n"
+               "[Unit]\nDescription=The machine's database\n[Service]\nExecStart=/bin/sh -c 'touch \"$GPUCONF_SIM_ROOT/ran\"'\n"
                "[Install]\nWantedBy=multi-user.target\n")
     os.makedirs(node.path("/etc/systemd/system/multi-user.target.wants"), exist_ok=True)
     os.symlink("/lib/systemd/system/machine-db.service", node.path("/etc/systemd/system/multi-user.target.wants/machine-db.service"))

@@ -190,7 +190,7 @@ def dockerd(args: list[str]) -> int:
     state.write_json(f"{state.RUN}/docker.json", {"pid": pid, "config": config, "runtimes": sorted(runtimes),
                                                   "default_runtime": default})
     logs.journal("API listen on /run/docker.sock", "dockerd", pid, unit)
-    ready = os.environ.get("GPUCONF_LAB_READY")
+    ready = os.environ.get("GPUCONF_SIM_READY")
     if ready:
         with open(ready, "w") as handle:
             handle.write("READY=1\n")

@@ -24,7 +24,7 @@ INIT = "2: INIT\n"
 
 def directory() -> str:
     """Real path of the shared directory (or a node-local stand-in outside a lab)."""
-    override = os.environ.get("GPUCONF_LAB_FABRIC")
+    override = os.environ.get("GPUCONF_SIM_FABRIC")
     if override:
         return override
     shared = state.path(state.FABRIC)

@@ -65,7 +65,7 @@ def shim_text(module: str, *args: str, pass_self: bool = False) -> str:
     fixed = "".join(f" '{arg}'" for arg in args) + (' "$0"' if pass_self else "")
     return ("#!/bin/sh\n"
             "# gpuconf lab: this tool is simulated inside lab nodes (gpuconf/lab/sim).\n"
-            f'exec /usr/bin/python3 -B -S "${{GPUCONF_LAB_ROOT:-}}{SIM_DIR}/{module}.py"{fixed} "$@"\n')
+            f'exec /usr/bin/python3 -B -S "${{GPUCONF_SIM_ROOT:-}}{SIM_DIR}/{module}.py"{fixed} "$@"\n')
 
 
 def write_file(root: Path, absolute: str, text: str, mode: int = 0o644) -> None:
@@ -114,7 +114,7 @@ def record_machine_units(root: Path) -> None:
 
 def run_sim(root: Path, module: str, *args: str) -> None:
     """Run an installed simulator against ``root`` (prefix mode), as root, from the machine."""
-    env = dict(os.environ, GPUCONF_LAB_ROOT=str(root))
+    env = dict(os.environ, GPUCONF_SIM_ROOT=str(root))
     script = root / SIM_DIR.lstrip("/") / f"{module}.py"
     subprocess.run(["/usr/bin/python3", "-B", "-S", str(script), *args], env=env, check=True,
                    stdout=subprocess.DEVNULL)

@@ -151,7 +151,7 @@ def _start_forking(unit, argv, env, base) -> None:
 def _start_simple(unit, argv, env, base, notify: bool) -> None:
     ready = f"{state.RUN}/systemd/run/{unit.name}.ready"
     state.remove(ready)
-    env = dict(env, GPUCONF_LAB_READY=state.path(ready)) if notify else env
+    env = dict(env, GPUCONF_SIM_READY=state.path(ready)) if notify else env
     try:
         spawned = services.spawn(unit, argv, env)
     except StartError:

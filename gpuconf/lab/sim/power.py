@@ -2,7 +2,7 @@
 
 A reboot is a request to the node's PID 1, the lab runtime's init (``SIGUSR1``, see
 docs/lab-contract.md): it ends every process of the node, SSH sessions included, remounts
-``/run`` and boots again. These tools never touch the machine: under ``GPUCONF_LAB_ROOT``
+``/run`` and boots again. These tools never touch the machine: under ``GPUCONF_SIM_ROOT``
 (tests) the request is only recorded, and a PID 1 that is not the runtime's ``init.py`` is refused.
 
 Powering a node off is not simulated (``gpuconf lab down`` does that); the tools say so.

@@ -125,7 +125,7 @@ def is_active(name: str) -> bool:
 def environment(unit: units.UnitFile, invocation: str) -> dict:
     env = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "INVOCATION_ID": invocation, "HOME": "/root",
            "USER": "root", "LOGNAME": "root", "SHELL": "/bin/sh"}
-    for name in ("GPUCONF_LAB_ROOT", "GPUCONF_LAB_FABRIC"):
+    for name in ("GPUCONF_SIM_ROOT", "GPUCONF_SIM_FABRIC"):
         if name in os.environ:
             env[name] = os.environ[name]
     for value in unit.values("Service", "EnvironmentFile"):
@@ -222,8 +222,8 @@ def spawn(unit: units.UnitFile, argv: list[str], env: dict) -> dict:
     for stale in (pid_file, exit_file):
         state.remove(stale)
     os.makedirs(os.path.dirname(state.path(pid_file)), exist_ok=True)
-    env = dict(env, GPUCONF_LAB_PIDF=state.path(pid_file), GPUCONF_LAB_EXITF=state.path(exit_file))
-    script = '"$@" & echo $! > "$GPUCONF_LAB_PIDF"; wait $!; echo $? > "$GPUCONF_LAB_EXITF"'
+    env = dict(env, GPUCONF_SIM_PIDF=state.path(pid_file), GPUCONF_SIM_EXITF=state.path(exit_file))
+    script = '"$@" & echo $! > "$GPUCONF_SIM_PIDF"; wait $!; echo $? > "$GPUCONF_SIM_EXITF"'
     out = open(state.path(f"{base}.out"), "wb")
     wrapper = subprocess.Popen(["/bin/sh", "-c", script, "sh", real] + argv[1:], env=env, stdin=subprocess.DEVNULL,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

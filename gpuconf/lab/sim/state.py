@@ -2,7 +2,8 @@
 
 Inside a node every path is absolute: volatile state in ``/run/gpuconf-lab`` (cleared at each
 boot, like the kernel's own state), persistent state in ``/var/lib/gpuconf-lab``. Tests set
-``GPUCONF_LAB_ROOT`` to a temporary directory and every path gets that prefix, so the
+``GPUCONF_SIM_ROOT`` (not the runtime's ``GPUCONF_LAB_ROOT``, its state directory on the machine)
+to a temporary directory and every path gets that prefix, so the
 simulators can be exercised without namespaces and can never reach the machine's own files.
 
 Read-only commands (``lsmod``, ``nvidia-smi -q``, ``systemctl is-active`` ...) must not write
@@ -19,7 +20,7 @@ import socket
 import sys
 import time
 
-ROOT = os.environ.get("GPUCONF_LAB_ROOT", "").rstrip("/")
+ROOT = os.environ.get("GPUCONF_SIM_ROOT", "").rstrip("/")
 TEST_MODE = bool(ROOT)
 
 RUN = "/run/gpuconf-lab"
@@ -31,7 +32,7 @@ DEFAULT_KERNEL = "6.1.0-18-amd64"
 
 
 def path(absolute: str) -> str:
-    """The real location of a node path (prefixed with ``GPUCONF_LAB_ROOT`` in tests)."""
+    """The real location of a node path (prefixed with ``GPUCONF_SIM_ROOT`` in tests)."""
     return ROOT + absolute
 
 
@@ -152,9 +153,9 @@ def uptime() -> float:
 
 def is_root() -> bool:
     """Root inside a node. Tests run as whatever user they are and choose with
-    ``GPUCONF_LAB_USER`` (set: an unprivileged user) so both paths are testable anywhere."""
+    ``GPUCONF_SIM_USER`` (set: an unprivileged user) so both paths are testable anywhere."""
     if TEST_MODE:
-        return "GPUCONF_LAB_USER" not in os.environ
+        return "GPUCONF_SIM_USER" not in os.environ
     return os.geteuid() == 0
 
 
