@@ -64,6 +64,7 @@ def test_opensm_on_one_node_activates_every_port_in_the_lab(two_nodes):
     assert [port.state.name for port in status] == ["ACTIVE"] * 4
     assert parse_ibv_devinfo(other.run("ib", "ibv_devinfo", "-d", "mlx5_2").stdout).devices[0].ports[0].state == "PORT_ACTIVE"
     assert other.read("/sys/class/infiniband/mlx5_0/ports/1/sm_lid") == "0x1\n"
+    assert sm.run("kmod", "rmmod", "ib_umad").stderr == "rmmod: ERROR: Module ib_umad is in use\n"
     sm.systemctl("stop", "opensm", check=True)
     assert port_state(other) == "2: INIT\n"
 

@@ -78,11 +78,15 @@ def test_a_blacklist_counts_at_boot_only_once_it_is_in_the_initramfs(node):
     version = parse_proc_driver_version(node.read("/proc/driver/nvidia/version"))
     assert version.version == "535.104.05"
     assert node.read("/sys/module/nvidia/version") == "535.104.05\n"
+    assert node.read("/run/gpuconf-lab/proc/tainted") == "12289\n"     # P, O and E, as a real nvidia load
 
 
 def test_the_initrd_is_a_gzipped_newc_cpio(node):
     blob = gzip.decompress(node.path("/boot/initrd.img-6.1.0-18-amd64").read_bytes())
     assert blob.startswith(b"070701") and b"TRAILER!!!" in blob
+    node.blacklist_nouveau()
+    node.run("initramfs", "unmkinitramfs", "/boot/initrd.img-6.1.0-18-amd64", "/tmp/initrd", check=True)
+    assert node.read("/tmp/initrd/etc/modprobe.d/blacklist-nouveau.conf").startswith("blacklist nouveau\n")
 
 
 def test_update_initramfs_output_and_the_rebuild_without_the_blacklist(node):

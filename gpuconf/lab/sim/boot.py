@@ -46,6 +46,7 @@ def prepare() -> None:
     state.write_in_place(f"{proc}/osrelease", release + "\n")
     state.write_in_place(f"{proc}/boot_id", boot_id + "\n")
     state.write_in_place(f"{proc}/version", catalog.proc_version(release))
+    state.write_in_place(f"{proc}/tainted", "0\n")
     modules.clear()
     for directory in ("/run/systemd/system", "/run/lock", "/run/user"):
         os.makedirs(state.path(directory), exist_ok=True)

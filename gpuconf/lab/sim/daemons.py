@@ -157,6 +157,7 @@ def opensm(args: list[str]) -> int:
     guid = state.read_text("/sys/class/infiniband/mlx5_0/node_guid", "0000:0000:0000:0000").strip()
 
     def ready(pid: int) -> None:
+        modules.add_user("ib_umad", pid)    # opensm holds /dev/infiniband/umad*: ib_umad is in use
         fabric.refresh()
         logs.journal(f"Using default GUID 0x{guid.replace(':', '')}", "opensm", pid, unit)
         logs.journal("Entering DISCOVERING state", "opensm", pid, unit)

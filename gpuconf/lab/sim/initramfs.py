@@ -1,4 +1,5 @@
-"""``update-initramfs`` and ``lsinitramfs``: the initramfs as a snapshot of ``/etc/modprobe.d``.
+"""``update-initramfs``, ``lsinitramfs``, ``unmkinitramfs``: the initramfs as a snapshot of
+``/etc/modprobe.d``.
 
 ``/boot/initrd.img-<release>`` is a real gzip'ed ``newc`` cpio archive, so ``lsinitramfs``,
 ``cpio -t`` and a task's own checks can read it. What matters at boot is the copy of
@@ -218,9 +219,39 @@ def lsinitramfs(args: list[str]) -> int:
     return 0
 
 
+def unmkinitramfs(args: list[str]) -> int:
+    """``unmkinitramfs INITRAMFS DIR`` (``--list`` lists instead), as initramfs-tools has it."""
+    files = [a for a in args if not a.startswith("-")]
+    if "--list" in args and files:
+        return lsinitramfs(files[:1])
+    if len(files) != 2:
+        sys.stderr.write("Usage: unmkinitramfs [-v] initramfs-file directory\n")
+        return 2
+    source, target = files
+    try:
+        with open(state.path(source) if source.startswith("/") else source, "rb") as handle:
+            entries = read_cpio(gzip.decompress(handle.read()))
+    except (OSError, EOFError, ValueError):
+        sys.stderr.write(f"unmkinitramfs: {source}: not a valid initramfs\n")
+        return 1
+    base = state.path(target) if target.startswith("/") else target
+    for name, mode, data in entries:
+        path = os.path.normpath(os.path.join(base, name))
+        if not path.startswith(os.path.normpath(base)):
+            continue                      # never write outside the target directory
+        if mode & 0o40000:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     tool, args = (argv[0], argv[1:]) if argv else ("update-initramfs", [])
-    return lsinitramfs(args) if tool == "lsinitramfs" else update_initramfs(args)
+    handler = {"lsinitramfs": lsinitramfs, "unmkinitramfs": unmkinitramfs}.get(tool, update_initramfs)
+    return handler(args)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ TOOLS = {
     "/usr/bin/kmod": ("kmod", "kmod"),
     "/usr/sbin/update-initramfs": ("initramfs", "update-initramfs"),
     "/usr/bin/lsinitramfs": ("initramfs", "lsinitramfs"),
+    "/usr/bin/unmkinitramfs": ("initramfs", "unmkinitramfs"),
     "/usr/bin/systemctl": ("systemctl", None),
     "/usr/bin/journalctl": ("journalctl", "journalctl"),
     "/usr/bin/dmesg": ("journalctl", "dmesg"),

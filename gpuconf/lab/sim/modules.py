@@ -120,9 +120,19 @@ def refcount(entry: dict, entries: list[dict]) -> int:
     return len(holders(entry["name"], entries)) + _live_users(entry)
 
 
+TAINT_BITS = {"P": 1, "O": 4096, "E": 8192}
+
+
 def _save(entries: list[dict]) -> None:
     state.write_json(MODULES_JSON, {"loaded": entries})
     render_proc_modules(entries)
+    # /proc/sys/kernel/tainted of the simulated kernel (P, O, E once nvidia has loaded;
+    # taint stays after unloading, as the real flag does)
+    taint = int((state.read_text(f"{state.RUN}/proc/tainted", "0") or "0").strip() or 0)
+    for entry in entries:
+        for flag in entry.get("taint", ""):
+            taint |= TAINT_BITS.get(flag, 0)
+    state.write_in_place(f"{state.RUN}/proc/tainted", f"{taint}\n")
 
 
 def render_proc_modules(entries: list[dict] | None = None) -> None:
