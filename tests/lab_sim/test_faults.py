@@ -107,6 +107,17 @@ def test_lspci_lists_the_profile(gpu_node):
     assert gpu_node.run("lspci", "-D", "-n", "-s", "0c:00.0").stdout == "0000:0c:00.0 0207: 15b3:101b\n"
 
 
+def test_lockup_and_kmsg_faults(gpu_node):
+    from gpuconf.facts.kernel_log import find_lockups
+
+    gpu_node.run("fault", "lockup", check=True)
+    gpu_node.run("fault", "kmsg", "NVRM: GPU 0000:07:00.0: RmInitAdapter failed! (0x25:0x65:1457)", check=True)
+    dmesg = gpu_node.run("journalctl", "dmesg").stdout
+    assert {lockup.kind for lockup in find_lockups(dmesg)} >= {"soft_lockup", "nvidia_ioctl"}
+    assert "RmInitAdapter failed!" in dmesg
+    assert int(gpu_node.read("/run/gpuconf-lab/proc/tainted")) & 16384
+
+
 def test_unknown_fault_is_refused(node):
     assert node.run("fault", "melt").returncode == 2
     assert "no GPU 9" in node.run("fault", "temp", "90", "--gpu", "9").stderr

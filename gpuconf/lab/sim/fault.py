@@ -14,6 +14,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
     dpkg-lock                       a process holds the dpkg locks as apt would
+    kmsg TEXT [--level warn]        one arbitrary kernel log line
+    lockup                          a soft lockup in the NVIDIA ioctl path (and taint flag L)
     clear [KIND]                    undo one kind, or every fault
 --gpu takes an index, a comma list or "all"; the default is GPU 0.
 """
@@ -120,6 +122,19 @@ def xid(code: int, options: dict) -> None:
             logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
 
 
+def lockup() -> None:
+    """What a GPU wedged in an ioctl leaves in the kernel log, and the taint it sets."""
+    logs.kmsg("watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [python3:4242]", 0)
+    for line in ("CPU: 3 PID: 4242 Comm: python3 Tainted: P           OE      6.1.0-18-amd64 #1 Debian 6.1.76-1",
+                 "Call Trace:", " <TASK>", " _nv012345rm+0x1c/0x30 [nvidia]",
+                 " nvidia_unlocked_ioctl+0x5a5/0x8f0 [nvidia]", " __x64_sys_ioctl+0x8d/0xd0",
+                 " do_syscall_64+0x58/0xc0", " entry_SYSCALL_64_after_hwframe+0x64/0xce", " </TASK>"):
+        logs.kmsg(line, 4)
+    tainted = f"{state.RUN}/proc/tainted"
+    value = int((state.read_text(tainted, "0") or "0").strip() or 0) | 16384   # L: soft lockup
+    state.write_in_place(tainted, f"{value}\n")
+
+
 def dpkg_lock() -> int:
     """Hold both dpkg locks with fcntl write locks, from a process named like apt's holder."""
     read_end, write_end = os.pipe()
@@ -216,6 +231,13 @@ def main(argv: list[str]) -> int:
         kernels.install_kernel(positional[0])
         print(f"fault kernel-upgrade: kernel {positional[0]} installed; it runs after the next reboot "
               "(no DKMS build for it)")
+    elif kind == "kmsg" and positional:
+        level = logs.PRIORITIES.index(options.get("level", "warn"))
+        logs.kmsg(" ".join(positional), level)
+        print("fault kmsg: logged")
+    elif kind == "lockup":
+        lockup()
+        print("fault lockup: soft lockup logged, kernel tainted (L)")
     elif kind == "dpkg-lock":
         clear("dpkg-lock")
         dpkg_lock()
