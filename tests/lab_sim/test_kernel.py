@@ -6,6 +6,10 @@ messages and parsed with gpuconf's own fact parsers.
 from __future__ import annotations
 
 import gzip
+import shutil
+import subprocess
+
+import pytest
 
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.kernel import parse_proc_modules
@@ -87,6 +91,15 @@ def test_the_initrd_is_a_gzipped_newc_cpio(node):
     node.blacklist_nouveau()
     node.run("initramfs", "unmkinitramfs", "/boot/initrd.img-6.1.0-18-amd64", "/tmp/initrd", check=True)
     assert node.read("/tmp/initrd/etc/modprobe.d/blacklist-nouveau.conf").startswith("blacklist nouveau\n")
+
+
+@pytest.mark.skipif(shutil.which("cpio") is None, reason="needs cpio")
+def test_real_cpio_reads_the_snapshot(node):
+    node.blacklist_nouveau()
+    initrd = node.path("/boot/initrd.img-6.1.0-18-amd64")
+    done = subprocess.run(f"zcat -f '{initrd}' | cpio -i --quiet --to-stdout 'etc/modprobe.d/*'", shell=True,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "blacklist nouveau\noptions nouveau modeset=0\n"
 
 
 def test_update_initramfs_output_and_the_rebuild_without_the_blacklist(node):

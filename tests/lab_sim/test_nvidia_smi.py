@@ -46,6 +46,19 @@ def test_list_per_profile(make_node, profile, count, name):
     assert len({gpu.uuid for gpu in listed.gpus}) == count
 
 
+@pytest.mark.parametrize("profile, driver", [("h100", "550.127.05"), ("t4", "535.104.05")])
+def test_every_profile_and_branch_parses(make_node, profile, driver):
+    node = make_node(profile, driver=driver)
+    report = parse_nvidia_smi_query(node.smi("-q", version=driver).stdout)
+    assert report.driver_version == driver and report.gpus and not any(g.errors for g in report.gpus)
+    table = parse_nvidia_smi_table(node.smi(version=driver).stdout)
+    assert table.complete and len(table.gpus) == len(report.gpus)
+    assert table.gpus[0].memory_total_mib == report.gpus[0].memory.total_mib
+    hopper = report.gpus[0].temperature
+    if profile == "h100":
+        assert hopper.tlimit_c is not None and report.gpus[0].fabric.state == "In Progress"
+
+
 def test_query_report_parses_with_real_values(gpu_node):
     report = parse_nvidia_smi_query(gpu_node.smi("-q").stdout)
     assert report.driver_version == "535.104.05" and report.attached_gpus == 8 and len(report.gpus) == 8
