@@ -90,7 +90,8 @@ class Node:
                 target.symlink_to(link)
 
     def install(self, name: str, version: str | None = None) -> Package:
-        package = next(p for p in all_packages() if p.name == name and (version is None or p.version == version))
+        package = next(p for p in all_packages() if p.name == name and
+                       (version is None or version in (p.version, p.version.split("-")[0])))
         self.install_files(package)
         return package
 

@@ -37,16 +37,16 @@ def versions(repo, name: str) -> list[str]:
 
 
 def test_the_repository_holds_the_versions_gpuconf_needs(repo):
-    assert versions(repo, "nvidia-driver-535") == ["535.104.05", "535.86.05"]
-    assert versions(repo, "nvidia-driver-550") == ["550.127.05"]
-    assert versions(repo, "nvidia-fabricmanager-535") == ["535.104.05", "535.86.05"]
+    assert versions(repo, "nvidia-driver-535") == ["535.104.05-1", "535.86.05-1"]
+    assert versions(repo, "nvidia-driver-550") == ["550.127.05-1"]
+    assert versions(repo, "nvidia-fabricmanager-535") == ["535.104.05-1", "535.86.05-1"]
     assert versions(repo, "cuda-toolkit-12-2") == ["12.2.0-1", "12.2.2-1"]
     assert versions(repo, "cuda") == ["11.7.1-1", "12.2.0-1", "12.2.2-1", "12.4.1-1"]
     for name in ("dkms", "opensm", "infiniband-diags", "ibverbs-utils", "rdma-core", "nvidia-container-toolkit",
                  "docker.io", "nvidia-persistenced", "cuda-toolkit-11-7", "cuda-toolkit-12-4"):
         assert versions(repo, name), name
-    driver = next(p for p in packages(repo) if p["Package"] == "nvidia-driver-535" and p["Version"] == "535.86.05")
-    assert driver["Depends"] == "nvidia-dkms-535 (= 535.86.05), nvidia-utils-535 (= 535.86.05)"
+    driver = next(p for p in packages(repo) if p["Package"] == "nvidia-driver-535" and p["Version"] == "535.86.05-1")
+    assert driver["Depends"] == "nvidia-dkms-535 (= 535.86.05-1), nvidia-utils-535 (= 535.86.05-1)"
     assert driver["Conflicts"] == "nvidia-driver-550"
     newest = next(p for p in packages(repo) if p["Package"] == "cuda" and p["Version"] == "12.4.1-1")
     assert newest["Depends"] == "cuda-toolkit-12-4 (>= 12.4.1-1)"
@@ -61,7 +61,7 @@ def test_release_lists_the_index_hashes(repo):
 @needs_sandbox
 def test_driver_install_builds_dkms_and_purge_removes_it(repo, tmp_path):
     out = run_in_sandbox(tmp_path, repo, """
-apt-get install -y -q nvidia-driver-535=535.104.05 >/dev/null 2>&1; echo "install=$?"
+apt-get install -y -q nvidia-driver-535=535.104.05-1 >/dev/null 2>&1; echo "install=$?"
 echo "status=$(dkms status)"
 ls /usr/src/nvidia-535.104.05/dkms.conf && echo has-conf
 apt-get install -s -q nvidia-driver-550 2>&1 | grep -E '^(Inst|Remv) nvidia' | sort
@@ -72,7 +72,7 @@ true
 """)
     assert "install=0" in out and "status=nvidia/535.104.05, 6.1.0-18-amd64, x86_64: installed" in out
     assert "has-conf" in out
-    assert "Remv nvidia-dkms-535 [535.104.05]" in out and "Inst nvidia-driver-550 (550.127.05" in out
+    assert "Remv nvidia-dkms-535 [535.104.05-1]" in out and "Inst nvidia-driver-550 (550.127.05" in out
     assert "purge=0" in out and "after=|\n0\n" in out
 
 
@@ -118,9 +118,9 @@ true
 @needs_sandbox
 def test_hold_blocks_upgrade(repo, tmp_path):
     out = run_in_sandbox(tmp_path, repo, """
-apt-get install -y -q nvidia-driver-535=535.86.05 2>&1 | grep -m1 'but 535.104.05 is to be installed'
-apt-get install -y -q cuda-toolkit-12-2=12.2.0-1 nvidia-driver-535=535.86.05 nvidia-dkms-535=535.86.05 \
-    nvidia-utils-535=535.86.05 >/dev/null 2>&1
+apt-get install -y -q nvidia-driver-535=535.86.05-1 2>&1 | grep -m1 'but 535.104.05-1 is to be installed'
+apt-get install -y -q cuda-toolkit-12-2=12.2.0-1 nvidia-driver-535=535.86.05-1 nvidia-dkms-535=535.86.05-1 \
+    nvidia-utils-535=535.86.05-1 >/dev/null 2>&1
 apt-mark hold cuda-toolkit-12-2 nvidia-driver-535 nvidia-dkms-535 nvidia-utils-535 >/dev/null
 apt-get upgrade -y -q >/dev/null 2>&1
 dpkg-query -W -f '${Package} ${Version}\\n' cuda-toolkit-12-2 nvidia-driver-535
@@ -128,21 +128,21 @@ apt-get install -y -q cuda-toolkit-12-2=12.2.2-1 2>&1 | grep -E '^E:'
 true
 """)
     # apt never picks a non-candidate version of a dependency: an older driver names all three
-    assert "Depends: nvidia-dkms-535 (= 535.86.05) but 535.104.05 is to be installed" in out
-    assert "cuda-toolkit-12-2 12.2.0-1" in out and "nvidia-driver-535 535.86.05" in out
+    assert "Depends: nvidia-dkms-535 (= 535.86.05-1) but 535.104.05-1 is to be installed" in out
+    assert "cuda-toolkit-12-2 12.2.0-1" in out and "nvidia-driver-535 535.86.05-1" in out
     assert "E: Held packages were changed and -y was used without --allow-change-held-packages." in out
 
 
 @needs_sandbox
 def test_fabricmanager_refuses_a_version_mismatch_with_the_real_packages(repo, tmp_path):
     out = run_in_sandbox(tmp_path, repo, """
-apt-get install -y -q nvidia-driver-535=535.104.05 nvidia-fabricmanager-535=535.86.05 >/dev/null 2>&1
+apt-get install -y -q nvidia-driver-535=535.104.05-1 nvidia-fabricmanager-535=535.86.05-1 >/dev/null 2>&1
 printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' > /etc/modprobe.d/blacklist-nouveau.conf
 update-initramfs -u >/dev/null
 /usr/lib/gpuconf-lab/sim/boot prepare; /usr/lib/gpuconf-lab/sim/boot start
 systemctl start nvidia-fabricmanager; echo "start=$?"
 journalctl -u nvidia-fabricmanager --no-pager -o cat | grep -m1 "don't match"
-apt-get install -y -q nvidia-fabricmanager-535=535.104.05 >/dev/null 2>&1
+apt-get install -y -q nvidia-fabricmanager-535=535.104.05-1 >/dev/null 2>&1
 systemctl restart nvidia-fabricmanager; echo "restart=$?"
 systemctl is-active nvidia-fabricmanager
 true

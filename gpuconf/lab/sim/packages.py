@@ -16,6 +16,9 @@ from gpuconf.lab.sim.elf import shared_object
 from gpuconf.lab.sim.install import shim_text
 
 DRIVERS = {"535": ("535.86.05", "535.104.05"), "550": ("550.127.05",)}
+# Debian revision of the driver-family packages, as NVIDIA's own repository has them
+# (nvidia-driver-535 535.104.05-1): tools report the upstream version, apt the package's.
+DRIVER_REVISION = "-1"
 # toolkit package -> [(deb version, nvcc version, cudart version)]
 TOOLKITS = {"11-7": [("11.7.1-1", "11.7.99", "11.7.99")],
             "12-2": [("12.2.0-1", "12.2.91", "12.2.53"), ("12.2.2-1", "12.2.140", "12.2.140")],
@@ -109,8 +112,9 @@ def driver_packages(branch: str, version: str) -> list[Package]:
         "fi\n")
     dkms_prerm = f'dkms remove -m nvidia -v {version} --all >/dev/null 2>&1 || true\n'
     lib = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{version}"
+    deb = version + DRIVER_REVISION
     return [
-        Package(f"nvidia-dkms-{branch}", version, f"NVIDIA DKMS package ({branch} branch)\n"
+        Package(f"nvidia-dkms-{branch}", deb, f"NVIDIA DKMS package ({branch} branch)\n"
                 "The NVIDIA kernel modules, built by DKMS for every installed kernel.",
                 depends=["dkms"], conflicts=_others(branch, "nvidia-dkms"), replaces=_others(branch, "nvidia-dkms"),
                 provides=["nvidia-dkms-kernel"], section="non-free/kernel",
@@ -118,14 +122,14 @@ def driver_packages(branch: str, version: str) -> list[Package]:
                        f"/usr/src/nvidia-{version}/Makefile": (f"# NVIDIA {version} kernel module sources (simulated)\n", 0o644),
                        f"/usr/src/nvidia-{version}/nvidia/nv.c": ("/* simulated */\n", 0o644)},
                 scripts={"postinst": dkms_postinst, "prerm": dkms_prerm}),
-        Package(f"nvidia-utils-{branch}", version, f"NVIDIA driver support binaries ({branch} branch)\n"
+        Package(f"nvidia-utils-{branch}", deb, f"NVIDIA driver support binaries ({branch} branch)\n"
                 "nvidia-smi and the NVML library.",
                 conflicts=_others(branch, "nvidia-utils"), replaces=_others(branch, "nvidia-utils"),
                 files={"/usr/bin/nvidia-smi": _tool("nvsmi", version), lib: (shared_object("libnvidia-ml.so.1"), 0o644)},
                 symlinks={"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": f"libnvidia-ml.so.{version}"}),
-        Package(f"nvidia-driver-{branch}", version, f"NVIDIA driver metapackage ({branch} branch)\n"
+        Package(f"nvidia-driver-{branch}", deb, f"NVIDIA driver metapackage ({branch} branch)\n"
                 "Pulls the DKMS kernel modules and the utilities of one exact driver version.",
-                depends=[f"nvidia-dkms-{branch} (= {version})", f"nvidia-utils-{branch} (= {version})"],
+                depends=[f"nvidia-dkms-{branch} (= {deb})", f"nvidia-utils-{branch} (= {deb})"],
                 conflicts=_others(branch, "nvidia-driver"), replaces=_others(branch, "nvidia-driver"),
                 section="non-free/metapackages"),
     ]
@@ -162,7 +166,7 @@ def fabricmanager(branch: str, version: str) -> Package:
                   "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg", "",
                   "LimitCORE=infinity"],
                  ["After=network-online.target", "Requires=network-online.target"])
-    return Package(f"nvidia-fabricmanager-{branch}", version, f"Fabric Manager for NVSwitch based systems ({branch})\n"
+    return Package(f"nvidia-fabricmanager-{branch}", version + DRIVER_REVISION, f"Fabric Manager for NVSwitch based systems ({branch})\n"
                    "Configures NVSwitches and NVLink routing; needs the driver of exactly the same version.",
                    conflicts=_others(branch, "nvidia-fabricmanager"), replaces=_others(branch, "nvidia-fabricmanager"),
                    files={"/usr/bin/nv-fabricmanager": _tool("daemons", "fabricmanager", version),
