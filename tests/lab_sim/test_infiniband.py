@@ -77,14 +77,21 @@ def test_a_killed_subnet_manager_releases_the_fabric(two_nodes):
     assert port_state(other) == "2: INIT\n"
 
 
-def test_opensm_needs_ib_umad(make_node):
+def test_opensm_needs_ib_umad_and_an_hca(make_node):
     node = make_node("a100")
-    node.run("kmod", "modprobe", "mlx5_ib", check=True)
     node.install("opensm")
+    node.run("kmod", "modprobe", "mlx5_ib", check=True)
     done = node.systemctl("start", "opensm")
     assert done.returncode == 1 and done.stderr.startswith("Job for opensm.service failed")
     journal = node.run("journalctl", "journalctl", "-u", "opensm", "-o", "cat").stdout
     assert "is ib_umad module loaded?" in journal
+    node.run("kmod", "rmmod", "mlx5_ib", check=True)
+    node.run("kmod", "modprobe", "ib_umad", check=True)
+    assert node.read("/sys/class/infiniband_mad/abi_version") == "5\n"     # the class exists without HCAs
+    assert node.systemctl("start", "opensm").returncode == 1
+    assert "Unable to register class" in node.run("journalctl", "journalctl", "-u", "opensm", "-o", "cat").stdout
+    node.run("kmod", "modprobe", "mlx5_ib", check=True)
+    node.systemctl("start", "opensm", check=True)
 
 
 def test_h100_hcas_are_ndr_400(make_node):

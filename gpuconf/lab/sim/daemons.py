@@ -149,6 +149,11 @@ def opensm(args: list[str]) -> int:
              "(No such file or directory): is ib_umad module loaded?", unit)
         _err("opensm", "Error from osm_opensm_bind (0x2A)\nPerhaps another instance of OpenSM is already running", unit)
         return 1
+    if not state.exists("/sys/class/infiniband/mlx5_0"):
+        # ib_umad is there but no HCA is (mlx5_ib not loaded): no local port to bind to
+        _err("opensm", "osm_vendor_bind: ERR 5426: Unable to register class 129 version 1", unit)
+        _err("opensm", "Error from osm_opensm_bind (0x2A)\nPerhaps another instance of OpenSM is already running", unit)
+        return 1
     fd = fabric.register_subnet_manager(state.hostname())
     if fd is None:
         _err("opensm", "Error from osm_opensm_bind (0x2A)\nPerhaps another instance of OpenSM is already running", unit)

@@ -146,11 +146,16 @@ def _bind(bus: int, driver: str | None) -> None:
 
 
 def _render_infiniband(names: set) -> None:
+    """``class/infiniband`` has the HCAs while mlx5_ib drives them; ``infiniband_mad`` and
+    ``infiniband_verbs`` exist (with their ``abi_version``) as soon as ib_umad / ib_uverbs
+    load, with one umadN/uverbsN per HCA only when there are HCAs."""
     profile = state.profile()
     hca = profile.hca
-    if "mlx5_ib" not in names or hca is None:
-        for cls in ("infiniband", "infiniband_mad", "infiniband_verbs"):
-            _remove(f"{SYS}/class/{cls}")
+    devices = "mlx5_ib" in names and hca is not None
+    _render_char_class("infiniband_mad", "umad", "5", "ib_umad" in names, devices)
+    _render_char_class("infiniband_verbs", "uverbs", "6", "ib_uverbs" in names, devices)
+    if not devices:
+        _remove(f"{SYS}/class/infiniband")
         return
     fabric.refresh()
     for i, bus in enumerate(profile.hca_buses):
@@ -169,16 +174,15 @@ def _render_infiniband(names: set) -> None:
                             ("gids/0", "fe80:0000:0000:0000:" + guid)):
             _write(f"{port}/{name}", value + "\n")
         _symlink(f"../../../bus/pci/devices/{identity.sysfs_bdf(bus)}", f"{base}/device")
-    _render_char_class("infiniband_mad", "umad", "5", "ib_umad" in names)
-    _render_char_class("infiniband_verbs", "uverbs", "6", "ib_uverbs" in names)
 
 
-def _render_char_class(cls: str, prefix: str, abi: str, present: bool) -> None:
+def _render_char_class(cls: str, prefix: str, abi: str, present: bool, devices: bool) -> None:
     if not present:
         _remove(f"{SYS}/class/{cls}")
         return
+    _clear_dir(f"{SYS}/class/{cls}")
     _write(f"{SYS}/class/{cls}/abi_version", abi + "\n")
-    for i in range(state.profile().hca_count):
+    for i in range(state.profile().hca_count if devices else 0):
         _write(f"{SYS}/class/{cls}/{prefix}{i}/ibdev", f"mlx5_{i}\n")
         if prefix == "umad":
             _write(f"{SYS}/class/{cls}/{prefix}{i}/port", "1\n")
