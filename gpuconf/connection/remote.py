@@ -13,18 +13,24 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 MAX_CONTENT = 4 * 1024 * 1024
 MAX_OUTPUT = 1024 * 1024
 WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
+READ_OPS = ("sh", "stat")
+PARALLEL_READS = 8
+EMIT_LOCK = threading.Lock()
 ENV = dict(os.environ, LC_ALL="C", LANG="C", PYTHONDONTWRITEBYTECODE="1")
 ENV["PATH"] = ENV.get("PATH", "/usr/bin:/bin") + ":/usr/local/sbin:/usr/sbin:/sbin"
 
 
 def emit(result):
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(result) + "\n"
+    with EMIT_LOCK:  # reads run in threads: one whole line at a time
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def text(data):
@@ -242,49 +248,70 @@ def lock_owner(path):
         return "unknown"
 
 
+WRITERS = {"write": op_write, "mkdir": op_mkdir, "remove": op_remove, "symlink": op_symlink, "reboot": op_reboot}
+
+
+def run_op(op, readonly):
+    """One op's result fields, and whether the ops after it must be skipped."""
+    kind = op.get("op")
+    if readonly and kind in WRITE_OPS:
+        return {"error": "refused: '%s' in a read-only (check) request" % kind}, True
+    try:
+        if kind == "sh":
+            return run_shell(op["cmd"], op.get("timeout", 10)), False
+        if kind == "stat":
+            return op_stat(op), False
+        if kind == "run":
+            stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
+            result = run_shell(op["cmd"], op.get("timeout", 600), stdin_data)
+            return result, op.get("check", True) and (result["rc"] != 0 or result["timed_out"])
+        if kind in WRITERS:
+            return WRITERS[kind](op), False
+        return {"error": "unknown op %r" % kind}, True
+    except Exception as exc:  # report, never crash: the controller decides
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}, kind not in READ_OPS
+
+
+def run_reads(batch, readonly):
+    """Reads (sh, stat) that follow each other run at the same time: a fact batch then takes as
+    long as its slowest command, not the sum of all of them. Each result is printed as it ends."""
+    def one(item):
+        index, op = item
+        result, _ = run_op(op, readonly)
+        result["i"] = index
+        emit(result)
+    if len(batch) == 1:
+        one(batch[0])
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_READS, len(batch))) as pool:
+        list(pool.map(one, batch))
+
+
 def main(request):
     readonly = request.get("readonly", True)
     lock = request.get("lock")
     if lock and shared_lock(lock) is None:
         emit({"busy": True, "owner": lock_owner(lock["path"]), "path": lock["path"]})
         return
-    stop = False
-    for index, op in enumerate(request["ops"]):
-        kind = op.get("op")
-        result = {"i": index}
+    ops = list(enumerate(request["ops"]))
+    stop, position = False, 0
+    while position < len(ops):
+        index, op = ops[position]
         if stop:
-            result["skipped"] = True
-        elif readonly and kind in WRITE_OPS:
-            result["error"] = "refused: '%s' in a read-only (check) request" % kind
-            stop = True
+            emit({"i": index, "skipped": True})
+            position += 1
+        elif op.get("op") in READ_OPS:
+            end = position
+            while end < len(ops) and ops[end][1].get("op") in READ_OPS:
+                end += 1
+            run_reads(ops[position:end], readonly)  # reads never stop the ops after them
+            position = end
         else:
-            try:
-                if kind == "sh":
-                    result.update(run_shell(op["cmd"], op.get("timeout", 10)))
-                elif kind == "run":
-                    stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
-                    result.update(run_shell(op["cmd"], op.get("timeout", 600), stdin_data))
-                    if op.get("check", True) and (result["rc"] != 0 or result["timed_out"]):
-                        stop = True
-                elif kind == "stat":
-                    result.update(op_stat(op))
-                elif kind == "write":
-                    result.update(op_write(op))
-                elif kind == "mkdir":
-                    result.update(op_mkdir(op))
-                elif kind == "remove":
-                    result.update(op_remove(op))
-                elif kind == "symlink":
-                    result.update(op_symlink(op))
-                elif kind == "reboot":
-                    result.update(op_reboot(op))
-                else:
-                    result["error"] = "unknown op %r" % kind
-                    stop = True
-            except Exception as exc:  # report, never crash: the controller decides
-                result["error"] = "%s: %s" % (type(exc).__name__, exc)
-                stop = kind not in ("sh", "stat")
-        emit(result)
+            result, stop = run_op(op, readonly)
+            result["i"] = index
+            emit(result)
+            position += 1
     emit({"done": True})
 
 

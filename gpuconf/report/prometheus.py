@@ -14,18 +14,22 @@ never formats it by hand.
 from __future__ import annotations
 
 from pathlib import Path
-
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from typing import TYPE_CHECKING
 
 from gpuconf.engine.results import HostResult, RunResult, Status
 from gpuconf.report.jsonreport import host_in_sync, write_atomic
 from gpuconf.report.redact import visible_findings
+
+if TYPE_CHECKING:  # imported where used: a run without --prometheus does not pay for it (~10 ms)
+    from prometheus_client import CollectorRegistry, Gauge
 
 TASK_LABELS = ["host", "play", "task", "role"]
 SEVERITY_VALUE = {"ok": 0, "warning": 1, "failure": 2}
 
 
 def _gauge(registry: CollectorRegistry, name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    from prometheus_client import Gauge
+
     return Gauge(name, doc, labels or [], registry=registry)
 
 
@@ -47,6 +51,8 @@ class Samples:
 
 
 def registry_for(run: RunResult) -> CollectorRegistry:
+    from prometheus_client import CollectorRegistry
+
     registry = CollectorRegistry(auto_describe=True)
     per_task = {name: Samples() for name in ("drift", "failed", "unknown")}
     health = Samples()
@@ -102,6 +108,8 @@ def _task_samples(host: HostResult, per_task: dict[str, Samples], health: Sample
 
 
 def render(run: RunResult) -> str:
+    from prometheus_client import generate_latest
+
     return generate_latest(registry_for(run)).decode()
 
 
