@@ -31,6 +31,20 @@ FUZZ_CASES ?= 10000
 fuzz: venv
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
 
+# The benchmark (bench/run.py): its peers (ansible-core, pyinfra, py-spy) live in their own
+# virtual environment, never in the project's. Not part of `make test`. BENCH_ARGS="--counts 1,20".
+BENCH_VENV := bench/.venv
+BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
+
+$(BENCH_STAMP): bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip >/dev/null
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
+	@touch $(BENCH_STAMP)
+
+bench: deps $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --profile $(BENCH_ARGS)
+
 lab-down: venv
 	-$(BIN)/gpuconf lab down --name demo
 

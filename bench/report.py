@@ -1,0 +1,149 @@
+"""The table, the targets, and docs/performance.md (only the parts between the bench markers)."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+from measure import Row
+
+FLOOR_PHASE = {"drift check": "fresh", "apply": "fresh", "no-op check": "after apply"}
+ORDER = {"floor": 0, "floor+request": 1, "gpuconf": 2, "pyinfra": 3, "ansible": 4}
+WORKLOADS = {"fresh": 0, "drift check": 1, "apply": 2, "after apply": 3, "no-op check": 4}
+
+
+def machine() -> dict:
+    def version(command: list[str]) -> str:
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+    bench = Path(__file__).resolve().parent
+    root = bench.parent
+    return {
+        "cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "gpuconf": version([str(root / ".venv/bin/gpuconf"), "--version"]),
+        "paramiko": version([str(root / ".venv/bin/python"), "-c", "import paramiko; print(paramiko.__version__)"]),
+        "ansible": version([str(bench / ".venv/bin/ansible-playbook"), "--version"]),
+        "pyinfra": version([str(bench / ".venv/bin/pyinfra"), "--version"]),
+        "openssh": version(["sh", "-c", "ssh -V 2>&1"]),
+    }
+
+
+def grouped(rows: list[Row]) -> list[dict]:
+    groups: dict[tuple, list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.hosts, row.workload, row.tool), []).append(row)
+    floors = {(h, w): statistics.median(r.wall_s for r in rs) for (h, w, t), rs in groups.items() if t == "floor"}
+    out = []
+    for (hosts, workload, tool), rs in groups.items():
+        floor = floors.get((hosts, workload if tool == "floor" else FLOOR_PHASE.get(workload, workload)))
+        wall = statistics.median(r.wall_s for r in rs)
+        counted = rs[0].self_counted
+        out.append({
+            "hosts": hosts, "tool": tool, "workload": workload, "runs": len(rs), "wall": wall,
+            "wall_range": (min(r.wall_s for r in rs), max(r.wall_s for r in rs)),
+            "ratio": wall / floor if floor else None, "cpu": statistics.median(r.cpu_s for r in rs),
+            "rss": max(r.peak_rss_mb for r in rs), "busy": statistics.median(r.machine_busy for r in rs),
+            "connections": statistics.mean(r.connections for r in rs),
+            "round_trips": statistics.mean(r.round_trips for r in rs),
+            "round_trips_max": max(r.round_trips_max for r in rs),
+            "kib": statistics.mean(r.kib_to_host for r in rs), "rcs": sorted({r.rc for r in rs}),
+            "self_round_trips": counted.get("round_trips"), "self_connections": counted.get("connections"),
+            "statuses": counted.get("statuses", {}),
+        })
+    out.sort(key=lambda g: (g["hosts"], WORKLOADS.get(g["workload"], 9), ORDER.get(g["tool"], 9)))
+    return out
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| Hosts | Tool | Workload | Wall s (median, runs) | × floor | CPU s | Peak RSS MB | Cores busy "
+             "| Connections / host | Round trips / host (sshd; gpuconf's own count) | KiB sent / host | Exit |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for g in grouped(rows):
+        runs = f" ({g['runs']}: {g['wall_range'][0]:.2f}–{g['wall_range'][1]:.2f})" if g["runs"] > 1 else ""
+        ratio = f"{g['ratio']:.2f}" if g["ratio"] is not None else ""
+        trips = f"{g['round_trips']:.1f}" + (f" (max {g['round_trips_max']})" if g["round_trips_max"] > round(g["round_trips"]) else "")
+        if g["self_round_trips"] is not None:
+            trips += f"; {g['self_round_trips']:.1f}"
+        lines.append(f"| {g['hosts']} | {g['tool']} | {g['workload']} | {g['wall']:.2f}{runs} | {ratio} | "
+                     f"{g['cpu']:.2f} | {g['rss']:.0f} | {100 * g['busy']:.0f}% | {g['connections']:.1f} | {trips} | "
+                     f"{g['kib']:.1f} | {','.join(map(str, g['rcs']))} |")
+    return "\n".join(lines)
+
+
+def targets(rows: list[Row]) -> str:
+    by = {(g["hosts"], g["workload"], g["tool"]): g for g in grouped(rows)}
+    lines = []
+    for hosts in sorted({g["hosts"] for g in by.values()}):
+        check = by.get((hosts, "no-op check", "gpuconf"))
+        if check is None:
+            continue
+        parts = []
+        if check["ratio"] is not None:
+            parts.append(verdict(f"gpuconf ÷ floor {check['ratio']:.2f}", check["ratio"] <= 1.3,
+                                 f"target ≤ 1.3, missed by {check['ratio'] / 1.3:.2f}×"))
+        replay = by.get((hosts, "no-op check", "floor+request"))
+        if replay:
+            parts.append(f"gpuconf ÷ floor+request {check['wall'] / replay['wall']:.2f} (the engine's own share)")
+        for tool, want in (("pyinfra", 3), ("ansible", 30)):
+            peer = by.get((hosts, "no-op check", tool))
+            if peer:
+                speedup = peer["wall"] / check["wall"]
+                parts.append(verdict(f"{tool} ÷ gpuconf {speedup:.1f}", speedup >= want,
+                                     f"target ≥ {want}, short by {want / speedup:.2f}×"))
+        if hosts == max(g["hosts"] for g in by.values()):
+            parts.append(verdict(f"peak RSS {check['rss']:.0f} MB", check["rss"] <= 150,
+                                 f"target ≤ 150, over by {check['rss'] / 150:.2f}×"))
+        parts.append(verdict(f"round trips {check['round_trips']:.1f}/host (max {check['round_trips_max']})",
+                             check["round_trips_max"] <= 2, "target ≤ 2"))
+        parts.append(verdict(f"connections {check['connections']:.1f}/host", check["connections"] <= 1, "target 1"))
+        lines.append(f"* **{hosts} hosts, no-op check:** " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def verdict(text: str, ok: bool, miss: str) -> str:
+    return f"{text} (met)" if ok else f"{text} (**missed**: {miss})"
+
+
+def commands(rows: list[Row]) -> str:
+    seen, lines = set(), []
+    for row in rows:
+        key = (row.tool, row.workload)
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"# {row.tool}, {row.workload} ({row.hosts} hosts)\n{row.command}")
+    return "\n".join(lines)
+
+
+def block(name: str, text: str) -> str:
+    return f"<!-- bench:{name} -->\n{text}\n<!-- /bench:{name} -->"
+
+
+def write_doc(path: Path, results: dict, table_text: str) -> None:
+    rows = [Row(**r) for r in results["rows"]]
+    m = results["machine"]
+    header = (f"Measured {__import__('time').strftime('%Y-%m-%d %H:%M', __import__('time').localtime(results['started']))}"
+              f" by `{' '.join(Path(a).name if i == 0 else a for i, a in enumerate(results['argv']))}`: "
+              f"{m['cpus']} CPUs, {m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}; "
+              f"{m['gpuconf']}, paramiko {m['paramiko']}, {m['ansible']}, {m['pyinfra']}, {m['openssh']}.")
+    parts = {
+        "table": header + "\n\n" + table_text,
+        "targets": targets(rows),
+        "commands": "```sh\n" + commands(rows) + "\n```",
+        "inventory": "```\n" + results["big_inventory"] + "\n```",
+    }
+    if results.get("profile"):
+        parts["profile"] = results["profile"]
+    text = path.read_text() if path.exists() else "\n\n".join(block(n, "") for n in parts) + "\n"
+    for name, body in parts.items():
+        pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
+        if pattern.search(text):
+            text = pattern.sub(lambda _: block(name, body), text)
+        else:
+            text += "\n" + block(name, body) + "\n"
+    path.write_text(text)

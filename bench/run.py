@@ -1,0 +1,207 @@
+"""`make bench`: gpuconf against the paramiko floor, ansible-core and pyinfra, on the same lab nodes.
+
+    .venv/bin/python bench/run.py [--counts 1,20,100] [--repeat 3] [--skip ansible,pyinfra]
+                                  [--peers-fresh] [--profile] [--out docs/performance.md]
+
+For each host count, in one run on one lab (`bench`, N a100 nodes, always taken down at the end):
+
+  fresh nodes   floor and gpuconf check (the drift run), --repeat times, interleaved;
+                with --peers-fresh also ansible --check and pyinfra --dry
+  apply         gpuconf apply, once
+  after apply   floor, gpuconf check (the no-op check: the target workload) and floor+request
+                (bench/capture_request.py: gpuconf's own first request replayed over a bare paramiko
+                connection: the host-side work without gpuconf's controller), --repeat times,
+                interleaved; then ansible-playbook --check and pyinfra --dry, once each
+
+Each tool's time is a ratio to the median floor of the same phase. The table goes to stdout and,
+between its markers, into docs/performance.md, with the exact commands; bench/results/ keeps the
+raw rows as JSON. --profile adds a py-spy profile of one no-op check at the largest count.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))
+
+import inventories  # noqa: E402
+import report  # noqa: E402
+from measure import Row, gpuconf_counts, run_tool  # noqa: E402
+from profile_summary import summarize  # noqa: E402
+from sshd_log import enable_verbose  # noqa: E402
+
+from gpuconf.lab.fleet import Lab  # noqa: E402
+
+LAB = "bench"
+PLAYBOOK = "playbooks/a100-node.yml"
+WORK = Path("/tmp/gpuconf-bench")
+GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
+PEERS_BIN = BENCH / ".venv" / "bin"
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.rows: list[Row] = []
+        self.log = WORK / "tools.log"
+        self.profile_text = ""
+
+    def say(self, message: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    # -- one tool ---------------------------------------------------------------------------------
+    def run(self, lab: Lab, names: list[str], tool: str, workload: str, command: list[str],
+            env: dict | None = None, report_file: Path | None = None) -> Row:
+        with open(self.log, "a") as handle:
+            handle.write(f"\n===== {tool} {workload} {len(names)} hosts: {' '.join(command)}\n")
+        row = run_tool(tool, workload, command, lab, names, env=env, log=self.log)
+        if report_file is not None:
+            row.self_counted = gpuconf_counts(report_file)
+        self.rows.append(row)
+        self.say(f"{tool:8} {workload:12} {row.hosts:4} hosts: {row.wall_s:7.2f} s wall, {row.cpu_s:6.2f} s CPU, "
+                 f"{row.peak_rss_mb:6.1f} MB, {row.connections:.1f} conn/host, {row.round_trips:.1f} rt/host, "
+                 f"rc {row.rc}")
+        return row
+
+    def floor(self, lab, names, files, workload):
+        return self.run(lab, names, "floor", workload, [sys.executable, str(BENCH / "floor.py"), str(files["floor"]),
+                                                        "--forks", str(self.args.forks)])
+
+    def gpuconf(self, lab, names, verb, workload):
+        report_file = WORK / f"report-{verb}-{len(names)}.json"
+        return self.run(lab, names, "gpuconf", workload,
+                        [GPUCONF, verb, PLAYBOOK, "-i", LAB, "--forks", str(self.args.forks), "--report",
+                         str(report_file)], report_file=report_file)
+
+    def ansible(self, lab, names, files, workload):
+        env = {"ANSIBLE_CONFIG": str(files["ansible_cfg"]), "ANSIBLE_HOME": str(files["ansible_dir"] / "home"),
+               "ANSIBLE_NOCOLOR": "1"}
+        return self.run(lab, names, "ansible", workload,
+                        [str(PEERS_BIN / "ansible-playbook"), "--check", str(BENCH / "peers/ansible/a100-node.yml")],
+                        env=env)
+
+    def pyinfra(self, lab, names, files, workload):
+        return self.run(lab, names, "pyinfra", workload,
+                        [str(PEERS_BIN / "pyinfra"), str(files["pyinfra"]), str(BENCH / "peers/pyinfra/deploy.py"),
+                         "--dry", "--parallel", str(self.args.forks)])
+
+    def peers(self, lab, names, files, workload):
+        if "ansible" not in self.args.skip:
+            self.ansible(lab, names, files, workload)
+        if "pyinfra" not in self.args.skip:
+            self.pyinfra(lab, names, files, workload)
+
+    # -- one host count ---------------------------------------------------------------------------
+    def count(self, hosts: int) -> None:
+        lab = Lab(LAB, boot_delay=0.5)
+        if lab.exists():
+            lab.down()
+        self.say(f"lab up: {hosts} a100 nodes")
+        lab.up({"a100": hosts}, timeout=120)
+        try:
+            enable_verbose(lab)
+            names = [n.name for n in lab.nodes]
+            files = inventories.write_all(lab, WORK / f"inventories-{hosts}", self.args.forks)
+            self.run(lab, names, "floor", "warm-up", [sys.executable, str(BENCH / "floor.py"), str(files["floor"])])
+            self.rows.pop()  # page cache and the nodes' first logins: not measured
+            for _ in range(self.args.repeat):
+                self.floor(lab, names, files, "fresh")
+                self.gpuconf(lab, names, "check", "drift check")
+            if self.args.peers_fresh:
+                self.peers(lab, names, files, "drift check")
+            self.gpuconf(lab, names, "apply", "apply")
+            request = self.capture(names[-1], hosts)
+            for _ in range(self.args.repeat):
+                self.floor(lab, names, files, "after apply")
+                self.gpuconf(lab, names, "check", "no-op check")
+                if request:
+                    self.run(lab, names, "floor+request", "no-op check",
+                             [sys.executable, str(BENCH / "floor.py"), str(files["floor"]), "--forks",
+                              str(self.args.forks), "--command-file", str(request / "command"),
+                              "--stdin-file", str(request / "stdin")])
+            self.peers(lab, names, files, "no-op check")
+            self.floor(lab, names, files, "after apply")
+            if self.args.profile and hosts == max(self.args.counts):
+                self.profile(lab, names, hosts)
+        finally:
+            self.say("lab down")
+            lab.down()
+
+    def capture(self, host: str, hosts: int) -> Path | None:
+        """gpuconf's first request to one host, replayed by the floor+request rows."""
+        out = WORK / f"request-{hosts}"
+        with open(self.log, "a") as handle:
+            done = subprocess.run([sys.executable, str(BENCH / "capture_request.py"), str(out), "check", PLAYBOOK,
+                                   "-i", LAB, "--limit", host], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+        return out if done.returncode == 0 else None
+
+    def profile(self, lab: Lab, names: list[str], hosts: int) -> None:
+        raw = WORK / f"profile-{hosts}.txt"
+        command = [str(PEERS_BIN / "py-spy"), "record", "--gil", "--format", "raw", "--rate", "250", "--output", str(raw),
+                   "--", GPUCONF, "check", PLAYBOOK, "-i", LAB, "--forks", str(self.args.forks)]
+        self.say("profiling one no-op check with py-spy")
+        with open(self.log, "a") as handle:
+            subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, check=False)
+        if raw.exists():
+            shutil.copy(raw, BENCH / "results" / raw.name)
+            self.profile_text = (f"One no-op check of {hosts} hosts under `py-spy record --gil --rate 250` "
+                                 f"(bench/results/{raw.name}):\n\n" + summarize(str(raw), 250))
+
+    # -- the 10,000-host inventory ----------------------------------------------------------------
+    def big_inventory(self) -> str:
+        self.say("10,000-host inventory: load, resolve, plan")
+        lines = []
+        for flag in ([], ["--cpu"]):
+            out = subprocess.run([sys.executable, str(BENCH / "big_inventory.py"), *flag], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            lines.append(out)
+            self.say(out)
+        return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--counts", default="1,20,100", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--forks", type=int, default=50)
+    parser.add_argument("--skip", default="", type=lambda s: set(filter(None, s.split(","))))
+    parser.add_argument("--peers-fresh", action="store_true", help="also run the peers on fresh nodes")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench: the lab needs root", file=sys.stderr)
+        return 1
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    (BENCH / "results").mkdir(exist_ok=True)
+    # SIGTERM (make killed, CI timeout) unwinds like Ctrl-C, so that `finally` takes the lab down
+    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
+    bench = Bench(args)
+    started = time.time()
+    inventory_line = bench.big_inventory()
+    for hosts in args.counts:
+        bench.count(hosts)
+    results = {"started": started, "ended": time.time(), "argv": sys.argv, "machine": report.machine(),
+               "rows": [row.to_json() for row in bench.rows], "big_inventory": inventory_line,
+               "profile": bench.profile_text}
+    (BENCH / "results" / "latest.json").write_text(json.dumps(results, indent=1))
+    table = report.table(bench.rows)
+    print("\n" + table)
+    report.write_doc(Path(args.out), results, table)
+    print(f"\nwritten: {args.out}, bench/results/latest.json, tool output in {bench.log}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
