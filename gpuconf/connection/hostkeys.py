@@ -18,6 +18,8 @@ import paramiko
 from gpuconf.errors import HostKeyError
 
 _lock = threading.Lock()
+_parsed: dict[tuple, paramiko.HostKeys] = {}
+_parsed_lock = threading.Lock()
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -36,14 +38,35 @@ def default_files(extra: str | None) -> list[Path]:
 
 
 def load(files: list[Path]) -> paramiko.HostKeys:
-    keys = paramiko.HostKeys()
-    for path in files:
-        if path.exists():
-            try:
-                keys.load(str(path))
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostKeyError(f"cannot read known_hosts file {path}: {exc}") from None
+    """The keys of `files`, parsed once per version of the files and shared by every connection
+    (read-only: paramiko only looks keys up in them). Parsing a 100-line known_hosts costs ~2 ms,
+    which every host of a run used to pay; a file that changes (trust on first use appending to
+    it, an edit by hand) is read again, because its size and modification time are the key."""
+    stamps = tuple(_stamp(path) for path in files)
+    with _parsed_lock:
+        keys = _parsed.get(stamps)
+        if keys is None:
+            keys = paramiko.HostKeys()
+            for path, stamp in zip(files, stamps):
+                if stamp is not None:
+                    try:
+                        keys.load(str(path))
+                    except (OSError, paramiko.SSHException) as exc:
+                        raise HostKeyError(f"cannot read known_hosts file {path}: {exc}") from None
+            if len(_parsed) > 16:
+                _parsed.clear()
+            _parsed[stamps] = keys
     return keys
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise HostKeyError(f"cannot read known_hosts file {path}: {exc.strerror}") from None
+    return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class Policy(paramiko.MissingHostKeyPolicy):
