@@ -31,7 +31,7 @@ FUZZ_CASES ?= 10000
 fuzz: venv
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
 
-# The benchmark (bench/run.py): its peers (ansible-core, pyinfra, py-spy) live in their own
+# The benchmark (bench/run.py): its peers (ansible-core, pyinfra) and the profiler (yappi) live in their own
 # virtual environment, never in the project's. Not part of `make test`. BENCH_ARGS="--counts 1,20".
 BENCH_VENV := bench/.venv
 BENCH_STAMP := $(BENCH_VENV)/.installed-stamp

@@ -35,7 +35,7 @@ class Row:
     connections: float             # per host, from sshd
     round_trips: float             # per host, from sshd: session channels with a command
     round_trips_max: int
-    kib_to_host: float
+    kib_to_host: float | None
     self_counted: dict = field(default_factory=dict)  # gpuconf's own report: round trips, connections
     command: str = ""
     note: str = ""

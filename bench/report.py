@@ -52,7 +52,8 @@ def grouped(rows: list[Row]) -> list[dict]:
             "connections": statistics.mean(r.connections for r in rs),
             "round_trips": statistics.mean(r.round_trips for r in rs),
             "round_trips_max": max(r.round_trips_max for r in rs),
-            "kib": statistics.mean(r.kib_to_host for r in rs), "rcs": sorted({r.rc for r in rs}),
+            "kib": None if any(r.kib_to_host is None for r in rs) else statistics.mean(r.kib_to_host for r in rs),
+            "rcs": sorted({r.rc for r in rs}),
             "self_round_trips": counted.get("round_trips"), "self_connections": counted.get("connections"),
             "statuses": counted.get("statuses", {}),
         })
@@ -72,7 +73,7 @@ def table(rows: list[Row]) -> str:
             trips += f"; {g['self_round_trips']:.1f}"
         lines.append(f"| {g['hosts']} | {g['tool']} | {g['workload']} | {g['wall']:.2f}{runs} | {ratio} | "
                      f"{g['cpu']:.2f} | {g['rss']:.0f} | {100 * g['busy']:.0f}% | {g['connections']:.1f} | {trips} | "
-                     f"{g['kib']:.1f} | {','.join(map(str, g['rcs']))} |")
+                     f"{'—' if g['kib'] is None else format(g['kib'], '.1f')} | {','.join(map(str, g['rcs']))} |")
     return "\n".join(lines)
 
 

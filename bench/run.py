@@ -15,7 +15,7 @@ For each host count, in one run on one lab (`bench`, N a100 nodes, always taken 
 
 Each tool's time is a ratio to the median floor of the same phase. The table goes to stdout and,
 between its markers, into docs/performance.md, with the exact commands; bench/results/ keeps the
-raw rows as JSON. --profile adds a py-spy profile of one no-op check at the largest count.
+raw rows as JSON. --profile adds a yappi profile of one no-op check at the largest count.
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 import inventories  # noqa: E402
 import report  # noqa: E402
 from measure import Row, gpuconf_counts, run_tool  # noqa: E402
-from profile_summary import summarize  # noqa: E402
 from sshd_log import enable_verbose  # noqa: E402
 
 from gpuconf.lab.fleet import Lab  # noqa: E402
@@ -146,16 +145,17 @@ class Bench:
         return out if done.returncode == 0 else None
 
     def profile(self, lab: Lab, names: list[str], hosts: int) -> None:
-        raw = WORK / f"profile-{hosts}.txt"
-        command = [str(PEERS_BIN / "py-spy"), "record", "--gil", "--format", "raw", "--rate", "250", "--output", str(raw),
-                   "--", GPUCONF, "check", PLAYBOOK, "-i", LAB, "--forks", str(self.args.forks)]
-        self.say("profiling one no-op check with py-spy")
+        """One more no-op check under yappi (bench/profile_check.py); not a row of the table."""
+        out = BENCH / "results" / f"profile-{hosts}.md"
+        env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / '.venv/lib/python3.11/site-packages'}")
+        self.say("profiling one no-op check (yappi, CPU clock, every thread)")
         with open(self.log, "a") as handle:
-            subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, check=False)
-        if raw.exists():
-            shutil.copy(raw, BENCH / "results" / raw.name)
-            self.profile_text = (f"One no-op check of {hosts} hosts under `py-spy record --gil --rate 250` "
-                                 f"(bench/results/{raw.name}):\n\n" + summarize(str(raw), 250))
+            subprocess.run([str(PEERS_BIN / "python"), str(BENCH / "profile_check.py"), str(out), "check", PLAYBOOK,
+                            "-i", LAB, "--forks", str(self.args.forks)], cwd=ROOT, env=env, stdout=handle,
+                           stderr=subprocess.STDOUT, check=False)
+        if out.exists():
+            self.profile_text = (f"One no-op check of {hosts} hosts under yappi (bench/profile_check.py, "
+                                 f"bench/results/{out.name}):\n\n" + out.read_text())
 
     # -- the 10,000-host inventory ----------------------------------------------------------------
     def big_inventory(self) -> str:

@@ -45,6 +45,7 @@ class HostCounts:
     round_trips: int = 0
     bytes_sent: int = 0       # by the host
     bytes_received: int = 0   # by the host: requests, scripts, modules
+    closed: int = 0           # connections whose close (and byte count) sshd logged
 
 
 class LogWindow:
@@ -77,6 +78,7 @@ def parse(text: str) -> HostCounts:
         else:
             match = TRANSFERRED.search(line)
             if match:
+                counts.closed += 1
                 counts.bytes_sent += int(match.group(1))
                 counts.bytes_received += int(match.group(2))
     return counts
@@ -90,6 +92,8 @@ def per_host(counts: dict[str, HostCounts]) -> dict[str, float]:
         "connections": sum(c.connections for c in values) / n,
         "round_trips": sum(c.round_trips for c in values) / n,
         "round_trips_max": max(c.round_trips for c in values),
-        "kib_received": sum(c.bytes_received for c in values) / n / 1024,
-        "kib_sent": sum(c.bytes_sent for c in values) / n / 1024,
+        # None when sshd logged no close: a connection killed with its session (a reboot, or
+        # ansible's ControlPersist master ended by SIGTERM) leaves no byte count
+        "kib_received": sum(c.bytes_received for c in values) / n / 1024 if all(c.closed for c in values) else None,
+        "kib_sent": sum(c.bytes_sent for c in values) / n / 1024 if all(c.closed for c in values) else None,
     }
