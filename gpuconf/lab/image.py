@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -78,6 +79,7 @@ def build(image_hash: str) -> None:
     tmp = IMAGES_DIR / f".build-{image_hash}"
     for name in ("layer", "work", "mnt"):
         (tmp / name).mkdir(parents=True)
+    hide_machine_state(tmp / "layer")
     log_path = IMAGES_DIR / "build.log"
     project = LAB_DIR.parent.parent
     env = dict(os.environ, PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
@@ -94,6 +96,36 @@ def build(image_hash: str) -> None:
     shutil.rmtree(tmp / "work")
     (tmp / "mnt").rmdir()
     tmp.rename(IMAGES_DIR / image_hash)
+
+
+def machine_state() -> list[Path]:
+    """What the machine has that a fresh GPU node's image does not: its own CUDA and its linker entry.
+
+    A node that saw the machine's /usr/local/cuda-13.0 would look converged to the cuda role
+    before it ran; root's home is replaced too (see hide_machine_state)."""
+    found = [*Path("/usr/local").glob("cuda"), *Path("/usr/local").glob("cuda-*"),
+             *Path("/etc/ld.so.conf.d").glob("*cuda*"), *Path("/etc/profile.d").glob("*cuda*")]
+    return sorted(p for p in found if p.is_symlink() or p.exists())
+
+
+def hide_machine_state(layer: Path) -> None:
+    """Written into the upper dir before it is mounted (the only time that is allowed).
+
+    Whiteouts (0:0 character devices) hide the machine's CUDA; /root becomes an opaque
+    directory with Debian's own dotfiles: the machine's root home (its pyenv, whose shims a
+    login shell rehashes, its credentials) must not show through in a node."""
+    for path in machine_state():
+        target = layer / path.relative_to("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copystat(path.parent, target.parent)
+        os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    root = layer / "root"
+    root.mkdir(mode=0o700)
+    os.setxattr(root, "trusted.overlay.opaque", b"y")
+    for name in ("bashrc", "profile"):
+        dotfile = Path("/usr/share/base-files") / f"dot.{name}"
+        if dotfile.is_file():
+            shutil.copy(dotfile, root / f".{name}")
 
 
 def run(argv: list[str], **kwargs) -> None:
@@ -121,6 +153,7 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     add_admin_user(mnt)
     configure_apt(mnt)
     remove_machine_identity(mnt)
+    run(["chroot", str(mnt), "ldconfig"])   # the linker cache without the hidden CUDA
     for name in ("runtime", "fabric"):   # mount points PID 1 needs (see init.py)
         (mnt / "usr/lib/gpuconf-lab" / name).mkdir(parents=True, exist_ok=True)
     (mnt / "etc/gpuconf-lab").mkdir(parents=True, exist_ok=True)
