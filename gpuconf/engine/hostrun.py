@@ -74,12 +74,14 @@ class RunEvents:
 
 
 def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,
-                    handler: bool = False) -> list[TaskResult]:
-    """Tasks the deadline left out: `unknown`, never silently absent from the report."""
-    error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
+                    handler: bool = False, reason: str = "deadline", error: str = "") -> list[TaskResult]:
+    """Tasks the run left out (past its deadline, or once max_fail_percentage stopped it):
+    `unknown`, never silently absent from the report."""
+    if not error:
+        error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
     return [TaskResult(host=host, play=play.name, task=t.name, status=Status.UNKNOWN, type=t.type, role=t.role,
                        location=str(t.location), secret=bool(t.keywords.no_log), error=error, handler=handler,
-                       not_run="deadline") for t in tasks]
+                       not_run=reason) for t in tasks]
 
 
 class KnownOnlyAfterApply(TemplateError):
@@ -336,9 +338,14 @@ class PlayOnHost:
         if task.type == "reboot" and self._reboot_held():
             return self._done(task, Status.REBOOT_PENDING, check,
                               f"{check.message}: not done in local mode (an image build); --reboot allows it")
+        def refresh() -> list:
+            # read again in the round trip that applies: what the re-check, the next tasks and the
+            # handlers this play will run need, so that none of them costs a round trip of its own
+            return task_type.facts(params) + self._facts_of(upcoming + self._handlers_due(task))
+
         write = WriteContext(self.session, variables, self.facts, False, task.search_paths, become,
-                             task.keywords.timeout, refresh=lambda: task_type.facts(params) +
-                             self._facts_of(upcoming), on_reboot=lambda _: self.refresh_after_reboot())
+                             task.keywords.timeout, refresh=refresh,
+                             on_reboot=lambda _: self.refresh_after_reboot(refresh))
         data = task_type.apply(write, params, check.changes) or {}
         self.refresh_facts()
         recheck = task_type.check(ReadContext(self.session, self.task_vars(task), self.facts, False,
@@ -364,9 +371,18 @@ class PlayOnHost:
         if reason not in self.session.reboot_reasons:
             self.session.reboot_reasons.append(reason)
 
-    def refresh_after_reboot(self) -> None:
-        self.session.fetch(gather.fact_requests())
+    def refresh_after_reboot(self, refresh: Callable[[], list] | None = None) -> None:
+        """Host facts after a reboot, with what the task and the ones after it will read."""
+        self.session.fetch(gather.fact_requests() + (refresh() if refresh else []))
         self.refresh_facts()
+
+    def _handlers_due(self, task: TaskDef) -> list[TaskDef]:
+        """Handlers notified so far or by `task` that run after it (all of them, for a task)."""
+        handlers = self.play.handlers
+        later = handlers[next(i for i, h in enumerate(handlers) if h is task) + 1:] \
+            if any(h is task for h in handlers) else handlers
+        notified = set(self.notified) | set(task.keywords.notify)
+        return [h for h in later if {h.name, *h.keywords.listen} & notified]
 
     def _done(self, task: TaskDef, status: Status, check: Check, message: str,
               findings: list | None = None) -> TaskResult:

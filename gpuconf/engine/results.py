@@ -69,7 +69,7 @@ class TaskResult:
     location: str = ""
     secret: bool = False
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
-    not_run: str | None = None  # why the task never started: "deadline" (then its status is unknown)
+    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage" (status unknown)
     data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
 
@@ -144,6 +144,7 @@ class RunResult:
     plays: list[str] = field(default_factory=list)
     deadline: float | None = None  # seconds, from --deadline
     deadline_reached: bool = False  # tasks left were marked unknown
+    budget_spent: str = ""  # max_fail_percentage stopped the run: why (the hosts left are not started)
     slurm: list[SlurmAction] | None = None  # with --slurm: one per host
 
     def host(self, name: str) -> HostResult:

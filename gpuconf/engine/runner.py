@@ -93,6 +93,7 @@ class Runner:
         self.emit = emit
         self.events = events or RunEvents()
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
+        self.budget_spent = ""  # why max_fail_percentage stopped the run, once it has
         self.connect = connect or default_connection
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
@@ -122,7 +123,9 @@ class Runner:
                 hosts = [h for h in self.play_hosts(play) if h not in out_of_play]
                 self.events.play(play.name, hosts)
                 if not self._run_play(index, play, hosts, result, out_of_play):
-                    if self.deadline_reached() and not self.stop_event.is_set():
+                    if self.budget_spent:
+                        self._not_started(index, result, out_of_play, "max_fail_percentage", self.budget_spent)
+                    elif self.deadline_reached() and not self.stop_event.is_set():
                         self._not_started(index, result, out_of_play)
                     break
         finally:
@@ -135,11 +138,14 @@ class Runner:
             result.ended = time.time()
             result.interrupted = self.stop_event.is_set()
             result.deadline_reached = self.deadline_reached() or any(
-                t.not_run for h in result.hosts.values() for t in h.tasks)
+                t.not_run == "deadline" for h in result.hosts.values() for t in h.tasks)
+            result.budget_spent = self.budget_spent
         return result
 
-    def _not_started(self, first: int, result: RunResult, out_of_play: set[str]) -> None:
-        """The deadline came: every host's tasks in the plays it never started are `unknown`."""
+    def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
+                     error: str = "") -> None:
+        """The deadline came, or a batch spent the failure budget: every host's tasks in the
+        plays it never started are `unknown`, with the reason."""
         for index in range(first, len(self.playbook.plays)):
             play = self.playbook.plays[index]
             if index > first:
@@ -147,11 +153,12 @@ class Runner:
                 self.events.play(play.name, self.play_hosts(play))
             for host in self.play_hosts(play):
                 if host not in out_of_play and (index, host) not in self._began:
-                    self._mark_not_run(play, host, result)
+                    self._mark_not_run(play, host, result, reason, error)
 
-    def _mark_not_run(self, play: Play, host: str, result: RunResult) -> None:
+    def _mark_not_run(self, play: Play, host: str, result: RunResult, reason: str = "deadline",
+                      error: str = "") -> None:
         tasks = [t for t in play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
-        for task in not_run_results(play, host, tasks, self.options.deadline):
+        for task in not_run_results(play, host, tasks, self.options.deadline, reason=reason, error=error):
             result.host(host).tasks.append(task)
             self.emit(task)
         self.events.host_done(host)
@@ -169,6 +176,8 @@ class Runner:
             out_of_play.update(bad)
             limit = play.keywords.max_fail_percentage
             if limit is not None and batch and 100.0 * len(bad) / len(batch) > limit:
+                self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
+                                     f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
                 return False
         return True
 

@@ -208,6 +208,9 @@ def summary(run: RunResult) -> str:
     if run.deadline_reached:
         not_run = sum(1 for h in hosts for t in h.tasks if t.not_run)
         text += f"; deadline of {run.deadline:g} s reached ({not_run} tasks not run)"
+    if run.budget_spent:
+        left = sorted({h.host for h in hosts for t in h.tasks if t.not_run == "max_fail_percentage"})
+        text += f"; max_fail_percentage exceeded: {len(left)} hosts not started"
     if run.interrupted:
         text += "; interrupted"
     return text
