@@ -99,33 +99,39 @@ def build(image_hash: str) -> None:
 
 
 def machine_state() -> list[Path]:
-    """What the machine has that a fresh GPU node's image does not: its own CUDA and its linker entry.
+    """What the machine has that a fresh GPU node's image does not: its own CUDA, its linker and
+    profile entries, and root's home (credentials, and dotfiles that run e.g. `pyenv init`, whose
+    rehash touches the shims: a login shell in check mode would change the node).
 
-    A node that saw the machine's /usr/local/cuda-13.0 would look converged to the cuda role
-    before it ran; root's home is replaced too (see hide_machine_state)."""
+    Kept: the entry of /root that holds the Python gpuconf runs on (a pyenv build, say), since a
+    lab node runs the machine's own virtual environment in local mode (image builds, timers)."""
     found = [*Path("/usr/local").glob("cuda"), *Path("/usr/local").glob("cuda-*"),
              *Path("/etc/ld.so.conf.d").glob("*cuda*"), *Path("/etc/profile.d").glob("*cuda*")]
+    interpreters = {Path(sys.base_prefix).resolve(), Path(sys.executable).resolve()}
+    for entry in Path("/root").iterdir():
+        if not any(entry == p or entry in p.parents for p in interpreters):
+            found.append(entry)
     return sorted(p for p in found if p.is_symlink() or p.exists())
 
 
 def hide_machine_state(layer: Path) -> None:
-    """Written into the upper dir before it is mounted (the only time that is allowed).
-
-    Whiteouts (0:0 character devices) hide the machine's CUDA; /root becomes an opaque
-    directory with Debian's own dotfiles: the machine's root home (its pyenv, whose shims a
-    login shell rehashes, its credentials) must not show through in a node."""
+    """Written into the upper dir before it is mounted (the only time that is allowed):
+    whiteouts (0:0 character devices) hide machine_state(), and root gets Debian's dotfiles."""
     for path in machine_state():
         target = layer / path.relative_to("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copystat(path.parent, target.parent)
+        if not target.parent.is_dir():
+            target.parent.mkdir(parents=True)
+            shutil.copystat(path.parent, target.parent)
         os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
     root = layer / "root"
-    root.mkdir(mode=0o700)
-    os.setxattr(root, "trusted.overlay.opaque", b"y")
+    if not root.is_dir():
+        root.mkdir()
+        shutil.copystat("/root", root)
     for name in ("bashrc", "profile"):
-        dotfile = Path("/usr/share/base-files") / f"dot.{name}"
+        dotfile, target = Path("/usr/share/base-files") / f"dot.{name}", root / f".{name}"
         if dotfile.is_file():
-            shutil.copy(dotfile, root / f".{name}")
+            target.unlink(missing_ok=True)   # its whiteout, if the machine has one
+            shutil.copy(dotfile, target)
 
 
 def run(argv: list[str], **kwargs) -> None:
