@@ -66,6 +66,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="prompt for the sudo password (or set GPUCONF_BECOME_PASSWORD)")
     parser.add_argument("--lock-wait", type=float, default=60.0, metavar="SECONDS",
                         help="wait this long for another gpuconf run on a host to finish (default 60)")
+    retry = parser.add_mutually_exclusive_group()
+    retry.add_argument("--retry-file", metavar="PATH",
+                       help="where to list the failed and unreachable hosts (default: the playbook's path "
+                            "with .retry for .yml); the next run takes --limit @PATH")
+    retry.add_argument("--no-retry-file", action="store_true", help="write no retry file")
     parser.add_argument("-v", "--verbose", action="count", default=0)
 
 

@@ -65,6 +65,8 @@ def _run(args: Any, verb: str) -> int:
         raise UsageError("--forks must be at least 1")
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
+    if args.retry_file == "":
+        raise UsageError("--retry-file needs a path (--no-retry-file writes none)")
     slurm = getattr(args, "slurm", False)
     if slurm and args.deadline is None:
         from gpuconf.slurm import DEADLINE
@@ -107,8 +109,26 @@ def _run(args: Any, verb: str) -> int:
         names = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in result.hosts}
         run_slurm(result, names, runner.connection)
     reporter.recap(result)
+    _retry_file(args, result, human_stream(outputs))
     write_outputs(result, outputs)
     return result.exit_code
+
+
+def _retry_file(args: Any, result, stream) -> None:
+    """List the failed and unreachable hosts for `--limit @FILE`; a problem writing it is a warning,
+    never a change to what the run reports."""
+    from gpuconf import retry
+
+    if args.no_retry_file:
+        return
+    path = Path(args.retry_file) if args.retry_file else retry.default_path(args.playbook)
+    try:
+        written = retry.update(result, path)
+    except OSError as exc:
+        print(f"gpuconf: warning: could not update the retry file {path}: {exc.strerror or exc}", file=sys.stderr)
+        return
+    if written is not None:
+        print(f"retry with: --limit @{written}", file=stream)
 
 
 def validate(args: Any) -> int:

@@ -40,13 +40,16 @@ def count_fuzz_case(tracebacks: int = 0) -> None:
     FIGURES["fuzz_tracebacks"] += tracebacks
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _this_test.clear()   # before the fixtures run: a fault a fixture injects belongs to this test
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.when == "setup":
-        _this_test.clear()
-    elif report.when == "call" and report.passed:
+    if report.when == "call" and report.passed:
         FIGURES["faults_survived"] += len(_this_test)
 
 
