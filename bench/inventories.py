@@ -30,8 +30,10 @@ def write_all(lab: Lab, directory: Path, forks: int) -> dict[str, Path]:
     ansible_dir = directory / "ansible"
     ansible_dir.mkdir(exist_ok=True)
     ini = ansible_dir / "hosts.ini"
+    # the first node is the fabric's subnet manager, as in the lab's own inventory
     ini.write_text("[a100]\n" + "".join(
-        f"{n.name} ansible_host={n.address} ansible_port={n.port}\n" for n in nodes) +
+        f"{n.name} ansible_host={n.address} ansible_port={n.port}"
+        f"{' infiniband_subnet_manager=true' if i == 0 else ''}\n" for i, n in enumerate(nodes)) +
         "\n[a100:vars]\n"
         f"ansible_user={USER}\nansible_ssh_private_key_file={key}\n"
         "ansible_python_interpreter=/usr/bin/python3\n"
@@ -47,8 +49,9 @@ def write_all(lab: Lab, directory: Path, forks: int) -> dict[str, Path]:
     pyinfra = directory / "pyinfra_inventory.py"
     data = {"ssh_user": USER, "ssh_key": key, "ssh_known_hosts_file": known_hosts,
             "ssh_strict_host_key_checking": "yes"}
-    rows = "".join(f"    ({n.name!r}, {{**DATA, 'ssh_hostname': {n.address!r}, 'ssh_port': {n.port}}}),\n"
-                   for n in nodes)
+    rows = "".join(f"    ({n.name!r}, {{**DATA, 'ssh_hostname': {n.address!r}, 'ssh_port': {n.port}"
+                   f"{', ' + repr('infiniband_subnet_manager') + ': True' if i == 0 else ''}}}),\n"
+                   for i, n in enumerate(nodes))
     pyinfra.write_text(f"DATA = {data!r}\na100 = [\n{rows}]\n")
     return {"floor": floor, "ansible_cfg": config, "ansible_dir": ansible_dir, "pyinfra": pyinfra,
             "gpuconf": lab.inventory_path}

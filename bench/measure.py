@@ -63,7 +63,7 @@ def run_tool(tool: str, workload: str, command: list[str], lab, names: list[str]
         subprocess.run([sys.executable, str(BENCH / "tree.py"), out_path, "--", *command], cwd=cwd, env=full_env,
                        stdout=sink, stderr=subprocess.STDOUT, timeout=timeout, check=False)
     busy_after, total_after = cpu_jiffies()
-    time.sleep(0.3)  # sshd writes "Transferred" as the connection closes
+    time.sleep(0.5)  # sshd writes "Transferred" as the connection closes
     measured = json.loads(Path(out_path).read_text())
     os.unlink(out_path)
     counts = per_host(window.counts())

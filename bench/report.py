@@ -31,6 +31,7 @@ def machine() -> dict:
         "ansible": version([str(bench / ".venv/bin/ansible-playbook"), "--version"]),
         "pyinfra": version([str(bench / ".venv/bin/pyinfra"), "--version"]),
         "openssh": version(["sh", "-c", "ssh -V 2>&1"]),
+        "commit": version(["git", "-C", str(root), "rev-parse", "--short", "HEAD"]),
     }
 
 
@@ -104,6 +105,16 @@ def targets(rows: list[Row]) -> str:
                              check["round_trips_max"] <= 2, "target ≤ 2"))
         parts.append(verdict(f"connections {check['connections']:.1f}/host", check["connections"] <= 1, "target 1"))
         lines.append(f"* **{hosts} hosts, no-op check:** " + "; ".join(parts))
+        apply = by.get((hosts, "apply", "gpuconf"))
+        if apply and apply["self_round_trips"] is not None:
+            changed = apply["statuses"].get("changed", 0) / hosts
+            lines.append(
+                f"* **{hosts} hosts, apply of fresh nodes:** {apply['self_round_trips']:.1f} round trips/host "
+                f"by gpuconf's count for {changed:.1f} changed tasks/host "
+                + verdict("", apply["self_round_trips"] <= 1 + changed, "more than 1 + changed tasks").strip()
+                + f"; sshd counts {apply['round_trips']:.1f} channels/host, the difference being the run lock's "
+                f"holder (one per connection); {apply['connections']:.1f} connections/host "
+                "(the reboot ends the first)")
     return "\n".join(lines)
 
 
@@ -131,7 +142,7 @@ def write_doc(path: Path, results: dict, table_text: str) -> None:
     header = (f"Measured {__import__('time').strftime('%Y-%m-%d %H:%M', __import__('time').localtime(results['started']))}"
               f" by `{' '.join(Path(a).name if i == 0 else a for i, a in enumerate(results['argv']))}`: "
               f"{m['cpus']} CPUs, {m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}; "
-              f"{m['gpuconf']}, paramiko {m['paramiko']}, {m['ansible']}, {m['pyinfra']}, {m['openssh']}.")
+              f"{m['gpuconf']} at commit {m.get('commit', '?')} (plus any uncommitted changes), paramiko {m['paramiko']}, {m['ansible']}, {m['pyinfra']}, {m['openssh']}.")
     parts = {
         "table": header + "\n\n" + table_text,
         "targets": targets(rows),

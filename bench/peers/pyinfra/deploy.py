@@ -29,6 +29,12 @@ DAEMON_MERGE = {"default-runtime": "nvidia",
 SUDO = {"_sudo": True}
 
 
+def flag(name: str, default: bool) -> bool:
+    """A host data flag; `--data name=false` arrives as a string."""
+    value = host.data.get(name, default)
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
 def check(command: str) -> str:
     """Run a read-only command as a fact; '' when it fails."""
     return host.get_fact(Command, command + " 2>/dev/null || true", **SUDO) or ""
@@ -115,18 +121,25 @@ if nvswitch:
     systemd.service(name="Fabric manager enabled and active", service="nvidia-fabricmanager",
                     running=True, enabled=True, **SUDO)
 
-# -- opensm: not a subnet manager here (infiniband_subnet_manager is false) ---------------------------
+# -- opensm (only where infiniband_subnet_manager is true) ------------------------------------------
+if flag("infiniband_subnet_manager", False):
+    server.modprobe(name="The HCA's driver loaded (opensm binds to a local port)", module="mlx5_ib", **SUDO)
+    server.modprobe(name="ib_umad loaded (opensm talks to the fabric through it)", module="ib_umad", **SUDO)
+    apt.packages(name="opensm installed", packages=["opensm"], **SUDO)
+    systemd.service(name="opensm enabled and running", service="opensm", running=True, enabled=True, **SUDO)
 
 # -- infiniband ---------------------------------------------------------------------------------------
 for module in RDMA_MODULES:
     server.modprobe(name=f"{module} loaded now", module=module, **SUDO)
     files.put(name=f"{module} loaded at boot", src=io.StringIO(module + "\n"),
               dest=f"/etc/modules-load.d/{module}.conf", mode="644", **SUDO)
-ports = check('for p in /sys/class/infiniband/*/ports/*; do [ -e "$p/state" ] && cat "$p/state"; done; true').splitlines()
-if not ports or any("ACTIVE" not in p for p in ports):
-    server.shell(name="Every port ACTIVE", commands=["true"])
+if flag("infiniband_expect_subnet_manager", True):
+    ports = check('for p in /sys/class/infiniband/*/ports/*; do [ -e "$p/state" ] && cat "$p/state"; done; true')
+    if not ports.split() or any("ACTIVE" not in p for p in ports.splitlines()):
+        server.shell(name="Every port ACTIVE", commands=["true"])
 
 # -- container_toolkit ----------------------------------------------------------------------------------
+apt.packages(name="Docker engine installed", packages=["docker.io"], **SUDO)
 apt.packages(name="NVIDIA container toolkit installed", packages=["nvidia-container-toolkit"], **SUDO)
 current = host.get_fact(FileContents, path=DAEMON_JSON, **SUDO)
 merged = merge(json.loads("\n".join(current)) if current else {}, DAEMON_MERGE)
