@@ -4,7 +4,7 @@
 - check runs against lab nodes, and how many changed a node's digest (must be 0);
 - fuzz cases run, and tracebacks found (must be 0).
 
-Tests count through `inject_fault`, `count_check` and `count_fuzz_case`; the
+Tests count through `inject_fault` (or `record_fault`), `count_check` and `count_fuzz_case`; the
 numbers are printed in pytest's terminal summary and written to
 $GPUCONF_FIGURES when that is set.
 """
@@ -24,10 +24,15 @@ def inject_fault(lab, node: str, kind: str, *args: str):
     """Inject a lab fault, counted; it is survived when the test that injected it passes."""
     result = lab.fault(node, kind, *args)
     if kind not in ("sshd-up", "clear"):
-        FIGURES["faults_injected"] += 1
-        FIGURES["fault_kinds"][kind] = FIGURES["fault_kinds"].get(kind, 0) + 1
-        _this_test.append(kind)
+        record_fault(kind)
     return result
+
+
+def record_fault(kind: str) -> None:
+    """Count a fault the test makes itself, not through the lab (a SIGINT, a second run on a host)."""
+    FIGURES["faults_injected"] += 1
+    FIGURES["fault_kinds"][kind] = FIGURES["fault_kinds"].get(kind, 0) + 1
+    _this_test.append(kind)
 
 
 def count_check(digest_changed: bool) -> None:
