@@ -171,10 +171,7 @@ def op_write(op):
     want_uid, want_gid = resolve_ids(op.get("owner"), op.get("group"))
     uid = want_uid if want_uid != -1 else uid
     gid = want_gid if want_gid != -1 else gid
-    backup = None
-    if old is not None and op.get("backup"):
-        backup = "%s.%s.gpuconf~" % (path, time.strftime("%Y%m%dT%H%M%S"))
-        shutil.copy2(path, backup)
+    backup = make_backup(path, old) if old is not None and op.get("backup") else None
     tmp = os.path.join(directory, ".%s.gpuconf-%d.tmp" % (os.path.basename(path), os.getpid()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -198,6 +195,44 @@ def op_write(op):
     finally:
         os.close(dirfd)
     return {"ok": True, "backup": backup}
+
+
+def make_backup(path, old):
+    """A copy of `path` beside it, PATH.YYYYmmddTHHMMSS.gpuconf~ (-1, -2, ... within one second),
+    with its mode, owner and times. It appears complete or not at all, and never replaces an
+    earlier backup."""
+    directory = os.path.dirname(path) or "."
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    tmp = os.path.join(directory, ".%s.gpuconf-backup-%d.tmp" % (os.path.basename(path), os.getpid()))
+    try:
+        shutil.copy2(path, tmp)
+        try:
+            os.chown(tmp, old.st_uid, old.st_gid)
+        except PermissionError:  # not root: the copy is ours, with the file's mode
+            pass
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        number = 0
+        while True:
+            name = "%s.%s%s.gpuconf~" % (path, stamp, "-%d" % number if number else "")
+            try:
+                os.link(tmp, name)  # atomic, and refuses a name that exists
+                return name
+            except FileExistsError:
+                number += 1
+            except OSError:  # no hard links on this filesystem (vfat): reserve the name, rename onto it
+                try:
+                    os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                except FileExistsError:
+                    number += 1
+                    continue
+                os.rename(tmp, name)
+                return name
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def op_mkdir(op):
