@@ -325,7 +325,11 @@ class Lab:
         `purge_image`.
         """
         require_root_linux("down")
-        removed = self._remove()
+        removed = False
+        if LABS_DIR.is_dir():
+            with open(LABS_DIR / ".lock", "w") as lock:   # two downs at once: the second finds nothing
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                removed = self._remove()
         if purge_image:
             shutil.rmtree(IMAGES_DIR, ignore_errors=True)
         self._remove_empty_state_dirs()

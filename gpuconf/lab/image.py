@@ -100,13 +100,16 @@ def build(image_hash: str) -> None:
 
 def machine_state() -> list[Path]:
     """What the machine has that a fresh GPU node's image does not: its own CUDA, its linker and
-    profile entries, and root's home (credentials, and dotfiles that run e.g. `pyenv init`, whose
+    profile entries, what it put in /usr/local/bin, and root's home (credentials, and dotfiles that run e.g. `pyenv init`, whose
     rehash touches the shims: a login shell in check mode would change the node).
 
     Kept: the entry of /root that holds the Python gpuconf runs on (a pyenv build, say), since a
     lab node runs the machine's own virtual environment in local mode (image builds, timers)."""
     found = [*Path("/usr/local").glob("cuda"), *Path("/usr/local").glob("cuda-*"),
-             *Path("/etc/ld.so.conf.d").glob("*cuda*"), *Path("/etc/profile.d").glob("*cuda*")]
+             *Path("/etc/ld.so.conf.d").glob("*cuda*"), *Path("/etc/profile.d").glob("*cuda*"),
+             # empty on a fresh image; here they hold the machine's docker CLI and CUDA tools,
+             # which come first on PATH and would shadow what the node's packages install
+             *Path("/usr/local/bin").glob("*"), *Path("/usr/local/sbin").glob("*")]
     interpreters = {Path(sys.base_prefix).resolve(), Path(sys.executable).resolve()}
     for entry in Path("/root").iterdir():
         if not any(entry == p or entry in p.parents for p in interpreters):
