@@ -117,6 +117,28 @@ def parse_proc_modules(text: str) -> ProcModules:
     return ProcModules(tuple(modules), tuple(problems))
 
 
+def parse_lsmod(text: str) -> ProcModules:
+    """Parse `lsmod` (``Module  Size  Used by`` then ``name size count [holders]``): what a
+    kernel without /proc/modules offers. lsmod shows no state, so ``state`` is None."""
+    modules: list[KernelModule] = []
+    problems: list[str] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[:2] == ["Module", "Size"]:
+            continue
+        if len(parts) < 3 or not parts[1].isdigit() or not parts[2].lstrip("-").isdigit():
+            problems.append(line)
+            continue
+        holders = tuple(d for d in (parts[3] if len(parts) > 3 else "").split(",") if d and d != "-")
+        modules.append(KernelModule(parts[0], int(parts[1]), int(parts[2]), holders, None, None))
+    return ProcModules(tuple(modules), tuple(problems))
+
+
+def parse_loaded_modules(text: str) -> ProcModules:
+    """The output of ``cat /proc/modules 2>/dev/null || lsmod``, in either format."""
+    return parse_lsmod(text) if text.lstrip().startswith("Module ") else parse_proc_modules(text)
+
+
 # Documentation/admin-guide/tainted-kernels.rst: bit -> (letter, meaning).
 TAINT_FLAGS: dict[int, tuple[str, str]] = {
     0: ("P", "proprietary module loaded"),

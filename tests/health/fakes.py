@@ -73,6 +73,11 @@ def stat(path: str, content: str | None) -> dict:
                                    "content_b64": base64.b64encode(content.encode()).decode()}}
 
 
+def modules(text: str | None) -> dict:
+    """The reply to `cat /proc/modules || lsmod` (None: neither printed anything)."""
+    return {"loaded_modules": shell(text) if text is not None else shell("", rc=127, err="lsmod: not found")}
+
+
 HEALTHY = {
     "name": "NVIDIA A100-SXM4-80GB", "persistence_mode": "Enabled", "pstate": "P0", "temperature.gpu": "34",
     "clocks_event_reasons.active": "0x0000000000000001", "utilization.gpu": "0", "memory.used": "0",

@@ -4,7 +4,7 @@ import pytest
 
 from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from tests.health.fakes import SMI, bus, hang, links, pci, run_probe, shell, smi, stat
+from tests.health.fakes import SMI, bus, hang, links, modules, pci, run_probe, shell, smi, stat
 
 NVIDIA_SMI_PROBES = ["health_gpu_count", "health_temperature", "health_clocks", "health_ecc", "health_memory",
                      "health_persistence", "health_utilization", "health_power", "health_host_sizing",
@@ -168,16 +168,25 @@ def test_gpu_count_and_model():
 def test_driver_absent_and_nouveau_loaded_fail():
     check, _ = run_probe("health_driver", {"version": "535.104.05"}, stat("/proc/driver/nvidia/version", None))
     assert check.findings[0].severity == "failure" and "not loaded" in check.findings[0].message
-    modules = "nouveau 2793472 0 - Live 0x0000000000000000\ndrm 622592 1 nouveau, Live 0x0000000000000000\n"
-    check, _ = run_probe("health_nouveau", {}, stat("/proc/modules", modules))
+    loaded = "nouveau 2793472 0 - Live 0x0000000000000000\ndrm 622592 1 nouveau, Live 0x0000000000000000\n"
+    check, _ = run_probe("health_nouveau", {}, modules(loaded))
     assert check.findings[0].severity == "failure"
-    check, _ = run_probe("health_nouveau", {}, stat("/proc/modules", "nvidia 56823808 0 - Live 0x0 (POE)\n"))
+    check, _ = run_probe("health_nouveau", {}, modules("nvidia 56823808 0 - Live 0x0 (POE)\n"))
+    assert check.findings[0].severity == "ok"
+
+
+def test_a_kernel_without_proc_modules_is_read_through_lsmod():
+    lsmod = ("Module                  Size  Used by\nnvidia_uvm           1982464  0\n"
+             "nvidia              56823808  1 nvidia_uvm\nnouveau              2793472  0\n")
+    check, _ = run_probe("health_nouveau", {}, modules(lsmod))
+    assert check.findings[0].severity == "failure"
+    check, _ = run_probe("health_uvm", {}, replies(modules(lsmod), {"health:gpu-holders": shell("")}))
     assert check.findings[0].severity == "ok"
 
 
 @pytest.mark.parametrize("probe", ["health_nouveau", "health_uvm"])
 def test_an_unreadable_proc_modules_is_unknown_not_absent(probe):
-    check, unknown = run_probe(probe, {}, stat("/proc/modules", None))
+    check, unknown = run_probe(probe, {}, modules(None))
     assert check is None and unknown.findings[0].severity == "failure"
 
 
@@ -214,21 +223,21 @@ UVM_HELD = "nvidia_uvm 1982464 2 - Live 0x0000000000000000 (POE)\nnvidia 5682380
 
 
 def test_uvm_reload_only_when_no_process_holds_the_gpu():
-    gone = stat("/proc/modules", "nvidia 56823808 0 - Live 0x0 (POE)\n")
+    gone = modules("nvidia 56823808 0 - Live 0x0 (POE)\n")
     held = replies(gone, {"health:gpu-holders": shell("4242 python3\n")})
     check, _ = run_probe("health_uvm", {"remedy": True}, held, check_mode=False)
     assert check.changes == [] and "held by 4242 (python3)" in check.findings[0].message
     free = replies(gone, {"health:gpu-holders": shell("")})
     check, _ = run_probe("health_uvm", {"remedy": True}, free, check_mode=False)
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["modprobe nvidia_uvm"]
-    check, _ = run_probe("health_uvm", {}, replies(stat("/proc/modules", UVM_HELD), {"health:gpu-holders": shell("")}))
+    check, _ = run_probe("health_uvm", {}, replies(modules(UVM_HELD), {"health:gpu-holders": shell("")}))
     assert check.findings[0].severity == "ok"
 
 
 def test_uvm_not_loaded_warns_and_stuck_fails():
-    plain, _ = run_probe("health_uvm", {}, stat("/proc/modules", "nvidia 56823808 0 - Live 0x0 (POE)\n"))
+    plain, _ = run_probe("health_uvm", {}, modules("nvidia 56823808 0 - Live 0x0 (POE)\n"))
     assert plain.findings[0].severity == "warning" and plain.changes == []
-    stuck = stat("/proc/modules", "nvidia_uvm 1982464 1 - Unloading 0x0 (POE)\nnvidia 56823808 1 nvidia_uvm, Live "
+    stuck = modules("nvidia_uvm 1982464 1 - Unloading 0x0 (POE)\nnvidia 56823808 1 nvidia_uvm, Live "
                                   "0x0 (POE)\n")
     check, _ = run_probe("health_uvm", {"remedy": True}, replies(stuck, {"health:gpu-holders": shell("")}),
                          check_mode=False)

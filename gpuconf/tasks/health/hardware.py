@@ -5,8 +5,8 @@ from pydantic import Field
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts import gather
-from gpuconf.facts.base import file_state
-from gpuconf.facts.kernel import ProcModules, parse_proc_modules
+from gpuconf.facts.base import Fact, file_state, shell
+from gpuconf.facts.kernel import ProcModules, parse_loaded_modules
 from gpuconf.facts.nvidia import LoadedDriver, parse_proc_driver_version
 from gpuconf.facts.nvidia.failure import GPU_LOST
 from gpuconf.facts.common import canonical_pci_address
@@ -101,13 +101,19 @@ class DriverLoaded(HealthProbe):
                         value=loaded.version)]
 
 
+def loaded_modules() -> Fact:
+    """/proc/modules or, on a kernel without one, lsmod (the same command as the kernel tasks)."""
+    return shell("loaded_modules", "cat /proc/modules 2>/dev/null || lsmod",
+                 lambda out: parse_loaded_modules(out.stdout) if out.stdout.strip() else None)
+
+
 def read_modules(ctx: CheckContext, probe: str) -> ProcModules:
-    """/proc/modules; `Unknown` when it cannot be read (an absent file is not "no modules")."""
-    state = ctx.get(file_state("/proc/modules"))
-    if not state.exists or not (state.text or "").strip():
-        raise Unknown("cannot read /proc/modules (absent or empty)", findings=[Finding(
-            probe, FAILURE, f"{probe} cannot be read: /proc/modules is absent or empty", value="unreadable")])
-    return parse_proc_modules(state.text or "")
+    """The loaded modules; `Unknown` when neither can be read (that is not "no modules")."""
+    modules = ctx.get(loaded_modules())
+    if modules is None:
+        raise Unknown("cannot read /proc/modules or lsmod", findings=[Finding(
+            probe, FAILURE, f"{probe} cannot be read: no /proc/modules and no lsmod output", value="unreadable")])
+    return modules
 
 
 class NouveauParams(Params):
@@ -123,7 +129,7 @@ class NouveauAbsent(HealthProbe):
     Params = NouveauParams
 
     def facts(self, params: NouveauParams):
-        return [file_state("/proc/modules")]
+        return [loaded_modules()]
 
     def judge(self, ctx: CheckContext, params: NouveauParams) -> list[Finding]:
         modules = read_modules(ctx, self.probe)

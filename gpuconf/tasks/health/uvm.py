@@ -10,7 +10,7 @@ from gpuconf.engine.results import Finding
 from gpuconf.facts.base import Fact, Output, file_state, shell
 from gpuconf.tasks.base import Change, Check, CheckContext, Params, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
-from gpuconf.tasks.health.hardware import read_modules
+from gpuconf.tasks.health.hardware import loaded_modules, read_modules
 
 # Processes with a /dev/nvidia* file open (procfs: cannot hang; needs root to see all).
 HOLDERS = ('for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && '
@@ -56,7 +56,7 @@ class UvmReady(HealthProbe):
     Params = UvmParams
 
     def facts(self, params: UvmParams):
-        return [file_state("/proc/modules"), gpu_holders()]
+        return [loaded_modules(), gpu_holders()]
 
     def check(self, ctx: CheckContext, params: UvmParams) -> Check:
         uvm = read_modules(ctx, self.probe).get("nvidia_uvm")
