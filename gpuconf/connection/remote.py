@@ -171,6 +171,8 @@ def op_write(op):
     want_uid, want_gid = resolve_ids(op.get("owner"), op.get("group"))
     uid = want_uid if want_uid != -1 else uid
     gid = want_gid if want_gid != -1 else gid
+    if not os.path.isdir(directory):
+        raise FileNotFoundError("cannot write %s: its directory %s does not exist" % (path, directory))
     backup = make_backup(path, old) if old is not None and op.get("backup") else None
     tmp = os.path.join(directory, ".%s.gpuconf-%d.tmp" % (os.path.basename(path), os.getpid()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -38,3 +38,12 @@ def test_reads_after_writes_see_the_writes_and_a_failed_run_skips_the_rest(tmp_p
     replies = call(tmp_path, ops, readonly=False)
     assert replies[1]["kind"] == "directory" and replies[2]["out"] == "there\n"
     assert replies[3]["rc"] == 3 and replies[4].get("skipped")
+
+
+def test_a_write_into_a_missing_directory_says_so_and_leaves_nothing(tmp_path):
+    import base64
+    target = tmp_path / "missing" / "f.conf"
+    replies = call(tmp_path, [{"op": "write", "path": str(target),
+                               "content_b64": base64.b64encode(b"x\n").decode()}], readonly=False)
+    assert f"its directory {target.parent} does not exist" in replies[0]["error"]
+    assert list(tmp_path.iterdir()) == []
