@@ -8,11 +8,10 @@ far enough to say which hosts are fine.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from gpuconf.engine.results import RunResult
+from gpuconf.report.jsonreport import write_atomic
 
 
 def default_path(playbook: str | Path) -> Path:
@@ -27,24 +26,6 @@ def hosts_to_retry(run: RunResult) -> list[str]:
     return [name for name, host in run.hosts.items() if host.unreachable or host.failed]
 
 
-def write_atomically(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def update(run: RunResult, path: Path) -> Path | None:
     """Write (or remove) the retry file at `path`; returns it when it now lists hosts.
     Raises OSError when the file cannot be written or removed."""
@@ -52,7 +33,7 @@ def update(run: RunResult, path: Path) -> Path | None:
         return None
     hosts = hosts_to_retry(run)
     if hosts:
-        write_atomically(path, "".join(f"{name}\n" for name in hosts))
+        write_atomic(path, "".join(f"{name}\n" for name in hosts))
         return path
     try:
         path.unlink()

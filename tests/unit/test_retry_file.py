@@ -65,9 +65,10 @@ def test_retry_file_path_and_no_retry_file(project, capsys):
 
 
 def test_a_retry_file_that_cannot_be_written_is_a_warning_not_a_different_exit_code(project, capsys):
-    assert check(project, "n1", "--retry-file", str(project / "missing-dir" / "x.retry")) == 4
+    (project / "not-a-dir").write_text("")
+    assert check(project, "n1", "--retry-file", str(project / "not-a-dir" / "x.retry")) == 4
     err = capsys.readouterr().err
-    assert "gpuconf: warning: could not update the retry file" in err and "missing-dir" in err
+    assert "gpuconf: warning: could not update the retry file" in err and "not-a-dir" in err
     assert "Traceback" not in err
 
 
