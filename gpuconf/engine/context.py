@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import paramiko
+
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
@@ -142,6 +144,9 @@ class WriteContext(ReadContext):
                 session.cache.clear()
             except ConnectError as exc:
                 last_error = exc.message
+                session.connection.close()
+            except (EOFError, OSError, paramiko.SSHException) as exc:   # it went away again mid-handshake
+                last_error = f"connection lost: {exc or type(exc).__name__}"
                 session.connection.close()
             time.sleep(1)
         raise TaskError(f"host did not come back within {timeout:.0f} s after reboot ({last_error})")

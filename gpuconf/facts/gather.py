@@ -64,8 +64,10 @@ def _driver(state: FileState) -> dict[str, Any]:
 
 def module_names(out: Output) -> list[str]:
     """Loaded modules from /proc/modules or, where the kernel has none, `lsmod`."""
+    if out.timed_out:
+        raise FactUnavailable(f"cat /proc/modules || lsmod did not finish within {out.timeout or 10:g} s")
     if out.rc != 0 and not out.stdout.strip():
-        raise FactUnavailable(f"neither /proc/modules nor lsmod is readable: {out.stderr.strip()[:200]}")
+        raise FactUnavailable(f"neither /proc/modules nor lsmod is readable: {out.stderr.strip()[:200] or 'no output'}")
     names = []
     for line in out.stdout.splitlines():
         parts = line.split()
