@@ -100,8 +100,9 @@ def build(image_hash: str) -> None:
 
 def machine_state() -> list[Path]:
     """What the machine has that a fresh GPU node's image does not: its own CUDA, its linker and
-    profile entries, what it put in /usr/local/bin, and root's home (credentials, and dotfiles that run e.g. `pyenv init`, whose
-    rehash touches the shims: a login shell in check mode would change the node).
+    profile entries, what it put in /usr/local/bin, and root's home (credentials, and dotfiles
+    that run e.g. `pyenv init`, whose rehash touches the shims: a login shell in check mode
+    would change the node).
 
     Kept: the entry of /root that holds the Python gpuconf runs on (a pyenv build, say), since a
     lab node runs the machine's own virtual environment in local mode (image builds, timers)."""
