@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.errors import InventoryError, RemoteError
 
 
@@ -19,7 +20,9 @@ class HostBusy(RemoteError):
 
 SEPARATOR = "\n#--gpuconf-request--\n"
 START = "#--gpuconf-runner--\n"
-SCRIPT = (Path(__file__).with_name("remote.py")).read_text()
+# the runner refuses, in a read-only request, any program the facts may not run either
+SCRIPT = (Path(__file__).with_name("remote.py")).read_text().replace(
+    "%(programs)s", repr(dict(READ_ONLY_PROGRAMS)), 1)
 # Everything before START is skipped: a sudo password line that sudo -S did not
 # need to read (NOPASSWD) must not reach the interpreter.
 BOOTSTRAP = (

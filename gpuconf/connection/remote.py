@@ -3,6 +3,7 @@
 # ({"readonly": bool, "ops": [...]}) and prints one JSON line per op result as
 # each finishes, so that a run cut short still says what was done.
 import base64
+import glob
 import grp
 import hashlib
 import json
@@ -19,7 +20,9 @@ import time
 MAX_CONTENT = 4 * 1024 * 1024
 MAX_OUTPUT = 1024 * 1024
 WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
-READ_OPS = ("sh", "stat")
+READ_OPS = ("sh", "stat", "exec", "glob", "host")
+# programs an exec in a read-only request may start (gpuconf/facts/base.py READ_ONLY_PROGRAMS)
+READ_ONLY_PROGRAMS = %(programs)s
 # reads at once: a node's own CPUs, 2 to 8 (more only queue for the CPUs, and a read's timeout
 # counts its time in that queue)
 PARALLEL_READS = max(2, min(8, os.cpu_count() or 2))
@@ -89,6 +92,94 @@ def run_shell(cmd, timeout, stdin_data=None):
     return {"rc": proc.returncode if proc.returncode is not None else -9, "out": text(out or b""),
             "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3),
             "timeout": timeout}
+
+
+def run_argv(argv, timeout):
+    """Run a program without a shell, in its own process group, killed with it at `timeout`."""
+    started = time.time()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=ENV, start_new_session=True)
+    except OSError as exc:  # not installed: as a shell says it
+        return {"rc": 127 if isinstance(exc, FileNotFoundError) else 126, "out": "",
+                "err": "%s: %s" % (argv[0], exc.strerror), "timed_out": False, "duration": 0.0, "timeout": timeout}
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            out, err = b"", b"process did not exit after SIGKILL (stuck in the kernel)"
+    return {"rc": proc.returncode if proc.returncode is not None else -9, "out": text(out or b""),
+            "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3),
+            "timeout": timeout}
+
+
+def read_only_argv(argv):
+    program = os.path.basename(argv[0]) if argv else ""
+    if program not in READ_ONLY_PROGRAMS:
+        return False
+    allowed = READ_ONLY_PROGRAMS[program]
+    return allowed is None or (len(argv) > 1 and argv[1] in allowed)
+
+
+def op_exec(op, readonly):
+    """A read: the first of `argv` and its alternatives (`or`) that succeeds, then `grep` and
+    `tail` on its output, so that a filter costs no second process."""
+    argvs = [op["argv"]] + list(op.get("or", []))
+    if readonly and not all(read_only_argv(a) for a in argvs):
+        return {"error": "refused: %s is not a read-only program" % " ".join(argvs[0][:2])}
+    if op.get("unless_exists") and os.path.exists(op["unless_exists"]):
+        return {"rc": 0, "out": "", "err": "", "timed_out": False, "skipped_because": op["unless_exists"],
+                "timeout": op.get("timeout", 10)}
+    deadline = time.time() + float(op.get("timeout", 10))
+    for argv in argvs:
+        result = run_argv(argv, max(0.1, deadline - time.time()))
+        result["timeout"] = op.get("timeout", 10)
+        if result["rc"] == 0 or result["timed_out"]:
+            break
+    if op.get("grep") and not result["timed_out"]:
+        import re
+        pattern = re.compile(op["grep"], re.IGNORECASE)
+        result["out"] = "".join(line for line in result["out"].splitlines(True) if pattern.search(line))
+    if op.get("tail"):
+        result["out"] = "".join(result["out"].splitlines(True)[-int(op["tail"]):])
+    result["argv"] = argv
+    return result
+
+
+def op_glob(op):
+    """The paths matching the patterns, each with its text (small files: sysfs attributes),
+    its link target (`what: link`) or nothing (`what: name`). Unreadable ones are left out."""
+    files, what = {}, op.get("what", "content")
+    for pattern in op["patterns"]:
+        for path in glob.glob(pattern):
+            try:
+                if what == "link":
+                    files[path] = os.readlink(path)
+                elif what == "name":
+                    files[path] = ""
+                else:
+                    with open(path, "rb") as handle:
+                        files[path] = text(handle.read(65536)).rstrip("\n")
+            except OSError:
+                continue  # gone, unreadable, a directory, or not a link
+    return {"files": files}
+
+
+def op_host():
+    uname = os.uname()
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 0
+    return {"hostname": uname.nodename, "machine": uname.machine, "cpus": cpus}
 
 
 def names(st):
@@ -323,6 +414,12 @@ def run_op(op, readonly):
             return run_shell(op["cmd"], op.get("timeout", 10)), False
         if kind == "stat":
             return op_stat(op), False
+        if kind == "exec":
+            return op_exec(op, readonly), False
+        if kind == "glob":
+            return op_glob(op), False
+        if kind == "host":
+            return op_host(), False
         if kind == "run":
             stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
             result = run_shell(op["cmd"], op.get("timeout", 600), stdin_data)

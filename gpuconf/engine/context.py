@@ -1,5 +1,8 @@
-"""The contexts a task sees. check() gets a ReadContext, which has no way to
-write; only apply() gets a WriteContext."""
+"""What the engine hands a task: `Facts` for check(), `HostApply` for apply(), and the
+`Resolver` that renders a task's template files and conditions before check() runs.
+
+check() gets values only, never the session: it cannot write. apply() gets HostApply.
+"""
 from __future__ import annotations
 
 import time
@@ -11,8 +14,8 @@ import paramiko
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
-from gpuconf.tasks.base import Op
-from gpuconf.templating import Vars, is_template, render_string
+from gpuconf.tasks.base import Facts, Op
+from gpuconf.templating import Vars, evaluate_when, is_template, render_string
 
 from gpuconf.engine.session import HostSession
 
@@ -35,65 +38,53 @@ def bounded(fact: Fact, timeout: float | None) -> Fact:
 
     The prefetch of a task's facts and the task's own reads must both use it: the
     first read fills the cache, and a hung command would otherwise run its full time."""
-    if timeout is None or fact.request.get("op") != "sh":
+    if timeout is None or fact.request.get("op") not in ("sh", "exec"):
         return fact
     return Fact(fact.key, dict(fact.request, timeout=min(timeout, fact.request.get("timeout", 10))), fact.parse)
 
 
-class ReadContext:
-    """Facts of one host, read through its session. Nothing here writes."""
+class Resolver:
+    """What a task may resolve while its parameters are rendered: template files and
+    source files (role templates/ and files/ first), and conditions over the variables."""
 
-    def __init__(self, session: HostSession, variables: Vars, facts: dict[str, Any], check_mode: bool,
-                 search_paths: list[Path], become: bool | None, timeout: float | None = None,
-                 after_apply: bool = False):
-        self._session = session
-        self.after_apply = after_apply  # True for the re-check that follows apply
-        self.host = session.host
+    def __init__(self, variables: Vars, search_paths: list[Path]):
         self.vars = variables
-        self.facts = facts
-        self.check_mode = check_mode
         self._search = search_paths
-        self._become = become
-        self._timeout = timeout
-
-    @property
-    def reboot_required(self) -> bool:
-        return self._session.reboot_required or bool(self._session.reboot_reasons)
-
-    @property
-    def reboot_reasons(self) -> list[str]:
-        return list(self._session.reboot_reasons)
-
-    def _bounded(self, fact: Fact) -> Fact:
-        return bounded(fact, self._timeout)
-
-    def get(self, fact: Fact) -> Any:
-        return self._session.get(self._bounded(fact), self._become)
-
-    def get_all(self, facts: list[Fact]) -> list[Any]:
-        self._session.fetch([self._bounded(f) for f in facts], self._become)
-        return [self.get(f) for f in facts]
-
-    def forget(self, fact: Fact) -> None:
-        """Drop a cached fact so the next get() reads it again (polling)."""
-        self._session.cache.pop(self._bounded(fact).key, None)
 
     def template(self, name: str) -> str:
-        """Render a template file (role templates/ first) with the task's vars."""
         text = find_file(name, self._search).read_text()
         return str(render_string(text, self.vars)) if is_template(text) else text
 
     def source(self, name: str) -> str:
         return find_file(name, self._search).read_text()
 
+    def holds(self, condition: str) -> bool:
+        return evaluate_when(condition, self.vars)
 
-class WriteContext(ReadContext):
-    """Adds what apply() may do: run ops, reboot."""
 
-    def __init__(self, *args: Any, refresh: Callable[[], list[Fact]], on_reboot: Callable[[float], None], **kw: Any):
-        super().__init__(*args, **kw)
+def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None) -> Facts:
+    """The declared reads of a task, fetched (one round trip for those not cached yet)."""
+    session.fetch(reads, become)
+    return Facts(dict(session.cache), reads, host, tuple(session.reboot_reasons))
+
+
+class HostApply:
+    """What apply() may do on one host: run ops, read a fact afresh, reboot."""
+
+    def __init__(self, session: HostSession, become: bool | None, timeout: float | None,
+                 refresh: Callable[[], list[Fact]], on_reboot: Callable[[float], None]):
+        self._session = session
+        self.host = session.host
+        self._become = become
+        self._timeout = timeout
         self._refresh = refresh
         self._on_reboot = on_reboot
+
+    def read(self, fact: Fact) -> Any:
+        """The fact read now, not from the cache (apply polls with it)."""
+        fact = bounded(fact, self._timeout)
+        self._session.cache.pop(fact.key, None)
+        return self._session.get(fact, self._become)
 
     def execute(self, ops: list[Op]) -> list[Output]:
         requests = []
@@ -113,12 +104,9 @@ class WriteContext(ReadContext):
         return outputs
 
     def reboot(self, command: str, timeout: float) -> float:
-        """Reboot the host and wait for a new boot id; returns the seconds taken."""
-        return self._on_reboot_wait(command, timeout)
-
-    def _on_reboot_wait(self, command: str, timeout: float) -> float:
+        """Reboot the host and wait for a new boot id and SSH; returns the seconds taken."""
         session = self._session
-        old = session.get(gather.FACTS["boot_id"][0])
+        old = session.get(gather.BOOT_ID)
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
         session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
@@ -130,7 +118,7 @@ class WriteContext(ReadContext):
         while time.monotonic() - started < timeout:
             try:
                 session.connection.open()
-                state = session.get(gather.FACTS["boot_id"][0])
+                state = session.get(gather.BOOT_ID)
                 if state.exists and state.text.strip() != old_id:
                     if session.lock_args:  # the reboot ended the lock holder: take the lock again
                         session.take_lock(*session.lock_args)

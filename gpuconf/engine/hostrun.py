@@ -13,11 +13,11 @@ from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, T
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.tasks.base import Check, Refused, Unknown
+from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
-from gpuconf.engine.context import ReadContext, WriteContext, bounded
+from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
 from gpuconf.engine.secrets import redact_result, secret_values
@@ -148,6 +148,7 @@ class PlayOnHost:
         if rendered is None:
             return None
         variables, values = rendered
+        values = TASK_TYPES[task.type].resolve(values, Resolver(variables, task.search_paths))
         try:
             params = build_params(task.type, values)
         except ValueError as exc:
@@ -169,7 +170,7 @@ class PlayOnHost:
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
             if prepared is not None:
-                facts += [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].facts(prepared[1])]
+                facts += self._reads(task, prepared[1])
         return facts
 
     def _speculative_facts(self, task: TaskDef) -> list:
@@ -187,8 +188,8 @@ class PlayOnHost:
             if rendered is None or contains_unknowable(rendered[1]):
                 facts = []
             else:
-                params = build_params(task.type, rendered[1])
-                facts = [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].facts(params)]
+                values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
+                facts = self._reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if self.plan_cache is not None:
@@ -258,7 +259,7 @@ class PlayOnHost:
             return False
         if prepared is None:
             return True  # `when` is false: nothing to read
-        return all(f.key in self.session.cache for f in TASK_TYPES[task.type].facts(prepared[1]))
+        return all(f.key in self.session.cache for f in self._reads(task, prepared[1]))
 
     def mark_not_run(self, tasks: list[TaskDef], handler: bool = False) -> None:
         for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler):
@@ -315,49 +316,52 @@ class PlayOnHost:
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 
+    @staticmethod
+    def _reads(task: TaskDef, params: Any) -> list:
+        return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
+
+    def _check(self, task: TaskDef, params: Any) -> Verdict:
+        reads = self._reads(task, params)
+        return TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become))
+
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
         prepared = self.prepare(task)
         if prepared is None:
             return self._result(task, Status.SKIPPED, message="condition is false")
-        variables, params = prepared
+        _, params = prepared
         task_type = TASK_TYPES[task.type]
-        become = task.become
-        read = ReadContext(self.session, variables, self.facts, self.options.check_mode, task.search_paths,
-                           become, task.keywords.timeout)
-        check = task_type.check(read, params)
-        if not check.changes:
-            if check.reboot_required:
-                self._mark_reboot(task.name)
-            return self._done(task, Status.OK, check, check.message)
+        verdict = self._check(task, params)
+        if not verdict.changes:
+            return self._done(task, Status.OK, verdict)
         if self.options.check_mode:
-            for change in check.changes:
-                if change.reboot:
-                    self.session.reboot_reasons.append(task.name)
+            reboot = any(change.reboot for change in verdict.changes)
+            if reboot:
+                self._mark_reboot(task.name)
             self.notified += task.keywords.notify
-            return self._done(task, Status.WOULD_CHANGE, check, check.message)
+            return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
         if task.type == "reboot" and self._reboot_held():
-            return self._done(task, Status.REBOOT_PENDING, check,
-                              f"{check.message}: not done in local mode (an image build); --reboot allows it")
+            result = self._done(task, Status.REBOOT_PENDING, verdict)
+            result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
+            return result
+
         def refresh() -> list:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
-            return task_type.facts(params) + self._facts_of(upcoming + self._handlers_due(task))
+            return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
-        write = WriteContext(self.session, variables, self.facts, False, task.search_paths, become,
-                             task.keywords.timeout, refresh=refresh,
-                             on_reboot=lambda _: self.refresh_after_reboot(refresh))
-        data = task_type.apply(write, params, check.changes) or {}
+        apply = HostApply(self.session, task.become, task.keywords.timeout, refresh,
+                          on_reboot=lambda _: self.refresh_after_reboot(refresh))
+        data = task_type.apply(apply, params, list(verdict.changes)) or {}
         self.refresh_facts()
-        recheck = task_type.check(ReadContext(self.session, self.task_vars(task), self.facts, False,
-                                              task.search_paths, become, task.keywords.timeout, after_apply=True),
-                                  params)
-        left = [c for c in recheck.changes if c.verify]
+        recheck = self._check(task, params)
+        left = [c for c in recheck.changes if c.verify and not c.reboot]
         if left:
             raise TaskError("not idempotent: after apply, check still finds: " + "; ".join(c.summary for c in left))
-        if recheck.reboot_required or any(c.reboot for c in check.changes):
+        reboot = any(c.reboot for c in verdict.changes) or any(c.reboot and c.verify for c in recheck.changes)
+        if reboot:
             self._mark_reboot(task.name)
         self.notified += task.keywords.notify
-        result = self._done(task, Status.CHANGED, check, check.message, findings=recheck.findings)
+        result = self._done(task, Status.CHANGED, verdict, findings=list(recheck.findings), reboot=reboot)
         result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
         result.data.update(data)
         return result
@@ -384,17 +388,17 @@ class PlayOnHost:
         notified = set(self.notified) | set(task.keywords.notify)
         return [h for h in later if {h.name, *h.keywords.listen} & notified]
 
-    def _done(self, task: TaskDef, status: Status, check: Check, message: str,
-              findings: list | None = None) -> TaskResult:
+    def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list | None = None,
+              reboot: bool = False) -> TaskResult:
         """The result of a check (or of apply, with the re-check's `findings`). A health
         finding of severity failure makes the task failed; warnings are counted."""
         reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
-                   for c in check.changes]
-        findings = list(check.findings if findings is None else findings)
+                   for c in verdict.changes]
+        findings = list(verdict.findings if findings is None else findings)
         failures = [f.message for f in findings if f.severity == "failure"]
         error = None
         if failures:
             status = Status.FAILED
             error = "; ".join(failures[:3]) + (f"; +{len(failures) - 3} more" if len(failures) > 3 else "")
-        return self._result(task, status, message=message, changes=reports, reboot_required=check.reboot_required,
-                            data=dict(check.data), findings=findings, error=error)
+        return self._result(task, status, message=verdict.message, changes=reports, reboot_required=reboot,
+                            data=dict(verdict.data), findings=findings, error=error)

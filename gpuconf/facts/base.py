@@ -1,14 +1,46 @@
 """A fact is one read-only request to a host plus a pure parse of its answer.
 
-Requests are either a shell command (`sh`) or a native read done by the
-remote runner (`stat`). Facts are gathered in batches, one round trip for
-many facts, and cached per host until a change invalidates them.
+What a task may read is declared here, and nothing else can be read:
+- `file_state(path)`: lstat (or stat) of a path, its sha256 and small content, read by the
+  remote runner itself (no process);
+- `file_glob(patterns)`: the small files (sysfs attributes) or link targets matching glob
+  patterns, read by the remote runner itself;
+- `command(argv)`: a read-only program from `READ_ONLY_PROGRAMS`, as an argv list (quoted
+  by construction, no shell), under a timeout that kills its process group;
+- `user_command(text)`: a command the playbook's author wrote (`probe`, `unless`), run by
+  `sh` because that is what the author wrote; never built by gpuconf from parameters.
+
+Facts are gathered in batches, one round trip for many facts, and cached per host until a
+change invalidates them.
 """
 from __future__ import annotations
 
 import base64
+import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Sequence
+
+# Programs a task may run in a read, and for some the only subcommands it may use: each
+# one reads state and changes nothing. The remote runner refuses any other program in a
+# read-only request too.
+READ_ONLY_PROGRAMS: dict[str, tuple[str, ...] | None] = {
+    "apt-cache": ("policy", "show", "madison"),
+    "cat": None,
+    "dkms": ("status",),
+    "dmesg": None,
+    "dpkg-query": None,
+    "ibstat": None,
+    "ibv_devinfo": None,
+    "journalctl": None,
+    "lsmod": None,
+    "modinfo": None,
+    "mokutil": ("--sb-state",),
+    "nvcc": ("--version",),
+    "nvidia-smi": None,
+    "rpm": ("-q", "-qa"),
+    "systemctl": ("show", "is-active", "is-enabled", "status"),
+    "uname": None,
+}
 
 
 @dataclass(frozen=True)
@@ -36,21 +68,52 @@ class Fact:
     parse: Callable[[dict], Any] = field(compare=False, hash=False)
 
 
-def shell(key: str, command: str, parse: Callable[[Output], Any], timeout: float = 10.0) -> Fact:
-    """A fact read from a read-only shell command under a timeout."""
+def _output(result: dict) -> Output:
+    return Output(result.get("out", ""), result.get("err", result.get("error", "")), result.get("rc", -1),
+                  bool(result.get("timed_out")), result.get("timeout"))
 
-    def parse_result(result: dict) -> Any:
-        return parse(
-            Output(
-                result.get("out", ""),
-                result.get("err", ""),
-                result.get("rc", -1),
-                bool(result.get("timed_out")),
-                result.get("timeout"),
-            )
-        )
 
-    return Fact(key, {"op": "sh", "cmd": command, "timeout": timeout}, parse_result)
+def check_read_only(argv: Sequence[str]) -> None:
+    """Refuse a program (or a subcommand of it) that is not known to be read-only."""
+    if not argv:
+        raise ValueError("a command read needs a program")
+    program = os.path.basename(argv[0])
+    if program not in READ_ONLY_PROGRAMS:
+        raise ValueError(f"'{program}' is not a read-only program gpuconf may run in a check")
+    allowed = READ_ONLY_PROGRAMS[program]
+    if allowed is not None and not any(arg in allowed for arg in argv[1:2]):
+        raise ValueError(f"'{program} {' '.join(argv[1:2])}' is not a read-only use of {program} "
+                         f"(allowed: {', '.join(allowed)})")
+
+
+def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
+            key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
+            grep: str | None = None, tail: int | None = None) -> Fact:
+    """A read-only program run as an argv list (no shell) under a timeout.
+
+    `alternatives` are run in order when the one before fails (exit status not 0, or not
+    found), `unless_exists` skips the command (rc 0, no output) when that path exists,
+    `grep` keeps only the output lines matching a regular expression (case-insensitive) and
+    `tail` the last lines: all done by the remote runner, with no second process."""
+    argvs = [list(argv), *[list(a) for a in alternatives]]
+    for one in argvs:
+        check_read_only(one)
+    request: dict[str, Any] = {"op": "exec", "argv": argvs[0], "timeout": timeout}
+    if alternatives:
+        request["or"] = argvs[1:]
+    if unless_exists:
+        request["unless_exists"] = unless_exists
+    if grep:
+        request["grep"] = grep
+    if tail:
+        request["tail"] = tail
+    name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])
+    return Fact(name, request, lambda result: parse(_output(result)))
+
+
+def user_command(text: str, parse: Callable[[Output], Any], timeout: float = 10.0) -> Fact:
+    """A shell command the playbook's author wrote and declared read-only (`probe`, `unless`)."""
+    return Fact(f"sh:{text}", {"op": "sh", "cmd": text, "timeout": timeout}, lambda result: parse(_output(result)))
 
 
 @dataclass(frozen=True)
@@ -100,3 +163,29 @@ def file_state(path: str, with_content: bool = True, follow: bool = False) -> Fa
         {"op": "stat", "path": path, "content": with_content, "follow": follow},
         lambda result: _parse_stat(path, result),
     )
+
+
+def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *,
+              what: Literal["content", "link", "name"] = "content", key: str | None = None) -> Fact:
+    """Every path matching `patterns` (shell globs), mapped to its text (small files, stripped of
+    the last newline), its link target (`what="link"`) or "" (`what="name"`). Unreadable
+    paths are left out. Read by the remote runner itself: no process, however many files."""
+    def parse_result(result: dict) -> Any:
+        if result.get("error"):
+            raise FactUnavailable(f"cannot read {', '.join(patterns)}: {result['error']}")
+        return parse(dict(result.get("files", {})))
+
+    request = {"op": "glob", "patterns": list(patterns), "what": what}
+    return Fact(key or f"glob:{what}:" + "\0".join(patterns), request, parse_result)
+
+
+def host_info() -> Fact:
+    """The host name, machine and usable CPUs, from the remote runner itself (no process)."""
+    def parse(result: dict) -> dict[str, Any]:
+        if result.get("error"):
+            raise FactUnavailable(f"cannot read the host's identity: {result['error']}")
+        cpus = result.get("cpus")
+        return {"hostname": str(result.get("hostname", "")), "architecture": str(result.get("machine", "")),
+                "cpus": cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else None}
+
+    return Fact("host", {"op": "host"}, parse)

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, file_state, shell
+from gpuconf.facts.base import (Fact, FactUnavailable, FileState, Output, command, file_glob, file_state,
+                                host_info)
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 
-PCI_NVIDIA = (
-    'for d in /sys/bus/pci/devices/*; do [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && '
-    'printf "%s %s %s\\n" "${d##*/}" "$(cat "$d/class")" "$(cat "$d/device")"; done; true'
-)
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
 BRIDGE_CLASS = "0x068000"  # NVSwitch
 
@@ -40,17 +37,24 @@ def _meminfo_mb(text: str) -> int:
     return 0
 
 
-def _pci(output: Output) -> dict[str, Any]:
+def pci_devices(files: dict[str, str]) -> dict[str, Any]:
+    """NVIDIA GPUs and NVSwitches from sysfs: /sys/bus/pci/devices/ADDRESS/{vendor,class,device}."""
     gpus, switches = [], []
-    for line in output.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3:
-            address, klass, device = parts
-            if klass in GPU_CLASSES:
-                gpus.append({"pci_address": address, "device_id": device})
-            elif klass == BRIDGE_CLASS:
-                switches.append({"pci_address": address, "device_id": device})
+    for path, vendor in sorted(files.items()):
+        if not path.endswith("/vendor") or vendor.strip() != "0x10de":
+            continue
+        directory = path[: -len("/vendor")]
+        address = directory.rsplit("/", 1)[-1]
+        klass, device = files.get(directory + "/class", "").strip(), files.get(directory + "/device", "").strip()
+        if klass in GPU_CLASSES:
+            gpus.append({"pci_address": address, "device_id": device})
+        elif klass == BRIDGE_CLASS:
+            switches.append({"pci_address": address, "device_id": device})
     return {"gpus": gpus, "nvswitches": switches}
+
+
+PCI = "/sys/bus/pci/devices/*/"
+PCI_FACT = file_glob([PCI + "vendor", PCI + "class", PCI + "device"], pci_devices, key="pci")
 
 
 def _driver(state: FileState) -> dict[str, Any]:
@@ -62,53 +66,75 @@ def _driver(state: FileState) -> dict[str, Any]:
     return {"loaded": True, "version": version, "open": getattr(loaded, "flavour", None) == OPEN}
 
 
-def module_names(out: Output) -> list[str]:
-    """Loaded modules from /proc/modules or, where the kernel has none, `lsmod`."""
-    if out.timed_out:
-        raise FactUnavailable(f"cat /proc/modules || lsmod did not finish within {out.timeout or 10:g} s")
-    if out.rc != 0 and not out.stdout.strip():
-        raise FactUnavailable(f"neither /proc/modules nor lsmod is readable: {out.stderr.strip()[:200] or 'no output'}")
+def module_names(text: str) -> list[str]:
+    """Loaded modules from /proc/modules or `lsmod` (its header line skipped)."""
     names = []
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split()
         if parts and not (parts[0] == "Module" and parts[1:2] == ["Size"]):
             names.append(parts[0])
     return sorted(names)
 
 
-def modules_fact() -> Fact:
-    return shell("modules", "cat /proc/modules 2>/dev/null || lsmod", module_names, timeout=10)
+def _lsmod(out: Output) -> list[str] | None:
+    """None when /proc/modules exists (lsmod was not run)."""
+    if out.timed_out:
+        raise FactUnavailable(f"lsmod did not finish within {out.timeout or 10:g} s")
+    if out.rc != 0:
+        raise FactUnavailable(f"no /proc/modules, and lsmod failed: {out.stderr.strip()[:200] or 'no output'}")
+    return module_names(out.stdout) if out.stdout.strip() else None
 
 
+# A kernel without module support (CONFIG_MODULES=n) has no /proc/modules: lsmod then says what is built in.
+PROC_MODULES = file_state("/proc/modules")
+LSMOD = command(["lsmod"], _lsmod, timeout=10, unless_exists="/proc/modules")
+MODULE_FACTS = [PROC_MODULES, LSMOD]
+
+
+def loaded_modules(proc_modules: FileState, lsmod: list[str] | None) -> list[str]:
+    if proc_modules.exists:
+        return module_names(proc_modules.text or "")
+    return lsmod or []
+
+
+BOOT_ID = file_state("/proc/sys/kernel/random/boot_id")
+HOST = host_info()
 FACTS: dict[str, tuple[Fact, Any]] = {
     "kernel": (file_state("/proc/sys/kernel/osrelease"), lambda s: _text(s).strip()),
-    "boot_id": (file_state("/proc/sys/kernel/random/boot_id"), lambda s: _text(s).strip()),
-    "modules": (modules_fact(), None),
+    "boot_id": (BOOT_ID, lambda s: _text(s).strip()),
     "os": (file_state("/etc/os-release", follow=True), lambda s: _os_release(_text(s))),
     "memory_mb": (file_state("/proc/meminfo"), lambda s: _meminfo_mb(_text(s))),
     "nvidia_driver": (file_state("/proc/driver/nvidia/version"), _driver),
-    "hostname": (shell("hostname", "hostname", lambda o: o.stdout.strip()), None),
-    "cpus": (shell("nproc", "nproc", lambda o: int(o.stdout.strip() or 0)), None),
-    "architecture": (shell("arch", "uname -m", lambda o: o.stdout.strip()), None),
-    "pci": (shell("pci:10de", PCI_NVIDIA, _pci), None),
-    "infiniband": (shell("ib:devices", "ls -1 /sys/class/infiniband 2>/dev/null; true",
-                         lambda o: o.stdout.split()), None),
+    "host": (HOST, None),
+    "pci": (PCI_FACT, None),
+    "infiniband": (file_glob(["/sys/class/infiniband/*"], lambda files: sorted(p.rsplit("/", 1)[-1] for p in files),
+                             what="name", key="ib:devices"), None),
 }
 
 
 def fact_requests() -> list[Fact]:
-    return [fact for fact, _ in FACTS.values()]
+    return [fact for fact, _ in FACTS.values()] + MODULE_FACTS
 
 
 def assemble(values: dict[str, Any]) -> dict[str, Any]:
-    """Build the `facts` variable from the parsed fact values (by fact key)."""
+    """Build the `facts` variable from the parsed fact values (by fact key). A fact that
+    could not be read is None, never a guess."""
     facts: dict[str, Any] = {}
     for name, (fact, convert) in FACTS.items():
         value = values.get(fact.key)
-        if isinstance(value, Exception):
+        if value is None or isinstance(value, Exception):
             facts[name] = None
             continue
-        facts[name] = convert(value) if convert else value
+        try:
+            facts[name] = convert(value) if convert else value
+        except (ValueError, IndexError):  # a host that prints something odd: unknown, never a crash
+            facts[name] = None
+    host = facts.pop("host") or {}
+    facts["hostname"], facts["architecture"], facts["cpus"] = host.get("hostname"), host.get("architecture"), \
+        host.get("cpus")
+    proc, lsmod = values.get(PROC_MODULES.key), values.get(LSMOD.key)
+    facts["modules"] = None if isinstance(proc, Exception) or isinstance(lsmod, Exception) or proc is None \
+        else loaded_modules(proc, lsmod)
     pci = facts.pop("pci") or {"gpus": [], "nvswitches": []}
     facts["gpus"] = pci["gpus"]
     facts["gpu_count"] = len(pci["gpus"])

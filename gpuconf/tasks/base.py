@@ -1,23 +1,29 @@
-"""The task contract: check() reads and returns changes; apply() carries them out.
+"""The task contract: reads() declares, check() judges, apply() carries out.
 
-A task type has a name, a pydantic `Params` model, `check()` and optionally
-`apply()`. `check(ctx, params)` receives a `CheckContext`, which can only
-read: it has no method that writes or runs a command that changes state, so a
-bug in a task cannot mutate a host during a drift check. Each `Change` lists
-the operations (`Op`) that apply would perform; the default `apply()` runs
-exactly those, in one round trip. The engine then runs `check()` again and a
-non-empty result fails the task as "not idempotent".
+A task type has a name, a pydantic `Params` model and three methods:
+- `reads(params)` declares what the task needs to know: facts (`gpuconf.facts.base`),
+  each a file path, a glob of small files, or an argv list of a read-only program. The
+  engine gathers the reads of every task of a host in one batch, each source once.
+- `check(params, facts)` is a pure function of those reads: no I/O, no mode flags. It
+  returns a `Verdict`: in sync (with the reason), or the `Change`s apply would make. The
+  same function serves check mode, apply, and the verified re-check after apply.
+- `apply(ctx, params, changes)` carries the changes out; by default it runs their ops.
+
+`check()` never sees a connection, so a bug in a task cannot mutate a host during a
+drift check. After apply the engine reads again and calls the same `check()`: a change
+still there fails the task ("not idempotent"), unless the change says it takes effect
+only after a reboot (`Change.reboot`), which makes the host reboot-pending instead.
 """
 from __future__ import annotations
 
 import base64
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuconf.facts.base import Fact, Output
+from gpuconf.facts.base import Fact, FactUnavailable, Output
 
 
 class Params(BaseModel):
@@ -40,7 +46,7 @@ def run(command: str | list[str], timeout: float = 600, check: bool = True, stdi
         description: str | None = None, secret: bool = False) -> Op:
     """Run a command. A list is quoted part by part (never pasted raw)."""
     cmd = command if isinstance(command, str) else shlex.join(command)
-    request = {"op": "run", "cmd": cmd, "timeout": timeout, "check": check}
+    request: dict[str, Any] = {"op": "run", "cmd": cmd, "timeout": timeout, "check": check}
     if stdin is not None:
         request["stdin"] = stdin
     return Op(request, description or ("run a command" if secret else f"run: {cmd}"))
@@ -66,19 +72,20 @@ def symlink(path: str, target: str) -> Op:
     return Op({"op": "symlink", "path": path, "target": target}, f"link {path} -> {target}")
 
 
-# -- results of check ----------------------------------------------------------
+# -- what check() returns ------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class Change:
     """One thing apply would change, with how (ops) and what it looks like (diff).
 
-    `verify=False` marks a change that is an action rather than a state (a
-    restart, a command without creates/unless): it is not expected to vanish
-    on the re-check. `reboot` says the change only takes effect after a reboot.
+    `verify=False` marks a change that is an action rather than a state (a restart, a
+    command without creates/unless): it is not expected to vanish on the re-check.
+    `reboot=True` says the change takes effect only after a reboot: still found by the
+    re-check, it makes the host reboot-pending rather than failing the task.
     """
 
     summary: str
-    ops: list[Op] = field(default_factory=list)
+    ops: tuple[Op, ...] | list[Op] = ()
     diff: str | None = None
     before: Any = None
     after: Any = None
@@ -86,23 +93,22 @@ class Change:
     reboot: bool = False
 
 
-@dataclass
-class Check:
+@dataclass(frozen=True)
+class Verdict:
     """What check() found: the changes, and a one-line reason when in sync."""
 
-    changes: list[Change]
+    changes: tuple[Change, ...] | list[Change]
     message: str = ""
-    reboot_required: bool = False
-    data: dict = field(default_factory=dict)  # extra values exposed to `register`
-    findings: list = field(default_factory=list)  # engine.results.Finding, for health probes
+    data: Mapping[str, Any] = field(default_factory=dict)  # extra values exposed to `register`
+    findings: tuple = ()  # results.Finding, for health probes
 
 
-def in_sync(message: str, reboot_required: bool = False, **data: Any) -> Check:
-    return Check([], message, reboot_required, data)
+def in_sync(message: str, **data: Any) -> Verdict:
+    return Verdict((), message, data)
 
 
-def drift(*changes: Change, message: str = "", **data: Any) -> Check:
-    return Check(list(changes), message or "; ".join(c.summary for c in changes), False, data)
+def drift(*changes: Change, message: str = "", **data: Any) -> Verdict:
+    return Verdict(tuple(changes), message or "; ".join(c.summary for c in changes), data)
 
 
 class Unknown(Exception):
@@ -120,41 +126,69 @@ class Refused(Exception):
     """The task refuses to act (an unsafe or impossible request): status `failed`."""
 
 
-# -- contexts ------------------------------------------------------------------
+# -- what check() and apply() see ----------------------------------------------
 
-class CheckContext(Protocol):
-    """What check() may do: read facts. Nothing here can change a host."""
+class Facts:
+    """The values of a task's declared reads, the host's facts, and the reboots already
+    pending on the host. Reading a fact the task did not declare is a bug in the task."""
+
+    def __init__(self, values: Mapping[str, Any], declared: list[Fact], host: Mapping[str, Any],
+                 reboot_pending: tuple[str, ...] = ()):
+        self._values = values
+        self._declared = {f.key for f in declared}
+        self.host = host
+        self.reboot_pending = reboot_pending
+
+    def __getitem__(self, fact: Fact) -> Any:
+        if fact.key not in self._declared:
+            raise LookupError(f"fact {fact.key!r} was read but not declared by reads()")
+        value = self._values.get(fact.key, FactUnavailable(f"{fact.key}: not read"))
+        if isinstance(value, FactUnavailable):
+            raise value
+        return value
+
+
+class Resolver(Protocol):
+    """What a task may use while its parameters are rendered, before check(): the play's
+    template and source files, and conditions over the task's variables."""
+
+    def template(self, name: str) -> str: ...
+
+    def source(self, name: str) -> str: ...
+
+    def holds(self, condition: str) -> bool: ...
+
+
+class ApplyContext(Protocol):
+    """What apply() may do: run ops on the host, read a fact afresh (polling), reboot."""
 
     host: str
-    facts: dict[str, Any]
-    vars: Any
-    check_mode: bool
-    after_apply: bool  # the re-check right after apply
-    reboot_required: bool
-
-    def get(self, fact: Fact) -> Any: ...
-
-    def get_all(self, facts: list[Fact]) -> list[Any]: ...
-
-
-class ApplyContext(CheckContext, Protocol):
-    """What apply() may do in addition: run ops on the host."""
 
     def execute(self, ops: list[Op]) -> list[Output]: ...
 
+    def read(self, fact: Fact) -> Any: ...
+
+    def reboot(self, command: str, timeout: float) -> float: ...
+
 
 class TaskType:
-    """Base of task types. Subclasses set `name` and `Params` and write check()."""
+    """Base of task types. Subclasses set `name` and `Params` and write reads() and check()."""
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[Params]] = Params
 
-    def facts(self, params: Any) -> list[Fact]:
+    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+        """Rendered parameter values, completed from files or conditions before validation
+        (a `template:` becomes its rendered content). Runs on the controller, never on a host."""
+        return values
+
+    def reads(self, params: Any) -> list[Fact]:
         """Facts check() will read, so the engine can gather them in one batch."""
         return []
 
-    def check(self, ctx: CheckContext, params: Any) -> Check:
+    def check(self, params: Any, facts: Facts) -> Verdict:
         raise NotImplementedError
 
-    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict | None:
         ctx.execute([op for change in changes for op in change.ops])
+        return None
