@@ -22,7 +22,7 @@ MAX_OUTPUT = 1024 * 1024
 WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
 READ_OPS = ("sh", "stat", "exec", "glob", "host", "cpio")
 # programs an exec in a read-only request may start (gpuconf/facts/base.py READ_ONLY_PROGRAMS)
-READ_ONLY_PROGRAMS = %(programs)s
+READ_ONLY_PROGRAMS = {}  # filled in by gpuconf/connection/base.py when the runner is sent
 # reads at once: a node's own CPUs, 2 to 8 (more only queue for the CPUs, and a read's timeout
 # counts its time in that queue)
 PARALLEL_READS = max(2, min(8, os.cpu_count() or 2))
