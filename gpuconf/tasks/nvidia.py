@@ -3,6 +3,7 @@ loaded at the installed version, persistence mode, power limits, fabric manager.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -103,7 +104,7 @@ class DkmsModule(TaskType):
                                 f"package): build it for {kernel}", build.ops))
         built_for = sorted({e.kernel for e in entries if e.kernel})
         if built_for:
-            build.summary += f" (built for {', '.join(built_for)})"
+            build = replace(build, summary=f"{build.summary} (built for {', '.join(built_for)})")
         return drift(build)
 
 
