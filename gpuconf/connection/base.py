@@ -22,7 +22,7 @@ SEPARATOR = "\n#--gpuconf-request--\n"
 START = "#--gpuconf-runner--\n"
 # the runner refuses, in a read-only request, any program the facts may not run either
 SCRIPT = (Path(__file__).with_name("remote.py")).read_text().replace(
-    "%(programs)s", repr(dict(READ_ONLY_PROGRAMS)), 1)
+    "READ_ONLY_PROGRAMS = {}", f"READ_ONLY_PROGRAMS = {dict(READ_ONLY_PROGRAMS)!r}", 1)
 # Everything before START is skipped: a sudo password line that sudo -S did not
 # need to read (NOPASSWD) must not reach the interpreter.
 BOOTSTRAP = (

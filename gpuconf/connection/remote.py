@@ -21,9 +21,9 @@ import time
 MAX_CONTENT = 4 * 1024 * 1024
 MAX_OUTPUT = 1024 * 1024
 WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
-READ_OPS = ("sh", "stat", "exec", "glob", "host")
+READ_OPS = ("sh", "stat", "exec", "glob", "host", "cpio")
 # programs an exec in a read-only request may start (gpuconf/facts/base.py READ_ONLY_PROGRAMS)
-READ_ONLY_PROGRAMS = %(programs)s
+READ_ONLY_PROGRAMS = {}  # filled in by gpuconf/connection/base.py when the runner is sent
 # reads at once: a node's own CPUs, 2 to 8 (more only queue for the CPUs, and a read's timeout
 # counts its time in that queue)
 PARALLEL_READS = max(2, min(8, os.cpu_count() or 2))
@@ -200,6 +200,62 @@ def op_glob(op):
             except OSError:
                 continue  # gone, unreadable, a directory, or not a link
     return {"files": files}
+
+
+def newc_members(data, pattern, found):
+    """Members of one or more concatenated newc cpio archives (an early microcode archive
+    first, then the main one) whose names match `pattern`. Returns where parsing stopped."""
+    import fnmatch
+    pos = 0
+    while pos + 110 <= len(data) and data[pos:pos + 6] in (b"070701", b"070702"):
+        header = data[pos:pos + 110]
+        size, name_size = int(header[54:62], 16), int(header[94:102], 16)
+        name = data[pos + 110:pos + 110 + name_size - 1].decode("utf-8", "replace")
+        body = (pos + 110 + name_size + 3) & ~3
+        if name == "TRAILER!!!":
+            pos = (body + size + 3) & ~3
+            while pos < len(data) and data[pos:pos + 1] == b"\0":
+                pos += 1
+            continue
+        if fnmatch.fnmatch(name, pattern) and int(header[14:22], 16) & 0o170000 == 0o100000:
+            found[name] = data[body:body + size].decode("utf-8", "replace")
+        pos = (body + size + 3) & ~3
+    return pos
+
+
+def op_cpio(op):
+    """The files matching `members` inside an initramfs, read here with no process: newc
+    cpio archives, plain or compressed with gzip or xz (Debian's and Ubuntu's defaults;
+    zstd through the zstd program)."""
+    path = op["path"]
+    if "{kernel}" in path:
+        with open("/proc/sys/kernel/osrelease") as handle:
+            path = path.replace("{kernel}", handle.read().strip())
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return {"exists": False, "path": path}
+    found, pos = {}, 0
+    while pos < len(data):
+        rest = data[pos:]
+        if rest[:6] in (b"070701", b"070702"):
+            pos += newc_members(rest, op["members"], found) or len(rest)
+            continue
+        if rest[:2] == b"\x1f\x8b":
+            import gzip
+            rest = gzip.decompress(rest)
+        elif rest[:6] == b"\xfd7zXZ\x00":
+            import lzma
+            rest = lzma.decompress(rest)
+        elif rest[:4] == b"\x28\xb5\x2f\xfd":
+            rest = subprocess.run(["zstd", "-dc"], input=rest, stdout=subprocess.PIPE, check=True,
+                                  timeout=float(op.get("timeout", 60))).stdout
+        else:
+            return {"error": "%s: unknown format at byte %d" % (path, pos)}
+        newc_members(rest, op["members"], found)
+        break
+    return {"exists": True, "path": path, "files": found}
 
 
 def op_host():
@@ -449,6 +505,8 @@ def run_op(op, readonly):
             return op_glob(op), False
         if kind == "host":
             return op_host(), False
+        if kind == "cpio":
+            return op_cpio(op), False
         if kind == "run":
             stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
             result = run_shell(op["cmd"], op.get("timeout", 600), stdin_data)

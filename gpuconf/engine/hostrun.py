@@ -355,6 +355,9 @@ class PlayOnHost:
         self.refresh_facts()
         recheck = self._check(task, params)
         left = [c for c in recheck.changes if c.verify and not c.reboot]
+        if left and not any(c.ops for c in verdict.changes):
+            # nothing to run, only to verify (a probe, a port coming up): now it has failed
+            raise TaskError("; ".join(c.summary for c in left))
         if left:
             raise TaskError("not idempotent: after apply, check still finds: " + "; ".join(c.summary for c in left))
         reboot = any(c.reboot for c in verdict.changes) or any(c.reboot and c.verify for c in recheck.changes)

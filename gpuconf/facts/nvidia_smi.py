@@ -6,9 +6,7 @@ pass and never as a hung run.
 """
 from __future__ import annotations
 
-import shlex
-
-from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.nvidia import QueryCsv, detect_nvidia_smi_failure, parse_query_csv
 
 DRIVER_UNRESPONSIVE = "driver_unresponsive"
@@ -33,8 +31,8 @@ def _parse(fields: tuple[str, ...], timeout: float):
 def gpu_query(*fields: str, timeout: float = 10.0) -> Fact:
     """`nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits`."""
     names = ",".join(fields)
-    command = f"nvidia-smi --query-gpu={shlex.quote(names)} --format=csv,noheader,nounits"
-    return shell(f"nvsmi:{names}", command, _parse(tuple(fields), timeout), timeout=timeout)
+    return command(["nvidia-smi", f"--query-gpu={names}", "--format=csv,noheader,nounits"],
+                   _parse(tuple(fields), timeout), timeout=timeout, key=f"nvsmi:{names}")
 
 
 def not_installed(out: QueryCsv) -> bool:

@@ -85,7 +85,7 @@ class Change:
     """
 
     summary: str
-    ops: tuple[Op, ...] | list[Op] = ()
+    ops: list[Op] = field(default_factory=list)
     diff: str | None = None
     before: Any = None
     after: Any = None
@@ -97,18 +97,18 @@ class Change:
 class Verdict:
     """What check() found: the changes, and a one-line reason when in sync."""
 
-    changes: tuple[Change, ...] | list[Change]
+    changes: list[Change]
     message: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)  # extra values exposed to `register`
-    findings: tuple = ()  # results.Finding, for health probes
+    findings: list = field(default_factory=list)  # results.Finding, for health probes
 
 
 def in_sync(message: str, **data: Any) -> Verdict:
-    return Verdict((), message, data)
+    return Verdict([], message, data)
 
 
 def drift(*changes: Change, message: str = "", **data: Any) -> Verdict:
-    return Verdict(tuple(changes), message or "; ".join(c.summary for c in changes), data)
+    return Verdict(list(changes), message or "; ".join(c.summary for c in changes), data)
 
 
 class Unknown(Exception):

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from gpuconf.facts.base import Output, file_state, shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, Unknown, drift, in_sync, run
-from gpuconf.templating import evaluate_when
+from gpuconf.facts.base import Output, file_state, user_command
+from gpuconf.tasks.base import (Change, Facts, Params, Refused, Resolver, TaskType, Unknown, Verdict, drift, in_sync,
+                                run)
 
 
 class CommandParams(Params):
@@ -34,7 +35,7 @@ def _shell_text(command: str | list[str]) -> str:
 
 
 def _unless_fact(params: CommandParams):
-    return shell(f"unless:{_shell_text(params.unless)}", _shell_text(params.unless), lambda out: out, timeout=60)
+    return user_command(_shell_text(params.unless), lambda out: out, timeout=60)
 
 
 class Command(TaskType):
@@ -48,19 +49,19 @@ class Command(TaskType):
     name = "command"
     Params = CommandParams
 
-    def facts(self, params: CommandParams):
+    def reads(self, params: CommandParams):
         facts = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
         if params.unless:
             facts.append(_unless_fact(params))
         return facts
 
-    def check(self, ctx: CheckContext, params: CommandParams) -> Check:
-        if params.creates and ctx.get(file_state(params.creates, with_content=False)).exists:
+    def check(self, params: CommandParams, facts: Facts) -> Verdict:
+        if params.creates and facts[file_state(params.creates, with_content=False)].exists:
             return in_sync(f"{params.creates} exists")
-        if params.removes and not ctx.get(file_state(params.removes, with_content=False)).exists:
+        if params.removes and not facts[file_state(params.removes, with_content=False)].exists:
             return in_sync(f"{params.removes} does not exist")
         if params.unless:
-            result: Output = ctx.get(_unless_fact(params))
+            result: Output = facts[_unless_fact(params)]
             if result.timed_out:
                 raise Unknown(f"the unless command timed out: {_shell_text(params.unless)}")
             if result.rc == 0:
@@ -94,9 +95,14 @@ class Assert(TaskType):
     name = "assert"
     Params = AssertParams
 
-    def check(self, ctx: CheckContext, params: AssertParams) -> Check:
+    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+        """The conditions are evaluated over the task's variables while it is rendered."""
+        that = values.get("that")
+        for condition in that if isinstance(that, list) else [that]:
+            if isinstance(condition, str) and not resolver.holds(condition):
+                raise Refused(values.get("fail_msg") or f"assertion failed: {condition}")
+        return values
+
+    def check(self, params: AssertParams, facts: Facts) -> Verdict:
         conditions = params.that if isinstance(params.that, list) else [params.that]
-        for condition in conditions:
-            if not evaluate_when(condition, ctx.vars):
-                raise Refused(params.fail_msg or f"assertion failed: {condition}")
         return in_sync(params.success_msg or f"all {len(conditions)} assertion(s) hold")

@@ -20,14 +20,12 @@ L40S) >= 11.8, Ampere (A100, A10) >= 11.0, Turing (T4) >= 10.0.
 from __future__ import annotations
 
 import re
-import shlex
 
 from pydantic import field_validator
 
-from gpuconf.facts.base import shell
+from gpuconf.facts.base import command
 from gpuconf.facts.nvidia import parse_nvcc_version
-from gpuconf.tasks.base import Check, CheckContext, Params, Refused, TaskType, in_sync
-from gpuconf.tasks.pending import pending
+from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Verdict, drift, in_sync
 
 MIN_DRIVER = {"11.7": "515.43", "11.8": "520.61", "12.0": "525.60", "12.1": "530.30", "12.2": "535.54",
               "12.3": "545.23", "12.4": "550.54", "12.5": "555.42", "12.6": "560.28"}
@@ -71,14 +69,14 @@ class CudaCompatibility(TaskType):
     name = "cuda_compatibility"
     Params = CompatibilityParams
 
-    def check(self, ctx: CheckContext, params: CompatibilityParams) -> Check:
+    def check(self, params: CompatibilityParams, facts: Facts) -> Verdict:
         minimum = MIN_DRIVER.get(params.cuda)
         if minimum is None:
             known = ", ".join(sorted(MIN_DRIVER, key=version_tuple))
             raise Refused(f"CUDA {params.cuda} is not in the compatibility table (known: {known})")
         if version_tuple(params.driver) < version_tuple(minimum):
             raise Refused(f"CUDA {params.cuda} needs driver >= {minimum}; the pinned driver is {params.driver}")
-        for gpu in ctx.facts.get("gpus") or []:
+        for gpu in facts.host.get("gpus") or []:
             arch = architecture(gpu.get("device_id", ""))
             if arch and version_tuple(params.cuda) < version_tuple(arch[1]):
                 raise Refused(f"GPU {gpu['pci_address']} ({arch[0]}) needs CUDA >= {arch[1]}, not {params.cuda}")
@@ -99,15 +97,15 @@ class NvccVersion(TaskType):
 
     def _fact(self, params: NvccParams):
         path = params.path or f"/usr/local/cuda-{params.release}/bin/nvcc"
-        return shell(f"nvcc:{path}", f"{shlex.quote(path)} --version", lambda out: (path, out), timeout=30)
+        return command([path, "--version"], lambda out: (path, out), timeout=30)
 
-    def facts(self, params: NvccParams):
+    def reads(self, params: NvccParams):
         return [self._fact(params)]
 
-    def check(self, ctx: CheckContext, params: NvccParams) -> Check:
-        path, out = ctx.get(self._fact(params))
+    def check(self, params: NvccParams, facts: Facts) -> Verdict:
+        path, out = facts[self._fact(params)]
         if out.rc == 127 or (out.rc != 0 and "No such file" in out.stderr):
-            return pending(ctx, f"{path} not installed yet (verified after the toolkit is installed)")
+            return drift(Change(f"verify {path} once the toolkit is installed (not installed yet)"))
         parsed = parse_nvcc_version(out.stdout)
         release = getattr(parsed, "release", None)
         if release != params.release:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
 from gpuconf.facts.base import FileState, file_state
-from gpuconf.tasks.base import (Change, Check, CheckContext, Params, Refused, TaskType, drift, in_sync, make_directory,
-                                remove, run, write_file)
+from gpuconf.tasks.base import (Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync,
+                                make_directory, remove, run, write_file)
 
 
 def parse_mode(value: str | int | None) -> int | None:
@@ -96,25 +96,27 @@ class File(TaskType):
     name = "file"
     Params = FileParams
 
-    def facts(self, params: FileParams):
+    def reads(self, params: FileParams):
         return [file_state(params.path)]
 
-    def desired(self, ctx: CheckContext, params: FileParams) -> str | None:
-        if params.template is not None:
-            return ctx.template(params.template)
-        if params.src is not None:
-            return ctx.source(params.src)
-        return params.content
+    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+        """`template` and `src` become the content they name, rendered on the controller."""
+        values = dict(values)
+        if values.get("template") is not None and values.get("content") is None and values.get("src") is None:
+            values["content"] = resolver.template(str(values.pop("template")))
+        elif values.get("src") is not None and values.get("content") is None and values.get("template") is None:
+            values["content"] = resolver.source(str(values.pop("src")))
+        return values
 
-    def check(self, ctx: CheckContext, params: FileParams) -> Check:
-        state: FileState = ctx.get(file_state(params.path))
+    def check(self, params: FileParams, facts: Facts) -> Verdict:
+        state: FileState = facts[file_state(params.path)]
         if params.state == "absent":
             if not state.exists:
                 return in_sync(f"{params.path} is absent")
             return drift(Change(f"remove {params.path}", [remove(params.path)], before="present", after="absent"))
         if state.exists and state.kind != "file":
             raise Refused(f"{params.path} is a {state.kind}, not a file; refusing to replace it")
-        content = self.desired(ctx, params)
+        content = params.content
         if not state.exists:
             body = content or ""
             return drift(Change(f"create {params.path}",
@@ -145,11 +147,11 @@ class Directory(TaskType):
     name = "directory"
     Params = DirectoryParams
 
-    def facts(self, params: DirectoryParams):
+    def reads(self, params: DirectoryParams):
         return [file_state(params.path, with_content=False)]
 
-    def check(self, ctx: CheckContext, params: DirectoryParams) -> Check:
-        state: FileState = ctx.get(file_state(params.path, with_content=False))
+    def check(self, params: DirectoryParams, facts: Facts) -> Verdict:
+        state: FileState = facts[file_state(params.path, with_content=False)]
         if params.state == "absent":
             if not state.exists:
                 return in_sync(f"{params.path} is absent")
@@ -215,11 +217,11 @@ class Line(TaskType):
     name = "line"
     Params = LineParams
 
-    def facts(self, params: LineParams):
+    def reads(self, params: LineParams):
         return [file_state(params.path)]
 
-    def check(self, ctx: CheckContext, params: LineParams) -> Check:
-        state: FileState = ctx.get(file_state(params.path))
+    def check(self, params: LineParams, facts: Facts) -> Verdict:
+        state: FileState = facts[file_state(params.path)]
         if not state.exists:
             if params.state == "absent":
                 return in_sync(f"{params.path} does not exist")

@@ -5,28 +5,27 @@ import time
 
 from pydantic import Field
 
-from gpuconf.facts.base import Output, shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, in_sync, run
-from gpuconf.tasks.pending import pending
+from gpuconf.facts.base import Fact, file_glob
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, TaskType, Verdict, drift, in_sync
 
-PORTS = ('for p in /sys/class/infiniband/*/ports/*; do [ -e "$p/state" ] || continue; '
-         'd=${p#/sys/class/infiniband/}; printf "%s\\t%s\\t%s\\t%s\\n" "${d%%/ports/*}/${p##*/}" '
-         '"$(cat "$p/state")" "$(cat "$p/phys_state" 2>/dev/null)" "$(cat "$p/rate" 2>/dev/null)"; done; true')
+PORT = "/sys/class/infiniband/*/ports/*/"
 
 
-def parse_ports(out: Output) -> dict[str, tuple[str, str, str]]:
+def parse_ports(files: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     """`mlx5_0/1` -> (state, phys_state, rate), states without their number: `ACTIVE`."""
     ports = {}
-    for line in out.stdout.splitlines():
-        cells = line.split("\t")
-        if len(cells) == 4:
-            strip = [c.split(":", 1)[-1].strip() for c in cells[1:3]]
-            ports[cells[0]] = (strip[0], strip[1], cells[3].strip())
+    for path, state in files.items():
+        if not path.endswith("/state") or path.endswith("/phys_state"):
+            continue
+        directory = path[: -len("state")]
+        device, _, port = directory[len("/sys/class/infiniband/"):].rstrip("/").partition("/ports/")
+        phys, rate = files.get(directory + "phys_state", ""), files.get(directory + "rate", "")
+        ports[f"{device}/{port}"] = (state.split(":", 1)[-1].strip(), phys.split(":", 1)[-1].strip(), rate.strip())
     return ports
 
 
-def ports_fact():
-    return shell("ib:ports", PORTS, parse_ports, timeout=10)
+def ports_fact() -> Fact:
+    return file_glob([PORT + "state", PORT + "phys_state", PORT + "rate"], parse_ports, key="ib:ports")
 
 
 class IbPortsParams(Params):
@@ -45,7 +44,7 @@ class IbPorts(TaskType):
     name = "ib_ports"
     Params = IbPortsParams
 
-    def facts(self, params: IbPortsParams):
+    def reads(self, params: IbPortsParams):
         return [ports_fact()]
 
     def _problems(self, params: IbPortsParams, ports) -> list[str]:
@@ -59,22 +58,14 @@ class IbPorts(TaskType):
                 problems.append(f"{name} rate is {rate}, want {params.rate}")
         return problems
 
-    def check(self, ctx: CheckContext, params: IbPortsParams) -> Check:
-        problems = self._problems(params, ctx.get(ports_fact()))
+    def check(self, params: IbPortsParams, facts: Facts) -> Verdict:
+        problems = self._problems(params, facts[ports_fact()])
         if not problems:
             return in_sync(f"all InfiniBand ports {params.state}")
         summary = "; ".join(problems[:4]) + (f"; +{len(problems) - 4} more" if len(problems) > 4 else "")
-        if ctx.check_mode:
-            return pending(ctx, summary)
-        if ctx.after_apply:
-            raise Refused(summary)
-        return Check([Change(f"wait for ports: {summary}", [], verify=True)], summary)
+        return drift(Change(f"wait for ports: {summary}"))
 
-    def apply(self, ctx, params: IbPortsParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: IbPortsParams, changes: list[Change]) -> None:
         deadline = time.monotonic() + params.wait
-        while True:
-            ports = ctx.get(ports_fact())
-            if not self._problems(params, ports) or time.monotonic() >= deadline:
-                return
+        while self._problems(params, ctx.read(ports_fact())) and time.monotonic() < deadline:
             time.sleep(2)
-            ctx.forget(ports_fact())

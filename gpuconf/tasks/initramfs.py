@@ -3,29 +3,35 @@
 A `blacklist nouveau` in /etc/modprobe.d counts at boot only once it is in the
 initramfs; `update-initramfs -u` copies it there. The check reads the files
 under etc/modprobe.d/ inside /boot/initrd.img-KERNEL (gzip'd or plain newc
-cpio, read with zcat and cpio) and rebuilds only when a line is missing.
+cpio, read by the remote runner with no process) and rebuilds only when a line
+is missing.
 """
 from __future__ import annotations
 
-import shlex
-
 from pydantic import Field
 
-from gpuconf.facts.base import shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, Unknown, drift, in_sync, run
+from gpuconf.facts.base import Fact, FactUnavailable
+from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift, in_sync, run
 
 
-def initramfs_fact(kernel: str | None):
-    """The modprobe.d files inside the initramfs of `kernel` (None: the running one)."""
-    release = shlex.quote(kernel) if kernel else '"$(uname -r)"'
-    command = (f"f=/boot/initrd.img-{release}; test -r \"$f\" || {{ echo missing >&2; exit 3; }}; "
-               "zcat -f \"$f\" | cpio -i --quiet --to-stdout 'etc/modprobe.d/*' 2>/dev/null; true")
-    return shell(f"initramfs:{kernel or '@running'}", command, lambda out: out, timeout=60)
+def _members(result: dict) -> dict[str, str] | None:
+    """The modprobe.d files inside the initramfs, or None when it does not exist."""
+    if result.get("error"):
+        raise FactUnavailable(f"cannot read the initramfs: {result['error']}")
+    return dict(result.get("files", {})) if result.get("exists") else None
+
+
+def initramfs_fact(kernel: str | None) -> Fact:
+    """The modprobe.d files inside the initramfs of `kernel` (None: the running one), read by
+    the remote runner itself (newc cpio, gzip or xz): no zcat, no cpio process."""
+    path = f"/boot/initrd.img-{kernel or '{kernel}'}"
+    request = {"op": "cpio", "path": path, "members": "etc/modprobe.d/*", "timeout": 60}
+    return Fact(f"initramfs:{kernel or '@running'}", request, _members)
 
 
 class InitramfsParams(Params):
     contains_lines: list[str] = Field(min_length=1)
-    kernel: str | None = None
+    kernel: str | None = Field(None, pattern=r"^[A-Za-z0-9._+~-]+$")
 
 
 class Initramfs(TaskType):
@@ -37,18 +43,18 @@ class Initramfs(TaskType):
     name = "initramfs"
     Params = InitramfsParams
 
-    def facts(self, params: InitramfsParams):
+    def reads(self, params: InitramfsParams):
         return [initramfs_fact(params.kernel)]
 
-    def check(self, ctx: CheckContext, params: InitramfsParams) -> Check:
-        kernel = params.kernel or ctx.facts.get("kernel")
+    def check(self, params: InitramfsParams, facts: Facts) -> Verdict:
+        kernel = params.kernel or facts.host.get("kernel")
         if not kernel:
             raise Unknown("the running kernel release is not known")
-        out = ctx.get(initramfs_fact(params.kernel))
+        files = facts[initramfs_fact(params.kernel)]
         rebuild = [run(["update-initramfs", "-u", "-k", kernel], timeout=600)]
-        if out.rc == 3:
+        if files is None:
             return drift(Change(f"/boot/initrd.img-{kernel} is missing: update-initramfs", rebuild, reboot=True))
-        present = {line.strip() for line in out.stdout.splitlines()}
+        present = {line.strip() for text in files.values() for line in text.splitlines()}
         missing = [line for line in params.contains_lines if line.strip() not in present]
         if not missing:
             return in_sync(f"initramfs for {kernel} has {', '.join(params.contains_lines)}")

@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 from gpuconf.facts.base import file_state
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, drift, in_sync, write_file
+from gpuconf.tasks.base import Change, Verdict, Facts, Params, Refused, TaskType, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
 
 
@@ -33,11 +33,11 @@ class JsonMerge(TaskType):
     name = "json_merge"
     Params = JsonMergeParams
 
-    def facts(self, params: JsonMergeParams):
+    def reads(self, params: JsonMergeParams):
         return [file_state(params.path)]
 
-    def check(self, ctx: CheckContext, params: JsonMergeParams) -> Check:
-        state = ctx.get(file_state(params.path))
+    def check(self, params: JsonMergeParams, facts: Facts) -> Verdict:
+        state = facts[file_state(params.path)]
         before_text = state.text if state.exists else ""
         current: Any = {}
         if state.exists and (before_text or "").strip():

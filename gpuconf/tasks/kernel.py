@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import field_validator
 
 from gpuconf.facts.base import FileState, file_state
-from gpuconf.facts.gather import modules_fact
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync, remove, run, write_file
-from typing import Literal
+from gpuconf.facts.gather import LSMOD, MODULE_FACTS, PROC_MODULES, loaded_modules
+from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync, remove, run, write_file
 
 MODULE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
-
-
 
 
 def options_line(name: str, options: dict[str, str | int | bool] | str) -> str:
@@ -55,15 +53,15 @@ class KernelModule(TaskType):
     def _paths(self, params: KernelModuleParams) -> tuple[str, str]:
         return f"/etc/modules-load.d/{params.module}.conf", f"/etc/modprobe.d/{params.module}.conf"
 
-    def facts(self, params: KernelModuleParams):
+    def reads(self, params: KernelModuleParams):
         load_path, options_path = self._paths(params)
-        return [modules_fact(), file_state(load_path), file_state(options_path)]
+        return [*MODULE_FACTS, file_state(load_path), file_state(options_path)]
 
-    def check(self, ctx: CheckContext, params: KernelModuleParams) -> Check:
+    def check(self, params: KernelModuleParams, facts: Facts) -> Verdict:
         load_path, options_path = self._paths(params)
-        modules = set(ctx.get(modules_fact()))
-        load_file: FileState = ctx.get(file_state(load_path))
-        options_file: FileState = ctx.get(file_state(options_path))
+        modules = set(loaded_modules(facts[PROC_MODULES], facts[LSMOD]))
+        load_file: FileState = facts[file_state(load_path)]
+        options_file: FileState = facts[file_state(options_path)]
         changes = []
         if params.options is not None:
             wanted = options_line(params.module, params.options)
@@ -82,8 +80,6 @@ class KernelModule(TaskType):
             if params.persist and load_file.exists:
                 changes.append(Change(f"stop loading {params.module} at boot", [remove(load_path)]))
             if params.module in modules:
-                if params.reboot_if_busy and ctx.after_apply:
-                    return Check(changes, f"{params.module} is still loaded (in use): reboot required", True)
                 changes.append(Change(f"unload {params.module}",
                                       [run(["modprobe", "-r", params.module], check=not params.reboot_if_busy)],
                                       before="loaded", after="not loaded", reboot=params.reboot_if_busy))

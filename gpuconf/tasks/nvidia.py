@@ -6,13 +6,22 @@ import re
 
 from pydantic import Field
 
-from gpuconf.facts.base import Output, file_state, shell
+from gpuconf.facts.base import Fact, Output, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, Unknown, drift, in_sync, run
+from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Unknown, Verdict, drift, in_sync, run
 from gpuconf.tasks.packages import AptBackend, installed_matching
-from gpuconf.tasks.pending import pending
+
+
+def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
+    """Something nvidia-smi does once the driver is loaded. With a reboot already pending on
+    the host (the driver was just installed), it is deferred to that reboot; otherwise apply
+    tries it, and fails if the driver is still not there."""
+    if facts.reboot_pending:
+        return drift(Change(f"{summary}: deferred to the pending reboot ({', '.join(facts.reboot_pending)})",
+                            reboot=True))
+    return drift(Change(summary, ops))
 
 BRANCH_FAMILIES = ("nvidia-driver", "nvidia-dkms", "nvidia-utils", "nvidia-kernel-common", "nvidia-kernel-source",
                    "nvidia-compute-utils", "libnvidia-compute", "nvidia-fabricmanager", "libnvidia-nscq")
@@ -35,11 +44,11 @@ class DriverBranch(TaskType):
     name = "nvidia_driver_branch"
     Params = DriverBranchParams
 
-    def facts(self, params: DriverBranchParams):
+    def reads(self, params: DriverBranchParams):
         return [installed_matching("*nvidia-*")]
 
-    def check(self, ctx: CheckContext, params: DriverBranchParams) -> Check:
-        listing = ctx.get(installed_matching("*nvidia-*"))
+    def check(self, params: DriverBranchParams, facts: Facts) -> Verdict:
+        listing = facts[installed_matching("*nvidia-*")]
         others = []
         for package in listing.packages:
             match = BRANCHED.match(package.name)
@@ -60,9 +69,9 @@ class DkmsModuleParams(Params):
     kernel: str | None = None
 
 
-def dkms_fact(module: str):
-    return shell(f"dkms:{module}", f"dkms status -m {module}",
-                 lambda out: (parse_dkms_status(out.stdout), out), timeout=30)
+def dkms_fact(module: str) -> Fact:
+    return command(["dkms", "status", "-m", module], lambda out: (parse_dkms_status(out.stdout), out), timeout=30,
+                   key=f"dkms:{module}")
 
 
 class DkmsModule(TaskType):
@@ -73,25 +82,25 @@ class DkmsModule(TaskType):
     name = "dkms_module"
     Params = DkmsModuleParams
 
-    def facts(self, params: DkmsModuleParams):
+    def reads(self, params: DkmsModuleParams):
         return [dkms_fact(params.module)]
 
-    def check(self, ctx: CheckContext, params: DkmsModuleParams) -> Check:
-        kernel = params.kernel or ctx.facts.get("kernel")
+    def check(self, params: DkmsModuleParams, facts: Facts) -> Verdict:
+        kernel = params.kernel or facts.host.get("kernel")
         if not kernel:
             raise Unknown("the running kernel release is not known")
-        status, out = ctx.get(dkms_fact(params.module))
+        status, out = facts[dkms_fact(params.module)]
         build = Change(f"{params.module} {params.version} not built for kernel {kernel}: dkms autoinstall",
                        [run(["dkms", "autoinstall", "-k", kernel], timeout=1800)])
         if out.rc == 127:
-            return pending(ctx, f"dkms not installed: build {params.module} {params.version} for {kernel} after",
-                           build.ops)
+            return drift(Change(f"dkms not installed yet: build {params.module} {params.version} for {kernel} "
+                                "once it is", build.ops))
         entries = [e for e in status.for_module(params.module) if e.version == params.version]
         if any(e.kernel == kernel and e.state.startswith("installed") for e in entries):
             return in_sync(f"{params.module}/{params.version} installed for {kernel}")
         if not entries:
-            return pending(ctx, f"{params.module} {params.version} is not added to DKMS (is the driver package "
-                           "installed?)", build.ops)
+            return drift(Change(f"{params.module} {params.version} is not added to DKMS yet (by the driver "
+                                f"package): build it for {kernel}", build.ops))
         built_for = sorted({e.kernel for e in entries if e.kernel})
         if built_for:
             build.summary += f" (built for {', '.join(built_for)})"
@@ -110,14 +119,12 @@ class NvidiaModule(TaskType):
     name = "nvidia_module"
     Params = NvidiaModuleParams
 
-    def facts(self, params: NvidiaModuleParams):
+    def reads(self, params: NvidiaModuleParams):
         return [file_state("/proc/driver/nvidia/version")]
 
-    def check(self, ctx: CheckContext, params: NvidiaModuleParams) -> Check:
-        state = ctx.get(file_state("/proc/driver/nvidia/version"))
+    def check(self, params: NvidiaModuleParams, facts: Facts) -> Verdict:
+        state = facts[file_state("/proc/driver/nvidia/version")]
         if not state.exists:
-            if ctx.after_apply:
-                return in_sync("nvidia not loaded yet: reboot required", reboot_required=True)
             return drift(Change("nvidia module not loaded: modprobe nvidia (a reboot if it cannot load)",
                                 [run(["modprobe", "nvidia"], check=False)], verify=True, reboot=True))
         loaded = parse_proc_driver_version(state.text or "")
@@ -125,9 +132,6 @@ class NvidiaModule(TaskType):
         if version is None:
             raise Unknown(f"cannot read /proc/driver/nvidia/version: {(state.text or '')[:120]!r}")
         if version != params.version:
-            if ctx.after_apply:
-                return in_sync(f"loaded nvidia {version}, installed {params.version}: reboot required",
-                               reboot_required=True)
             return drift(Change(f"loaded nvidia module is {version}, installed {params.version}: reboot required",
                                 [], verify=True, reboot=True))
         return in_sync(f"nvidia {version} loaded ({loaded.flavour})")
@@ -147,15 +151,15 @@ class PersistenceMode(TaskType):
     def _fact(self, params: PersistenceParams):
         return gpu_query("index", "pci.bus_id", "persistence_mode", timeout=params.timeout)
 
-    def facts(self, params: PersistenceParams):
+    def reads(self, params: PersistenceParams):
         return [self._fact(params)]
 
-    def check(self, ctx: CheckContext, params: PersistenceParams) -> Check:
-        result = ctx.get(self._fact(params))
+    def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
+        result = facts[self._fact(params)]
         enable = [run(["nvidia-smi", "-pm", "1"], timeout=params.timeout * 3)]
         if result.failure is not None:
             if not_installed(result):
-                return pending(ctx, "persistence mode: the NVIDIA driver is not loaded yet", enable)
+                return once_driver_loads("persistence mode on (the NVIDIA driver is not loaded yet)", facts, enable)
             raise Unknown(f"nvidia-smi: {result.failure.message}")
         off = [f"GPU {r['index']} ({r['pci.bus_id']})" for r in result.rows if r.get("persistence_mode") != "Enabled"]
         if not off:
@@ -180,14 +184,15 @@ class PowerLimit(TaskType):
         return gpu_query("index", "pci.bus_id", "power.limit", "power.min_limit", "power.max_limit",
                          timeout=params.timeout)
 
-    def facts(self, params: PowerLimitParams):
+    def reads(self, params: PowerLimitParams):
         return [self._fact(params)]
 
-    def check(self, ctx: CheckContext, params: PowerLimitParams) -> Check:
-        result = ctx.get(self._fact(params))
+    def check(self, params: PowerLimitParams, facts: Facts) -> Verdict:
+        result = facts[self._fact(params)]
         if result.failure is not None:
             if not_installed(result):
-                return pending(ctx, f"power limit {params.watts:g} W: the NVIDIA driver is not loaded yet")
+                return once_driver_loads(f"power limit {params.watts:g} W (the NVIDIA driver is not loaded yet)",
+                                         facts, [])
             raise Unknown(f"nvidia-smi: {result.failure.message}")
         changes = []
         for row in result.rows:
@@ -220,16 +225,16 @@ class FabricManagerVersion(TaskType):
     def _names(self, params: FabricManagerParams) -> tuple[str, str]:
         return f"nvidia-driver-{params.branch}", f"nvidia-fabricmanager-{params.branch}"
 
-    def facts(self, params: FabricManagerParams):
+    def reads(self, params: FabricManagerParams):
         return [AptBackend().query(self._names(params))]
 
-    def check(self, ctx: CheckContext, params: FabricManagerParams) -> Check:
+    def check(self, params: FabricManagerParams, facts: Facts) -> Verdict:
         driver_name, fm_name = self._names(params)
         backend = AptBackend()
-        states = ctx.get(backend.query(self._names(params)))
+        states = facts[backend.query(self._names(params))]
         driver, fm = states[driver_name], states[fm_name]
         if driver is None or not driver.installed:
-            return pending(ctx, f"{fm_name}: {driver_name} is not installed yet")
+            return drift(Change(f"{fm_name} at the driver's version, once {driver_name} is installed"))
         install = [backend.install([f"{fm_name}={driver.version}"], allow_held=True)]
         hold = [backend.hold([fm_name], True)] if params.hold else []
         if fm is None or not fm.installed:

@@ -8,9 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.base import FactUnavailable, Output, shell
+from gpuconf.facts.base import FactUnavailable, Output, command
 from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
-from gpuconf.tasks.base import Change, Check, CheckContext, Op, Params, TaskType, drift, in_sync, run
+from gpuconf.tasks.base import Change, Verdict, Facts, Op, Params, TaskType, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -45,13 +45,13 @@ def _held(package: DpkgPackage | None) -> bool:
     return package is not None and package.held
 
 
-DPKG_FORMAT = "'${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'"
+DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 
 
 def installed_matching(pattern: str):
     """Packages whose names match a dpkg glob (`nvidia-*`), as a DpkgList."""
-    command = f"dpkg-query -W -f={DPKG_FORMAT} -- {shlex.quote(pattern)} 2>/dev/null; true"
-    return shell(f"dpkg-glob:{pattern}", command, _listing, timeout=30)
+    return command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}", "--", pattern], _listing, timeout=30,
+                   key=f"dpkg-glob:{pattern}")
 
 
 class AptBackend:
@@ -61,9 +61,8 @@ class AptBackend:
     LOCK_TIMEOUT = 120.0
 
     def query(self, names: tuple[str, ...]):
-        command = f"dpkg-query -W -f={DPKG_FORMAT} -- " + " ".join(shlex.quote(n) for n in names) + \
-            " 2>/dev/null; true"
-        return shell("dpkg:" + ",".join(names), command, lambda out: _states(out, names), timeout=30)
+        return command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}", "--", *names], lambda out: _states(out, names),
+                       timeout=30, key="dpkg:" + ",".join(names))
 
     def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float) -> str:
         options = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
@@ -139,13 +138,13 @@ class Package(TaskType):
     name = "package"
     Params = PackageParams
 
-    def facts(self, params: PackageParams):
+    def reads(self, params: PackageParams):
         return [BACKENDS[params.backend].query(params.names)]
 
-    def check(self, ctx: CheckContext, params: PackageParams) -> Check:
+    def check(self, params: PackageParams, facts: Facts) -> Verdict:
         backend = BACKENDS[params.backend]
         fact = backend.query(params.names)
-        states: dict[str, DpkgPackage | None] = ctx.get(fact)
+        states: dict[str, DpkgPackage | None] = facts[fact]
         changes: list[Change] = []
         allow_held = bool(params.hold)
         if params.state == "present":

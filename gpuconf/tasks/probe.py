@@ -5,9 +5,8 @@ import re
 
 from pydantic import Field, model_validator
 
-from gpuconf.facts.base import shell
-from gpuconf.tasks.base import Check, CheckContext, Params, Refused, TaskType, Unknown, in_sync
-from gpuconf.tasks.pending import pending
+from gpuconf.facts.base import Output, user_command
+from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
 
 
 class ProbeParams(Params):
@@ -32,19 +31,20 @@ class Probe(TaskType):
     """Run a read-only command (it runs in check mode too: it must not change
     anything) and require its exit code and output (`contains`, `matches`).
     In check mode a mismatch is reported as what apply will verify, since the
-    tasks before it have not run yet; in apply it is a failure."""
+    tasks before it have not run yet; in apply it is a failure. Its stdout,
+    stderr and rc are registered."""
 
     name = "probe"
     Params = ProbeParams
 
     def _fact(self, params: ProbeParams):
-        return shell(f"probe:{params.command}", params.command, lambda out: out, timeout=params.timeout)
+        return user_command(params.command, lambda out: out, timeout=params.timeout)
 
-    def facts(self, params: ProbeParams):
+    def reads(self, params: ProbeParams):
         return [self._fact(params)]
 
-    def check(self, ctx: CheckContext, params: ProbeParams) -> Check:
-        out = ctx.get(self._fact(params))
+    def check(self, params: ProbeParams, facts: Facts) -> Verdict:
+        out: Output = facts[self._fact(params)]
         if out.timed_out:
             raise Unknown(f"timed out after {out.timeout or params.timeout:g} s: {params.command}")
         problem = None
@@ -54,8 +54,10 @@ class Probe(TaskType):
             problem = f"output lacks {params.contains!r}: {out.stdout.strip()[-200:]!r}"
         elif params.matches is not None and not re.search(params.matches, out.stdout, re.M):
             problem = f"output does not match {params.matches!r}: {out.stdout.strip()[-200:]!r}"
+        registered = {"stdout": out.stdout, "stderr": out.stderr, "rc": out.rc}
         if problem is None:
-            return in_sync(f"{params.command}: as expected")
+            return in_sync(f"{params.command}: as expected", **registered)
         if params.pending_in_check:
-            return pending(ctx, f"verify `{params.command}`: {problem}")
+            # the tasks before it have not run in a check: what apply will verify
+            return drift(Change(f"verify `{params.command}`: {problem}"), **registered)
         raise Refused(f"`{params.command}`: {problem}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType, drift, in_sync
+from gpuconf.tasks.base import Change, Verdict, Facts, Params, TaskType, drift, in_sync
 
 
 class RebootParams(Params):
@@ -21,10 +21,10 @@ class Reboot(TaskType):
     name = "reboot"
     Params = RebootParams
 
-    def check(self, ctx: CheckContext, params: RebootParams) -> Check:
-        if params.required_only and not ctx.reboot_required:
+    def check(self, params: RebootParams, facts: Facts) -> Verdict:
+        if params.required_only and not facts.reboot_pending:
             return in_sync("no reboot required")
-        why = ", ".join(ctx.reboot_reasons) or "requested"
+        why = ", ".join(facts.reboot_pending) or "requested"
         return drift(Change(f"reboot ({why})", verify=False))
 
     def apply(self, ctx, params: RebootParams, changes: list[Change]) -> dict:

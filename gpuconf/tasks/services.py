@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-import shlex
+from dataclasses import replace
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
-from gpuconf.facts.base import Output, shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, Refused, TaskType, Unknown, drift, in_sync, run
+from gpuconf.facts.base import Output, command
+from gpuconf.tasks.base import Change, Verdict, Facts, Params, Refused, TaskType, Unknown, drift, in_sync, run
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState"
@@ -25,8 +25,8 @@ def parse_show(output: Output) -> dict[str, str]:
 
 
 def unit_fact(name: str):
-    command = f"systemctl show {shlex.quote(name)} --property={PROPERTIES} --no-pager"
-    return shell(f"unit:{name}", command, lambda out: (parse_show(out), out), timeout=20)
+    return command(["systemctl", "show", name, f"--property={PROPERTIES}", "--no-pager"],
+                   lambda out: (parse_show(out), out), timeout=20, key=f"unit:{name}")
 
 
 class ServiceParams(Params):
@@ -34,6 +34,9 @@ class ServiceParams(Params):
     state: Literal["started", "stopped", "restarted", "reloaded"] | None = None
     enabled: bool | None = None
     daemon_reload: bool = False
+    after_reboot: bool = Field(False, description="when a reboot is already pending on the host (an earlier "
+                               "task's change takes effect only after it), defer the start to that reboot "
+                               "instead of starting now: for a service that needs the new driver loaded")
 
     @field_validator("name")
     @classmethod
@@ -50,11 +53,11 @@ class Service(TaskType):
     name = "service"
     Params = ServiceParams
 
-    def facts(self, params: ServiceParams):
+    def reads(self, params: ServiceParams):
         return [unit_fact(params.name)]
 
-    def check(self, ctx: CheckContext, params: ServiceParams) -> Check:
-        values, raw = ctx.get(unit_fact(params.name))
+    def check(self, params: ServiceParams, facts: Facts) -> Verdict:
+        values, raw = facts[unit_fact(params.name)]
         if raw.timed_out:
             raise Unknown(f"systemctl show {params.name} timed out")
         if not values:
@@ -62,10 +65,9 @@ class Service(TaskType):
         name = params.name
         prefix = [run(["systemctl", "daemon-reload"])] if params.daemon_reload else []
         if values.get("LoadState") == "not-found":
-            if not ctx.check_mode:
-                raise Refused(f"unit {name} not found")
-            # an earlier task (a package) would install it: say what apply would do
-            values = {"ActiveState": "inactive", "UnitFileState": "absent"}
+            # an earlier task (a package) may install it: say what apply would do; if nothing
+            # does, apply fails on systemctl's own "Unit ... not found"
+            values = {"ActiveState": "inactive", "UnitFileState": "not installed"}
         active = values.get("ActiveState") == "active"
         changes = []
         if params.enabled is not None:
@@ -80,8 +82,15 @@ class Service(TaskType):
                                       [run(["systemctl", verb, name])], before=file_state,
                                       after="enabled" if params.enabled else "disabled"))
         if params.state == "started" and not active:
-            changes.append(Change(f"start {name} (is {values.get('ActiveState')})", [run(["systemctl", "start", name])],
-                                  before=values.get("ActiveState"), after="active"))
+            if params.after_reboot and facts.reboot_pending:
+                # what it needs (a driver) loads only at the next boot: starting it now would fail,
+                # and enabled it starts then
+                changes.append(Change(f"start {name}: deferred to the pending reboot "
+                                      f"({', '.join(facts.reboot_pending)})", [], reboot=True))
+            else:
+                changes.append(Change(f"start {name} (is {values.get('ActiveState')})",
+                                      [run(["systemctl", "start", name])], before=values.get("ActiveState"),
+                                      after="active"))
         elif params.state == "stopped" and values.get("ActiveState") in ("active", "activating", "reloading"):
             changes.append(Change(f"stop {name}", [run(["systemctl", "stop", name])], before="active",
                                   after="inactive"))
@@ -90,7 +99,7 @@ class Service(TaskType):
             changes.append(Change(f"{verb} {name}", [run(["systemctl", verb, name])], verify=False))
         if changes:
             if prefix:
-                changes[0].ops[:0] = prefix
+                changes[0] = replace(changes[0], ops=[*prefix, *changes[0].ops])
             return drift(*changes)
         state = values.get("ActiveState", "?")
         return in_sync(f"{name} is {state}, {values.get('UnitFileState', '?')}")

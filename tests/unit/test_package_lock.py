@@ -1,6 +1,7 @@
 """The package task and the dpkg lock: a bounded wait (lock_timeout), then a failure naming the holder."""
 import pytest
 
+from gpuconf.tasks.base import Facts
 from gpuconf.tasks.packages import PackageParams, lock_error
 from gpuconf.tasks.registry import TASK_TYPES
 
@@ -10,17 +11,16 @@ APT_WAITED = ("Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-fro
 DPKG_REFUSED = "dpkg: error: dpkg frontend lock was locked by another process with pid 977\nE: Sub-process dpkg"
 
 
-class Facts:
+def nothing_installed(params: PackageParams) -> Facts:
     """A dpkg-query that lists nothing: every package is missing."""
-
-    def get(self, fact):
-        return fact.parse({"out": "", "err": "", "rc": 0, "timed_out": False})
+    reads = TASK_TYPES["package"].reads(params)
+    return Facts({f.key: f.parse({"out": "", "err": "", "rc": 0, "timed_out": False}) for f in reads}, reads, {})
 
 
 @pytest.mark.parametrize("lock_timeout, option", [(None, "DPkg::Lock::Timeout=120"), (5, "DPkg::Lock::Timeout=5")])
 def test_apt_waits_for_the_lock_as_long_as_lock_timeout(lock_timeout, option):
     params = PackageParams(name="dkms", **({} if lock_timeout is None else {"lock_timeout": lock_timeout}))
-    check = TASK_TYPES["package"].check(Facts(), params)
+    check = TASK_TYPES["package"].check(params, nothing_installed(params))
     command = check.changes[0].ops[0].request["cmd"]
     assert f"-o {option} " in command
     assert check.changes[0].ops[0].request["timeout"] > params.lock_timeout  # the wait fits in the op's timeout

@@ -1,39 +1,40 @@
 """Task types as tables: params plus facts in, expected changes and operations out.
 
-Facts are served by `ReadOnlyFacts` from the replies the remote runner would
-send, keyed by `Fact.key`, and parsed by each fact's own parse function. It
-has no way to write or run anything, like the engine's check context. Every
-fact a check reads must also be declared by `facts()`, so the engine can
-gather it in the batched round trip.
+Facts are served from the replies the remote runner would send, keyed by `Fact.key`,
+and parsed by each fact's own parse function, into the `Facts` that check() gets: it
+has no way to write or run anything. A fact a check reads must be declared by
+`reads()`, or `Facts` refuses it, as it does in the engine.
 """
 import base64
 
 import pytest
 
-from gpuconf.facts.base import FactUnavailable
-from gpuconf.facts.gather import modules_fact
-
 from gpuconf.facts.base import FactUnavailable, file_state
-from gpuconf.tasks.base import Refused, Unknown
+from gpuconf.facts.gather import LSMOD, PROC_MODULES
+from gpuconf.tasks.base import Facts, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars
+from gpuconf.templating import Vars, evaluate_when
 
 
-class ReadOnlyFacts:
-    def __init__(self, replies: dict, check_mode: bool = True, variables: dict | None = None):
-        self.host, self.facts, self.check_mode = "node1", {}, check_mode
+class Conditions:
+    """The resolver of a task's conditions over plain variables (no template files)."""
+
+    def __init__(self, variables: dict | None):
         self.vars = Vars(variables or {})
-        self.replies, self.asked = replies, []
 
-    def get(self, fact):
-        self.asked.append(fact.key)
-        assert fact.key in self.replies, f"check() read a fact the test does not serve: {fact.key}"
-        return fact.parse(self.replies[fact.key])
-
-    def get_all(self, facts):
-        return [self.get(f) for f in facts]
+    def holds(self, condition: str) -> bool:
+        return evaluate_when(condition, self.vars)
 
 
+def served(replies: dict, reads: list, host: dict | None = None, reboot_pending: tuple = ()) -> Facts:
+    values = {}
+    for fact in reads:
+        if fact.key in replies:
+            try:
+                values[fact.key] = fact.parse(replies[fact.key])
+            except FactUnavailable as exc:
+                values[fact.key] = exc
+    return Facts(values, reads, host or {}, reboot_pending)
 def stat(path, content=None, mode=0o644, owner="root", group="root", kind="file", exists=True, with_content=True):
     reply = {"exists": exists}
     if exists:
@@ -61,13 +62,10 @@ def op_text(op) -> str:
     return f"{r['op']} {r['path']}"
 
 
-def check(type_name, params, replies, check_mode=True, variables=None):
-    task, model = TASK_TYPES[type_name], build_params(type_name, params)
-    ctx = ReadOnlyFacts(replies, check_mode, variables)
-    result = task.check(ctx, model)
-    declared = {f.key for f in task.facts(model)}
-    assert set(ctx.asked) <= declared, f"read but not declared in facts(): {set(ctx.asked) - declared}"
-    return result
+def check(type_name, params, replies, variables=None, host=None, reboot_pending=()):
+    task = TASK_TYPES[type_name]
+    model = build_params(type_name, task.resolve(params, Conditions(variables)))
+    return task.check(model, served(replies, task.reads(model), host, reboot_pending))
 
 
 def assert_changes(result, summaries, ops):
@@ -164,10 +162,10 @@ def dpkg(*lines):
     return shell_reply("".join(f"{line}\n" for line in lines))
 
 
-def package(params, out, check_mode=True):
+def package(params, out):
     params = {"name": D, **params}
-    fact = TASK_TYPES["package"].facts(build_params("package", params))[0]
-    return check("package", params, {fact.key: out}, check_mode)
+    fact = TASK_TYPES["package"].reads(build_params("package", params))[0]
+    return check("package", params, {fact.key: out})
 
 
 PACKAGE_CASES = [
@@ -218,10 +216,10 @@ def show(load="loaded", active="inactive", file="disabled"):
     return shell_reply(f"LoadState={load}\nActiveState={active}\nSubState=x\nUnitFileState={file}\n")
 
 
-def service(params, out, check_mode=True):
+def service(params, out, reboot_pending=()):
     params = {"name": U, **params}
-    fact = TASK_TYPES["service"].facts(build_params("service", params))[0]
-    return check("service", params, {fact.key: out}, check_mode)
+    fact = TASK_TYPES["service"].reads(build_params("service", params))[0]
+    return check("service", params, {fact.key: out}, reboot_pending=reboot_pending)
 
 
 SERVICE_CASES = [
@@ -234,9 +232,19 @@ SERVICE_CASES = [
     ("in sync", {"state": "started", "enabled": True}, show(active="active", file="enabled"), [], []),
     ("daemon-reload goes first", {"state": "started", "daemon_reload": True}, show(), [f"start {U} (is inactive)"],
      ["systemctl daemon-reload", f"systemctl start {U}"]),
-    ("not found in check: would enable and start", {"state": "started", "enabled": True}, show(load="not-found"),
-     [f"enable {U} (is absent)", f"start {U} (is inactive)"], ["enable", "start"]),
+    # an earlier task (a package) may install it: what apply would do; if none does, systemctl fails there
+    ("not found: would enable and start", {"state": "started", "enabled": True}, show(load="not-found"),
+     [f"enable {U} (is not installed)", f"start {U} (is inactive)"], ["enable", "start"]),
 ]
+
+
+def test_service_start_deferred_to_a_pending_reboot():
+    params = {"state": "started", "enabled": True, "after_reboot": True}
+    result = service(params, show(), reboot_pending=("nvidia module loaded",))
+    assert [c.summary for c in result.changes] == [
+        f"enable {U} (is disabled)", f"start {U}: deferred to the pending reboot (nvidia module loaded)"]
+    assert [c.reboot for c in result.changes] == [False, True] and result.changes[1].ops == []
+    assert service(params, show()).changes[1].ops  # nothing pending: started now
 
 
 @pytest.mark.parametrize("label, params, out, summaries, ops", SERVICE_CASES, ids=[c[0] for c in SERVICE_CASES])
@@ -255,14 +263,13 @@ def test_service_restart_is_an_action_not_a_state(state):
 
 
 @pytest.mark.parametrize("params, out, error, match", [
-    ({"state": "started"}, show(load="not-found"), Refused, "not found"),   # apply: nothing installed it
     ({"enabled": True}, show(file="masked"), Refused, "masked"),
     ({"state": "started"}, shell_reply("", rc=-9, timed_out=True), Unknown, "timed out"),
     ({"state": "started"}, shell_reply(""), Unknown, "printed nothing"),
 ])
 def test_service_cannot_proceed(params, out, error, match):
     with pytest.raises(error, match=match):
-        service(params, out, check_mode=False)
+        service(params, out)
 
 
 # -- kernel_module ------------------------------------------------------------
@@ -270,7 +277,9 @@ LOADED = "nvidia 123 0 - Live 0x0\nnvidia_uvm 1 0 - Live 0x0\n"
 
 
 def modules(name, loaded=LOADED, load_file=None, options_file=None):
-    replies = {modules_fact().key: shell_reply(loaded)}
+    replies = {PROC_MODULES.key: {"exists": True, "kind": "file", "mode": 0o444, "owner": "root", "group": "root",
+                                  "content_b64": base64.b64encode(loaded.encode()).decode()},
+               LSMOD.key: shell_reply("")}
     for path, text in ((f"/etc/modules-load.d/{name}.conf", load_file), (f"/etc/modprobe.d/{name}.conf", options_file)):
         replies.update(stat(path, text) if text is not None else missing(path))
     return replies
@@ -310,17 +319,21 @@ def test_new_options_for_a_loaded_module_need_a_reboot():
     assert [c.reboot for c in unloaded.changes] == [False, False]
 
 
-def test_unreadable_proc_modules_is_unknown():
+def test_unreadable_modules_is_unknown():
     replies = modules(KM)
-    replies[modules_fact().key] = shell_reply("", rc=1)
+    replies[PROC_MODULES.key] = {"exists": False}
+    replies[LSMOD.key] = shell_reply("", rc=1)
     with pytest.raises(FactUnavailable):
         check("kernel_module", {"name": KM}, replies)
 
 
 def test_lsmod_output_serves_where_the_kernel_has_no_proc_modules():
     lsmod = "Module                  Size  Used by\nnvidia_peermem  16384  0\nib_core  454656  1 nvidia_peermem\n"
-    result = check("kernel_module", {"name": KM, "persist": False}, modules(KM, loaded=lsmod))
-    assert result.changes == []
+    replies = modules(KM)
+    replies[PROC_MODULES.key] = {"exists": False}
+    replies[LSMOD.key] = shell_reply(lsmod)
+    result = check("kernel_module", {"name": KM, "persist": False}, replies)
+    assert not result.changes
 
 
 # -- command ------------------------------------------------------------------
@@ -329,7 +342,7 @@ def guards(creates=None, removes=None, unless=None, unless_rc=0, timed_out=False
     for path, exists in [pair for pair in (creates, removes) if pair]:
         replies.update(stat(path, with_content=False, exists=exists))
     if unless:
-        fact = TASK_TYPES["command"].facts(build_params("command", {"cmd": "x", "unless": unless}))[-1]
+        fact = TASK_TYPES["command"].reads(build_params("command", {"cmd": "x", "unless": unless}))[-1]
         replies[fact.key] = shell_reply("", unless_rc, timed_out)
     return replies
 
@@ -361,8 +374,8 @@ def test_command(label, params, replies, summaries, ops, verify):
 
 def test_command_check_reads_only_its_guards():
     task, params = TASK_TYPES["command"], build_params("command", {"cmd": "rm -rf /x", "unless": "test -e /y"})
-    facts = task.facts(params)
-    assert [f.request["cmd"] for f in facts if f.request["op"] == "sh"] == ["test -e /y"]  # never cmd itself
+    reads = task.reads(params)
+    assert [f.request["cmd"] for f in reads if f.request["op"] == "sh"] == ["test -e /y"]  # never cmd itself
 
 
 def test_command_unless_timed_out_is_unknown():
@@ -377,7 +390,7 @@ FACTS = {"facts": {"gpu_count": 8, "kernel": "6.8.0-45-generic"}, "out": {"rc": 
 @pytest.mark.parametrize("that", ["facts.gpu_count == 8", ["out.rc == 0", "facts.kernel.startswith('6.8')"]])
 def test_assert_holds(that):
     result = check("assert", {"that": that, "success_msg": "8 GPUs"}, {}, variables=FACTS)
-    assert result.changes == [] and result.message == "8 GPUs"
+    assert not result.changes and result.message == "8 GPUs"
 
 
 def test_assert_fails_with_its_message():
