@@ -392,3 +392,8 @@ def test_every_probe_is_documented_and_read_only_by_default():
             assert type(task).__doc__ and len(type(task).__doc__) > 60, name
             params = build_params(name, {})
             assert getattr(params, "remedy", False) is False, name
+
+
+def test_host_sizing_without_a_cpu_count_is_unknown():
+    check, unknown = run_probe("health_host_sizing", {}, replies(smi(), host(None), MEMINFO))
+    assert check is None and unknown.findings[0].value == "unreadable"
