@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import stat
@@ -141,17 +142,45 @@ def op_exec(op, readonly):
     deadline = time.time() + float(op.get("timeout", 10))
     for argv in argvs:
         result = run_argv(argv, max(0.1, deadline - time.time()))
+        if op.get("drop_refused"):
+            argv, result = drop_refused(argv, result, op["drop_refused"], deadline)
         result["timeout"] = op.get("timeout", 10)
         if result["rc"] == 0 or result["timed_out"]:
             break
     if op.get("grep") and not result["timed_out"]:
-        import re
         pattern = re.compile(op["grep"], re.IGNORECASE)
         result["out"] = "".join(line for line in result["out"].splitlines(True) if pattern.search(line))
     if op.get("tail"):
         result["out"] = "".join(result["out"].splitlines(True)[-int(op["tail"]):])
     result["argv"] = argv
     return result
+
+
+REFUSED = re.compile(r'^Field "([^"]*)" is not a valid field to query', re.MULTILINE)
+
+
+def drop_refused(argv, result, rule, deadline):
+    """nvidia-smi refuses a whole query when this driver does not know one field (`Field "X"
+    is not a valid field to query.`): rerun it, within the same deadline, without X (or with
+    its old name, `renames`), at most `max` times. The fields dropped are in the result."""
+    dropped = []
+    while not result["timed_out"] and len(dropped) < int(rule.get("max", 8)):
+        found = REFUSED.search(result["out"]) or REFUSED.search(result["err"])
+        position = next((n for n, arg in enumerate(argv) if arg.startswith(rule["prefix"])), None)
+        if not found or position is None:
+            break
+        bad, renames = found.group(1), rule.get("renames", {})
+        fields = argv[position][len(rule["prefix"]):].split(",")
+        if bad not in fields:
+            break
+        fields = [renames.get(f, "") if f == bad else f for f in fields]
+        argv = list(argv)
+        argv[position] = rule["prefix"] + ",".join(f for f in fields if f)
+        dropped.append(bad)
+        result = run_argv(argv, max(0.1, deadline - time.time()))
+    if dropped:
+        result["dropped"] = dropped
+    return argv, result
 
 
 def op_glob(op):

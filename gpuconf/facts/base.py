@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 # Programs a task may run in a read, and for some the only subcommands it may use: each
 # one reads state and changes nothing. The remote runner refuses any other program in a
@@ -53,6 +53,7 @@ class Output:
     rc: int = 0
     timed_out: bool = False
     timeout: float | None = None
+    argv: tuple[str, ...] = ()  # for a command read: the argv that answered (one of its alternatives)
 
 
 class FactUnavailable(Exception):
@@ -70,7 +71,7 @@ class Fact:
 
 def _output(result: dict) -> Output:
     return Output(result.get("out", ""), result.get("err", result.get("error", "")), result.get("rc", -1),
-                  bool(result.get("timed_out")), result.get("timeout"))
+                  bool(result.get("timed_out")), result.get("timeout"), tuple(result.get("argv") or ()))
 
 
 def check_read_only(argv: Sequence[str]) -> None:
@@ -86,15 +87,28 @@ def check_read_only(argv: Sequence[str]) -> None:
                          f"(allowed: {', '.join(allowed)})")
 
 
+@dataclass(frozen=True)
+class DropRefused:
+    """Rerun a program that refuses one of its fields (nvidia-smi refuses a whole
+    `--query-gpu` with `Field "X" is not a valid field to query.` when this driver does not
+    know X): the field is dropped from the argument that starts with `prefix`, or replaced
+    by its old name from `renames`, at most `most` times, within the same timeout."""
+
+    prefix: str
+    renames: Mapping[str, str] = field(default_factory=dict)
+    most: int = 8
+
+
 def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
-            grep: str | None = None, tail: int | None = None) -> Fact:
+            grep: str | None = None, tail: int | None = None, drop_refused: DropRefused | None = None) -> Fact:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
     found), `unless_exists` skips the command (rc 0, no output) when that path exists,
-    `grep` keeps only the output lines matching a regular expression (case-insensitive) and
-    `tail` the last lines: all done by the remote runner, with no second process."""
+    `grep` keeps only the output lines matching a regular expression (case-insensitive),
+    `tail` the last lines, and `drop_refused` reruns it without a field it refuses: all
+    done by the remote runner, with no second process."""
     argvs = [list(argv), *[list(a) for a in alternatives]]
     for one in argvs:
         check_read_only(one)
@@ -107,6 +121,9 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["grep"] = grep
     if tail:
         request["tail"] = tail
+    if drop_refused:
+        request["drop_refused"] = {"prefix": drop_refused.prefix, "renames": dict(drop_refused.renames),
+                                   "max": drop_refused.most}
     name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])
     return Fact(name, request, lambda result: parse(_output(result)))
 

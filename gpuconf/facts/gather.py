@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuconf.facts.base import (Fact, FactUnavailable, FileState, Output, command, file_glob, file_state,
                                 host_info)
+from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
@@ -66,23 +67,13 @@ def _driver(state: FileState) -> dict[str, Any]:
     return {"loaded": True, "version": version, "open": getattr(loaded, "flavour", None) == OPEN}
 
 
-def module_names(text: str) -> list[str]:
-    """Loaded modules from /proc/modules or `lsmod` (its header line skipped)."""
-    names = []
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and not (parts[0] == "Module" and parts[1:2] == ["Size"]):
-            names.append(parts[0])
-    return sorted(names)
-
-
-def _lsmod(out: Output) -> list[str] | None:
+def _lsmod(out: Output) -> ProcModules | None:
     """None when /proc/modules exists (lsmod was not run)."""
     if out.timed_out:
         raise FactUnavailable(f"lsmod did not finish within {out.timeout or 10:g} s")
     if out.rc != 0:
         raise FactUnavailable(f"no /proc/modules, and lsmod failed: {out.stderr.strip()[:200] or 'no output'}")
-    return module_names(out.stdout) if out.stdout.strip() else None
+    return parse_lsmod(out.stdout) if out.stdout.strip() else None
 
 
 # A kernel without module support (CONFIG_MODULES=n) has no /proc/modules: lsmod then says what is built in.
@@ -91,10 +82,17 @@ LSMOD = command(["lsmod"], _lsmod, timeout=10, unless_exists="/proc/modules")
 MODULE_FACTS = [PROC_MODULES, LSMOD]
 
 
-def loaded_modules(proc_modules: FileState, lsmod: list[str] | None) -> list[str]:
-    if proc_modules.exists:
-        return module_names(proc_modules.text or "")
-    return lsmod or []
+def proc_modules(proc: FileState, lsmod: ProcModules | None) -> ProcModules:
+    """The loaded modules with their state and use count, from /proc/modules or else lsmod."""
+    if proc.exists:
+        return parse_proc_modules(proc.text or "")
+    return lsmod or ProcModules(())
+
+
+def loaded_modules(proc: FileState, lsmod: ProcModules | None) -> list[str]:
+    modules = proc_modules(proc, lsmod)
+    # a line the parser did not know still names a loaded module
+    return sorted(modules.names | {line.split()[0] for line in modules.problems if line.split()})
 
 
 BOOT_ID = file_state("/proc/sys/kernel/random/boot_id")

@@ -25,7 +25,7 @@ from gpuconf.facts.infiniband_sysfs import (
     parse_carrier_events,
     parse_numbered_state,
     parse_rate,
-    parse_sysfs_infiniband_dump,
+    parse_sysfs_infiniband_files,
     parse_sysfs_value,
     sysfs_port,
 )
@@ -165,6 +165,6 @@ __all__ = [
     "CarrierEvent", "IbCa", "IbPort", "IbRate", "Ibstat", "IbstatusPort", "IbvDevice",
     "IbvDevinfo", "IbvPort", "NumberedState", "SysfsIbDevice", "SysfsPort", "parse_carrier_events",
     "parse_ibstat", "parse_ibstatus", "parse_ibv_devinfo", "parse_ibv_devinfo_list",
-    "parse_numbered_state", "parse_rate", "parse_sysfs_infiniband_dump", "parse_sysfs_value",
+    "parse_numbered_state", "parse_rate", "parse_sysfs_infiniband_files", "parse_sysfs_value",
     "sysfs_port",
 ]

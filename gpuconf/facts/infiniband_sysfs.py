@@ -112,7 +112,7 @@ def parse_carrier_events(text: str) -> tuple[CarrierEvent, ...]:
 
 @dataclass(frozen=True)
 class SysfsIbDevice:
-    """One ``/sys/class/infiniband/DEV`` directory from a batched dump."""
+    """One ``/sys/class/infiniband/DEV`` directory, read in one batch."""
 
     name: str
     fw_ver: str | None
@@ -121,23 +121,24 @@ class SysfsIbDevice:
     ports: tuple[SysfsPort, ...]
 
 
-_DUMP_PORT = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(\w+):(.*)$")
-_DUMP_DEVICE = re.compile(r"^/sys/class/infiniband/([^/]+)/(\w+):(.*)$")
+_PORT_FILE = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(\w+)$")
+_DEVICE_FILE = re.compile(r"^/sys/class/infiniband/([^/]+)/(\w+)$")
 
 
-def parse_sysfs_infiniband_dump(text: str) -> tuple[SysfsIbDevice, ...]:
-    """Parse ``grep -H . /sys/class/infiniband/*/{fw_ver,board_id,hca_type}
-    /sys/class/infiniband/*/ports/*/{state,phys_state,rate,link_layer}``: every file in one
-    round trip, one ``path:value`` line each. Devices and ports come out sorted by name."""
+def parse_sysfs_infiniband_files(files: dict[str, str]) -> tuple[SysfsIbDevice, ...]:
+    """Devices and ports from the files of /sys/class/infiniband/*/{fw_ver,board_id,hca_type}
+    and /sys/class/infiniband/*/ports/*/{state,phys_state,rate,link_layer}, path -> text (a
+    `file_glob` read: every file in one round trip). Devices and ports come out sorted by name."""
     devices: dict[str, dict[str, str]] = {}
     ports: dict[tuple[str, int], dict[str, str]] = {}
-    for line in text.splitlines():
-        if match := _DUMP_PORT.match(line):
-            device, number, name, value = match.groups()
+    for path, value in files.items():
+        value = value.strip()
+        if match := _PORT_FILE.match(path):
+            device, number, name = match.groups()
             devices.setdefault(device, {})
             ports.setdefault((device, int(number)), {})[name] = value
-        elif match := _DUMP_DEVICE.match(line):
-            device, name, value = match.groups()
+        elif match := _DEVICE_FILE.match(path):
+            device, name = match.groups()
             devices.setdefault(device, {})[name] = value
     return tuple(
         SysfsIbDevice(
@@ -146,9 +147,9 @@ def parse_sysfs_infiniband_dump(text: str) -> tuple[SysfsIbDevice, ...]:
             board_id=parse_sysfs_value(values.get("board_id", "")),
             hca_type=parse_sysfs_value(values.get("hca_type", "")),
             ports=tuple(
-                sysfs_port(device, number, files.get("state", ""), files.get("phys_state", ""),
-                           files.get("rate", ""), files.get("link_layer", ""))
-                for (dev, number), files in sorted(ports.items()) if dev == device
+                sysfs_port(device, number, cells.get("state", ""), cells.get("phys_state", ""),
+                           cells.get("rate", ""), cells.get("link_layer", ""))
+                for (dev, number), cells in sorted(ports.items()) if dev == device
             ),
         )
         for device, values in sorted(devices.items())

@@ -134,11 +134,6 @@ def parse_lsmod(text: str) -> ProcModules:
     return ProcModules(tuple(modules), tuple(problems))
 
 
-def parse_loaded_modules(text: str) -> ProcModules:
-    """The output of ``cat /proc/modules 2>/dev/null || lsmod``, in either format."""
-    return parse_lsmod(text) if text.lstrip().startswith("Module ") else parse_proc_modules(text)
-
-
 # Documentation/admin-guide/tainted-kernels.rst: bit -> (letter, meaning).
 TAINT_FLAGS: dict[int, tuple[str, str]] = {
     0: ("P", "proprietary module loaded"),

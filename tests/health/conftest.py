@@ -11,6 +11,7 @@ the InfiniBand ports stay INIT, which the InfiniBand probe's test uses.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from gpuconf.lab.fleet import Lab
 from tests.lab_fixtures import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME = "labhealth"   # inventories/lab*/ are git-ignored
+# inventories/lab*/ are git-ignored; GPUCONF_TEST_LAB keeps two sessions' health labs apart
+NAME = "labhealth" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
 NODE = "a100-01"
 FRESH = "t4-01"      # never converged: what a cloud image looks like (nouveau, no driver)
 PIN = "535.104.05"

@@ -1,5 +1,6 @@
-"""Test doubles for the health probes: a read-only host served from canned replies,
-and builders of the replies a real host sends (nvidia-smi CSV, sysfs, /proc)."""
+"""Test doubles for the health probes: the `Facts` a probe's check() sees, built from the
+replies a real host's runner sends (nvidia-smi output, sysfs and procfs files), each
+parsed by its fact's own parser, as the engine does."""
 from __future__ import annotations
 
 import base64
@@ -8,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.facts.base import file_state
+from gpuconf.facts import gather
+from gpuconf.facts.base import FactUnavailable, file_state
 from gpuconf.facts.nvidia import NvidiaSmiQuery
-from gpuconf.tasks.base import Unknown
+from gpuconf.tasks.base import Facts, Unknown
+from gpuconf.tasks.health.pci import LINK_ATTRIBUTES, LINK_FACT
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, GpuReading
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 
 REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
             or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 SMI = "health:nvidia-smi"
+NVLINK = "health:nvlink"
+KERNEL_LOG = "health:kernel-log"
+IB = "health:ib-sysfs"
 
 
 def real(path: str) -> str:
@@ -26,40 +32,50 @@ def real(path: str) -> str:
     return (REAL / path).read_text()
 
 
-class FakeHost:
-    """The check context a probe sees: facts answered from `replies` (keyed like the
-    engine's cache), parsed by each fact's own parser. It cannot write."""
+class ServedFacts(Facts):
+    """Facts from canned replies; reading one the test does not serve fails the test (it
+    would otherwise read as "unavailable" and hide a wrong key)."""
 
-    def __init__(self, replies: dict, check_mode: bool = True, after_apply: bool = False):
-        self.host, self.facts, self.vars = "node1", {}, {}
-        self.check_mode, self.after_apply, self.reboot_required = check_mode, after_apply, False
-        self.replies, self.asked = replies, []
+    def __init__(self, values, declared, host, served):
+        super().__init__(values, declared, host)
+        self.served, self.asked = served, []
 
-    def get(self, fact):
+    def __getitem__(self, fact):
         self.asked.append(fact.key)
-        assert fact.key in self.replies, f"the probe read a fact the test does not serve: {fact.key}"
-        return fact.parse(self.replies[fact.key])
-
-    def get_all(self, facts):
-        return [self.get(f) for f in facts]
+        assert fact.key in self.served, f"the probe read a fact the test does not serve: {fact.key}"
+        return super().__getitem__(fact)
 
 
-def run_probe(type_name: str, params: dict, replies: dict, check_mode: bool = True, after_apply: bool = False):
-    """check() of a probe; returns (check, None) or (None, the Unknown it raised). Every
-    fact it read must be declared by facts(), so the engine batches it."""
+def facts_for(reads, replies: dict, host: dict | None = None) -> ServedFacts:
+    """The parsed values of `reads` from runner replies keyed like the engine's cache: a
+    reply the parser finds unreadable is stored as FactUnavailable, as the engine stores it."""
+    values = {}
+    for fact in reads:
+        if fact.key in replies:
+            try:
+                values[fact.key] = fact.parse(replies[fact.key])
+            except FactUnavailable as exc:
+                values[fact.key] = exc
+    return ServedFacts(values, reads, host or {}, set(replies))
+
+
+def run_probe(type_name: str, params: dict, replies: dict):
+    """check() of a probe; returns (verdict, None) or (None, the Unknown it raised). It can
+    read only what reads() declared (Facts refuses anything else)."""
     task, model = TASK_TYPES[type_name], build_params(type_name, params)
-    host = FakeHost(replies, check_mode, after_apply)
-    declared = {f.key for f in task.facts(model)}
+    facts = facts_for(task.reads(model), replies)
     try:
-        result = task.check(host, model), None
+        return task.check(model, facts), None
     except Unknown as exc:
-        result = None, exc
-    assert set(host.asked) <= declared, f"read but not declared in facts(): {set(host.asked) - declared}"
-    return result
+        return None, exc
 
 
-def shell(out: str = "", rc: int = 0, timed_out: bool = False, err: str = "") -> dict:
-    return {"out": out, "err": err, "rc": rc, "timed_out": timed_out}
+def shell(out: str = "", rc: int = 0, timed_out: bool = False, err: str = "", argv: list | None = None) -> dict:
+    """A command read's reply (an exec op's result)."""
+    reply = {"out": out, "err": err, "rc": rc, "timed_out": timed_out, "timeout": 10}
+    if argv is not None:
+        reply["argv"] = argv
+    return reply
 
 
 def hang() -> dict:
@@ -74,8 +90,18 @@ def stat(path: str, content: str | None) -> dict:
 
 
 def modules(text: str | None) -> dict:
-    """The reply to `cat /proc/modules || lsmod` (None: neither printed anything)."""
-    return {"loaded_modules": shell(text) if text is not None else shell("", rc=127, err="lsmod: not found")}
+    """/proc/modules (lsmod not run), lsmod's output on a kernel without /proc/modules
+    (text starting with its `Module` header), or None: neither could be read."""
+    if text is None:
+        return {**stat("/proc/modules", None), gather.LSMOD.key: shell("", rc=127, err="lsmod: not found")}
+    if text.startswith("Module"):
+        return {**stat("/proc/modules", None), gather.LSMOD.key: shell(text)}
+    return {**stat("/proc/modules", text), gather.LSMOD.key: shell("")}
+
+
+def files(mapping: dict[str, str]) -> dict:
+    """A glob read's reply."""
+    return {"files": dict(mapping)}
 
 
 HEALTHY = {
@@ -105,27 +131,36 @@ def smi_csv(count: int = 8, fields: tuple[str, ...] = HEALTH_FIELDS, **per_gpu: 
 
 
 def smi(count: int = 8, nvlink: str | None = None, **per_gpu: dict) -> dict:
-    """The shared fact's reply; with `nvlink`, as on an NVSwitch host (`nvlink -s` after the query)."""
-    out = smi_csv(count, **per_gpu)
+    """The shared fact's reply; with `nvlink`, `nvidia-smi nvlink -s`'s reply too."""
+    replies = {SMI: shell(smi_csv(count, **per_gpu))}
     if nvlink is not None:
-        out += f"#nvlink\n{nvlink}#nvlink-rc 0\n"
-    return {SMI: shell(out)}
+        replies[NVLINK] = shell(nvlink)
+    return replies
 
 
-def pci(count: int = 8, missing: tuple[int, ...] = ()) -> dict:
-    """The gathered `pci:10de` fact: GPUs (and 6 NVSwitches) in sysfs."""
-    lines = [f"{bus(i)} 0x030200 0x20b2" for i in range(count) if i not in missing]
-    lines += [f"0000:{0x11 + i:02x}:00.0 0x068000 0x1af1" for i in range(6)]
-    return {"pci:10de": shell("\n".join(lines) + "\n")}
+def pci(count: int = 8, missing: tuple[int, ...] = (), nvswitches: int = 6) -> dict:
+    """The gathered PCI fact (sysfs vendor, class, device): GPUs and NVSwitches."""
+    found = {}
+    devices = [(bus(i), "0x030200", "0x20b2") for i in range(count) if i not in missing]
+    devices += [(f"0000:{0x11 + i:02x}:00.0", "0x068000", "0x1af1") for i in range(nvswitches)]
+    devices += [("0000:00:1f.0", "0x060100", "0x8086")]   # an Intel ISA bridge: not NVIDIA
+    for address, klass, device in devices:
+        vendor = "0x8086" if device == "0x8086" else "0x10de"
+        directory = f"/sys/bus/pci/devices/{address}"
+        found.update({f"{directory}/vendor": vendor, f"{directory}/class": klass, f"{directory}/device": device})
+    return {gather.PCI_FACT.key: files(found)}
 
 
 def links(count: int = 8, **per_gpu: tuple) -> dict:
-    """sysfs links: `gpu2=("8.0 GT/s PCIe", "16.0 GT/s PCIe", "16", "16")`."""
-    rows = []
-    for i in range(count):
-        cells = per_gpu.get(f"gpu{i}", ("16.0 GT/s PCIe", "16.0 GT/s PCIe", "16", "16"))
-        rows.append("\t".join((bus(i), *cells)))
-    return {"health:pcie-links": shell("\n".join(rows) + "\n")}
+    """sysfs links of every GPU (and an NVSwitch's, which is not a GPU), with the PCI fact
+    that says which devices are GPUs: `gpu2=("8.0 GT/s PCIe", "16.0 GT/s PCIe", "16", "16")`."""
+    found = {}
+    rows = [(bus(i), per_gpu.get(f"gpu{i}", ("16.0 GT/s PCIe", "16.0 GT/s PCIe", "16", "16"))) for i in range(count)]
+    rows.append(("0000:11:00.0", ("2.5 GT/s PCIe", "16.0 GT/s PCIe", "1", "16")))
+    for address, cells in rows:
+        for name, value in zip(LINK_ATTRIBUTES, cells):
+            found[f"/sys/bus/pci/devices/{address}/{name}"] = value
+    return {LINK_FACT.key: files(found), **pci(count)}
 
 
 def readings_from_query(query: NvidiaSmiQuery) -> tuple[GpuReading, ...]:

@@ -1,11 +1,13 @@
 """Each probe's judgement on real captures (../shared/fixtures/real): nvidia-smi -q and
 --query-gpu CSV, Xid dmesg lines, nvlink -s, /proc/driver/nvidia/version, ibstat and
 sysfs. Expected verdicts are read off the capture by hand and named per GPU."""
-import subprocess
+import sys
 
 import pytest
 
-from gpuconf.facts.base import Output
+from gpuconf.connection.base import ConnectionSpec
+from gpuconf.connection.local import LocalConnection
+from gpuconf.facts.base import Output, command
 from gpuconf.facts.infiniband import SysfsIbDevice, parse_ibstat, sysfs_port
 from gpuconf.facts.nvidia import parse_nvidia_smi_query, parse_nvlink_status
 from gpuconf.tasks.health.fabric import NvlinkParams, judge_fabric, judge_nvlinks
@@ -183,9 +185,14 @@ def test_a_log_without_xids_passes():
 @pytest.mark.parametrize("name", ["xid-13-43-flood-decode-iso-gpud.txt", "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt",
                                   "xid-48-63-94-dbe-rowremap-contained-iso-timestamps-gpud.txt",
                                   "xid-32-31-legacy-format-no-pid-bumblebee-677.txt"])
-def test_the_host_side_filter_keeps_every_xid_line(name):
+def test_the_runner_side_filter_keeps_every_xid_line(name):
+    """The kernel log read's grep and tail, done by the real runner (through -c local) on the capture."""
     text = real(f"dmesg/{name}")
-    kept = subprocess.run(["grep", "-E", "-i", CANDIDATES], input=text, capture_output=True, text=True).stdout
+    fact = command(["cat", str(REAL / "dmesg" / name)], lambda out: out.stdout, grep=CANDIDATES, tail=5000)
+    connection = LocalConnection(ConnectionSpec(host="localhost", connection="local", python=sys.executable))
+    (reply,) = connection.call([dict(fact.request)], readonly=True, timeout=60)
+    kept = fact.parse(reply)
+    assert "Xid" in kept
     assert judge_xids(kept, XidParams(), {}, []) == judge_xids(text, XidParams(), {}, [])
 
 

@@ -2,15 +2,24 @@
 cases: thresholds at their edges, a hung nvidia-smi, a lost GPU, remedies."""
 import pytest
 
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.facts import gather
+from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
+from gpuconf.tasks.health.uvm import COMMANDS, OPEN_FILES
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from tests.health.fakes import SMI, bus, hang, links, modules, pci, run_probe, shell, smi, stat
+from tests.health.fakes import (IB, KERNEL_LOG, NVLINK, SMI, bus, files, hang, links, modules, pci, run_probe, shell,
+                                smi, stat)
 
 NVIDIA_SMI_PROBES = ["health_gpu_count", "health_temperature", "health_clocks", "health_ecc", "health_memory",
                      "health_persistence", "health_utilization", "health_power", "health_host_sizing",
                      "health_fabricmanager"]
 MEMINFO = stat("/proc/meminfo", "MemTotal:       2113929216 kB\n")
-HOST = {"nproc": shell("64\n"), **MEMINFO}
+
+
+def host(cpus: int | None = 64) -> dict:
+    return {gather.HOST.key: {"hostname": "node1", "machine": "x86_64", "cpus": cpus}}
+
+
+HOST = {**host(64), **MEMINFO}
 
 
 def replies(*parts: dict) -> dict:
@@ -180,7 +189,7 @@ def test_a_kernel_without_proc_modules_is_read_through_lsmod():
              "nvidia              56823808  1 nvidia_uvm\nnouveau              2793472  0\n")
     check, _ = run_probe("health_nouveau", {}, modules(lsmod))
     assert check.findings[0].severity == "failure"
-    check, _ = run_probe("health_uvm", {}, replies(modules(lsmod), {"health:gpu-holders": shell("")}))
+    check, _ = run_probe("health_uvm", {}, modules(lsmod))
     assert check.findings[0].severity == "ok"
 
 
@@ -195,20 +204,23 @@ def test_an_unreadable_proc_modules_is_unknown_not_absent(probe):
 def test_persistence_remedy_is_opt_in():
     off = smi(gpu4={"persistence_mode": "Disabled"})
     plain, _ = run_probe("health_persistence", {}, off)
-    assert only(plain) == [(4, "failure")] and plain.changes == []
-    fixing, _ = run_probe("health_persistence", {"remedy": True}, off, check_mode=False)
+    assert only(plain) == [(4, "failure")] and plain.changes == ()
+    fixing, _ = run_probe("health_persistence", {"remedy": True}, off)
     assert [op.request["cmd"] for c in fixing.changes for op in c.ops] == ["nvidia-smi -pm 1"]
     assert only(fixing) == [(4, "failure")]
+    assert not fixing.changes[0].verify   # an action: the re-check after apply judges the GPUs, not the change
+    fixed, _ = run_probe("health_persistence", {"remedy": True}, smi())
+    assert fixed.changes == () and only(fixed) == []
 
 
-def test_fabric_manager_down_fails_and_the_remedy_restarts_it_once():
+def test_fabric_manager_down_fails_and_the_remedy_restarts_it():
     down = replies(smi(), {"health:is-active:nvidia-fabricmanager": shell("inactive\n", rc=3)})
-    check, _ = run_probe("health_fabricmanager", {"remedy": True}, down, check_mode=False)
+    check, _ = run_probe("health_fabricmanager", {"remedy": True}, down)
     assert check.findings[0].severity == "failure" and check.findings[0].message == "nvidia-fabricmanager is inactive"
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["systemctl restart nvidia-fabricmanager"]
-    assert not check.changes[0].verify
-    recheck, _ = run_probe("health_fabricmanager", {"remedy": True}, down, check_mode=False, after_apply=True)
-    assert recheck.changes == []
+    assert not check.changes[0].verify   # a restart is an action: the engine's re-check does not expect it gone
+    plain, _ = run_probe("health_fabricmanager", {}, down)
+    assert plain.changes == () and plain.findings[0].severity == "failure"
 
 
 def test_hopper_fabric_in_progress_fails_per_gpu():
@@ -222,39 +234,55 @@ def test_hopper_fabric_in_progress_fails_per_gpu():
 UVM_HELD = "nvidia_uvm 1982464 2 - Live 0x0000000000000000 (POE)\nnvidia 56823808 10 nvidia_uvm, Live 0x0 (POE)\n"
 
 
+def processes(holding: dict[int, str] | None = None) -> dict:
+    """/proc/PID/fd/* link targets and /proc/PID/comm: `holding` pids have /dev/nvidia0 open,
+    a shell (pid 1) has a terminal and a file open."""
+    links = {"/proc/1/fd/0": "/dev/pts/0", "/proc/1/fd/3": "/var/log/syslog", "/proc/1/fd/4": "socket:[1234]"}
+    names = {"/proc/1/comm": "bash"}
+    for pid, name in (holding or {}).items():
+        links.update({f"/proc/{pid}/fd/0": "/dev/null", f"/proc/{pid}/fd/7": "/dev/nvidiactl",
+                      f"/proc/{pid}/fd/8": "/dev/nvidia0"})
+        names[f"/proc/{pid}/comm"] = name
+    return {OPEN_FILES.key: files(links), COMMANDS.key: files(names)}
+
+
 def test_uvm_reload_only_when_no_process_holds_the_gpu():
     gone = modules("nvidia 56823808 0 - Live 0x0 (POE)\n")
-    held = replies(gone, {"health:gpu-holders": shell("4242 python3\n")})
-    check, _ = run_probe("health_uvm", {"remedy": True}, held, check_mode=False)
-    assert check.changes == [] and "held by 4242 (python3)" in check.findings[0].message
-    free = replies(gone, {"health:gpu-holders": shell("")})
-    check, _ = run_probe("health_uvm", {"remedy": True}, free, check_mode=False)
+    check, _ = run_probe("health_uvm", {"remedy": True}, replies(gone, processes({4242: "python3", 77: "nv-hostengine"})))
+    assert check.changes == () and "held by 77 (nv-hostengine), 4242 (python3)" in check.findings[0].message
+    check, _ = run_probe("health_uvm", {"remedy": True}, replies(gone, processes()))
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["modprobe nvidia_uvm"]
-    check, _ = run_probe("health_uvm", {}, replies(modules(UVM_HELD), {"health:gpu-holders": shell("")}))
+    assert not check.changes[0].verify
+    check, _ = run_probe("health_uvm", {}, modules(UVM_HELD))
     assert check.findings[0].severity == "ok"
+
+
+def test_uvm_reads_the_processes_only_for_its_remedy():
+    plain = {f.key for f in TASK_TYPES["health_uvm"].reads(build_params("health_uvm", {}))}
+    remedy = {f.key for f in TASK_TYPES["health_uvm"].reads(build_params("health_uvm", {"remedy": True}))}
+    assert OPEN_FILES.key not in plain and {OPEN_FILES.key, COMMANDS.key} <= remedy
 
 
 def test_uvm_not_loaded_warns_and_stuck_fails():
     plain, _ = run_probe("health_uvm", {}, modules("nvidia 56823808 0 - Live 0x0 (POE)\n"))
-    assert plain.findings[0].severity == "warning" and plain.changes == []
+    assert plain.findings[0].severity == "warning" and plain.changes == ()
     stuck = modules("nvidia_uvm 1982464 1 - Unloading 0x0 (POE)\nnvidia 56823808 1 nvidia_uvm, Live "
                                   "0x0 (POE)\n")
-    check, _ = run_probe("health_uvm", {"remedy": True}, replies(stuck, {"health:gpu-holders": shell("")}),
-                         check_mode=False)
+    check, _ = run_probe("health_uvm", {"remedy": True}, replies(stuck, processes()))
     assert check.findings[0].severity == "failure" and "stuck Unloading" in check.findings[0].message
-    assert check.changes == [] and "use count 1" in check.findings[0].message   # in use: never reloaded
+    assert check.changes == () and "use count 1" in check.findings[0].message   # in use: never reloaded
 
 
 # -- host sizing, utilization, power ----------------------------------------------------------
 
 def test_host_sizing_warns_when_too_small_and_only_reports_more_than_advised():
-    small = replies(smi(), {"nproc": shell("16\n")}, MEMINFO)
+    small = replies(smi(), host(16), MEMINFO)
     check, _ = run_probe("health_host_sizing", {}, small)
     assert [f.severity for f in check.findings] == ["warning", "ok"]   # 2 CPUs per GPU; 2016 GiB for 640 GiB
     assert check.findings[0].value == 2.0 and check.findings[1].value == 3.15
     assert check.findings[0].message == "16 logical CPUs for 8 GPU(s): 2 per GPU, advised 4-8 per GPU (too few)"
     big, _ = run_probe("health_host_sizing", {"warn_above_max": True},
-                       replies(smi(), {"nproc": shell("128\n")}, MEMINFO))
+                       replies(smi(), host(128), MEMINFO))
     assert [f.severity for f in big.findings] == ["warning", "ok"] and "more than advised" in big.findings[0].message
 
 
@@ -269,17 +297,27 @@ def test_utilization_and_power_are_reported_not_judged():
 
 # -- Xid, kernel ------------------------------------------------------------------------------
 
-XID79 = "#boot 8d1c\n#source dmesg\n[ 4242.100000] NVRM: Xid (PCI:0000:4e:00): 79, pid=1234, name=python3, " \
-        "GPU has fallen off the bus.\n"
+BOOT = stat("/proc/sys/kernel/random/boot_id", "8d1c\n")
+XID79 = "[ 4242.100000] NVRM: Xid (PCI:0000:4e:00): 79, pid=1234, name=python3, GPU has fallen off the bus.\n"
+
+
+def log(text: str, source: str = "dmesg") -> dict:
+    argv = ["dmesg"] if source == "dmesg" else ["journalctl", "-k", "-b", "0"]
+    return {KERNEL_LOG: shell(text, argv=argv), **BOOT}
 
 
 def test_xid_79_fails_the_gpu_it_names_with_nvidia_smi_index_or_sysfs_order():
-    check, _ = run_probe("health_xid", {}, replies({"health:kernel-log": shell(XID79)}, pci(), smi()))
+    check, _ = run_probe("health_xid", {}, replies(log(XID79), pci(), smi()))
     (finding,) = check.findings
     assert (finding.severity, finding.gpu, finding.bus_id, finding.value) == ("failure", 3, bus(3), 1)
     assert check.data["boot_id"] == "8d1c" and "first at 4242.100000" in finding.message
-    hung, _ = run_probe("health_xid", {}, replies({"health:kernel-log": shell(XID79)}, pci(), {SMI: hang()}))
+    hung, _ = run_probe("health_xid", {}, replies(log(XID79), pci(), {SMI: hang()}))
     assert hung.findings[0].gpu == 3   # no nvidia-smi needed: the Xid probe never hangs with it
+
+
+def test_the_journal_answers_when_dmesg_cannot():
+    check, _ = run_probe("health_xid", {}, replies(log("", source="journal"), pci(), smi()))
+    assert check.findings[0].message == "no Xid errors in this boot's kernel log (journal)"
 
 
 def test_xid_categories_are_validated():
@@ -287,17 +325,19 @@ def test_xid_categories_are_validated():
         build_params("health_xid", {"severity_by_category": {"fallen_of_bus": "warning"}})
 
 
-def test_an_unreadable_kernel_log_is_unknown():
-    log = {"health:kernel-log": shell("#boot 8d1c\n#source none\n#error dmesg: read kernel buffer failed: "
-                                      "Operation not permitted\n")}
-    check, unknown = run_probe("health_xid", {}, replies(log, pci(), smi()))
-    assert check is None and "Operation not permitted" in str(unknown)
+@pytest.mark.parametrize("reply", [
+    shell("", rc=1, err="Failed to get journal access: Operation not permitted\n", argv=["journalctl", "-k"]),
+    hang(),
+])
+def test_an_unreadable_or_hung_kernel_log_is_unknown(reply):
+    check, unknown = run_probe("health_xid", {}, replies({KERNEL_LOG: reply}, BOOT, pci(), smi()))
+    assert check is None and unknown.findings[-1].severity == "failure" and unknown.findings[-1].value == "unreadable"
+    assert ("Operation not permitted" if reply["rc"] == 1 else "did not finish within 10 s") in str(unknown)
 
 
 @pytest.mark.parametrize("tainted, severity", [("0", "ok"), ("12289", "ok"), ("12801", "warning")])
 def test_taint_beyond_the_nvidia_driver_warns(tainted, severity):
-    check, _ = run_probe("health_kernel", {}, replies(stat("/proc/sys/kernel/tainted", tainted + "\n"),
-                                                      {"health:kernel-log": shell("#boot b\n#source dmesg\n")}))
+    check, _ = run_probe("health_kernel", {}, replies(stat("/proc/sys/kernel/tainted", tainted + "\n"), log("")))
     assert check.findings[0].severity == severity and check.findings[1].severity == "ok"
     if severity == "warning":
         assert "W (kernel issued a warning)" in check.findings[0].message
@@ -314,29 +354,35 @@ def nvlink_text(inactive: dict[int, list[int]]) -> str:
 
 
 def test_an_inactive_nvlink_fails_its_gpu_by_index_and_bus():
-    check, _ = run_probe("health_nvlink", {"expected_links": 12}, smi(nvlink=nvlink_text({2: [3]})))
+    check, _ = run_probe("health_nvlink", {"expected_links": 12}, replies(pci(), smi(nvlink=nvlink_text({2: [3]}))))
     assert only(check) == [(2, "failure")]
     assert check.findings[2].message == f"GPU 2 ({bus(2)}): NVLink(s) 3 inactive; 11 active, expected 12"
-    healthy, _ = run_probe("health_nvlink", {"expected_links": 12}, smi(nvlink=nvlink_text({})))
+    healthy, _ = run_probe("health_nvlink", {"expected_links": 12}, replies(pci(), smi(nvlink=nvlink_text({}))))
     assert only(healthy) == [] and len(healthy.findings) == 8
 
 
-def test_nvlink_hang_is_unknown_and_without_nvswitch_it_is_not_read():
-    check, unknown = run_probe("health_nvlink", {}, {SMI: hang()})
+@pytest.mark.parametrize("hung", [{SMI: hang()}, {NVLINK: hang()}])
+def test_a_hung_nvidia_smi_or_nvlink_read_is_unknown(hung):
+    check, unknown = run_probe("health_nvlink", {}, replies(pci(), smi(nvlink=nvlink_text({})), hung))
     assert check is None and unknown.findings[0].value == DRIVER_UNRESPONSIVE
-    check, _ = run_probe("health_nvlink", {}, smi())
+
+
+def test_without_an_nvswitch_nvlinks_are_not_judged():
+    check, _ = run_probe("health_nvlink", {}, replies(pci(nvswitches=0), smi(nvlink="")))
     assert check.findings[0].severity == "failure" and "no NVSwitch" in check.findings[0].message
 
 
 def test_an_infiniband_port_in_init_fails():
-    dump = ("/sys/class/infiniband/mlx5_0/ports/1/state:2: INIT\n/sys/class/infiniband/mlx5_0/ports/1/phys_state:"
-            "5: LinkUp\n/sys/class/infiniband/mlx5_0/ports/1/rate:200 Gb/sec (4X HDR)\n"
-            "/sys/class/infiniband/mlx5_1/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_1/ports/1/phys_state:"
-            "5: LinkUp\n/sys/class/infiniband/mlx5_1/ports/1/rate:200 Gb/sec (4X HDR)\n")
-    check, _ = run_probe("health_infiniband", {"rate_gbps": 200, "min_ports": 2}, {"health:ib-sysfs": shell(dump)})
+    ib = "/sys/class/infiniband"
+    sysfs = {f"{ib}/mlx5_0/ports/1/state": "2: INIT", f"{ib}/mlx5_0/ports/1/phys_state": "5: LinkUp",
+             f"{ib}/mlx5_0/ports/1/rate": "200 Gb/sec (4X HDR)", f"{ib}/mlx5_0/fw_ver": "20.31.1014",
+             f"{ib}/mlx5_1/ports/1/state": "4: ACTIVE", f"{ib}/mlx5_1/ports/1/phys_state": "5: LinkUp",
+             f"{ib}/mlx5_1/ports/1/rate": "200 Gb/sec (4X HDR)", f"{ib}/mlx5_1/ports/1/link_layer": "InfiniBand"}
+    check, _ = run_probe("health_infiniband", {"rate_gbps": 200, "min_ports": 2}, {IB: files(sysfs)})
     assert [f.severity for f in check.findings] == ["failure", "ok"]
     assert check.findings[0].message == "port mlx5_0/1: INIT/LinkUp, want ACTIVE/LinkUp"
-    none, _ = run_probe("health_infiniband", {"min_ports": 4}, {"health:ib-sysfs": shell("")})
+    assert check.findings[1].message == "port mlx5_1/1, InfiniBand: ACTIVE/LinkUp at 200 Gb/s"
+    none, _ = run_probe("health_infiniband", {"min_ports": 4}, {IB: files({})})
     assert none.findings[0].severity == "failure"
 
 
@@ -346,3 +392,8 @@ def test_every_probe_is_documented_and_read_only_by_default():
             assert type(task).__doc__ and len(type(task).__doc__) > 60, name
             params = build_params(name, {})
             assert getattr(params, "remedy", False) is False, name
+
+
+def test_host_sizing_without_a_cpu_count_is_unknown():
+    check, unknown = run_probe("health_host_sizing", {}, replies(smi(), host(None), MEMINFO))
+    assert check is None and unknown.findings[0].value == "unreadable"

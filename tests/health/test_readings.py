@@ -1,19 +1,22 @@
 """The shared nvidia-smi fact: one query for every probe, real CSV in, readings out; old
-drivers' refused fields retried inside the same command; a hang is driver_unresponsive."""
+drivers' refused fields dropped by the remote runner within the same timeout; a hang is
+driver_unresponsive."""
 import os
-import subprocess
+import sys
 import textwrap
 
 import pytest
 
+from gpuconf.connection.base import ConnectionSpec
+from gpuconf.connection.local import LocalConnection
 from gpuconf.facts.base import FactUnavailable, Output
 from gpuconf.facts.nvidia import NvidiaSmiFailure
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
 from gpuconf.tasks.base import Unknown
-from gpuconf.tasks.health.readings import (HEALTH_FIELDS, GpuReadings, gpu_readings, parse_readings,
-                                           query_command, require_readings)
+from gpuconf.tasks.health.readings import (HEALTH_FIELDS, GpuReadings, gpu_readings, nvlink_status, parse_nvlink,
+                                           parse_readings, require_readings)
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from tests.health.fakes import SMI, FakeHost, hang, real, shell, smi_csv
+from tests.health.fakes import SMI, facts_for, hang, real, shell, smi_csv
 
 H200_IDLE = "nvidia-smi/query-gpu-csv-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt"
 L40S_BUSY = "nvidia-smi/query-gpu-csv-idle-nvidia-l40s-595.80-nvidia-gpu-exporter.txt"
@@ -51,7 +54,7 @@ def test_fields_a_capture_lacks_are_missing_not_guessed():
 def test_every_probe_shares_one_fact_whatever_its_timeout():
     keys = {gpu_readings(5).key, gpu_readings(30).key}
     users = [name for name, task in TASK_TYPES.items() if name.startswith("health_")
-             and any(f.key == SMI for f in task.facts(build_params(name, {})))]
+             and any(f.key == SMI for f in task.reads(build_params(name, {})))]
     assert keys == {SMI}
     assert len(users) >= 10   # temperature, clocks, pcie, ecc, memory, persistence, power, ... all one call
 
@@ -60,7 +63,7 @@ def test_a_hang_is_driver_unresponsive_with_a_failure_finding():
     with pytest.raises(FactUnavailable, match=DRIVER_UNRESPONSIVE):
         parse_readings(Output("", "", -9, timed_out=True), 10)
     with pytest.raises(Unknown) as raised:
-        require_readings(FakeHost({SMI: hang()}), "temperature", 10)
+        require_readings(facts_for([gpu_readings(10)], {SMI: hang()}), "temperature", 10)
     (finding,) = raised.value.findings
     assert (finding.probe, finding.severity, finding.value) == ("temperature", "failure", DRIVER_UNRESPONSIVE)
     assert "did not answer within 10 s" in finding.message
@@ -74,16 +77,17 @@ def test_a_real_nvidia_smi_failure_is_unknown_with_its_kind(capture, kind):
     reply = shell(real(capture), rc=9)
     assert isinstance(parse_readings(Output(reply["out"], rc=9), 10), NvidiaSmiFailure)
     with pytest.raises(Unknown) as raised:
-        require_readings(FakeHost({SMI: reply}), "ecc", 10)
+        require_readings(facts_for([gpu_readings(10)], {SMI: reply}), "ecc", 10)
     assert raised.value.findings[0].value == kind and raised.value.findings[0].severity == "failure"
 
 
-# -- the command itself, run by a real shell against a fake nvidia-smi ----------------
+# -- the read itself, run by the remote runner (here, through the local connection) ----------
 
 FAKE_SMI = textwrap.dedent("""\
     #!/bin/sh
-    # a fake nvidia-smi: logs each call; refuses the fields listed in $REFUSE
+    # a fake nvidia-smi: logs each call; refuses the fields listed in $REFUSE as nvidia-smi does
     echo "$*" >> "$LOG"
+    [ "$1" = nvlink ] && { echo "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0)"; echo "	 Link 0: 25 GB/s"; exit 0; }
     fields=${1#--query-gpu=}
     for bad in $REFUSE; do
       case ",$fields," in *",$bad,"*) echo "Field \\"$bad\\" is not a valid field to query."; echo; exit 2 ;; esac
@@ -93,52 +97,76 @@ FAKE_SMI = textwrap.dedent("""\
     """)
 
 
-def run_query(tmp_path, refuse: str) -> tuple[str, list[str]]:
+def read_on_this_machine(tmp_path, monkeypatch, fact, refuse: str = "") -> tuple[dict, list[str]]:
+    """The fact's request run by the real runner (remote.py through -c local) with a fake
+    nvidia-smi first on PATH; its raw reply and the fake's calls."""
     tool = tmp_path / "nvidia-smi"
     tool.write_text(FAKE_SMI)
     tool.chmod(0o755)
     log = tmp_path / "calls.log"
-    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", LOG=str(log), REFUSE=refuse)
-    done = subprocess.run(["/bin/sh", "-c", query_command()], env=env, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout, log.read_text().splitlines()
+    log.touch()
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    monkeypatch.setenv("REFUSE", refuse)
+    connection = LocalConnection(ConnectionSpec(host="localhost", connection="local", python=sys.executable))
+    (reply,) = connection.call([dict(fact.request)], readonly=True, timeout=60)
+    return reply, log.read_text().splitlines()
 
 
-def test_a_current_driver_answers_every_field_in_one_call(tmp_path):
-    out, calls = run_query(tmp_path, refuse="")
-    assert len(calls) == 1
-    assert parse_readings(Output(out), 10).missing_fields == ()
+def test_a_current_driver_answers_every_field_in_one_call(tmp_path, monkeypatch):
+    reply, calls = read_on_this_machine(tmp_path, monkeypatch, gpu_readings())
+    assert calls == [f"--query-gpu={','.join(HEALTH_FIELDS)} --format=csv,nounits"]
+    assert "dropped" not in reply
+    assert gpu_readings().parse(reply).missing_fields == ()
 
 
-def test_an_old_driver_gets_the_old_reasons_name_and_loses_only_unknown_fields(tmp_path):
-    out, calls = run_query(tmp_path, refuse="clocks_event_reasons.active fabric.state fabric.status")
+def test_an_old_driver_gets_the_old_reasons_name_and_loses_only_unknown_fields(tmp_path, monkeypatch):
+    reply, calls = read_on_this_machine(tmp_path, monkeypatch, gpu_readings(),
+                                        refuse="clocks_event_reasons.active fabric.state fabric.status")
     assert len(calls) == 4   # refused three times, then answered
     assert "clocks_throttle_reasons.active" in calls[-1] and "fabric.state" not in calls[-1]
-    readings = parse_readings(Output(out), 10)
+    assert reply["dropped"] == ["clocks_event_reasons.active", "fabric.state", "fabric.status"]
+    readings = gpu_readings().parse(reply)
     assert isinstance(readings, GpuReadings)
     assert readings.missing_fields == ("fabric.state", "fabric.status")
     assert readings.gpus[0].clock_reasons is not None   # read from the old name
 
 
-def test_nvlink_status_travels_in_the_same_fact_after_the_query():
-    text = smi_csv(8) + "#nvlink\n" + real("nvidia-smi/nvlink-s-8x-a100-sxm4-80gb-gpud.txt") + "#nvlink-rc 0\n"
-    readings = parse_readings(Output(text), 10)
-    assert len(readings.gpus) == 8 and len(readings.nvlink.gpus) == 8
-    assert readings.nvlink.gpus[7].active_link_count == 12
-    assert parse_readings(Output(smi_csv(8)), 10).nvlink is None   # no NVSwitch: not run
+def test_a_driver_that_refuses_the_old_name_too_loses_the_field(tmp_path, monkeypatch):
+    reply, calls = read_on_this_machine(tmp_path, monkeypatch, gpu_readings(),
+                                        refuse="clocks_event_reasons.active clocks_throttle_reasons.active")
+    assert len(calls) == 3 and "clocks_" not in calls[-1]
+    assert gpu_readings().parse(reply).missing_fields == ("clocks_event_reasons.active",)
 
 
-def test_without_an_nvswitch_only_the_query_runs(tmp_path):
-    if any(p.joinpath("class").read_text().strip() == "0x068000" and p.joinpath("vendor").read_text().strip()
-           == "0x10de" for p in __import__("pathlib").Path("/sys/bus/pci/devices").glob("*")):
-        pytest.skip("this machine has an NVSwitch")
-    _, calls = run_query(tmp_path, refuse="")
-    assert calls == [f"--query-gpu={','.join(HEALTH_FIELDS)} --format=csv,nounits"]
+def test_the_retries_stop_at_their_limit(tmp_path, monkeypatch):
+    refused = " ".join(HEALTH_FIELDS[:10])
+    reply, calls = read_on_this_machine(tmp_path, monkeypatch, gpu_readings(), refuse=refused)
+    assert len(calls) == 9 and reply["rc"] == 2   # the first call and 8 retries, then the refusal stands
+    with pytest.raises(FactUnavailable, match="is not a valid field"):
+        gpu_readings().parse(reply)
 
 
-def test_fields_are_one_quoted_word_in_the_command():
-    assert f"f={','.join(HEALTH_FIELDS)};" in query_command()   # no character the shell would split
-    assert "--format=csv,nounits" in query_command()
+def test_nvlink_status_is_its_own_read(tmp_path, monkeypatch):
+    reply, calls = read_on_this_machine(tmp_path, monkeypatch, nvlink_status())
+    assert calls == ["nvlink -s"]
+    status = nvlink_status().parse(reply)
+    assert status.gpus[0].active_link_count == 1
+    with pytest.raises(FactUnavailable, match=DRIVER_UNRESPONSIVE):
+        parse_nvlink(Output("", "", -9, timed_out=True, timeout=7), 10)
+
+
+def test_real_nvlink_status_of_eight_a100s():
+    status = parse_nvlink(Output(real("nvidia-smi/nvlink-s-8x-a100-sxm4-80gb-gpud.txt")), 10)
+    assert len(status.gpus) == 8 and status.gpus[7].active_link_count == 12
+
+
+def test_the_query_is_an_argv_with_one_argument_for_the_fields():
+    request = gpu_readings().request
+    assert request["op"] == "exec" and request["argv"] == [
+        "nvidia-smi", f"--query-gpu={','.join(HEALTH_FIELDS)}", "--format=csv,nounits"]
+    assert request["drop_refused"] == {"prefix": "--query-gpu=", "max": 8,
+                                       "renames": {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}}
 
 
 def test_a_synthetic_csv_round_trips_through_the_real_parser():

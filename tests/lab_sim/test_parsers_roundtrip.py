@@ -5,7 +5,7 @@ in a simulator (or a parser that only works on one capture) fails here.
 """
 from __future__ import annotations
 
-from gpuconf.facts.infiniband_sysfs import parse_sysfs_infiniband_dump
+from gpuconf.facts.infiniband_sysfs import parse_sysfs_infiniband_files
 from gpuconf.facts.kernel_log import find_nouveau
 from gpuconf.facts.nvidia.driver import parse_modinfo_version, parse_nvcc_version
 from gpuconf.facts.nvidia.fabricmanager import VERSION_MISMATCH, find_version_mismatch, parse_fabric_manager_log
@@ -72,17 +72,17 @@ def test_modinfo_version_and_list_units(node):
     assert (shown.active_state, shown.result, shown.load_state) == ("failed", "exit-code", "loaded")
 
 
-def test_sysfs_dump_as_a_batched_fact_reads_it(node):
+def test_sysfs_files_as_a_batched_fact_reads_them(node):
     for module in ("mlx5_ib", "ib_umad"):
         node.run("kmod", "modprobe", module, check=True)
-    lines = []
+    files = {}   # what the health probe's file_glob read returns: path -> text, last newline stripped
     base = node.path("/sys/class/infiniband")
     for device in sorted(p.name for p in base.iterdir()):
         for name in ("fw_ver", "board_id", "hca_type"):
-            lines.append(f"/sys/class/infiniband/{device}/{name}:{(base / device / name).read_text().strip()}")
+            files[f"/sys/class/infiniband/{device}/{name}"] = (base / device / name).read_text().rstrip("\n")
         for name in ("state", "phys_state", "rate", "link_layer"):
-            value = (base / device / "ports/1" / name).read_text().strip()
-            lines.append(f"/sys/class/infiniband/{device}/ports/1/{name}:{value}")
-    devices = parse_sysfs_infiniband_dump("\n".join(lines))
+            files[f"/sys/class/infiniband/{device}/ports/1/{name}"] = (base / device / "ports/1" / name).read_text() \
+                .rstrip("\n")
+    devices = parse_sysfs_infiniband_files(files)
     assert [d.name for d in devices] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert devices[0].hca_type == "MT4123" and devices[0].fw_ver == "20.35.1012"

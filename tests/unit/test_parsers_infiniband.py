@@ -17,7 +17,7 @@ from gpuconf.facts.infiniband import (
     parse_ibv_devinfo_list,
     parse_numbered_state,
     parse_rate,
-    parse_sysfs_infiniband_dump,
+    parse_sysfs_infiniband_files,
     parse_sysfs_value,
     sysfs_port,
 )
@@ -181,16 +181,16 @@ def test_sysfs_port_assembly() -> None:
     assert parse_rate("garbage") is None and parse_numbered_state("") is None
 
 
-def test_sysfs_batched_dump_built_from_the_real_files() -> None:
-    # What `grep -H . /sys/class/infiniband/*/... ` prints, assembled from the captured files.
-    lines = []
+def test_sysfs_files_read_in_one_batch_from_the_real_captures() -> None:
+    # What a file_glob read of /sys/class/infiniband/*/... returns, from the captured files.
+    files = {}
     for device in ("mlx5_0", "mlx5_bond_0"):
         for name in ("board_id", "fw_ver", "hca_type"):
-            lines.append(f"/sys/class/infiniband/{device}/{name}:{read(S + device + '-' + name + '.txt').strip()}")
+            files[f"/sys/class/infiniband/{device}/{name}"] = read(S + device + '-' + name + '.txt').rstrip("\n")
         for name in ("state", "phys_state", "rate", "link_layer"):
-            value = read(S + f"{device}-ports-1-{name}.txt").strip()
-            lines.append(f"/sys/class/infiniband/{device}/ports/1/{name}:{value}")
-    devices = parse_sysfs_infiniband_dump("\n".join(lines) + "\n")
+            files[f"/sys/class/infiniband/{device}/ports/1/{name}"] = read(S + f"{device}-ports-1-{name}.txt") \
+                .rstrip("\n")
+    devices = parse_sysfs_infiniband_files(files)
     assert [(d.name, d.hca_type, d.fw_ver) for d in devices] == [
         ("mlx5_0", "MT4129", "28.41.1000"), ("mlx5_bond_0", "MT41692", "32.38.3056")]
     ib, bond = devices[0].ports[0], devices[1].ports[0]

@@ -13,6 +13,13 @@ from gpuconf.facts import dkms, infiniband, kernel, nvidia, packages, systemd
 REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
             or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 
+def sysfs_infiniband_files(text: str):
+    """parse_sysfs_infiniband_files with `text` as every file's content."""
+    names = ("fw_ver", "board_id", "hca_type", "ports/1/state", "ports/1/phys_state", "ports/1/rate",
+             "ports/1/link_layer")
+    return infiniband.parse_sysfs_infiniband_files({f"/sys/class/infiniband/x/{n}": text for n in names})
+
+
 PARSERS = [
     nvidia.parse_gpu_list, nvidia.parse_nvidia_smi_query, nvidia.parse_nvidia_smi_query_xml,
     nvidia.parse_query_csv, nvidia.parse_dmon, nvidia.parse_nvidia_smi_table, nvidia.parse_nvlink_status,
@@ -22,8 +29,8 @@ PARSERS = [
     dkms.parse_dkms_status,
     infiniband.parse_ibstat, infiniband.parse_ibstatus, infiniband.parse_ibv_devinfo,
     infiniband.parse_ibv_devinfo_list, infiniband.parse_numbered_state, infiniband.parse_rate,
-    infiniband.parse_sysfs_value, infiniband.parse_carrier_events, infiniband.parse_sysfs_infiniband_dump,
-    kernel.parse_proc_modules, kernel.split_kernel_log, kernel.parse_xid_events, kernel.find_nouveau,
+    infiniband.parse_sysfs_value, infiniband.parse_carrier_events,
+    sysfs_infiniband_files, kernel.parse_proc_modules, kernel.split_kernel_log, kernel.parse_xid_events, kernel.find_nouveau,
     kernel.find_lockups, kernel.decode_taint,
     packages.parse_dpkg_query, packages.parse_dpkg_l, packages.parse_apt_mark,
     packages.parse_apt_mark_showhold, packages.parse_apt_cache_policy,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from gpuconf.facts.common import normalise_quotes
 
 DRIVER_NOT_LOADED = "driver_not_loaded"
+DRIVER_UNRESPONSIVE = "driver_unresponsive"  # nvidia-smi hung and was killed at its timeout
 DRIVER_LIBRARY_MISMATCH = "driver_library_mismatch"
 NO_DEVICES = "no_devices"
 GPU_LOST = "gpu_lost"

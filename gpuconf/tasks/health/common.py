@@ -1,7 +1,7 @@
 """What every health probe shares: findings, the verdict, and the probe base class.
 
 A probe judges what it reads into `Finding`s (ok / warning / failure), one per GPU
-where the observation is about a GPU. `verdict()` turns them into a `Check` with no
+where the observation is about a GPU. `verdict()` turns them into a `Verdict` with no
 changes: the engine marks the task failed when a finding is a failure, and counts
 warnings (failures only under `--strict`). A probe that cannot read what it judges
 (nvidia-smi hung, the driver is not loaded) raises `Unknown` carrying a failure
@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, TaskType
+from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict
 
 Severity = Literal["ok", "warning", "failure"]
 OK, WARNING, FAILURE = "ok", "warning", "failure"
@@ -41,9 +41,10 @@ def summarise(findings: list[Finding], most: int = 3) -> str:
     return text + (f"; +{len(chosen) - most} more" if len(chosen) > most else "")
 
 
-def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: Any) -> Check:
-    """A probe's result: its findings, no state changes (remedies aside)."""
-    return Check(list(changes or []), summarise(findings), False, data, list(findings))
+def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: Any) -> Verdict:
+    """A probe's result: its findings, no state changes (remedies aside: each is a Change
+    with verify=False, an action the engine's re-check does not expect to vanish)."""
+    return Verdict(tuple(changes or ()), summarise(findings), data, tuple(findings))
 
 
 class NvidiaSmiParams(Params):
@@ -57,13 +58,14 @@ class HealthProbe(TaskType):
     """Base of the health probes: read-only, `check()` is `verdict(judge())`.
 
     `probe` names the probe in findings and reports (`gpuconf_health{probe=...}`).
-    Remedies (opt-in, apply only) are Changes returned next to the findings.
+    Remedies (opt-in) are Changes returned next to the findings: check mode reports them,
+    apply runs them.
     """
 
     probe: ClassVar[str] = ""
 
-    def judge(self, ctx: CheckContext, params: Any) -> list[Finding]:
+    def judge(self, params: Any, facts: Facts) -> list[Finding]:
         raise NotImplementedError
 
-    def check(self, ctx: CheckContext, params: Any) -> Check:
-        return verdict(self.judge(ctx, params))
+    def check(self, params: Any, facts: Facts) -> Verdict:
+        return verdict(self.judge(params, facts))

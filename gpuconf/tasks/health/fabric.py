@@ -2,18 +2,18 @@
 every GPU's fabric registration complete."""
 from __future__ import annotations
 
-import shlex
-
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, Output, shell
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command
+from gpuconf.facts.gather import PCI_FACT
 from gpuconf.facts.nvidia import NvlinkStatus
 from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
 from gpuconf.facts.systemd import parse_is_active
-from gpuconf.tasks.base import Change, Check, CheckContext, Unknown, run
+from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
-from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, require_readings
+from gpuconf.tasks.health.readings import (GpuReadings, gpu_readings, nvlink_status, require_readings,
+                                           unknown_finding)
 
 
 class NvlinkParams(NvidiaSmiParams):
@@ -53,22 +53,26 @@ def judge_nvlinks(status: NvlinkStatus, params: NvlinkParams, bus_of: dict[int, 
 
 
 class NvlinksActive(HealthProbe):
-    """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, run by
-    the shared nvidia-smi fact, in the same timeout) and, when `expected_links` is set,
+    """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, a read
+    of its own beside the shared nvidia-smi query) and, when `expected_links` is set,
     each GPU has exactly that many active links. Run it `when: facts.nvswitch`."""
 
     name = "health_nvlink"
     probe = "nvlink"
     Params = NvlinkParams
 
-    def facts(self, params: NvlinkParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
+    def reads(self, params: NvlinkParams):
+        return [PCI_FACT, gpu_readings(params.nvidia_smi_timeout), nvlink_status(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: NvlinkParams) -> list[Finding]:
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout)
-        status = readings.nvlink
-        if status is None:
-            return [Finding(self.probe, FAILURE, "no NVSwitch in sysfs, so nvidia-smi nvlink -s was not run")]
+    def judge(self, params: NvlinkParams, facts: Facts) -> list[Finding]:
+        if not facts[PCI_FACT]["nvswitches"]:
+            return [Finding(self.probe, FAILURE, "no NVSwitch in sysfs: NVLinks are judged on NVSwitch systems only "
+                            "(run this probe when: facts.nvswitch)")]
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
+        try:
+            status = facts[nvlink_status(params.nvidia_smi_timeout)]
+        except FactUnavailable as exc:
+            raise unknown_finding(self.probe, str(exc), None) from None
         if status.failure is not None:
             raise Unknown(status.failure.message, findings=[Finding(
                 self.probe, FAILURE, f"nvlink cannot be read: {status.failure.kind}: {status.failure.message}",
@@ -81,12 +85,12 @@ def service_state(unit: str) -> Fact:
         state = parse_is_active(out.stdout)
         return state if isinstance(state, str) else (out.stdout.strip() or f"unknown (exit {out.rc})")
 
-    return shell(f"health:is-active:{unit}", f"systemctl is-active {shlex.quote(unit)}", parse, timeout=10)
+    return command(["systemctl", "is-active", unit], parse, timeout=10, key=f"health:is-active:{unit}")
 
 
 class FabricManagerParams(NvidiaSmiParams):
     service: str = Field("nvidia-fabricmanager", description="the fabric manager's systemd unit")
-    remedy: bool = Field(False, description="apply only: restart the service when it is not active or a GPU's "
+    remedy: bool = Field(False, description="restart the service (apply) when it is not active or a GPU's "
                                             "fabric registration is not Completed")
 
 
@@ -112,16 +116,16 @@ class FabricManagerReady(HealthProbe):
     probe = "fabric_manager"
     Params = FabricManagerParams
 
-    def facts(self, params: FabricManagerParams):
+    def reads(self, params: FabricManagerParams):
         return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout)]
 
-    def check(self, ctx: CheckContext, params: FabricManagerParams) -> Check:
-        state = ctx.get(service_state(params.service))
+    def check(self, params: FabricManagerParams, facts: Facts) -> Verdict:
+        state = facts[service_state(params.service)]
         service = Finding(self.probe, OK if state == "active" else FAILURE, f"{params.service} is {state}")
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout, [service])
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout, [service])
         findings = judge_fabric(state, readings, params.service, self.probe)
         changes = []
-        if params.remedy and any(f.severity == FAILURE for f in findings) and not ctx.after_apply:
+        if params.remedy and any(f.severity == FAILURE for f in findings):
             changes.append(Change(f"restart {params.service}", [run(["systemctl", "restart", params.service])],
                                   verify=False))
         return verdict(findings, changes)

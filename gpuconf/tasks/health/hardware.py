@@ -5,16 +5,16 @@ from pydantic import Field
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts import gather
-from gpuconf.facts.base import Fact, file_state, shell
-from gpuconf.facts.kernel import ProcModules, parse_loaded_modules
+from gpuconf.facts.base import FactUnavailable, file_state
+from gpuconf.facts.kernel import ProcModules
 from gpuconf.facts.nvidia import LoadedDriver, parse_proc_driver_version
 from gpuconf.facts.nvidia.failure import GPU_LOST
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.tasks.base import CheckContext, Params, Unknown
+from gpuconf.tasks.base import Facts, Params, Unknown
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
 from gpuconf.tasks.health.readings import gpu_readings, require_readings
 
-PCI_FACT = gather.FACTS["pci"][0]
+PCI_FACT = gather.PCI_FACT
 DRIVER_VERSION = "/proc/driver/nvidia/version"
 
 
@@ -34,11 +34,11 @@ class GpuCountMatches(HealthProbe):
     probe = "gpu_count"
     Params = GpuCountParams
 
-    def facts(self, params: GpuCountParams):
+    def reads(self, params: GpuCountParams):
         return [PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: GpuCountParams) -> list[Finding]:
-        pci = ctx.get(PCI_FACT)
+    def judge(self, params: GpuCountParams, facts: Facts) -> list[Finding]:
+        pci = facts[PCI_FACT]
         addresses = sorted(a for a in (canonical_pci_address(g["pci_address"]) for g in pci["gpus"]) if a)
         findings = []
         if params.expected_count is not None:
@@ -47,7 +47,7 @@ class GpuCountMatches(HealthProbe):
                                     f"{len(addresses)} NVIDIA GPU(s) on the PCI bus"
                                     + (", as expected" if good else f", expected {params.expected_count}"),
                                     value=len(addresses)))
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout, findings)
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout, findings)
         listed = readings.by_bus()
         lost = canonical_pci_address(readings.failure.bus_id) if readings.failure and \
             readings.failure.kind == GPU_LOST else None
@@ -82,11 +82,11 @@ class DriverLoaded(HealthProbe):
     probe = "driver"
     Params = DriverParams
 
-    def facts(self, params: DriverParams):
+    def reads(self, params: DriverParams):
         return [file_state(DRIVER_VERSION)]
 
-    def judge(self, ctx: CheckContext, params: DriverParams) -> list[Finding]:
-        state = ctx.get(file_state(DRIVER_VERSION))
+    def judge(self, params: DriverParams, facts: Facts) -> list[Finding]:
+        state = facts[file_state(DRIVER_VERSION)]
         if not state.exists:
             return [Finding(self.probe, FAILURE, f"the NVIDIA driver is not loaded ({DRIVER_VERSION} is absent)")]
         loaded = parse_proc_driver_version(state.text or "")
@@ -101,19 +101,19 @@ class DriverLoaded(HealthProbe):
                         value=loaded.version)]
 
 
-def loaded_modules() -> Fact:
-    """/proc/modules or, on a kernel without one, lsmod (the same command as the kernel tasks)."""
-    return shell("loaded_modules", "cat /proc/modules 2>/dev/null || lsmod",
-                 lambda out: parse_loaded_modules(out.stdout) if out.stdout.strip() else None)
-
-
-def read_modules(ctx: CheckContext, probe: str) -> ProcModules:
-    """The loaded modules; `Unknown` when neither can be read (that is not "no modules")."""
-    modules = ctx.get(loaded_modules())
-    if modules is None:
-        raise Unknown("cannot read /proc/modules or lsmod", findings=[Finding(
-            probe, FAILURE, f"{probe} cannot be read: no /proc/modules and no lsmod output", value="unreadable")])
-    return modules
+def read_modules(facts: Facts, probe: str) -> ProcModules:
+    """The loaded modules (gather.MODULE_FACTS: /proc/modules, else lsmod); `Unknown` when
+    neither can be read (that is not "no modules")."""
+    try:
+        proc, lsmod = facts[gather.PROC_MODULES], facts[gather.LSMOD]
+    except FactUnavailable as exc:
+        reason = str(exc)
+    else:
+        if proc.exists or lsmod is not None:
+            return gather.proc_modules(proc, lsmod)
+        reason = "no /proc/modules and no lsmod output"
+    raise Unknown(f"cannot read the loaded modules: {reason}", findings=[Finding(
+        probe, FAILURE, f"{probe} cannot be read: {reason}", value="unreadable")])
 
 
 class NouveauParams(Params):
@@ -128,11 +128,11 @@ class NouveauAbsent(HealthProbe):
     probe = "nouveau"
     Params = NouveauParams
 
-    def facts(self, params: NouveauParams):
-        return [loaded_modules()]
+    def reads(self, params: NouveauParams):
+        return list(gather.MODULE_FACTS)
 
-    def judge(self, ctx: CheckContext, params: NouveauParams) -> list[Finding]:
-        modules = read_modules(ctx, self.probe)
+    def judge(self, params: NouveauParams, facts: Facts) -> list[Finding]:
+        modules = read_modules(facts, self.probe)
         if "nouveau" in modules.names:
             return [Finding(self.probe, FAILURE, "nouveau is loaded: it holds the GPUs instead of nvidia "
                             "(blacklist it in the initramfs and reboot: the nouveau role)")]

@@ -4,18 +4,15 @@ from __future__ import annotations
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, shell
-from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_dump
-from gpuconf.tasks.base import CheckContext, Params
+from gpuconf.facts.base import file_glob
+from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_files
+from gpuconf.tasks.base import Facts, Params
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe
 
 IB = "/sys/class/infiniband"
-DUMP = (f"grep -H . {IB}/*/fw_ver {IB}/*/board_id {IB}/*/hca_type {IB}/*/ports/*/state {IB}/*/ports/*/phys_state "
-        f"{IB}/*/ports/*/rate {IB}/*/ports/*/link_layer 2>/dev/null; true")
-
-
-def ib_sysfs() -> Fact:
-    return shell("health:ib-sysfs", DUMP, lambda out: parse_sysfs_infiniband_dump(out.stdout), timeout=10)
+FILES = [f"{IB}/*/{name}" for name in ("fw_ver", "board_id", "hca_type")] + \
+    [f"{IB}/*/ports/*/{name}" for name in ("state", "phys_state", "rate", "link_layer")]
+IB_SYSFS = file_glob(FILES, parse_sysfs_infiniband_files, key="health:ib-sysfs")
 
 
 class InfinibandParams(Params):
@@ -62,8 +59,8 @@ class InfinibandPortsActive(HealthProbe):
     probe = "infiniband"
     Params = InfinibandParams
 
-    def facts(self, params: InfinibandParams):
-        return [ib_sysfs()]
+    def reads(self, params: InfinibandParams):
+        return [IB_SYSFS]
 
-    def judge(self, ctx: CheckContext, params: InfinibandParams) -> list[Finding]:
-        return judge_ports(ctx.get(ib_sysfs()), params, self.probe)
+    def judge(self, params: InfinibandParams, facts: Facts) -> list[Finding]:
+        return judge_ports(facts[IB_SYSFS], params, self.probe)

@@ -10,19 +10,20 @@ lines as its value: an Xid stays reported until the next boot, which is when mos
 them stop mattering (a GPU reset or reboot is their remedy). The boot id is in the
 result's data, so a consumer can tell one boot's report from the next.
 
-The host filters the log (`grep`) so that only candidate lines travel.
+The remote runner filters the log (`grep`, `tail`) so that only candidate lines travel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import Field, model_validator
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, Output, file_state, shell
+from gpuconf.facts import gather
+from gpuconf.facts.base import Fact, FileState, Output, command, file_state
 from gpuconf.facts.kernel import (APPLICATION, ECC, FALLEN_OFF_BUS, GSP, NVLINK, UNKNOWN, classify_xid,
                                   decode_taint, find_lockups, parse_xid_events, summarise_xid_events)
-from gpuconf.tasks.base import Check, CheckContext, Params, Unknown
+from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, \
     gpu_name, verdict
 from gpuconf.tasks.health.hardware import PCI_FACT
@@ -30,13 +31,7 @@ from gpuconf.tasks.health.pci import index_of, sysfs_gpu_addresses
 from gpuconf.tasks.health.readings import gpu_readings, optional_readings, smi_indexes
 
 CANDIDATES = r"Xid|lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl"
-LOG_SCRIPT = (
-    "printf '#boot %s\\n' \"$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)\"; "
-    "if log=$(dmesg 2>/dev/null); then echo '#source dmesg'; "
-    "elif log=$(journalctl -k -b 0 -o short-monotonic --no-pager -q 2>/dev/null); then echo '#source journal'; "
-    "else echo '#source none'; dmesg 2>&1 | head -n 2 | sed 's/^/#error /'; exit 0; fi; "
-    f"printf '%s\\n' \"$log\" | grep -E -i '{CANDIDATES}' | tail -n 5000; true"
-)
+JOURNAL = ["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"]
 
 
 @dataclass(frozen=True)
@@ -50,31 +45,38 @@ class KernelLog:
 
 
 def parse_kernel_log(out: Output) -> KernelLog:
-    boot, source, errors, lines = "", "none", [], []
-    for line in out.stdout.splitlines():
-        if line.startswith("#boot "):
-            boot = line[6:].strip()
-        elif line.startswith("#source "):
-            source = line[8:].strip()
-        elif line.startswith("#error "):
-            errors.append(line[7:])
-        else:
-            lines.append(line)
-    return KernelLog(boot, source, "\n".join(lines), " ".join(errors).strip())
+    """dmesg's output, or the journal's when dmesg failed; `none` when both failed (the
+    error is the last one's first lines) or the read timed out. The boot id is added by
+    `read_log`."""
+    if out.timed_out:
+        return KernelLog("", "none", "", f"the read did not finish within {out.timeout or 20:g} s")
+    if out.rc != 0:
+        error = " ".join((out.stderr or out.stdout).strip().splitlines()[:2])
+        return KernelLog("", "none", "", error or f"exit {out.rc}")
+    source = "journal" if out.argv[:1] == ("journalctl",) else "dmesg"
+    return KernelLog("", source, out.stdout.rstrip("\n"))
 
 
 def kernel_log() -> Fact:
-    return shell("health:kernel-log", LOG_SCRIPT, parse_kernel_log, timeout=20)
+    return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
+                   grep=CANDIDATES, tail=5000)
 
 
-def read_log(ctx: CheckContext, probe: str, findings: list[Finding] | None = None) -> KernelLog:
+def _boot_id(state: FileState) -> str:
+    return (state.text or "").strip() if state.exists else ""
+
+
+def read_log(facts: Facts, probe: str, findings: list[Finding] | None = None) -> KernelLog:
     """This boot's log, or `Unknown` (with a failure finding) when neither source is readable."""
-    log = ctx.get(kernel_log())
+    log = facts[kernel_log()]
     if log.source == "none":
         message = (f"cannot read this boot's kernel log (dmesg, journalctl -k -b 0): {log.error or 'denied'} "
                    "(set become: true)")
         raise Unknown(message, findings=[*(findings or []), Finding(probe, FAILURE, message, value="unreadable")])
-    return log
+    return replace(log, boot_id=_boot_id(facts[gather.BOOT_ID]))
+
+
+LOG_READS = [kernel_log(), gather.BOOT_ID]
 
 
 CATEGORY_SEVERITY: dict[str, Severity] = {FALLEN_OFF_BUS: FAILURE, ECC: FAILURE, GSP: FAILURE, NVLINK: FAILURE,
@@ -128,13 +130,13 @@ class NoXidErrors(HealthProbe):
     probe = "xid"
     Params = XidParams
 
-    def facts(self, params: XidParams):
-        return [kernel_log(), PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
+    def reads(self, params: XidParams):
+        return [*LOG_READS, PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
-    def check(self, ctx: CheckContext, params: XidParams) -> Check:
-        log = read_log(ctx, self.probe)
-        indexes = smi_indexes(optional_readings(ctx, params.nvidia_smi_timeout))
-        order = sysfs_gpu_addresses(ctx.get(PCI_FACT))
+    def check(self, params: XidParams, facts: Facts) -> Verdict:
+        log = read_log(facts, self.probe)
+        indexes = smi_indexes(optional_readings(facts, params.nvidia_smi_timeout))
+        order = sysfs_gpu_addresses(facts[PCI_FACT])
         return verdict(judge_xids(log.text, params, indexes, order, log.source, self.probe), boot_id=log.boot_id)
 
 
@@ -175,11 +177,11 @@ class KernelClean(HealthProbe):
     probe = "kernel"
     Params = KernelParams
 
-    def facts(self, params: KernelParams):
-        return [file_state("/proc/sys/kernel/tainted"), kernel_log()]
+    def reads(self, params: KernelParams):
+        return [file_state("/proc/sys/kernel/tainted"), *LOG_READS]
 
-    def check(self, ctx: CheckContext, params: KernelParams) -> Check:
-        state = ctx.get(file_state("/proc/sys/kernel/tainted"))
+    def check(self, params: KernelParams, facts: Facts) -> Verdict:
+        state = facts[file_state("/proc/sys/kernel/tainted")]
         findings = [judge_taint(state.text if state.exists else None, params.expected_taint)]
-        log = read_log(ctx, "kernel_lockup", findings)
+        log = read_log(facts, "kernel_lockup", findings)
         return verdict(findings + judge_lockups(log.text), boot_id=log.boot_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.tasks.base import CheckContext
+from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
 
@@ -50,11 +50,11 @@ class NoEccErrors(HealthProbe):
     probe = "ecc"
     Params = EccParams
 
-    def facts(self, params: EccParams):
+    def reads(self, params: EccParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: EccParams) -> list[Finding]:
-        return judge_ecc(require_readings(ctx, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)
+    def judge(self, params: EccParams, facts: Facts) -> list[Finding]:
+        return judge_ecc(require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)
 
 
 class MemoryUseParams(NvidiaSmiParams):
@@ -85,8 +85,8 @@ class MemoryUse(HealthProbe):
     probe = "memory"
     Params = MemoryUseParams
 
-    def facts(self, params: MemoryUseParams):
+    def reads(self, params: MemoryUseParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: MemoryUseParams) -> list[Finding]:
-        return judge_memory(require_readings(ctx, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)
+    def judge(self, params: MemoryUseParams, facts: Facts) -> list[Finding]:
+        return judge_memory(require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)

@@ -1,8 +1,10 @@
 """NVIDIA GPUs as sysfs sees them: PCI addresses and PCIe links. Reading sysfs cannot hang.
 
-`gpu_links()` reads, for every vendor 0x10de VGA or 3D controller (class 0x0300 or
-0x0302: not NVSwitch bridges, not the audio function), its `current_link_speed`,
-`max_link_speed`, `current_link_width` and `max_link_width`.
+`LINK_FACT` reads every PCI device's `current_link_speed`, `max_link_speed`,
+`current_link_width` and `max_link_width` (sysfs, through the remote runner: no
+process); `gpu_links()` keeps those of the GPUs the host's PCI fact (gather.PCI_FACT:
+vendor 0x10de, a display controller class; not NVSwitch bridges, not the audio
+function) lists.
 
 GPU indexes: nvidia-smi numbers GPUs in PCI bus order. Findings use nvidia-smi's
 index when it answered; when it did not (or for a GPU it no longer lists), the
@@ -13,16 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.base import Fact, Output, shell
+from gpuconf.facts.base import file_glob
 from gpuconf.facts.common import canonical_pci_address
+from gpuconf.facts.gather import PCI
 
-LINKS_SCRIPT = (
-    'for d in /sys/bus/pci/devices/*; do [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; '
-    'c=$(cat "$d/class" 2>/dev/null); case "$c" in 0x0300*|0x0302*) ;; *) continue ;; esac; '
-    'printf "%s\\t%s\\t%s\\t%s\\t%s\\n" "${d##*/}" "$(cat "$d/current_link_speed" 2>/dev/null)" '
-    '"$(cat "$d/max_link_speed" 2>/dev/null)" "$(cat "$d/current_link_width" 2>/dev/null)" '
-    '"$(cat "$d/max_link_width" 2>/dev/null)"; done; true'
-)
+LINK_ATTRIBUTES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 
 # GT/s per lane -> PCIe generation
 GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -70,20 +67,31 @@ def _width(text: str) -> int | None:
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-def parse_links(out: Output) -> tuple[PcieLink, ...]:
-    """Lines `ADDRESS<TAB>speed<TAB>max speed<TAB>width<TAB>max width`, sorted by address."""
-    links = []
-    for line in out.stdout.splitlines():
-        cells = line.split("\t")
-        if len(cells) != 5 or canonical_pci_address(cells[0]) is None:
-            continue
-        links.append(PcieLink(canonical_pci_address(cells[0]), _speed(cells[1]), _speed(cells[2]),
-                              _width(cells[3]), _width(cells[4])))
-    return tuple(sorted(links, key=lambda link: link.bus_id))
+def link_files(files: dict[str, str]) -> dict[str, dict[str, str]]:
+    """`/sys/bus/pci/devices/ADDRESS/ATTRIBUTE` -> {canonical address: {attribute: text}}."""
+    devices: dict[str, dict[str, str]] = {}
+    for path, value in files.items():
+        directory, _, attribute = path.rpartition("/")
+        address = canonical_pci_address(directory.rsplit("/", 1)[-1])
+        if address and attribute in LINK_ATTRIBUTES:
+            devices.setdefault(address, {})[attribute] = value
+    return devices
 
 
-def gpu_links() -> Fact:
-    return shell("health:pcie-links", LINKS_SCRIPT, parse_links, timeout=10)
+LINK_FACT = file_glob([PCI + name for name in LINK_ATTRIBUTES], link_files, key="pci:links")
+
+
+def gpu_links(pci_fact_value: dict | None, links: dict[str, dict[str, str]]) -> tuple[PcieLink, ...]:
+    """The links of the GPUs in the gathered PCI fact, sorted by address. A GPU whose
+    link sysfs does not show (no such attribute) is left out, as before."""
+    found = []
+    for address in sysfs_gpu_addresses(pci_fact_value):
+        cells = links.get(address)
+        if cells:
+            found.append(PcieLink(address, _speed(cells.get("current_link_speed", "")),
+                                  _speed(cells.get("max_link_speed", "")), _width(cells.get("current_link_width", "")),
+                                  _width(cells.get("max_link_width", ""))))
+    return tuple(found)
 
 
 def sysfs_gpu_addresses(pci_fact_value: dict | None) -> list[str]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.tasks.base import CheckContext
+from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
-from gpuconf.tasks.health.pci import GENERATIONS, PcieLink, gpu_links, index_of
+from gpuconf.facts.gather import PCI_FACT
+from gpuconf.tasks.health.pci import GENERATIONS, LINK_FACT, PcieLink, gpu_links, index_of
 from gpuconf.tasks.health.readings import (GpuReading, GpuReadings, gpu_readings, optional_readings, require_readings,
                                            smi_indexes)
 
@@ -82,22 +83,22 @@ class PcieLinkAtMax(HealthProbe):
     probe = "pcie_link"
     Params = PcieParams
 
-    def facts(self, params: PcieParams):
-        return [gpu_links(), gpu_readings(params.nvidia_smi_timeout)]
+    def reads(self, params: PcieParams):
+        return [PCI_FACT, LINK_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: PcieParams) -> list[Finding]:
-        links = ctx.get(gpu_links())
-        readings = optional_readings(ctx, params.nvidia_smi_timeout)
+    def judge(self, params: PcieParams, facts: Facts) -> list[Finding]:
+        links = gpu_links(facts[PCI_FACT], facts[LINK_FACT])
+        readings = optional_readings(facts, params.nvidia_smi_timeout)
         if readings is not None:
             seen = {link.bus_id for link in links}
             extra = tuple(link for link in (link_from_smi(g) for g in readings.gpus)
                           if link is not None and link.bus_id not in seen)
             links = tuple(sorted(links + extra, key=lambda link: link.bus_id))
         if not links:
-            require_readings(ctx, self.probe, params.nvidia_smi_timeout)
+            require_readings(facts, self.probe, params.nvidia_smi_timeout)
             return [Finding(self.probe, FAILURE, "no PCIe link to judge: no NVIDIA GPU in sysfs or nvidia-smi")]
         if readings is None and any(link.below_max for link in links) and not params.judge_idle:
             partial = judge_links(tuple(link for link in links if not link.below_max), None, params, self.probe,
                                   [link.bus_id for link in links])
-            require_readings(ctx, self.probe, params.nvidia_smi_timeout, partial)
+            require_readings(facts, self.probe, params.nvidia_smi_timeout, partial)
         return judge_links(links, readings, params, self.probe)

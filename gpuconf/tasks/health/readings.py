@@ -8,29 +8,26 @@ process group: a hang is `driver_unresponsive`.
 Older drivers do not know some fields (`clocks_event_reasons.active` was called
 `clocks_throttle_reasons.active` before the R535 rename; `fabric.state` is recent).
 nvidia-smi refuses the whole query then (`Field "X" is not a valid field to query.`),
-so the command retries, in the same process group and timeout, without that field
-(or with its old name). The header line says which fields came back; a dropped field
-reads as "not reported" (None) and the probes say so.
+so the remote runner reruns it, within the same timeout, without that field (or with
+its old name): `DropRefused`. The header line says which fields came back; a dropped
+field reads as "not reported" (None) and the probes say so.
 
-On NVSwitch systems (an NVIDIA PCI bridge, class 0x0680, in sysfs) the same command
-then runs `nvidia-smi nvlink -s`, after a `#nvlink` marker: one fact and one timeout
-for both, so a wedged driver costs one timeout, not one per nvidia-smi call.
+`nvidia-smi nvlink -s` is a read of its own (`nvlink_status()`), declared by the NVLink
+probe only. The runner runs a batch's reads at the same time, so a wedged driver costs
+one timeout, not one per nvidia-smi call.
 """
 from __future__ import annotations
 
-import re
-import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, FactUnavailable, Output, shell
+from gpuconf.facts.base import DropRefused, Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.nvidia import (ClockEventReasons, NvidiaSmiFailure, NvlinkStatus, QueryCsv,
                                   decode_clock_event_reasons, detect_nvidia_smi_failure, parse_nvlink_status,
                                   parse_query_csv)
-from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, is_fatal
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
-from gpuconf.tasks.base import CheckContext, Unknown
+from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, DRIVER_UNRESPONSIVE, is_fatal
+from gpuconf.tasks.base import Facts, Unknown
 from gpuconf.tasks.health.common import FAILURE, gpu_name
 
 REASONS_FIELD = "clocks_event_reasons.active"
@@ -45,32 +42,11 @@ HEALTH_FIELDS = (
     "pcie.link.width.max", "fabric.state", "fabric.status",
 )
 MAX_RETRIES = 8  # at most this many unknown fields are dropped before giving up
-
-# Retry without (or with the old name of) a field the driver refuses. POSIX sh: the
-# remote runner's shell may be dash.
-_QUERY_SCRIPT = r"""f={fields}; n=0
-while :; do
-  out=$(nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
-  bad=$(printf '%s\n' "$out" | sed -n 's/^Field "\([^"]*\)" is not a valid field to query.*/\1/p' | head -n 1)
-  n=$((n + 1))
-  [ -n "$bad" ] && [ "$n" -le {retries} ] || break
-  case "$bad" in {renames} *) new= ;; esac
-  f=$(printf ',%s,' "$f" | sed "s/,$bad,/,$new,/; s/,,*/,/g; s/^,//; s/,$//")
-done
-printf '%s\n' "$out"
-[ "$rc" -eq 0 ] || exit $rc
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && [ "$(cat "$d/class" 2>/dev/null)" = 0x068000 ] || continue
-  echo '{marker}'; nvidia-smi nvlink -s 2>&1; r=$?; echo; echo "{marker}-rc $r"; break
-done
-exit 0"""
-NVLINK_MARKER = "#nvlink"
+QUERY = "--query-gpu="
 
 
-def query_command(fields: tuple[str, ...] = HEALTH_FIELDS) -> str:
-    renames = " ".join(f"{shlex.quote(old)}) new={shlex.quote(new)} ;;" for old, new in RENAMED.items())
-    return _QUERY_SCRIPT.format(fields=shlex.quote(",".join(fields)), retries=MAX_RETRIES, renames=renames,
-                                marker=NVLINK_MARKER)
+def query_argv(fields: tuple[str, ...] = HEALTH_FIELDS) -> list[str]:
+    return ["nvidia-smi", QUERY + ",".join(fields), "--format=csv,nounits"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +92,6 @@ class GpuReadings:
     gpus: tuple[GpuReading, ...]
     failure: NvidiaSmiFailure | None = None
     missing_fields: tuple[str, ...] = ()
-    nvlink: NvlinkStatus | None = None  # None: no NVSwitch, `nvlink -s` was not run
 
     def by_bus(self) -> dict[str, GpuReading]:
         return {g.bus_id: g for g in self.gpus if g.bus_id}
@@ -172,44 +147,64 @@ def readings_from_csv(csv: QueryCsv) -> GpuReadings:
     return GpuReadings(tuple(gpus), csv.failure, missing)
 
 
+def _unresponsive(out: Output, timeout: float, what: str = "nvidia-smi") -> FactUnavailable:
+    return FactUnavailable(f"{DRIVER_UNRESPONSIVE}: {what} did not answer within {out.timeout or timeout:g} s "
+                           "(its process group was killed)")
+
+
 def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailure:
     """The fact's parse: readings, a fatal nvidia-smi failure, or FactUnavailable on a hang."""
     if out.timed_out:
-        raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within {timeout:g} s "
-                              "(its process group was killed)")
+        raise _unresponsive(out, timeout)
     if out.rc == 127:
         return NvidiaSmiFailure(DRIVER_NOT_LOADED, "nvidia-smi: command not found (no NVIDIA driver installed)")
-    query, marker, nvlink_text = out.stdout.partition(f"\n{NVLINK_MARKER}\n")
-    failure = detect_nvidia_smi_failure(query)
+    # nvidia-smi prints some failures (a lost GPU) on stderr, before or among the rows
+    text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() else "") + out.stdout
+    failure = detect_nvidia_smi_failure(text)
     if is_fatal(failure):
         return failure
-    csv = parse_query_csv(query)
+    csv = parse_query_csv(text)
     if out.rc != 0 and not csv.rows:
-        raise FactUnavailable(f"nvidia-smi failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[:300]}")
-    readings = readings_from_csv(csv)
-    if marker:
-        nvlink_text = re.sub(rf"\n?{NVLINK_MARKER}-rc -?\d+\s*$", "", nvlink_text)
-        readings = replace(readings, nvlink=parse_nvlink_status(nvlink_text))
-    return readings
+        raise FactUnavailable(f"nvidia-smi failed (exit {out.rc}): {text.strip()[:300]}")
+    return readings_from_csv(csv)
 
 
 def gpu_readings(timeout: float = 10.0) -> Fact:
     """The shared fact. The key has no timeout in it: every probe shares one call."""
-    return shell("health:nvidia-smi", query_command(), lambda out: parse_readings(out, timeout), timeout=timeout)
+    return command(query_argv(), lambda out: parse_readings(out, timeout), timeout=timeout, key="health:nvidia-smi",
+                   drop_refused=DropRefused(QUERY, RENAMED, MAX_RETRIES))
 
 
-def require_readings(ctx: CheckContext, probe: str, timeout: float,
+def parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
+    if out.timed_out:
+        raise _unresponsive(out, timeout, "nvidia-smi nvlink -s")
+    text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() else "") + out.stdout
+    return parse_nvlink_status(text)
+
+
+def nvlink_status(timeout: float = 10.0) -> Fact:
+    """`nvidia-smi nvlink -s`: every GPU's NVLinks (NVSwitch systems)."""
+    return command(["nvidia-smi", "nvlink", "-s"], lambda out: parse_nvlink(out, timeout), timeout=timeout,
+                   key="health:nvlink")
+
+
+def require_readings(facts: Facts, probe: str, timeout: float,
                      findings: list[Finding] | None = None) -> GpuReadings:
     """The readings, or `Unknown` with a failure finding naming why (`driver_unresponsive`,
     `driver_not_loaded`, ...). `findings` already made by the probe are kept."""
     try:
-        value = ctx.get(gpu_readings(timeout))
+        value = facts[gpu_readings(timeout)]
     except FactUnavailable as exc:
-        kind = DRIVER_UNRESPONSIVE if str(exc).startswith(DRIVER_UNRESPONSIVE) else "nvidia_smi_failed"
-        raise _unknown(probe, kind, str(exc), findings) from None
+        raise unknown_finding(probe, str(exc), findings) from None
     if isinstance(value, NvidiaSmiFailure):
         raise _unknown(probe, value.kind, f"{value.kind}: {value.message}", findings)
     return value
+
+
+def unknown_finding(probe: str, message: str, findings: list[Finding] | None) -> Unknown:
+    """`Unknown` for an nvidia-smi read that failed (FactUnavailable's message)."""
+    kind = DRIVER_UNRESPONSIVE if message.startswith(DRIVER_UNRESPONSIVE) else "nvidia_smi_failed"
+    return _unknown(probe, kind, message, findings)
 
 
 def _unknown(probe: str, kind: str, message: str, findings: list[Finding] | None) -> Unknown:
@@ -217,11 +212,11 @@ def _unknown(probe: str, kind: str, message: str, findings: list[Finding] | None
     return Unknown(message, findings=[*(findings or []), finding])
 
 
-def optional_readings(ctx: CheckContext, timeout: float) -> GpuReadings | None:
+def optional_readings(facts: Facts, timeout: float) -> GpuReadings | None:
     """The readings when nvidia-smi answered, else None: for probes that only need
     nvidia-smi's GPU indexes and judge from sysfs or procfs."""
     try:
-        value = ctx.get(gpu_readings(timeout))
+        value = facts[gpu_readings(timeout)]
     except FactUnavailable:
         return None
     return value if isinstance(value, GpuReadings) else None

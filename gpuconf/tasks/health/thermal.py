@@ -5,7 +5,7 @@ from pydantic import Field, model_validator
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts.nvidia import CLOCK_EVENT_REASON_BITS
-from gpuconf.tasks.base import CheckContext
+from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
 
@@ -49,11 +49,11 @@ class TemperatureBelowLimit(HealthProbe):
     probe = "temperature"
     Params = TemperatureParams
 
-    def facts(self, params: TemperatureParams):
+    def reads(self, params: TemperatureParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: TemperatureParams) -> list[Finding]:
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout)
+    def judge(self, params: TemperatureParams, facts: Facts) -> list[Finding]:
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
         return judge_temperature(readings.gpus, params, self.probe)
 
 
@@ -110,9 +110,9 @@ class ClocksNotThrottled(HealthProbe):
     probe = "clock_events"
     Params = ClockParams
 
-    def facts(self, params: ClockParams):
+    def reads(self, params: ClockParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: ClockParams) -> list[Finding]:
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout)
+    def judge(self, params: ClockParams, facts: Facts) -> list[Finding]:
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
         return judge_clocks(readings.gpus, params, self.probe)

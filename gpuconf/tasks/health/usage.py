@@ -1,13 +1,11 @@
 """How the GPUs are set up and used: persistence mode, utilization, power, host sizing."""
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, model_validator
 
 from gpuconf.engine.results import Finding
 from gpuconf.facts import gather
-from gpuconf.tasks.base import Change, Check, CheckContext, run
+from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, verdict
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
 
@@ -35,17 +33,18 @@ class PersistenceEnabled(HealthProbe):
     probe = "persistence"
     Params = PersistenceParams
 
-    def facts(self, params: PersistenceParams):
+    def reads(self, params: PersistenceParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def check(self, ctx: CheckContext, params: PersistenceParams) -> Check:
-        readings = require_readings(ctx, self.probe, params.nvidia_smi_timeout)
+    def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
+        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
         findings = judge_persistence(readings.gpus, params.severity, self.probe)
         off = [g.label for g in readings.gpus if g.persistence is False]
         changes = []
         if params.remedy and off:
             changes.append(Change(f"enable persistence mode on {', '.join(off)}: nvidia-smi -pm 1",
-                                  [run(["nvidia-smi", "-pm", "1"], timeout=params.nvidia_smi_timeout * 3)]))
+                                  [run(["nvidia-smi", "-pm", "1"], timeout=params.nvidia_smi_timeout * 3)],
+                                  verify=False))
         return verdict(findings, changes)
 
 
@@ -61,14 +60,14 @@ class Utilization(HealthProbe):
     probe = "utilization"
     Params = UtilizationParams
 
-    def facts(self, params: UtilizationParams):
+    def reads(self, params: UtilizationParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: UtilizationParams) -> list[Finding]:
+    def judge(self, params: UtilizationParams, facts: Facts) -> list[Finding]:
         return [Finding(self.probe, OK, f"{g.label}: utilization " + (f"{g.utilization_percent:g} %" if
                         g.utilization_percent is not None else "not reported"), gpu=g.index, bus_id=g.bus_id,
                         value=g.utilization_percent)
-                for g in require_readings(ctx, self.probe, params.nvidia_smi_timeout).gpus]
+                for g in require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus]
 
 
 class PowerParams(NvidiaSmiParams):
@@ -92,12 +91,12 @@ class PowerDraw(HealthProbe):
     probe = "power"
     Params = PowerParams
 
-    def facts(self, params: PowerParams):
+    def reads(self, params: PowerParams):
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: PowerParams) -> list[Finding]:
+    def judge(self, params: PowerParams, facts: Facts) -> list[Finding]:
         return [Finding(self.probe, OK, describe_power(g), gpu=g.index, bus_id=g.bus_id, value=g.power_draw_w)
-                for g in require_readings(ctx, self.probe, params.nvidia_smi_timeout).gpus]
+                for g in require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus]
 
 
 class HostSizingParams(NvidiaSmiParams):
@@ -116,10 +115,7 @@ class HostSizingParams(NvidiaSmiParams):
         return self
 
 
-def _gathered(ctx: CheckContext, name: str) -> Any:
-    fact, convert = gather.FACTS[name]
-    value = ctx.get(fact)
-    return convert(value) if convert else value
+MEMINFO, MEMORY_MB = gather.FACTS["memory_mb"]
 
 
 def judge_sizing(cpus: int, ram_mb: int, gpus: tuple[GpuReading, ...], params: HostSizingParams,
@@ -157,10 +153,13 @@ class HostSizing(HealthProbe):
     probe = "host_sizing"
     Params = HostSizingParams
 
-    def facts(self, params: HostSizingParams):
-        return [gather.FACTS["cpus"][0], gather.FACTS["memory_mb"][0], gpu_readings(params.nvidia_smi_timeout)]
+    def reads(self, params: HostSizingParams):
+        return [gather.HOST, MEMINFO, gpu_readings(params.nvidia_smi_timeout)]
 
-    def judge(self, ctx: CheckContext, params: HostSizingParams) -> list[Finding]:
-        cpus, ram_mb = _gathered(ctx, "cpus"), _gathered(ctx, "memory_mb")
-        gpus = require_readings(ctx, self.probe, params.nvidia_smi_timeout).gpus
+    def judge(self, params: HostSizingParams, facts: Facts) -> list[Finding]:
+        cpus, ram_mb = facts[gather.HOST]["cpus"], MEMORY_MB(facts[MEMINFO])
+        if not cpus:
+            raise Unknown("the host's CPU count cannot be read", findings=[Finding(
+                self.probe, FAILURE, "host_sizing cannot be read: no CPU count", value="unreadable")])
+        gpus = require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus
         return judge_sizing(cpus, ram_mb, gpus, params, self.probe)

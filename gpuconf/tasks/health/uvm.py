@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from gpuconf.engine.results import Finding
-from gpuconf.facts.base import Fact, Output, file_state, shell
-from gpuconf.tasks.base import Change, Check, CheckContext, Params, run
+from gpuconf.facts import gather
+from gpuconf.facts.base import file_glob
+from gpuconf.tasks.base import Change, Facts, Params, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
-from gpuconf.tasks.health.hardware import loaded_modules, read_modules
+from gpuconf.tasks.health.hardware import read_modules
 
-# Processes with a /dev/nvidia* file open (procfs: cannot hang; needs root to see all).
-HOLDERS = ('for p in /proc/[0-9]*; do ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && '
-           'printf "%s %s\\n" "${p#/proc/}" "$(cat "$p/comm" 2>/dev/null)"; done; true')
+# Processes with a /dev/nvidia* file open: their open files' link targets, and their names
+# (procfs, read by the remote runner: cannot hang; needs root to see every process).
+OPEN_FILES = file_glob(["/proc/[0-9]*/fd/*"], dict, what="link", key="health:open-files")
+COMMANDS = file_glob(["/proc/[0-9]*/comm"], dict, key="health:commands")
 
 
 @dataclass(frozen=True)
@@ -23,17 +25,11 @@ class GpuHolder:
     command: str
 
 
-def parse_holders(out: Output) -> tuple[GpuHolder, ...]:
-    holders = []
-    for line in out.stdout.splitlines():
-        pid, _, command = line.partition(" ")
-        if pid.isdigit():
-            holders.append(GpuHolder(int(pid), command.strip()))
-    return tuple(holders)
-
-
-def gpu_holders() -> Fact:
-    return shell("health:gpu-holders", HOLDERS, parse_holders, timeout=10)
+def gpu_holders(open_files: dict[str, str], commands: dict[str, str]) -> tuple[GpuHolder, ...]:
+    """The processes with a /dev/nvidia* device open, by pid."""
+    pids = sorted({int(path.split("/")[2]) for path, target in open_files.items()
+                   if target.startswith("/dev/nvidia") and path.split("/")[2].isdigit()})
+    return tuple(GpuHolder(pid, commands.get(f"/proc/{pid}/comm", "").strip()) for pid in pids)
 
 
 class UvmParams(Params):
@@ -55,11 +51,12 @@ class UvmReady(HealthProbe):
     probe = "uvm"
     Params = UvmParams
 
-    def facts(self, params: UvmParams):
-        return [loaded_modules(), gpu_holders()]
+    def reads(self, params: UvmParams):
+        # the processes are read only when a remedy may reload the module
+        return list(gather.MODULE_FACTS) + ([OPEN_FILES, COMMANDS] if params.remedy else [])
 
-    def check(self, ctx: CheckContext, params: UvmParams) -> Check:
-        uvm = read_modules(ctx, self.probe).get("nvidia_uvm")
+    def check(self, params: UvmParams, facts: Facts) -> Verdict:
+        uvm = read_modules(facts, self.probe).get("nvidia_uvm")
         if uvm is not None and uvm.state in (None, "Live"):
             return verdict([Finding(self.probe, OK, f"nvidia_uvm loaded (used by {uvm.refcount or 0})")])
         if uvm is None:
@@ -68,11 +65,11 @@ class UvmReady(HealthProbe):
             finding = Finding(self.probe, FAILURE, f"nvidia_uvm is stuck {uvm.state}: CUDA programs cannot start")
         if not params.remedy:
             return verdict([finding])
-        holders = ctx.get(gpu_holders())
+        holders = gpu_holders(facts[OPEN_FILES], facts[COMMANDS])
         if holders or (uvm is not None and uvm.refcount):
             shown = ", ".join(f"{h.pid} ({h.command})" for h in holders[:5]) or f"use count {uvm.refcount}"
             finding.message += f"; not reloaded: the GPU is held by {shown}"
             return verdict([finding])
         ops = ([run(["modprobe", "-r", "nvidia_uvm"])] if uvm is not None else []) + \
             [run(["modprobe", "nvidia_uvm"])]
-        return verdict([finding], [Change("reload nvidia_uvm (no process holds the GPU)", ops)])
+        return verdict([finding], [Change("reload nvidia_uvm (no process holds the GPU)", ops, verify=False)])
