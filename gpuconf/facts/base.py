@@ -43,6 +43,11 @@ READ_ONLY_PROGRAMS: dict[str, tuple[str, ...] | None] = {
 }
 
 
+# What is sent to the remote runner for one op, and what it answers: JSON objects.
+Request = dict[str, Any]
+Reply = dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Output:
     """What a command printed; `timed_out` means it was killed at its timeout, `timeout`
@@ -65,12 +70,12 @@ class Fact:
     """`key` identifies the fact in a host's cache; `request` is sent as is."""
 
     key: str
-    request: dict = field(compare=False, hash=False)
-    parse: Callable[[dict], Any] = field(compare=False, hash=False)
+    request: Request = field(compare=False, hash=False)
+    parse: Callable[[Reply], Any] = field(compare=False, hash=False)
 
 
-def _output(result: dict) -> Output:
-    return Output(result.get("out", ""), result.get("err", result.get("error", "")), result.get("rc", -1),
+def _output(result: Reply) -> Output:
+    return Output(result.get("out", ""), result.get("err") or result.get("error") or "", result.get("rc", -1),
                   bool(result.get("timed_out")), result.get("timeout"), tuple(result.get("argv") or ()))
 
 
@@ -153,7 +158,7 @@ class FileState:
         return None if self.content is None else self.content.decode("utf-8", "replace")
 
 
-def _parse_stat(path: str, result: dict) -> FileState:
+def _parse_stat(path: str, result: Reply) -> FileState:
     if result.get("error"):
         raise FactUnavailable(f"cannot read {path}: {result['error']}")
     if not result.get("exists"):
@@ -187,7 +192,7 @@ def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *
     """Every path matching `patterns` (shell globs), mapped to its text (small files, stripped of
     the last newline), its link target (`what="link"`) or "" (`what="name"`). Unreadable
     paths are left out. Read by the remote runner itself: no process, however many files."""
-    def parse_result(result: dict) -> Any:
+    def parse_result(result: Reply) -> Any:
         if result.get("error"):
             raise FactUnavailable(f"cannot read {', '.join(patterns)}: {result['error']}")
         return parse(dict(result.get("files", {})))
@@ -198,7 +203,7 @@ def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *
 
 def host_info() -> Fact:
     """The host name, machine and usable CPUs, from the remote runner itself (no process)."""
-    def parse(result: dict) -> dict[str, Any]:
+    def parse(result: Reply) -> dict[str, Any]:
         if result.get("error"):
             raise FactUnavailable(f"cannot read the host's identity: {result['error']}")
         cpus = result.get("cpus")

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.base import Fact, FactUnavailable, Output, Request
 
 
 class Params(BaseModel):
@@ -38,7 +38,7 @@ class Params(BaseModel):
 class Op:
     """One remote operation, as the runner understands it, plus a description."""
 
-    request: dict = field(compare=False)
+    request: Request = field(compare=False)
     description: str = ""
 
 
@@ -100,7 +100,7 @@ class Verdict:
     changes: list[Change]
     message: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)  # extra values exposed to `register`
-    findings: list = field(default_factory=list)  # results.Finding, for health probes
+    findings: list[Any] = field(default_factory=list)  # results.Finding, for health probes
 
 
 def in_sync(message: str, **data: Any) -> Verdict:
@@ -117,7 +117,7 @@ class Unknown(Exception):
     `findings` (health probes) travel to the result: a hung nvidia-smi is reported as
     a failure finding `driver_unresponsive` on an `unknown` task, never as a pass."""
 
-    def __init__(self, message: str = "", findings: list | None = None):
+    def __init__(self, message: str = "", findings: list[Any] | None = None):
         super().__init__(message)
         self.findings = list(findings or [])
 
@@ -189,6 +189,6 @@ class TaskType:
     def check(self, params: Any, facts: Facts) -> Verdict:
         raise NotImplementedError
 
-    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict | None:
+    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict[str, Any] | None:
         ctx.execute([op for change in changes for op in change.ops])
         return None
