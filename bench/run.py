@@ -39,7 +39,7 @@ import report  # noqa: E402
 from measure import Row, gpuconf_counts, run_tool  # noqa: E402
 from sshd_log import enable_verbose  # noqa: E402
 
-from gpuconf.lab.fleet import Lab  # noqa: E402
+from gpuconf_lab.fleet import Lab  # noqa: E402
 
 LAB = "bench"
 PLAYBOOK = "playbooks/a100-node.yml"

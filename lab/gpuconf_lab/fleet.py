@@ -18,11 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuconf.lab import image, node
-from gpuconf.lab.digest import digest_tree
-from gpuconf.lab.inventory_file import (inventory_data, known_hosts_text, ssh_config_text, write_inventory,
+from gpuconf_lab import image, node
+from gpuconf_lab.digest import digest_tree
+from gpuconf_lab.inventory_file import (inventory_data, known_hosts_text, ssh_config_text, write_inventory,
                                         write_text)
-from gpuconf.lab.runtime import (IMAGES_DIR, LABS_DIR, MAX_NODES, SIM_DIR, SSH_PORT, STATE_ROOT, LabError,
+from gpuconf_lab.runtime import (IMAGES_DIR, LABS_DIR, MAX_NODES, SIM_DIR, SSH_PORT, STATE_ROOT, LabError,
                                  LabPaths, NodeSpec, check_name, find_project_root, plan_nodes, require_root_linux,
                                  require_tools)
 

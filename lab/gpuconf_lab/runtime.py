@@ -18,7 +18,9 @@ from pathlib import Path
 
 STATE_ROOT = Path(os.environ.get("GPUCONF_LAB_ROOT", "/var/lib/gpuconf"))
 LABS_DIR = STATE_ROOT / "labs"
-IMAGES_DIR = STATE_ROOT / "images"
+# The image cache is shared by every lab of the machine, and a build deletes the images of other
+# source hashes: a checkout whose lab sources differ can keep its own cache (GPUCONF_LAB_IMAGES).
+IMAGES_DIR = Path(os.environ.get("GPUCONF_LAB_IMAGES") or STATE_ROOT / "images")
 
 # Nodes share the machine's loopback: each gets its own 127.77.<lab slot>.<n> address. Port 22
 # is avoided because a host sshd on 0.0.0.0:22 would make binding 127.77.x.y:22 fail.

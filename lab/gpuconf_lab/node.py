@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpuconf.lab.runtime import (DROPPED_CAPS, INIT_SCRIPT, NODE_ENV, NODE_JSON, NODE_PYTHON,
+from gpuconf_lab.runtime import (DROPPED_CAPS, INIT_SCRIPT, NODE_ENV, NODE_JSON, NODE_PYTHON,
                                  NODE_RUNTIME_DIR, STATE_ROOT, LabError, NodePaths, NodeSpec,
                                  process_matches, read_pid)
 
