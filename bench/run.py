@@ -33,6 +33,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "lab"))   # the lab's own distribution (make venv installs it too)
 
 import inventories  # noqa: E402
 import report  # noqa: E402

@@ -149,7 +149,7 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     layer, work, mnt = tmp / "layer", tmp / "work", tmp / "mnt"
     run(["mount", "-t", "overlay", "gpuconf-lab-image", "-o",
          f"lowerdir=/,upperdir={layer},workdir={work}", str(mnt)])
-    for target in (STATE_ROOT, Path("/tmp"), Path("/run"), Path("/var/tmp")):
+    for target in (STATE_ROOT, IMAGES_DIR, Path("/tmp"), Path("/run"), Path("/var/tmp")):
         if (mnt / target.relative_to("/")).is_dir():
             run(["mount", "-t", "tmpfs", "-o", "mode=1777" if "tmp" in target.name else "mode=755",
                  "tmpfs", str(mnt / target.relative_to("/"))])
@@ -165,7 +165,7 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     configure_apt(mnt)
     remove_machine_identity(mnt)
     run(["chroot", str(mnt), "ldconfig"])   # the linker cache without the hidden CUDA
-    for name in ("runtime", "fabric"):   # mount points PID 1 needs (see init.py)
+    for name in ("runtime", "fabric", "shared"):   # mount points PID 1 needs (see init.py)
         (mnt / "usr/lib/gpuconf-lab" / name).mkdir(parents=True, exist_ok=True)
     (mnt / "etc/gpuconf-lab").mkdir(parents=True, exist_ok=True)
     (mnt / "etc/gpuconf-lab/image.json").write_text(json.dumps({"image": image_hash}) + "\n")

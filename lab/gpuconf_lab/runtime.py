@@ -37,6 +37,9 @@ INIT_SCRIPT = Path(__file__).with_name("init.py")
 SIM_DIR = "/usr/lib/gpuconf-lab/sim"
 NODE_RUNTIME_DIR = "/usr/lib/gpuconf-lab/runtime"   # read-only bind of the node's runtime dir
 NODE_FABRIC_STASH = "/usr/lib/gpuconf-lab/fabric"   # where PID 1 keeps the fabric dir between boots
+NODE_SHARED_STASH = "/usr/lib/gpuconf-lab/shared"   # where PID 1 keeps the controller's paths between boots
+# What a node mounts fresh at every boot (init.py): the machine's files there are not a node's.
+NODE_VOLATILE = ("/run", "/tmp")
 NODE_JSON = "etc/gpuconf-lab/node.json"
 REPO_IN_IMAGE = "/var/lib/gpuconf-lab-repo"
 
@@ -223,6 +226,29 @@ def plan_nodes(profiles: dict[str, int], slot: int) -> list[NodeSpec]:
     if not specs or len(specs) > MAX_NODES:
         raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {len(specs)}")
     return specs
+
+
+def hidden_dirs() -> list[str]:
+    """Machine directories masked with an empty tmpfs inside every node: the lab's state, and the
+    image cache wherever GPUCONF_LAB_IMAGES puts it."""
+    hidden = [STATE_ROOT]
+    if STATE_ROOT not in (IMAGES_DIR, *IMAGES_DIR.parents):
+        hidden.append(IMAGES_DIR)
+    return [str(path) for path in hidden]
+
+
+def controller_paths(project: Path) -> list[str]:
+    """The checkout and the Python environments the controller runs from, where a node would not
+    see them by itself (under /tmp or /run, which every node mounts fresh at boot).
+
+    A node runs the machine's gpuconf in local mode (image builds, the drift timer) and reads the
+    lab's inventory in the checkout, so these are bound read-only at the same path inside every
+    node, and nothing else of the machine's /tmp is shown."""
+    candidates = [Path(os.path.abspath(path)) for path in (project, sys.prefix, sys.base_prefix)]
+    volatile = [Path(directory) for directory in NODE_VOLATILE]
+    needed = [path for path in candidates if any(v in path.parents for v in volatile) and path.is_dir()]
+    return sorted({str(path) for path in needed
+                   if not any(other in path.parents for other in needed)})
 
 
 def find_project_root(start: Path | None = None) -> Path:
