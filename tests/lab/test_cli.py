@@ -18,7 +18,7 @@ NAME = "labclitest"
 
 
 def cli(*args: str, cwd: Path = PROJECT, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(PROJECT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PROJECT), str(PROJECT / "lab")]))
     return subprocess.run([*prefix, sys.executable, "-m", "gpuconf_lab", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
