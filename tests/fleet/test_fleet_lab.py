@@ -8,6 +8,7 @@ is reset afterwards.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -197,7 +198,8 @@ CI_PLAYBOOK = """\
 
 def test_image_convergence_in_local_mode_holds_the_reboot_then_changes_nothing(lab):
     node = "a100-02"
-    local = f"cd {ROOT} && {GPUCONF} apply -c local /root/image.yml -i image --report /root/apply.json"
+    local = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(GPUCONF)} apply -c local /root/image.yml -i image "
+             "--report /root/apply.json")
     try:
         lab.reset(node)
         assert lab.exec(node, "cat > /root/image.yml", input=CI_PLAYBOOK)[0] == 0
