@@ -252,10 +252,11 @@ def controller_paths(project: Path) -> list[str]:
 
 
 def find_project_root(start: Path | None = None) -> Path:
-    """The directory holding pyproject.toml above `start`, else `start` (the cwd)."""
+    """The directory holding pyproject.toml above `start`, else `start` (the cwd). The lab's own
+    distribution (lab/ of a gpuconf checkout) is not a project: its inventories are the checkout's."""
     start = (start or Path.cwd()).resolve()
     for directory in (start, *start.parents):
-        if (directory / "pyproject.toml").is_file():
+        if (directory / "pyproject.toml").is_file() and not (directory / "gpuconf_lab").is_dir():
             return directory
     return start
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from gpuconf_lab.runtime import controller_paths
+from gpuconf_lab.runtime import controller_paths, find_project_root
 from tests.lab_fixtures import LAB_NAME, lab_unavailable, wait_until
 
 
@@ -30,6 +30,11 @@ def test_only_the_paths_a_node_cannot_see_are_shared():
         assert all(path.startswith(("/tmp/", "/run/")) for path in shared)
     finally:
         shutil.rmtree(inside)
+
+
+def test_lab_up_from_inside_the_lab_distribution_writes_the_checkouts_inventories():
+    checkout = Path(__file__).resolve().parents[2]
+    assert find_project_root(checkout / "lab" / "gpuconf_lab" / "sim") == checkout
 
 
 def test_a_checkout_under_tmp_with_a_space_is_seen_read_only_by_nodes_across_reboots():
