@@ -10,10 +10,12 @@ STAMP := $(VENV)/.installed-stamp
 system-deps:
 	@scripts/system-deps.sh
 
-$(STAMP): pyproject.toml
+# The product and the simulated fleet (lab/, its own distribution), both editable. Paths are
+# relative or quoted: the checkout may live anywhere, spaces included.
+$(STAMP): pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip >/dev/null
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' -e ./lab
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -49,4 +51,4 @@ lab-down: venv
 	-$(BIN)/gpuconf lab down --name demo
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info lab/build lab/*.egg-info .pytest_cache

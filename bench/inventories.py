@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuconf.lab.fleet import Lab
+from gpuconf_lab.fleet import Lab
 
 USER = "gpuadmin"
 

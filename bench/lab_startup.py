@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lab"))   # the lab's own distribution
 
-from gpuconf.lab import image, node  # noqa: E402
-from gpuconf.lab.fleet import Lab  # noqa: E402
+from gpuconf_lab import image, node  # noqa: E402
+from gpuconf_lab.fleet import Lab  # noqa: E402
 
 
 def memory_kib(pid: int) -> tuple[int, int]:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuconf.lab.fleet import Lab
+from gpuconf_lab.fleet import Lab
 
 ACCEPTED = "Accepted publickey for "
 SESSION = "Starting session: "

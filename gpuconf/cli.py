@@ -5,6 +5,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -167,16 +168,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _lab(argv: list[str]) -> int:
-    try:
-        from gpuconf.lab.cli import main as lab_main
-    except ImportError as exc:
-        print(f"gpuconf: error: the lab is not available: {exc}", file=sys.stderr)
+    """`gpuconf lab ...` runs the `gpuconf-lab` program: the simulated fleet is its own
+    distribution, which the product never imports (and `pip install gpuconf` does not bring)."""
+    program = lab_program()
+    if program is None:
+        print("gpuconf: error: the lab is not installed (no gpuconf-lab program next to "
+              f"{sys.executable} or on PATH): install it with `pip install ./lab` from a gpuconf checkout, "
+              "or run `make venv`", file=sys.stderr)
         return 1
     try:
-        return lab_main(argv)
-    except GpuconfError as exc:
-        print(f"gpuconf: error: {exc}", file=sys.stderr)
-        return 1
+        os.execv(program, [program, *argv])
+    except OSError as exc:
+        print(f"gpuconf: error: cannot run the lab program {program}: {exc.strerror or exc}", file=sys.stderr)
+    return 1
+
+
+def lab_program() -> str | None:
+    """The `gpuconf-lab` of this interpreter's environment first (a virtual environment that is
+    not activated is not on PATH), else the one on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "gpuconf-lab")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("gpuconf-lab")
 
 
 if __name__ == "__main__":

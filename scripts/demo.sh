@@ -4,7 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 GPUCONF=.venv/bin/gpuconf
-NAME=demo
+NAME=${GPUCONF_DEMO_LAB:-demo}   # another name keeps a second demo on this machine apart
 $GPUCONF lab down --name "$NAME" >/dev/null 2>&1
 trap '$GPUCONF lab down --name "$NAME" >/dev/null 2>&1' EXIT INT TERM
 step() { printf '\n=== %s\n' "$*"; }

@@ -17,8 +17,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from gpuconf.lab.fleet import Lab
-from gpuconf.lab.runtime import LabError, LabPaths, require_tools
+from gpuconf_lab.fleet import Lab
+from gpuconf_lab.runtime import LabError, LabPaths, require_tools
 
 # GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
 LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")

@@ -8,6 +8,7 @@ is reset afterwards.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -192,8 +193,9 @@ def test_the_readme_image_build_holds_the_reboot_defers_the_driver_services_then
     and exits 16; the services that need the driver are enabled and their start deferred to the
     held reboot, and reported as such. After the reboot, a check exits 0."""
     node = "a100-02"
-    apply = f"cd {ROOT} && {GPUCONF} apply playbooks/a100-node.yml -i image --report /root/apply.json"
-    check = f"cd {ROOT} && {GPUCONF} check playbooks/a100-node.yml -i image --report /root/check.json"
+    where = f"cd {shlex.quote(str(ROOT))} && {shlex.quote(GPUCONF)}"
+    apply = f"{where} apply playbooks/a100-node.yml -i image --report /root/apply.json"
+    check = f"{where} check playbooks/a100-node.yml -i image --report /root/check.json"
     try:
         lab.reset(node)
         boot_id = lab.exec(node, "cat /proc/sys/kernel/random/boot_id")[1]

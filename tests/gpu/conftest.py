@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.lab.fleet import Lab
+from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def converged(tmp_path_factory) -> Converged:
     why = lab_unavailable()
     if why:
         pytest.skip(why)
-    pytest.importorskip("gpuconf.lab.repo", reason="the lab's apt repository of NVIDIA packages is not built yet")
+    pytest.importorskip("gpuconf_lab.repo", reason="the lab's apt repository of NVIDIA packages is not built yet")
     lab = Lab(NAME, boot_delay=0.5)
     if lab.exists():
         lab.down()

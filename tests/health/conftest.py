@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.lab.fleet import Lab
+from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 
 from tests.health.conftest import FRESH, NODE
 
-# The profile's GPUs: index -> bus id (gpuconf/lab/profiles.py, A100 HGX).
+# The profile's GPUs: index -> bus id (lab/gpuconf_lab/profiles.py, A100 HGX).
 BUS = {0: "0000:07:00.0", 1: "0000:0f:00.0", 2: "0000:47:00.0", 3: "0000:4e:00.0", 4: "0000:87:00.0",
        5: "0000:90:00.0", 6: "0000:b7:00.0", 7: "0000:bd:00.0"}
 NVIDIA_SMI_TASKS = {"GPU count and model", "Temperature", "Clock event reasons", "ECC errors and row remapping",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.lab.runtime import LabPaths, read_pid
+from gpuconf_lab.runtime import LabPaths, read_pid
 from tests.lab_fixtures import lab_traces, lab_unavailable
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -18,8 +18,8 @@ NAME = "labclitest"
 
 
 def cli(*args: str, cwd: Path = PROJECT, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(PROJECT))
-    return subprocess.run([*prefix, sys.executable, "-m", "gpuconf.lab", *args], cwd=cwd, env=env,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PROJECT), str(PROJECT / "lab")]))
+    return subprocess.run([*prefix, sys.executable, "-m", "gpuconf_lab", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from gpuconf.lab.digest import digest_tree
+from gpuconf_lab.digest import digest_tree
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.lab.runtime import LabError
+from gpuconf_lab.runtime import LabError
 
 
 def test_exec_runs_as_root_inside_the_node(lab):

@@ -6,8 +6,8 @@ import socket
 import paramiko
 import pytest
 
-from gpuconf.lab.fleet import ssh_banner
-from gpuconf.lab.runtime import LabError
+from gpuconf_lab.fleet import ssh_banner
+from gpuconf_lab.runtime import LabError
 from tests.lab_fixtures import ssh_client, ssh_run, wait_until
 
 

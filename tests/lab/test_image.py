@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuconf.lab.runtime import REPO_IN_IMAGE
+from gpuconf_lab.runtime import REPO_IN_IMAGE
 
 
 def test_apt_sources_point_only_at_the_lab_repository(lab, ssh):

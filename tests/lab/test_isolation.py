@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpuconf.lab.runtime import STATE_ROOT
+from gpuconf_lab.runtime import STATE_ROOT
 
 PROBE = "/etc/gpuconf-isolation-probe"
 DROPPED_CAP_BITS = {"CAP_SYS_MODULE": 16, "CAP_SYS_RAWIO": 17, "CAP_SYS_BOOT": 22, "CAP_SYS_TIME": 25,
@@ -38,7 +38,7 @@ def test_a_node_has_its_own_hostname_and_sees_only_its_own_processes(lab, ssh):
     assert ssh("t4-01", "hostname")[1] == "t4-01\n"
     rc, out, _ = ssh("t4-01", "cat /proc/1/cmdline | tr '\\0' ' '; echo; ps -eo args")
     assert rc == 0
-    assert "gpuconf/lab/init.py" in out.splitlines()[0]
+    assert "gpuconf_lab/init.py" in out.splitlines()[0]
     assert "pytest" not in out
     assert len(out.splitlines()) < 15, out
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.lab.inventory_file import inventory_data, known_hosts_text
-from gpuconf.lab.runtime import LabError, parse_profiles, plan_nodes
+from gpuconf_lab.inventory_file import inventory_data, known_hosts_text
+from gpuconf_lab.runtime import LabError, parse_profiles, plan_nodes
 
 
 @pytest.mark.parametrize("spec, nodes, expected", [

@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
-from gpuconf.lab.fleet import Lab
-from gpuconf.lab.runtime import LabError
+from gpuconf_lab.fleet import Lab
+from gpuconf_lab.runtime import LabError
 from tests.lab_fixtures import lab_traces, lab_unavailable
 
 

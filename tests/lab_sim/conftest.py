@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.lab.sim.install import SIM_DIR, install_image
-from gpuconf.lab.sim.packages import Package, all_packages
+from gpuconf_lab.sim.install import SIM_DIR, install_image
+from gpuconf_lab.sim.packages import Package, all_packages
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 TARGETS = ("multi-user.target", "network-online.target", "network.target", "syslog.target",

@@ -31,8 +31,8 @@ mount --bind -o ro $REPO $M/var/lib/gpuconf-lab-repo
 "$PYTHON" -B -c "
 import json, sys
 from pathlib import Path
-from gpuconf.lab.sim.install import install_image
-from gpuconf.lab.repo import source_line
+from gpuconf_lab.sim.install import install_image
+from gpuconf_lab.repo import source_line
 m = Path(sys.argv[1])
 install_image(m)
 (m / 'etc/gpuconf-lab').mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from gpuconf.lab.sim.install import TOOLS, install_image
+from gpuconf_lab.sim.install import TOOLS, install_image
 
 VOLATILE = ("run", "sys", "proc", "tmp")
 READ_ONLY = [

@@ -1,7 +1,7 @@
 """The lab's apt repository, and real apt/dpkg using it inside a throwaway overlay node.
 
 The pin tests are the evidence behind the preferences stanza documented in
-``gpuconf/lab/repo.py``: a pin on ``cuda-toolkit-12-2`` alone does not stop
+``lab/gpuconf_lab/repo.py``: a pin on ``cuda-toolkit-12-2`` alone does not stop
 ``apt-get install cuda`` from pulling 12.4; pinning the ``cuda`` metapackage does.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gpuconf.lab.repo import CUDA_PIN_EXAMPLE, build_repo
+from gpuconf_lab.repo import CUDA_PIN_EXAMPLE, build_repo
 
 from .sandbox import available, run_in_sandbox
 

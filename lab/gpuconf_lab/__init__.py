@@ -2,6 +2,6 @@
 
 A node is a private mount, UTS and pid namespace whose root is an overlay of the lab image on the
 machine's own `/`, with a real OpenSSH sshd on a loopback address. Only the kernel, systemd and
-the GPU are simulated (`gpuconf.lab.sim`); the runtime that makes nodes lives in `runtime`,
+the GPU are simulated (`gpuconf_lab.sim`); the runtime that makes nodes lives in `runtime`,
 `init` (the node's PID 1), `image`, `node`, `fleet` (the `Lab` API) and `cli`.
 """

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from gpuconf.lab.sim.elf import shared_object
-from gpuconf.lab.sim.install import shim_text
+from gpuconf_lab.sim.elf import shared_object
+from gpuconf_lab.sim.install import shim_text
 
 DRIVERS = {"535": ("535.86.05", "535.104.05"), "550": ("550.127.05",)}
 # Debian revision of the driver-family packages, as NVIDIA's own repository has them

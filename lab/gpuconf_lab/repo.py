@@ -8,7 +8,7 @@ holds and ``/etc/apt/preferences.d`` pins behave exactly as on a host:
     dest/dists/gpuconf-lab/Release                     (unsigned: sources use [trusted=yes])
 
 and nodes use ``deb [trusted=yes] file:<dest> gpuconf-lab main``. Package contents are in
-``gpuconf.lab.sim.packages``.
+``gpuconf_lab.sim.packages``.
 
 The pin that keeps ``apt-get install cuda`` from pulling a newer toolkit pins the ``cuda``
 metapackage itself, not only the toolkit (``cuda`` 12.4.1-1 depends on a *different*
@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuconf.lab.sim.packages import Package, all_packages
+from gpuconf_lab.sim.packages import Package, all_packages
 
 SUITE = "gpuconf-lab"
 COMPONENT = "main"

@@ -2,7 +2,7 @@
 
 This module is pure data and stdlib only, because it is used in two places: on the machine
 (``gpuconf lab up --profile`` validates names against :data:`PROFILES`) and inside every node,
-where :func:`gpuconf.lab.sim.install.install_image` copies it next to the simulators so that
+where :func:`gpuconf_lab.sim.install.install_image` copies it next to the simulators so that
 ``nvidia-smi``, ``lspci``, ``ibstat`` and sysfs all describe the same hardware.
 
 Values come from real captures in ``../shared/fixtures/real/`` (``nvidia-smi -q`` of an

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuconf.lab.runtime import IMAGES_DIR, REPO_IN_IMAGE, STATE_ROOT, USER, LabError
+from gpuconf_lab.runtime import IMAGES_DIR, REPO_IN_IMAGE, STATE_ROOT, USER, LabError
 
 IMAGE_FORMAT = 1
 LAB_DIR = Path(__file__).parent
@@ -81,11 +81,12 @@ def build(image_hash: str) -> None:
         (tmp / name).mkdir(parents=True)
     hide_machine_state(tmp / "layer")
     log_path = IMAGES_DIR / "build.log"
-    project = LAB_DIR.parent.parent
+    # The builder imports gpuconf_lab from where this file is, installed or not.
+    project = LAB_DIR.parent
     env = dict(os.environ, PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
     with open(log_path, "wb") as log_file:
         result = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "gpuconf.lab.image",
+            ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "gpuconf_lab.image",
              "build-inside", str(tmp), image_hash],
             stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(project))
     if result.returncode != 0:
@@ -148,7 +149,7 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     layer, work, mnt = tmp / "layer", tmp / "work", tmp / "mnt"
     run(["mount", "-t", "overlay", "gpuconf-lab-image", "-o",
          f"lowerdir=/,upperdir={layer},workdir={work}", str(mnt)])
-    for target in (STATE_ROOT, Path("/tmp"), Path("/run"), Path("/var/tmp")):
+    for target in (STATE_ROOT, IMAGES_DIR, Path("/tmp"), Path("/run"), Path("/var/tmp")):
         if (mnt / target.relative_to("/")).is_dir():
             run(["mount", "-t", "tmpfs", "-o", "mode=1777" if "tmp" in target.name else "mode=755",
                  "tmpfs", str(mnt / target.relative_to("/"))])
@@ -164,7 +165,7 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     configure_apt(mnt)
     remove_machine_identity(mnt)
     run(["chroot", str(mnt), "ldconfig"])   # the linker cache without the hidden CUDA
-    for name in ("runtime", "fabric"):   # mount points PID 1 needs (see init.py)
+    for name in ("runtime", "fabric", "shared"):   # mount points PID 1 needs (see init.py)
         (mnt / "usr/lib/gpuconf-lab" / name).mkdir(parents=True, exist_ok=True)
     (mnt / "etc/gpuconf-lab").mkdir(parents=True, exist_ok=True)
     (mnt / "etc/gpuconf-lab/image.json").write_text(json.dumps({"image": image_hash}) + "\n")
@@ -174,11 +175,11 @@ def install_repo(mnt: Path) -> None:
     dest = mnt / REPO_IN_IMAGE.lstrip("/")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        from gpuconf.lab.repo import build_repo
+        from gpuconf_lab.repo import build_repo
     except ModuleNotFoundError as exc:
-        if exc.name != "gpuconf.lab.repo":
+        if exc.name != "gpuconf_lab.repo":
             raise
-        print("gpuconf.lab.repo is not there yet: the image gets an empty apt repository", flush=True)
+        print("gpuconf_lab.repo is not there yet: the image gets an empty apt repository", flush=True)
         dest.mkdir(exist_ok=True)
         with gzip.open(dest / "Packages.gz", "wb"):
             pass   # an empty index: apt rejects an empty uncompressed Packages file
@@ -189,11 +190,11 @@ def install_repo(mnt: Path) -> None:
 
 def install_simulators(mnt: Path) -> None:
     try:
-        from gpuconf.lab.sim.install import install_image
+        from gpuconf_lab.sim.install import install_image
     except ModuleNotFoundError as exc:
-        if exc.name not in ("gpuconf.lab.sim", "gpuconf.lab.sim.install"):
+        if exc.name not in ("gpuconf_lab.sim", "gpuconf_lab.sim.install"):
             raise
-        print("gpuconf.lab.sim.install is not there yet: the image has no simulators", flush=True)
+        print("gpuconf_lab.sim.install is not there yet: the image has no simulators", flush=True)
         return
     install_image(mnt)
 
@@ -272,5 +273,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "build-inside":
         build_inside(Path(sys.argv[2]), sys.argv[3])
     else:
-        print("usage: python -m gpuconf.lab.image build-inside TMPDIR HASH", file=sys.stderr)
+        print("usage: python -m gpuconf_lab.image build-inside TMPDIR HASH", file=sys.stderr)
         sys.exit(2)

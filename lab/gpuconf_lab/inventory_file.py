@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from gpuconf.lab.profiles import get_profile
-from gpuconf.lab.runtime import PROFILES, USER
+from gpuconf_lab.profiles import get_profile
+from gpuconf_lab.runtime import PROFILES, USER
 
 
 def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:

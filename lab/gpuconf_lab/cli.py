@@ -1,15 +1,15 @@
-"""`gpuconf lab ...`: argument parsing only; the work is done by `gpuconf.lab.fleet.Lab`.
+"""`gpuconf lab ...`: argument parsing only; the work is done by `gpuconf_lab.fleet.Lab`.
 
 The engine's `gpuconf` command hands everything after `lab` to `main(argv)`; `python -m
-gpuconf.lab` does the same. Errors are one `gpuconf lab: error: ...` line and exit code 1.
+gpuconf_lab` does the same. Errors are one `gpuconf lab: error: ...` line and exit code 1.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from gpuconf.lab.fleet import Lab, existing_labs
-from gpuconf.lab.runtime import PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
+from gpuconf_lab.fleet import Lab, existing_labs
+from gpuconf_lab.runtime import PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
 
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all

@@ -36,6 +36,7 @@ from linux import (MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RE
 SIM = "/usr/lib/gpuconf-lab/sim"
 RUNTIME = "/usr/lib/gpuconf-lab/runtime"
 FABRIC_STASH = "/usr/lib/gpuconf-lab/fabric"
+SHARED_STASH = "/usr/lib/gpuconf-lab/shared"
 FABRIC = "/run/gpuconf-lab-fabric"
 STATE = "/run/gpuconf-lab-init/state.json"   # read by the host through /proc/PID/root
 PROC_OVERRIDES = (
@@ -72,6 +73,7 @@ def build_root(cfg):
             tmpfs(root + hidden, "755")
     bind(cfg["runtime"], root + RUNTIME, readonly=True)
     bind(cfg["fabric"], root + FABRIC_STASH)
+    stash_shared(cfg, root)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
         path = f"{root}/proc/{name}"
@@ -83,6 +85,21 @@ def build_root(cfg):
             bind("/dev/null", path)
     build_dev(root + "/dev")
     pivot_root(root)
+
+
+def stash_shared(cfg, root):
+    """The controller's checkout and venv under /tmp or /run (cfg["shared"]), read-only: kept here
+    because the fresh /tmp and /run of every boot would hide them; mount_volatile binds them back."""
+    if not cfg.get("shared"):
+        return
+    tmpfs(root + SHARED_STASH, "755")
+    for number, path in enumerate(cfg["shared"]):
+        stash = f"{root}{SHARED_STASH}/{number}"
+        os.mkdir(stash)
+        try:
+            bind(path, stash, readonly=True)
+        except OSError as exc:
+            log(f"warning: the controller's {path} is not shared with this node: {exc}")
 
 
 def build_dev(dev):
@@ -200,6 +217,13 @@ class Node:
         os.chmod("/run/lock", 0o1777)
         os.mkdir(FABRIC)
         bind(FABRIC_STASH, FABRIC)
+        for number, path in enumerate(self.cfg.get("shared", [])):
+            stash = f"{SHARED_STASH}/{number}"
+            if not os.path.ismount(stash):
+                continue
+            os.makedirs(path, exist_ok=True)   # in the fresh tmpfs, not in the node's disk
+            bind(stash, path, readonly=True)
+            self.boot_mounts.append(path)
 
     def unmount_boot_mounts(self):
         while self.boot_mounts:

@@ -65,7 +65,7 @@ def shim_text(module: str, *args: str, pass_self: bool = False) -> str:
     first when ``pass_self``: nvcc finds its toolkit from where it was started)."""
     fixed = "".join(f" '{arg}'" for arg in args) + (' "$0"' if pass_self else "")
     return ("#!/bin/sh\n"
-            "# gpuconf lab: this tool is simulated inside lab nodes (gpuconf/lab/sim).\n"
+            "# gpuconf lab: this tool is simulated inside lab nodes (lab/gpuconf_lab/sim).\n"
             f'exec /usr/bin/python3 -B -S "${{GPUCONF_SIM_ROOT:-}}{SIM_DIR}/{module}.py"{fixed} "$@"\n')
 
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 STATE_ROOT = Path(os.environ.get("GPUCONF_LAB_ROOT", "/var/lib/gpuconf"))
 LABS_DIR = STATE_ROOT / "labs"
-IMAGES_DIR = STATE_ROOT / "images"
+# The image cache is shared by every lab of the machine, and a build deletes the images of other
+# source hashes: a checkout whose lab sources differ can keep its own cache (GPUCONF_LAB_IMAGES).
+IMAGES_DIR = Path(os.environ.get("GPUCONF_LAB_IMAGES") or STATE_ROOT / "images")
 
 # Nodes share the machine's loopback: each gets its own 127.77.<lab slot>.<n> address. Port 22
 # is avoided because a host sshd on 0.0.0.0:22 would make binding 127.77.x.y:22 fail.
@@ -35,6 +37,9 @@ INIT_SCRIPT = Path(__file__).with_name("init.py")
 SIM_DIR = "/usr/lib/gpuconf-lab/sim"
 NODE_RUNTIME_DIR = "/usr/lib/gpuconf-lab/runtime"   # read-only bind of the node's runtime dir
 NODE_FABRIC_STASH = "/usr/lib/gpuconf-lab/fabric"   # where PID 1 keeps the fabric dir between boots
+NODE_SHARED_STASH = "/usr/lib/gpuconf-lab/shared"   # where PID 1 keeps the controller's paths between boots
+# What a node mounts fresh at every boot (init.py): the machine's files there are not a node's.
+NODE_VOLATILE = ("/run", "/tmp")
 NODE_JSON = "etc/gpuconf-lab/node.json"
 REPO_IN_IMAGE = "/var/lib/gpuconf-lab-repo"
 
@@ -223,11 +228,35 @@ def plan_nodes(profiles: dict[str, int], slot: int) -> list[NodeSpec]:
     return specs
 
 
+def hidden_dirs() -> list[str]:
+    """Machine directories masked with an empty tmpfs inside every node: the lab's state, and the
+    image cache wherever GPUCONF_LAB_IMAGES puts it."""
+    hidden = [STATE_ROOT]
+    if STATE_ROOT not in (IMAGES_DIR, *IMAGES_DIR.parents):
+        hidden.append(IMAGES_DIR)
+    return [str(path) for path in hidden]
+
+
+def controller_paths(project: Path) -> list[str]:
+    """The checkout and the Python environments the controller runs from, where a node would not
+    see them by itself (under /tmp or /run, which every node mounts fresh at boot).
+
+    A node runs the machine's gpuconf in local mode (image builds, the drift timer) and reads the
+    lab's inventory in the checkout, so these are bound read-only at the same path inside every
+    node, and nothing else of the machine's /tmp is shown."""
+    candidates = [Path(os.path.abspath(path)) for path in (project, sys.prefix, sys.base_prefix)]
+    volatile = [Path(directory) for directory in NODE_VOLATILE]
+    needed = [path for path in candidates if any(v in path.parents for v in volatile) and path.is_dir()]
+    return sorted({str(path) for path in needed
+                   if not any(other in path.parents for other in needed)})
+
+
 def find_project_root(start: Path | None = None) -> Path:
-    """The directory holding pyproject.toml above `start`, else `start` (the cwd)."""
+    """The directory holding pyproject.toml above `start`, else `start` (the cwd). The lab's own
+    distribution (lab/ of a gpuconf checkout) is not a project: its inventories are the checkout's."""
     start = (start or Path.cwd()).resolve()
     for directory in (start, *start.parents):
-        if (directory / "pyproject.toml").is_file():
+        if (directory / "pyproject.toml").is_file() and not (directory / "gpuconf_lab").is_dir():
             return directory
     return start
 

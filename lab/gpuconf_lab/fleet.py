@@ -18,13 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuconf.lab import image, node
-from gpuconf.lab.digest import digest_tree
-from gpuconf.lab.inventory_file import (inventory_data, known_hosts_text, ssh_config_text, write_inventory,
+from gpuconf_lab import image, node
+from gpuconf_lab.digest import digest_tree
+from gpuconf_lab.inventory_file import (inventory_data, known_hosts_text, ssh_config_text, write_inventory,
                                         write_text)
-from gpuconf.lab.runtime import (IMAGES_DIR, LABS_DIR, MAX_NODES, SIM_DIR, SSH_PORT, STATE_ROOT, LabError,
-                                 LabPaths, NodeSpec, check_name, find_project_root, plan_nodes, require_root_linux,
-                                 require_tools)
+from gpuconf_lab.runtime import (IMAGES_DIR, LABS_DIR, MAX_NODES, SIM_DIR, SSH_PORT, STATE_ROOT, LabError,
+                                 LabPaths, NodeSpec, check_name, controller_paths, find_project_root, plan_nodes,
+                                 require_root_linux, require_tools)
 
 RUNTIME_FAULTS = ("sshd-down", "sshd-up", "reboot-hang", "clear")
 
@@ -134,7 +134,8 @@ class Lab:
             project = find_project_root(self.project_root)
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
-                           "inventory": str(project / "inventories" / self.name / "hosts.yml")}
+                           "inventory": str(project / "inventories" / self.name / "hosts.yml"),
+                           "shared": controller_paths(project)}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
             # Still under the lock: a concurrent `up` of this name must not take a lab that is
@@ -155,7 +156,8 @@ class Lab:
         self._wait_keygens([node.generate_key(self.paths.client_key, f"gpuconf-lab-{self.name}")])
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
-                                         self.paths.fabric, self.paths.image, self.boot_delay, specs)
+                                         self.paths.fabric, self.paths.image, self.boot_delay, specs,
+                                         self.state["shared"])
                             for spec in specs])
         for spec in specs:
             self._launchers[spec.name] = node.launch(self.paths.node(spec.name))
