@@ -14,7 +14,9 @@ The output is localised::
 Labels are matched in English and German and otherwise by position (installed, then
 candidate, then an optional package pin, then the table), so other locales parse too.
 ``(none)``/``(keine)`` become None. ``***`` marks the installed version. A version
-line whose source lines were cut off simply has no sources.
+line whose source lines were cut off simply has no sources. A block that lacks its
+Installed or Candidate line (output cut short, or a filtered paste) names them in
+``missing``: None there means *not known*, never "(none)".
 """
 from __future__ import annotations
 
@@ -49,6 +51,11 @@ class AptPolicy:
     candidate: str | None
     package_pin: str | None
     versions: tuple[AptVersion, ...]
+    missing: tuple[str, ...] = ()  # "installed", "candidate": lines the output lacks, so not known
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
 
 
 _INSTALLED = {"installed", "installiert"}
@@ -82,6 +89,12 @@ def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
         elif re.match(r"^  \S", line) and ":" in line and not block["versions"]:
             label, _, value = line.strip().partition(":")
             block["fields"].append((label.strip().lower(), value.strip()))
+    cut = bool(blocks) and not text.endswith("\n") and bool(blocks[-1]["versions"])
+    if cut and blocks[-1]["versions"][-1][3]:
+        last = blocks[-1]["versions"][-1][3][-1]
+        if not (last.origin.endswith(" Packages") or last.origin == "/var/lib/dpkg/status"):
+            blocks[-1]["versions"][-1][3].pop()  # a source cut mid-line is not a source
+            blocks[-1]["cut"] = True
     return tuple(_policy(block) for block in blocks)
 
 
@@ -99,10 +112,19 @@ def _policy(block: dict) -> AptPolicy:
             return None  # a recognised locale that lacks this line
         return _none(positional[position]) if position < len(positional) else None
 
+    labels = {label for label, _ in fields}
+    if labels & (_INSTALLED | _CANDIDATE | _PIN):
+        missing = tuple(name for name, known in (("installed", _INSTALLED), ("candidate", _CANDIDATE))
+                        if not labels & known)
+    else:  # another locale: by position
+        missing = ("installed", "candidate")[len(positional):]
+    if block.get("cut"):
+        missing += ("sources",)
     return AptPolicy(
         package=block["package"],
         installed=pick(_INSTALLED, 0),
         candidate=pick(_CANDIDATE, 1),
         package_pin=pick(_PIN, 2),
         versions=tuple(AptVersion(v, p, i, tuple(s)) for v, p, i, s in block["versions"]),
+        missing=missing,
     )

@@ -33,18 +33,21 @@ class LoadedDriver:
     gcc_version: str | None
 
 
+# the same words open /proc/driver/nvidia/version and the kernel log's load banner
+# ("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  535.98  Release Build ...")
 _NVRM_OPEN = re.compile(
-    r"NVRM version: NVIDIA UNIX Open Kernel Module for (?P<arch>\S+)\s+(?P<version>\d[\w.]*)"
+    r"NVRM(?: version:|: loading) NVIDIA UNIX Open Kernel Module for (?P<arch>\S+)\s+(?P<version>\d[\w.]*)"
     r"\s+Release Build\s*(?:\((?P<builder>[^)]*)\))?\s*(?P<date>.*?)\s*$"
 )
 _NVRM_PROPRIETARY = re.compile(
-    r"NVRM version: NVIDIA UNIX (?:(?P<arch>\S+) )?Kernel Module(?: for (?P<arch2>\S+))?"
+    r"NVRM(?: version:|: loading) NVIDIA UNIX (?:(?P<arch>\S+) )?Kernel Module(?: for (?P<arch2>\S+))?"
     r"\s+(?P<version>\d[\w.]*)\s*(?:Release Build\s*)?(?:\((?P<builder>[^)]*)\))?\s*(?P<date>.*?)\s*$"
 )
 
 
 def parse_proc_driver_version(text: str) -> LoadedDriver | Unparseable:
-    """Parse ``cat /proc/driver/nvidia/version``.
+    """Parse ``cat /proc/driver/nvidia/version``, or the kernel log's load banner
+    (``NVRM: loading NVIDIA UNIX ...``), which names the same module.
 
     Open:        ``NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release
     Build  (dvs-builder@U16-A24-9-2)  Thu Oct 10 12:15:00 UTC 2024``.
@@ -166,3 +169,35 @@ def parse_nvcc_version(text: str) -> NvccVersion | Unparseable:
         build=build.group(1) if build else None,
         built_on=built_on.group(1) if built_on else None,
     )
+
+
+@dataclass(frozen=True)
+class ApiMismatch:
+    """``NVRM: API mismatch: the client has the version X, but this kernel module has the
+    version Y``: user space (nvidia-persistenced, nvidia-smi) and the loaded module differ.
+    ``client`` is None when the line was cut before it (the kernel wraps it over lines)."""
+
+    client: str | None
+    module: str | None
+
+
+_CLIENT = re.compile(r"the client has the version (\d[\w.]*\d)")
+_MODULE = re.compile(r"this kernel module has the version (\d[\w.]*\d)")
+
+
+def find_api_mismatch(text: str) -> ApiMismatch | None:
+    """The NVRM API mismatch in a log or journal (persistenced's start failing), if any."""
+    client, module = _CLIENT.search(text), _MODULE.search(text)
+    if not client and not module:
+        return None
+    return ApiMismatch(client.group(1) if client else None, module.group(1) if module else None)
+
+
+def parse_proc_driver_params(text: str) -> dict[str, str]:
+    """``/proc/driver/nvidia/params``: ``Name: value`` a line (``EnableGpuFirmware: 0``)."""
+    params = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() and " " not in name.strip():
+            params[name.strip()] = value.strip()
+    return params

@@ -11,7 +11,13 @@ What matters on an NVSwitch node:
   off after ``don'`` where the driver version is then unknown);
 * which version started last and whether it finished configuring the NVSwitches;
 * NVSwitch errors (``detected NVSwitch non-fatal error 12028 on fid 0 on NVSwitch pci
-  bus id 00000000:86:00.0 physical id 3 port 36``).
+  bus id 00000000:86:00.0 physical id 3 port 36``);
+* on NVLink5 (HGX B200/B300) the start script's and its NVLink Subnet Manager's lines: which
+  system the precheck detected (``Detected Pre-NVL5 system``, ``... for NVLink5+``), the
+  NVSwitch management port GUID given to nvlsm and FM (``-g 0x...``), nvlsm's OpenSM build,
+  ``NV_WARN_NOTHING_TO_DO`` (no NVSwitch: FM must not run there), the script's own usage
+  error (``Unknown option: ...``), and the GPU probe requests a healthy NVL5 FM logs;
+* multicast teams set up and released (IMEX / NVLS memory).
 """
 from __future__ import annotations
 
@@ -63,6 +69,14 @@ class FabricManagerLog:
     mismatch: FabricManagerVersionMismatch | None
     gpus_registered: int
     nvswitch_errors: tuple[NvswitchError, ...]
+    system: str | None = None            # "NVL5" or "pre-NVL5", as the start script detected it
+    nothing_to_do: bool = False          # NV_WARN_NOTHING_TO_DO: no NVSwitch to manage
+    exit_code: int | None = None         # the start script's "... failed! Exit code: N"
+    usage_error: str | None = None       # the start script's "Unknown option: ..."
+    management_guid: str | None = None   # the NVSwitch port GUID nvlsm and FM were given
+    nvlsm_build: str | None = None       # "OpenSM 2025.06.5_..."
+    gpu_probes: int = 0                  # "GPU probe request received" (NVL5, healthy)
+    multicast_teams: int = 0             # set up minus released
 
 
 _MISMATCH = re.compile(
@@ -80,6 +94,10 @@ _SWITCH_ERROR = re.compile(
     re.I,
 )
 _TIMESTAMP = re.compile(r"^\[(?P<ts>[^\]]+)\]")
+_GUID = re.compile(r"(?:management port GUID:|-g|--guid)\s+(0x[0-9a-fA-F]+)")
+_OPENSM = re.compile(r"\b(OpenSM \S+)")
+_EXIT = re.compile(r"failed! Exit code: (\d+)")
+_UNKNOWN_OPTION = re.compile(r"Unknown option: (.+?)\s*$")
 
 
 def find_version_mismatch(text: str) -> FabricManagerVersionMismatch | None:
@@ -100,7 +118,9 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
     mismatch: FabricManagerVersionMismatch | None = None
     gpus: set[str] = set()
     errors: list[NvswitchError] = []
+    extra: dict = {"gpu_probes": 0, "multicast_teams": 0}
     for line in normalise_quotes(text).splitlines():
+        _nvl5(line, extra)
         if match := _START.search(line):
             starts += 1
             version, state, mismatch, gpus = match.group(1), STARTED, None, set()
@@ -123,4 +143,28 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
                     port=int(match.group("port")) if match.group("port") else None,
                 )
             )
-    return FabricManagerLog(state, version, starts, mismatch, len(gpus), tuple(errors))
+    return FabricManagerLog(state, version, starts, mismatch, len(gpus), tuple(errors), **extra)
+
+
+def _nvl5(line: str, found: dict) -> None:
+    """The NVLink5 start script's, nvlsm's and the multicast lines of one log line."""
+    if "Detected Pre-NVL5 system" in line:
+        found["system"] = "pre-NVL5"
+    elif "for NVLink5+" in line or "Detected NVL5" in line:
+        found["system"] = "NVL5"
+    if "NV_WARN_NOTHING_TO_DO" in line:
+        found["nothing_to_do"] = True
+    if match := _EXIT.search(line):
+        found["exit_code"] = int(match.group(1))
+    if match := _UNKNOWN_OPTION.search(line):
+        found["usage_error"] = match.group(1)
+    if (match := _GUID.search(line)) and "management_guid" not in found:
+        found["management_guid"] = match.group(1).lower()
+    if match := _OPENSM.search(line):
+        found["nvlsm_build"] = match.group(1)
+    if "GPU probe request received" in line:
+        found["gpu_probes"] += 1
+    if "successfully setup multicast team" in line:
+        found["multicast_teams"] += 1
+    elif "successfully released multicast team" in line:
+        found["multicast_teams"] -= 1

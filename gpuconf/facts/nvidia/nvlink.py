@@ -114,3 +114,48 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         problems.append(line)
     flush()
     return NvlinkStatus(gpus=tuple(gpus), problems=tuple(problems))
+
+
+@dataclass(frozen=True)
+class NvlinkInfo:
+    """One GPU of ``nvidia-smi nvlink -info`` (NVLink5, GB200): encryption and the NVLink
+    firmware versions (MSE, NETIR, ...) that must match across a rack's trays."""
+
+    index: int
+    name: str
+    uuid: str | None
+    nvle: str | None
+    firmware: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NvlinkInfoReport:
+    gpus: tuple[NvlinkInfo, ...]
+    complete: bool  # False when the last GPU's block was cut short
+
+
+_INFO_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
+
+
+def parse_nvlink_info(text: str) -> NvlinkInfoReport:
+    gpus: list[list] = []
+    complete = True
+    in_firmware = False
+    for line in text.splitlines():
+        if line.startswith("GPU "):
+            match = _INFO_GPU.match(line)
+            if not match:  # a GPU line cut short
+                complete = False
+                continue
+            gpus.append([int(match[1]), match[2], match[3], None, {}])
+            in_firmware = False
+        elif gpus and line.strip().startswith("NVLE:"):
+            gpus[-1][3] = line.split(":", 1)[1].strip()
+        elif gpus and line.strip() == "Firmware Version:":
+            in_firmware = True
+        elif gpus and in_firmware and ":" in line:
+            key, _, value = line.strip().partition(": ")
+            if value:
+                gpus[-1][4][key] = value.strip()
+    complete = complete and bool(gpus) and bool(gpus[-1][4])  # a block without its versions was cut
+    return NvlinkInfoReport(tuple(NvlinkInfo(*g) for g in gpus), complete)

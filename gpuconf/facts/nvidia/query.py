@@ -14,7 +14,7 @@ Format notes, from the real captures (drivers 375 to 595):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpuconf.facts.common import (
     Unparseable,
@@ -28,6 +28,7 @@ from gpuconf.facts.common import (
 from gpuconf.facts.nvidia import query_sections as sections
 from gpuconf.facts.nvidia.failure import detect_nvidia_smi_failure, is_fatal
 from gpuconf.facts.nvidia.query_model import (
+    Fabric,
     GpuDetails,
     MemoryUsage,
     NvidiaSmiQuery,
@@ -153,3 +154,24 @@ def _gpu(gpu: Node) -> GpuDetails:
         ),
         raw=gpu.to_dict(),
     )
+
+
+@dataclass(frozen=True)
+class QueryExcerpt:
+    """Sections found in part of an ``nvidia-smi -q`` dump (``nvidia-smi -q | grep ...``, a
+    one-GPU section): the values it shows, None for what it does not."""
+
+    fabric: Fabric | None
+    gsp_firmware_version: str | None  # as printed: "N/A" when GSP is off (proprietary, EnableGpuFirmware=0)
+
+
+def parse_query_excerpt(text: str) -> QueryExcerpt:
+    """The Fabric block and the GSP firmware line wherever they sit in an excerpt."""
+    fabric_node: Node | None = None
+    gsp: str | None = None
+    for _, node in text_tree(text).walk():
+        if node.key == "fabric" and node.children and fabric_node is None:
+            fabric_node = node
+        elif node.key == "gsp_firmware_version" and gsp is None:
+            gsp = node.value
+    return QueryExcerpt(sections.fabric(fabric_node), gsp.strip() if gsp else None)

@@ -161,6 +161,8 @@ class Fabric:
     status: str | None = None
     clique_id: str | None = None
     cluster_uuid: str | None = None
+    health_summary: str | None = None  # Health / Summary: Healthy, Unhealthy (newer drivers)
+    health_bandwidth: str | None = None  # Health / Bandwidth: Full, Degraded
 
 
 @dataclass(frozen=True)

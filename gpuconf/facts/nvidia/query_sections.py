@@ -172,6 +172,8 @@ def fabric(node: Node | None) -> Fabric | None:
         status=text_value(node.get("status")),
         clique_id=text_value(node.get("cliqueid", "clique_id")),
         cluster_uuid=text_value(node.get("clusteruuid", "cluster_uuid")),
+        health_summary=text_value(node.get("health/summary")),
+        health_bandwidth=text_value(node.get("health/bandwidth")),
     )
 
 

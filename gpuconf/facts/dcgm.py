@@ -1,0 +1,115 @@
+"""DCGM's command line: ``dcgmi diag -r N`` (its table) and ``dcgmi health -c -j``.
+
+``dcgmi diag`` prints a table of tests under category rows::
+
+    +---------------------------+------------------------------------------------+
+    | Diagnostic                | Result                                         |
+    +===========================+================================================+
+    |-----  Deployment  --------+------------------------------------------------|
+    | Denylist                  | Pass                                           |
+    +-----  Integration  -------+------------------------------------------------+
+    | PCIe                      | Fail - GPU: 3                                  |
+    |                           | details continue on the next row               |
+
+A result is ``Pass``, ``Fail``, ``Warn``, ``Skip``; a row whose first cell is empty
+continues the row above. The table ends with a ``+---...---+`` border line after the
+last row: output without it was cut short, and the diag is ``complete=False`` (a test
+cut mid-row is left out, never read as a pass).
+
+``dcgmi health -c -j`` prints one JSON object: ``body`` -> ``Overall Health`` ->
+``value`` (``Healthy``, ``Warning``, ``Failure``), and per GPU incidents under
+``GPU``/entity keys. Text around it (a transcript's prompts) is skipped. DCGM's health
+watch can say Healthy while a GPU awaits a reset (DCGM issue 263): never read it alone.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_CATEGORY = re.compile(r"^[|+]-+\s+(.+?)\s+-+\+")
+_ROW = re.compile(r"^\|\s(.*?)\s*\|\s(.*?)\s*\|$")
+_BORDER = re.compile(r"^\+[-=+]+\+$")
+
+
+@dataclass(frozen=True)
+class DiagTest:
+    category: str
+    test: str
+    result: str  # Pass, Fail, Warn, Skip
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class DiagReport:
+    tests: tuple[DiagTest, ...]
+    complete: bool
+
+    @property
+    def failed(self) -> tuple[DiagTest, ...]:
+        return tuple(t for t in self.tests if t.result.lower().startswith("fail"))
+
+
+def parse_dcgmi_diag_table(text: str) -> DiagReport:
+    """The tests of a ``dcgmi diag`` table; ``complete`` only when the closing border is there."""
+    tests: list[list[str]] = []
+    category, started, closed = "", False, False
+    for line in (raw.rstrip() for raw in text.splitlines()):
+        if match := _CATEGORY.match(line):
+            category, closed = match.group(1), False
+            continue
+        if _BORDER.match(line):
+            closed = started
+            continue
+        match = _ROW.match(line)
+        if not match:
+            closed = closed and not line.strip().startswith("|")
+            continue
+        name, result = match.group(1).strip(), match.group(2).strip()
+        if name == "Diagnostic" and result == "Result":
+            started = True
+            continue
+        closed = False
+        if not name and tests:  # a continuation of the row above
+            tests[-1][3] = (tests[-1][3] + " " + result).strip()
+            continue
+        verdict, _, details = result.partition(" - ")
+        tests.append([category, name, verdict.strip(), details.strip()])
+    return DiagReport(tuple(DiagTest(*row) for row in tests), started and closed)
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    overall: str | None  # Healthy, Warning, Failure; None when the JSON is absent or cut
+    incidents: tuple[str, ...] = ()
+
+
+def _messages(node: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.lower() in ("error", "message", "incident") and isinstance(value, str):
+                found.append(value)
+            else:
+                found += _messages(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _messages(item)
+    return found
+
+
+def parse_dcgmi_health(text: str) -> HealthReport:
+    """The overall verdict and incident messages of ``dcgmi health -c -j``."""
+    start = text.find("{")
+    if start < 0:
+        return HealthReport(None)
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError:
+        return HealthReport(None)  # cut short: not known
+    body = data.get("body", {}) if isinstance(data, dict) else {}
+    overall = body.get("Overall Health", {}) if isinstance(body, dict) else {}
+    value = overall.get("value") if isinstance(overall, dict) else None
+    rest = {k: v for k, v in body.items() if k != "Overall Health"} if isinstance(body, dict) else {}
+    return HealthReport(value if isinstance(value, str) else None, tuple(_messages(rest)))

@@ -1,0 +1,201 @@
+"""Parsers for the 2026 stack's outputs, on real captures: RHEL-family packages (dnf module
+list, rpm -qa), apt-cache policy without its Installed line, DCGM (diag table, health JSON),
+IMEX (nvidia-imex-ctl -N, its log, /proc/devices), the NVLink5 fabric manager and nvlsm
+logs, nvidia-smi -q excerpts (Fabric health, GSP firmware), nvlink -info firmware,
+/proc/driver/nvidia/params, the open module's load banner and persistenced's API mismatch.
+Each capture is also cut short, and a cut never yields a confident wrong value."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
+from gpuconf.facts.nvidia.driver import (
+    find_api_mismatch,
+    parse_proc_driver_params,
+    parse_proc_driver_version,
+)
+from gpuconf.facts.nvidia.fabricmanager import parse_fabric_manager_log
+from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
+from gpuconf.facts.nvidia.query import parse_query_excerpt
+from gpuconf.facts.packages import parse_apt_cache_policy
+from gpuconf.facts.rpm import parse_dnf_module_list, parse_rpm_qa
+
+REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
+            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
+
+FM = "fabricmanager/"
+CASES = [
+    "apt/apt-cache-policy-cuda-repo-pin-580-TRUNCATED-apt-packaging-fabric-manager-3.txt",
+    "dnf/dnf-module-list-nvidia-driver-rhel9-2024-TRUNCATED-dnf5-146.txt",
+    "dnf/dnf-module-list-nvidia-driver-rhel9-TRUNCATED-yum-precompiled-kmod-63.txt",
+    "dnf/rpm-qa-nvidia-570-and-nvml-mismatch-rhel8-negativo17-171.txt",
+    "dcgmi/dcgmi-diag-r3-table-dcgm-3.0.4-TRUNCATED-dcgm-55.txt",
+    "dcgmi/dcgmi-health-c-j-transcript-healthy-despite-reset-dcgm-263.txt",
+    "imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt",
+    "imex/imex-daemon-log-570-gh200-jpsnips.txt",
+    "imex/proc-devices-nvidia-caps-imex-channels-nvidia-modprobe-9.txt",
+    FM + "fabricmanager-log-multicast-team-8gpu-gpud.txt",
+    FM + "fabricmanager-start-sh-usage-nvlink5-nvlsm-TRUNCATED-gpu-operator-1595.txt",
+    FM + "journal-fm-nothing-to-do-no-nvswitch-cube-studio-29.txt",
+    FM + "nvlsm-fm-wrapper-log-b200-TRUNCATED-siderolabs-893.txt",
+    FM + "systemctl-status-fm-b200-active-nvlsm-TRUNCATED-bottlerocket-142.txt",
+    "nvidia-smi/nvlink-fw-versions-gb200-TRUNCATED-k8s-test-infra-371.txt",
+    "nvidia-smi/q-fabric-completed-health-unhealthy-grep-C3-dra-driver-626.txt",
+    "nvidia-smi/q-gsp-firmware-na-proprietary-gpud-1074.txt",
+    "proc-driver-nvidia-params/params-enablegpufirmware-0-awsome-distributed-ai-17.txt",
+    "dmesg/open-kernel-module-load-banner-535.98-TRUNCATED-open-gpu-kernel-modules-543.txt",
+    "systemctl/journal-persistenced-api-mismatch-535-TRUNCATED-amazon-ecs-ami-256.txt",
+]
+
+
+def read(rel: str) -> str:
+    if not REAL.is_dir():
+        pytest.skip(f"real fixtures not present at {REAL}")
+    return (REAL / rel).read_text(encoding="utf-8")
+
+
+def test_apt_policy_without_installed_line_is_not_known_not_none():
+    [policy] = parse_apt_cache_policy(read(CASES[0]))
+    assert policy.package == "cuda-drivers-fabricmanager" and policy.installed is None
+    assert policy.missing == ("installed", "candidate", "sources") and not policy.complete
+    assert [v.version for v in policy.versions][:2] == ["550.54.14-1", "545.23.08-1"]
+    assert policy.versions[-1].version == "535.129.03-1" and policy.versions[0].priority == -1
+    assert {s.priority for v in policy.versions for s in v.sources} == {580}
+    assert all(s.origin.endswith("Packages") for v in policy.versions for s in v.sources)  # the cut one dropped
+
+
+def test_dnf_module_list_streams_flags_and_profiles():
+    listing = parse_dnf_module_list(read(CASES[2]))
+    assert not listing.complete  # cut after "nvidia-driver  570"
+    assert [s.stream for s in listing.streams] == ["latest", "latest-dkms", "latest-open-gpu", "open-dkms", "535",
+                                                   "535-dkms", "535-open", "535-open-gpu"]
+    default = listing.stream("nvidia-driver", "open-dkms")
+    assert default is not None and default.default and not default.enabled
+    assert listing.stream("nvidia-driver", "535-open").profile_names == ("default", "fm", "ks", "src")
+    assert dict(listing.stream("nvidia-driver", "535").profiles)["default"] == "d"
+    assert listing.stream("nvidia-driver", "570") is None  # the cut row is not read half
+    dnf5 = parse_dnf_module_list(read(CASES[1]))
+    assert not dnf5.complete and len(dnf5.streams) == 7 and dnf5.streams[-1].stream == "520"
+    assert dnf5.stream("nvidia-driver", "515-open").summary == "Nvidia driver for 515-open branch"
+
+
+def test_dnf_module_list_whole_with_enabled_stream():
+    text = ("Name           Stream          Profiles                   Summary\n"
+            "nvidia-driver  580-open [e]    default [d] [i], fm, ks    Nvidia driver for 580-open branch\n\n"
+            "Hint: [d]efault, [e]nabled, [x]disabled, [i]nstalled\n")
+    listing = parse_dnf_module_list(text)
+    assert listing.complete and listing.streams[0].enabled and listing.streams[0].stream == "580-open"
+    assert listing.streams[0].profiles[0] == ("default", "di")
+
+
+def test_rpm_qa_names_with_dashes_and_arches():
+    packages = parse_rpm_qa(read(CASES[3]))
+    assert len(packages) == 22  # the nvidia-smi lines after the listing are not packages
+    kmod = next(p for p in packages if p.name.startswith("kmod-nvidia"))
+    assert (kmod.name, kmod.version, kmod.release, kmod.arch) == ("kmod-nvidia-4.18.0-553.el8_10", "570.86.16",
+                                                                    "1.el8", "x86_64")
+    assert {p.version for p in packages if p.name.startswith(("nvidia", "libnvidia"))} == {"570.86.16"}
+    assert sum(p.arch == "i686" for p in packages) == 4
+
+
+def test_dcgmi_diag_table_cut_is_incomplete_and_a_failure_is_named():
+    text = read(CASES[4])
+    report = parse_dcgmi_diag_table(text)
+    assert not report.complete and len(report.tests) == 9 and not report.failed
+    assert report.tests[0].category == "Deployment" and report.tests[0].test == "Denylist"
+    whole = text[:text.rindex("| PCIe")] + (
+        "| PCIe                      | Fail - GPU: 3                                  |\n"
+        "|                           | PCIe replay count above threshold              |\n"
+        "+---------------------------+------------------------------------------------+\n")
+    report = parse_dcgmi_diag_table(whole)
+    assert report.complete and [(t.category, t.test, t.details) for t in report.failed] == [
+        ("Integration", "PCIe", "GPU: 3 PCIe replay count above threshold")]
+
+
+def test_dcgmi_health_json_and_a_cut_one():
+    text = read(CASES[5])
+    assert parse_dcgmi_health(text).overall == "Healthy"
+    assert parse_dcgmi_health(text[: text.index('"value"')]).overall is None  # cut: not known
+
+
+def test_imex_domain_nodes_matrix_and_state():
+    text = read(CASES[6])
+    domain = parse_imex_ctl_nodes(text)
+    assert domain.state == "UP" and domain.complete
+    assert [(n.index, n.address, n.state) for n in domain.nodes] == [(0, "10.136.206.47", "READY"),
+                                                                     (1, "10.136.206.48", "READY")]
+    assert domain.unconnected() == []
+    broken = parse_imex_ctl_nodes(text.replace("       1        C  C", "       1        N  C"))
+    assert broken.unconnected() == [(1, 0, "N")]
+    cut = parse_imex_ctl_nodes(text[: text.index("Domain State")])
+    assert cut.state is None and not cut.complete
+
+
+def test_imex_log_and_proc_devices():
+    log = parse_imex_log(read(CASES[7]))
+    assert (log.version, log.node_id, log.bind_ip, log.driver_matched, log.peers) == (
+        "570.00", 0, "10.136.206.47", True, 2)
+    assert parse_proc_devices(read(CASES[8]))["nvidia-caps-imex-channels"] == 234
+
+
+def test_fabric_manager_nvl5_and_multicast_lines():
+    multicast = parse_fabric_manager_log(read(CASES[9]))
+    assert multicast.multicast_teams == 1 and multicast.nvswitch_errors[0].code == 12028
+    usage = parse_fabric_manager_log(read(CASES[10]))
+    assert (usage.system, usage.usage_error) == ("NVL5", "/usr/share/nvidia/nvswitch/fabricmanager.cfg")
+    nothing = parse_fabric_manager_log(read(CASES[11]))
+    assert (nothing.system, nothing.nothing_to_do, nothing.exit_code) == ("pre-NVL5", True, 1)
+    wrapper = parse_fabric_manager_log(read(CASES[12]))
+    assert wrapper.management_guid == "0xcc40f3030027f630"
+    assert wrapper.nvlsm_build == "OpenSM 2025.06.5_eb3b4ba_df9bb3c_ae214d2"
+    active = parse_fabric_manager_log(read(CASES[13]))
+    assert (active.management_guid, active.gpu_probes, active.nothing_to_do) == ("0xe09d7303003f3bf8", 1, False)
+
+
+def test_nvlink_info_firmware_of_gb200():
+    report = parse_nvlink_info(read(CASES[14]))
+    assert not report.complete and len(report.gpus) == 2  # cut in GPU 2's header line
+    assert report.gpus[1].uuid == "GPU-39ac7bce-e3d6-b426-008e-fa47897c72d5" and report.gpus[1].nvle == "disabled"
+    assert report.gpus[0].firmware["MSE"] == "14:4:0" and report.gpus[0].firmware["NETIR"] == "36:2014:1862"
+
+
+def test_query_excerpts_fabric_health_and_gsp_off():
+    fabric = parse_query_excerpt(read(CASES[15])).fabric
+    assert fabric is not None and (fabric.state, fabric.status, fabric.clique_id) == ("Completed", "Success", "2")
+    assert (fabric.health_summary, fabric.health_bandwidth) == ("Unhealthy", "Full")
+    assert fabric.cluster_uuid == "dc6e40c4-d722-4357-9ba6-5291dd461278"
+    excerpt = parse_query_excerpt(read(CASES[16]))
+    assert excerpt.gsp_firmware_version == "N/A" and excerpt.fabric is None
+
+
+def test_driver_params_banner_and_api_mismatch():
+    assert parse_proc_driver_params(read(CASES[17])) == {"EnableGpuFirmware": "0", "EnableGpuFirmwareLogs": "2"}
+    banner = parse_proc_driver_version(read(CASES[18]))
+    assert (banner.version, banner.flavour, banner.arch) == ("535.98", "open", "x86_64")
+    mismatch = find_api_mismatch(read(CASES[19]))
+    assert mismatch is not None and (mismatch.client, mismatch.module) == (None, "535.161.07")  # client line cut
+
+
+@pytest.mark.parametrize("rel", CASES)
+def test_every_cut_of_these_captures_parses_without_a_crash(rel):
+    """Cut at 20 points: each parser returns its result type, never raises."""
+    text = read(rel)
+    parsers = [parse_apt_cache_policy, parse_dnf_module_list, parse_rpm_qa, parse_dcgmi_diag_table,
+               parse_dcgmi_health, parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices,
+               parse_fabric_manager_log, parse_nvlink_info, parse_query_excerpt, parse_proc_driver_params,
+               parse_proc_driver_version, find_api_mismatch]
+    for point in range(1, 21):
+        cut = text[: len(text) * point // 20]
+        for parse in parsers:
+            parse(cut)
+    half = text[: len(text) // 2]
+    if "dnf-module-list" in rel:
+        assert not parse_dnf_module_list(half).complete
+    if "imex-ctl" in rel:
+        assert not parse_imex_ctl_nodes(half).complete
+    if "rpm-qa" in rel:  # a line cut mid-name is never a package
+        assert set(parse_rpm_qa(half)) <= set(parse_rpm_qa(text))
