@@ -17,6 +17,7 @@ from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
+from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.results import ChangeReport, Status, TaskResult
@@ -228,11 +229,16 @@ class PlayOnHost:
                                               self.secrets))
             self.emit(self.results[-1])
         except RemoteError as exc:  # the batched fact gathering: runner missing, sudo, host busy
-            result = self._result(None, Status.FAILED, error=str(exc))
-            result.task = "gather facts"
-            self.results.append(redact_result(result, self.secrets))
-            self.emit(result)
+            self._gather_failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
+            self._gather_failed(*internal_error(exc, self.host, "gather facts"))
         return self.results
+
+    def _gather_failed(self, error: str, trace: str | None = None) -> None:
+        result = self._result(None, Status.FAILED, error=error, traceback=trace)
+        result.task = "gather facts"
+        self.results.append(redact_result(result, self.secrets))
+        self.emit(result)
 
     def refresh_facts(self) -> None:
         values = {f.key: self.session.cache.get(f.key) for f in gather.fact_requests()}
@@ -292,9 +298,9 @@ class PlayOnHost:
             result = self._result(task, Status.UNKNOWN, error=str(exc), findings=list(getattr(exc, "findings", [])))
         except GpuconfError as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - a bug in a task must not kill the run
-            result = self._result(task, Status.FAILED, error=f"internal error in {task.type}: "
-                                  f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
+            error, trace = internal_error(exc, self.host, task.name, task.role)
+            result = self._result(task, Status.FAILED, error=error, traceback=trace)
         result.handler = is_handler
         result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
         self._finish(task, result, started)

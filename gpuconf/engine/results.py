@@ -72,6 +72,7 @@ class TaskResult:
     not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage" (status unknown)
     data: dict = field(default_factory=dict)  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
+    traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
 
     @property
     def warnings(self) -> int:

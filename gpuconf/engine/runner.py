@@ -24,6 +24,7 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Play, Playbook
 
+from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost, RunEvents, RunOptions, not_run_results, task_selected
 from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.engine.plancache import PlanCache
@@ -204,6 +205,12 @@ class Runner:
             return True
         try:
             return self._host_play(play, host, run)
+        except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
+            error, trace = internal_error(exc, host, "connect")
+            task = TaskResult(host, play.name, "connect", Status.FAILED, error=error, traceback=trace)
+            run.host(host).tasks.append(task)
+            self.emit(task)
+            return False
         finally:
             self.events.host_done(host)
 

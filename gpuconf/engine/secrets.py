@@ -57,6 +57,7 @@ def redact_result(result: TaskResult, secrets: set[str]) -> TaskResult:
     result.error = redact_text(result.error, secrets)
     result.stdout = redact_text(result.stdout, secrets)
     result.stderr = redact_text(result.stderr, secrets)
+    result.traceback = redact_text(result.traceback, secrets)  # an exception's message can hold a value
     result.data = _redact_any(result.data, secrets)
     result.changes = [ChangeReport(redact_text(c.summary, secrets), redact_text(c.diff, secrets),
                                    _redact_any(c.before, secrets), _redact_any(c.after, secrets),

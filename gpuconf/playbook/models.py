@@ -94,6 +94,17 @@ class PlayKeywords(BaseModel):
 
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
 
+    @field_validator("serial")
+    @classmethod
+    def _serial(cls, value: Any) -> Any:
+        """Ansible's `serial`: a host count, a percentage ('30%'), or a list of them."""
+        for step in value if isinstance(value, list) else [] if value is None else [value]:
+            if isinstance(step, bool) or (isinstance(step, int) and step < 0):
+                raise ValueError(f"serial must be a host count or a percentage like '30%', not {step!r}")
+            if isinstance(step, str) and not re.fullmatch(r"\s*(\d+(\.\d+)?\s*%|\d+)\s*", step):
+                raise ValueError(f"serial must be a host count or a percentage like '30%', not '{step}'")
+        return value
+
     @field_validator("hosts", mode="before")
     @classmethod
     def _hosts(cls, value: Any) -> Any:

@@ -46,6 +46,7 @@ def _task(task: TaskResult) -> dict[str, Any]:
         "stdout": stdout[-OUTPUT_TAIL:], "stderr": stderr[-OUTPUT_TAIL:],
         "findings": [{"probe": f.probe, "severity": f.severity, "message": f.message, "gpu": f.gpu,
                       "bus_id": f.bus_id, "value": _plain(f.value)} for f in visible_findings(task)],
+        "traceback": None if task.secret else task.traceback,
     }
 
 

@@ -98,6 +98,8 @@ class TextReporter(RunEvents):
             if self.diff and not result.secret:
                 for change in changes:
                     self._diff(change)
+            if self.verbose >= 3 and result.traceback and not result.secret:
+                self.console.print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
 
     def _diff(self, change) -> None:
         if change.diff:
