@@ -2,43 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
-import signal
 import sys
-from pathlib import Path
-from typing import Any
 
-from gpuconf import __version__, yamlsrc
-from gpuconf.errors import GpuconfError, UsageError
+from gpuconf import __version__
+from gpuconf.errors import GpuconfError
 
 EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or changes (apply
 --detailed-exitcodes), 4 a task failed or could not be checked, 8 a host was
 unreachable, 16 (apply) a reboot is pending, 1 bad usage or invalid input (nothing
 ran), 130 interrupted."""
-
-
-def parse_extra_vars(items: list[str]) -> dict[str, Any]:
-    """`-e KEY=VALUE`, `-e @file.yml` and `-e '{"k": 1}'`; later ones win."""
-    from gpuconf.inventory import load_vars_file
-
-    result: dict[str, Any] = {}
-    for item in items:
-        if item.startswith("@"):
-            result.update(load_vars_file(Path(item[1:])))
-        elif item.lstrip().startswith("{"):
-            data = yamlsrc.load_text(item, "<-e>")
-            if not isinstance(data, dict):
-                raise UsageError(f"-e {item!r}: expected a mapping")
-            result.update(yamlsrc.plain(data))
-        else:
-            key, sep, value = item.partition("=")
-            if not sep or not key.isidentifier():
-                raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
-            result[key] = value
-    return result
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:

@@ -24,8 +24,7 @@ def _project_dirs(playbook: str | None) -> list[Path]:
 
 
 def _load(args: Any):
-    from gpuconf.cli import parse_extra_vars
-    from gpuconf.inventory import load_inventory
+    from gpuconf.inventory import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
 
     dirs = _project_dirs(getattr(args, "playbook", None))
@@ -81,11 +80,13 @@ def _run(args: Any, verb: str) -> int:
     if args.limit:
         all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
         limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty
+    nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts} if slurm else None
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
-                         become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False))
+                         become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
+                         strict=getattr(args, "strict", False), slurm_nodes=nodes)
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
@@ -102,12 +103,6 @@ def _run(args: Any, verb: str) -> int:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
-    result.strict = getattr(args, "strict", False)  # health warnings count as failures (exit bit 4)
-    if slurm:
-        from gpuconf.slurm import run_slurm
-
-        names = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in result.hosts}
-        run_slurm(result, names, runner.connection)
     reporter.recap(result)
     _retry_file(args, result, human_stream(outputs))
     write_outputs(result, outputs)
@@ -200,7 +195,7 @@ def facts(args: Any) -> int:
 
 
 def schedule(args: Any) -> int:
-    from gpuconf.cli import parse_extra_vars
+    from gpuconf.inventory import parse_extra_vars
     from gpuconf.schedule import show
 
     options = parse_extra_vars(args.extra_vars)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf import yamlsrc
-from gpuconf.errors import InventoryError, Location, PlaybookError
+from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError
 from gpuconf.suggest import did_you_mean
 
 GROUP_KEYS = ("hosts", "vars", "children")
@@ -279,3 +279,22 @@ def load_vars_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InventoryError("a variables file must be a mapping of names to values", Location(str(path), 1, 1))
     return yamlsrc.plain(data)
+
+
+def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+    """`-e KEY=VALUE`, `-e @file.yml` and `-e '{"k": 1}'`; later ones win."""
+    result: dict[str, Any] = {}
+    for item in items:
+        if item.startswith("@"):
+            result.update(load_vars_file(Path(item[1:])))
+        elif item.lstrip().startswith("{"):
+            data = yamlsrc.load_text(item, "<-e>")
+            if not isinstance(data, dict):
+                raise UsageError(f"-e {item!r}: expected a mapping")
+            result.update(yamlsrc.plain(data))
+        else:
+            key, sep, value = item.partition("=")
+            if not sep or not key.isidentifier():
+                raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
+            result[key] = value
+    return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuconf.engine.results import RunResult
+from gpuconf.results import RunResult
 from gpuconf.report.jsonreport import write_atomic
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Callable
 
-from gpuconf.engine.results import HostResult, RunResult, SlurmAction, Status
+from gpuconf.results import HostResult, RunResult, SlurmAction, Status
 from gpuconf.errors import GpuconfError
 from gpuconf.report.redact import visible_changes, visible_error
 
@@ -115,10 +116,10 @@ def update_command(node: str, action: str, reason: str | None) -> str:
 def reconcile(host: HostResult, node: str, call) -> SlurmAction:
     """Read the node's Slurm state and drain or resume it. `call(ops, readonly)` is one round trip."""
     action = SlurmAction(host=host.host, node=node, action="none")
-    if host.unreachable:
+    if host.unreachable or call is None:
         action.action, action.error = "error", "host unreachable: its Slurm state was not read"
         return action
-    reply = call([{"op": "sh", "cmd": show_command(node), "timeout": SCONTROL_TIMEOUT}], True)[0]
+    reply = call([{"op": "exec", "argv": ["scontrol", "show", "node", node], "timeout": SCONTROL_TIMEOUT}], True)[0]
     if reply.get("rc") != 0:
         action.action = "error"
         action.error = f"{show_command(node)}: {(reply.get('err') or reply.get('out') or reply.get('error') or '').strip()}"
@@ -141,24 +142,17 @@ def reconcile(host: HostResult, node: str, call) -> SlurmAction:
     return action
 
 
-def run_slurm(run: RunResult, node_names: dict[str, str], connect) -> None:
-    """Reconcile every host of the run; `connect(host)` gives an open connection."""
-    run.slurm = []
+def reconcile_all(run: RunResult, node_names: dict[str, str],
+                  caller: Callable[[str], Callable[[list[dict], bool], list[dict]] | None]) -> list[SlurmAction]:
+    """Reconcile every host of the run. `caller(host)` gives the run's own round trip to that
+    host (inside its lock and deadline), or None when the host was never reached."""
+    actions = []
     for name, host in run.hosts.items():
         node = node_names.get(name, name)
-        if host.unreachable:
-            run.slurm.append(reconcile(host, node, None))
-            continue
-        connection = None
         try:
-            connection = connect(name)
-            connection.open()
-            call = lambda ops, readonly: connection.call(ops, readonly, SCONTROL_TIMEOUT * 2)  # noqa: E731
-            run.slurm.append(reconcile(host, node, call))
+            actions.append(reconcile(host, node, caller(name)))
         except GpuconfError as exc:
-            run.slurm.append(SlurmAction(host=name, node=node, action="error", error=str(exc)))
+            actions.append(SlurmAction(host=name, node=node, action="error", error=str(exc)))
         except Exception as exc:  # noqa: BLE001 - a Slurm problem is reported, never a traceback
-            run.slurm.append(SlurmAction(host=name, node=node, action="error", error=f"{type(exc).__name__}: {exc}"))
-        finally:
-            if connection is not None:
-                connection.close()
+            actions.append(SlurmAction(host=name, node=node, action="error", error=f"{type(exc).__name__}: {exc}"))
+    return actions

@@ -20,7 +20,7 @@ from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
 from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.engine.results import ChangeReport, Status, TaskResult
+from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
 from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
@@ -43,6 +43,8 @@ class RunOptions:
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
     become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
+    strict: bool = False  # --strict: health warnings count as failures
+    slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
 
     @property
     def check_mode(self) -> bool:
@@ -62,16 +64,6 @@ def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
 
 class HostUnreachable(Exception):
     pass
-
-
-class RunEvents:
-    """What a live display hears while a run goes on (results still flow through `emit`)."""
-
-    def play(self, name: str, hosts: list[str]) -> None: ...
-
-    def task_started(self, host: str, task: str) -> None: ...
-
-    def host_done(self, host: str) -> None: ...
 
 
 def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,

@@ -25,8 +25,9 @@ from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Play, Playbook
 
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.hostrun import PlayOnHost, RunEvents, RunOptions, not_run_results, task_selected
-from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.slurm import reconcile_all
+from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
+from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
 
@@ -116,7 +117,8 @@ class Runner:
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
-                           detailed_exitcodes=self.options.detailed_exitcodes, deadline=self.options.deadline)
+                           detailed_exitcodes=self.options.detailed_exitcodes, deadline=self.options.deadline,
+                           strict=self.options.strict)
         out_of_play: set[str] = set()
         try:
             for index, play in enumerate(self.playbook.plays):
@@ -129,6 +131,8 @@ class Runner:
                     elif self.deadline_reached() and not self.stop_event.is_set():
                         self._not_started(index, result, out_of_play)
                     break
+            if self.options.slurm_nodes is not None:
+                result.slurm = reconcile_all(result, self.options.slurm_nodes, self._slurm_call)
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -141,7 +145,16 @@ class Runner:
             result.deadline_reached = self.deadline_reached() or any(
                 t.not_run == "deadline" for h in result.hosts.values() for t in h.tasks)
             result.budget_spent = self.budget_spent
+            result.seal()
         return result
+
+    def _slurm_call(self, host: str) -> Callable[[list[dict], bool], list[dict]] | None:
+        """The run's own round trips to `host`, for scontrol: inside its run lock (held by an
+        apply, taken shared by each check request) and bounded by the run's deadline."""
+        session = self.sessions.get(host)
+        if session is None or not session.connection.connects:
+            return None
+        return lambda ops, readonly: session.call(ops, readonly)
 
     def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
                      error: str = "") -> None:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from gpuconf.engine.results import ChangeReport, TaskResult
+from gpuconf.results import ChangeReport, TaskResult
 from gpuconf.yamlsrc import Secret
 
 MASK = "********"

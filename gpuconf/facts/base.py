@@ -38,6 +38,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "nvcc": ("--version",),
     "nvidia-smi": None,
     "rpm": ("-q", "-qa"),
+    "scontrol": ("show",),
     "systemctl": ("show", "is-active", "is-enabled", "status"),
     "uname": None,
 }

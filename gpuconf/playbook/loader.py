@@ -16,23 +16,8 @@ from gpuconf.errors import Location, PlaybookError
 from gpuconf.inventory import load_vars_file
 from gpuconf.playbook.models import (PLAY_KEYWORDS, TASK_KEYWORDS, Play, Playbook, PlayKeywords, RoleRef, TaskDef,
                                      TaskKeywords)
-from gpuconf.suggest import did_you_mean
+from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
-
-
-def validation_message(exc: ValidationError, allowed: tuple[str, ...] | list[str] = ()) -> tuple[tuple, str]:
-    """The first pydantic error as (path, readable message)."""
-    error = exc.errors()[0]
-    loc = tuple(error["loc"])
-    if error["type"] == "extra_forbidden":
-        key = loc[-1]
-        return loc, f"unknown key '{key}'{did_you_mean(str(key), allowed)}"
-    if error["type"] == "missing":
-        return loc, f"missing required key '{loc[-1]}'"
-    where = ".".join(str(p) for p in loc)
-    value = error.get("input")
-    shown = f" (got {value!r})" if value is not None and not isinstance(value, (dict, list)) else ""
-    return loc, f"'{where}': {error['msg']}{shown}" if where else error["msg"]
 
 
 def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf import __version__
-from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 
 SCHEMA_VERSION = 1

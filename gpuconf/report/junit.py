@@ -15,7 +15,7 @@ import datetime
 import re
 import xml.etree.ElementTree as ET
 
-from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 
 OUTPUT_TAIL = 4000

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from gpuconf.engine.results import Status, TaskResult
+from gpuconf.results import Status, TaskResult
 
 SLOW_AFTER = 5.0  # seconds on one task before a host is listed as slow
 SLOW_SHOWN = 5

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from gpuconf.engine.results import RunResult
+from gpuconf.results import RunResult
 from gpuconf.errors import GpuconfError, UsageError
 from gpuconf.report import jsonreport, junit, prometheus
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuconf.engine.results import HostResult, RunResult, Status
+from gpuconf.results import HostResult, RunResult, Status
 from gpuconf.report.jsonreport import host_in_sync, write_atomic
 from gpuconf.report.redact import visible_findings
 

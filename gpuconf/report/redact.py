@@ -5,7 +5,7 @@ a `no_log` task looks the same, and hides the same, in every format.
 """
 from __future__ import annotations
 
-from gpuconf.engine.results import ChangeReport, Finding, TaskResult
+from gpuconf.results import ChangeReport, Finding, TaskResult
 
 HIDDEN = "(hidden: no_log)"
 

@@ -16,8 +16,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from gpuconf.engine.hostrun import RunEvents
-from gpuconf.engine.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
 

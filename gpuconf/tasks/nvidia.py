@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from gpuconf.facts.base import Fact, Output, command, file_state
+from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed

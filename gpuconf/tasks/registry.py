@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gpuconf.suggest import did_you_mean
+from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.commands import Assert, Command
 from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
@@ -48,8 +48,6 @@ def param_names(type_name: str) -> list[str]:
 
 def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple, str] | None:
     """Errors knowable before templating: unknown params, wrong literal types."""
-    from gpuconf.playbook.loader import validation_message
-
     model = TASK_TYPES[type_name].Params
     names = param_names(type_name)
     for key in raw:
@@ -86,8 +84,6 @@ def _first_literal_error(model: Any, raw: dict, templated: set[str]) -> tuple[tu
 
 def build_params(type_name: str, rendered: dict[str, Any]) -> Any:
     """Validate rendered params; raise ValueError with a readable message."""
-    from gpuconf.playbook.loader import validation_message
-
     model = TASK_TYPES[type_name].Params
     try:
         return model.model_validate(rendered)

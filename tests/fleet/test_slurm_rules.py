@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.engine.results import ChangeReport, HostResult, Status, TaskResult
+from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
 from gpuconf.slurm import NodeState, decide, drain_reason, parse_show_node, update_command
 
 SHOW = """NodeName=gpu017 Arch=x86_64 CoresPerSocket=32 

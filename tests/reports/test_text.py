@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gpuconf.engine.results import ChangeReport, HostResult, RunResult, Status, TaskResult
+from gpuconf.results import ChangeReport, HostResult, RunResult, Status, TaskResult
 from gpuconf.report.text import TextReporter, summary
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))

@@ -7,7 +7,7 @@ import pytest
 
 from gpuconf import retry
 from gpuconf.cli import main
-from gpuconf.engine.results import RunResult, Status, TaskResult
+from gpuconf.results import RunResult, Status, TaskResult
 
 PLAYBOOK = """\
 - hosts: all

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict
 
 Severity = Literal["ok", "warning", "failure"]

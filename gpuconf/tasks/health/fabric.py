@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.gather import PCI_FACT
 from gpuconf.facts.nvidia import NvlinkStatus

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable, file_state
 from gpuconf.facts.kernel import ProcModules

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts.base import file_glob
 from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_files
 from gpuconf.tasks.base import Facts, Params

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import Field, model_validator
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, FileState, Output, command, file_state
 from gpuconf.facts.kernel import (APPLICATION, ECC, FALLEN_OFF_BUS, GSP, NVLINK, UNKNOWN, classify_xid,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings

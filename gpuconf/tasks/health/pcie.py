@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
 from gpuconf.facts.gather import PCI_FACT

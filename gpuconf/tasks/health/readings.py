@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts.base import DropRefused, Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.nvidia import (ClockEventReasons, NvidiaSmiFailure, NvlinkStatus, QueryCsv,

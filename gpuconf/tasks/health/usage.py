@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, verdict

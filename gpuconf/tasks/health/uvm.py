@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from gpuconf.engine.results import Finding
+from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import file_glob
 from gpuconf.tasks.base import Change, Facts, Params, Verdict, run

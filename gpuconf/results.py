@@ -9,6 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
+from typing import Any
+
+
+class Final:
+    """Results are immutable once the run that made them ends (`RunResult.seal()`): the
+    reporters read them, nothing changes them after the fact."""
+
+    _sealed = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._sealed:
+            raise AttributeError(f"{type(self).__name__}.{name}: results are final once the run has ended")
+        object.__setattr__(self, name, value)
+
+    def _seal(self) -> None:
+        object.__setattr__(self, "_sealed", True)
 
 
 class Status(str, Enum):
@@ -30,7 +47,7 @@ SEVERITIES = ("ok", "warning", "failure")
 
 
 @dataclass
-class Finding:
+class Finding(Final):
     """One health observation: a probe's verdict, per GPU where it applies."""
 
     probe: str
@@ -42,7 +59,7 @@ class Finding:
 
 
 @dataclass
-class ChangeReport:
+class ChangeReport(Final):
     summary: str
     diff: str | None = None
     before: object = None
@@ -51,7 +68,7 @@ class ChangeReport:
 
 
 @dataclass
-class TaskResult:
+class TaskResult(Final):
     host: str
     play: str
     task: str
@@ -85,7 +102,7 @@ class TaskResult:
 
 
 @dataclass
-class HostResult:
+class HostResult(Final):
     host: str
     tasks: list[TaskResult] = field(default_factory=list)
     unreachable: bool = False
@@ -119,7 +136,7 @@ class HostResult:
 
 
 @dataclass
-class SlurmAction:
+class SlurmAction(Final):
     """What `check --slurm` did to one node's Slurm state (see gpuconf/slurm.py)."""
 
     host: str
@@ -132,7 +149,7 @@ class SlurmAction:
 
 
 @dataclass
-class RunResult:
+class RunResult(Final):
     verb: str
     playbook: str
     inventory: str
@@ -147,6 +164,25 @@ class RunResult:
     deadline_reached: bool = False  # tasks left were marked unknown
     budget_spent: str = ""  # max_fail_percentage stopped the run: why (the hosts left are not started)
     slurm: list[SlurmAction] | None = None  # with --slurm: one per host
+
+    def seal(self) -> None:
+        """The run has ended: from now on every result of it is read-only."""
+        for host in self.hosts.values():
+            for task in host.tasks:
+                for part in [*task.changes, *task.findings]:
+                    part._seal()
+                object.__setattr__(task, "changes", tuple(task.changes))
+                object.__setattr__(task, "findings", tuple(task.findings))
+                task._seal()
+            object.__setattr__(host, "tasks", tuple(host.tasks))
+            host._seal()
+        for action in self.slurm or []:
+            action._seal()
+        object.__setattr__(self, "plays", tuple(self.plays))
+        if self.slurm is not None:
+            object.__setattr__(self, "slurm", tuple(self.slurm))
+        object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
+        self._seal()
 
     def host(self, name: str) -> HostResult:
         if name not in self.hosts:
@@ -172,3 +208,13 @@ class RunResult:
         if any(action.action == "error" for action in self.slurm or []):
             code |= EXIT_FAILED  # the node could not be drained or resumed: someone must look
         return code
+
+
+class RunEvents:
+    """What a live display hears while a run goes on (results still flow through `emit`)."""
+
+    def play(self, name: str, hosts: list[str]) -> None: ...
+
+    def task_started(self, host: str, task: str) -> None: ...
+
+    def host_done(self, host: str) -> None: ...
