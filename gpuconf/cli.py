@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(commands, args.command)(args)
     except GpuconfError as exc:
         print(f"gpuconf: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_bit
     except KeyboardInterrupt:
         print("gpuconf: interrupted", file=sys.stderr)
         return 130

@@ -26,7 +26,11 @@ class Location:
 
 
 class GpuconfError(Exception):
-    """Base class: a message plus an optional source location."""
+    """Base class: a message plus an optional source location. `exit_bit` is what the error
+    means in the exit-code bitmask when it ends a command (1: bad input, nothing ran), or
+    when it becomes a host's result (4 failed, 8 unreachable)."""
+
+    exit_bit = 1
 
     def __init__(self, message: str, location: Location | None = None):
         super().__init__(message)
@@ -58,6 +62,8 @@ class TemplateError(GpuconfError):
 class ConnectError(GpuconfError):
     """A host that cannot be reached. `transient` errors are retried."""
 
+    exit_bit = 8
+
     def __init__(self, message: str, transient: bool = False):
         super().__init__(message)
         self.transient = transient
@@ -70,10 +76,16 @@ class HostKeyError(ConnectError):
 class RemoteError(GpuconfError):
     """The remote runner failed (python3 missing, sudo wants a password, ...)."""
 
+    exit_bit = 4
+
 
 class TaskError(GpuconfError):
     """A task that cannot do its job on a host (refused, failed command)."""
 
+    exit_bit = 4
+
 
 class Interrupted(GpuconfError):
     """The run was interrupted (SIGINT)."""
+
+    exit_bit = 130
