@@ -1,16 +1,21 @@
-"""Random and mutated projects through validate, check and apply: never a traceback.
+"""Mutated projects through validate, check and apply: never a traceback, never an internal
+error, only documented exit codes.
 
-Bounded for the suite (GPUCONF_FUZZ_EXAMPLES, default 300); `make fuzz` runs
-the same cases at length and counts them (bench/fuzz.py).
+Deterministic in the suite: hypothesis is derandomized (the same GPUCONF_FUZZ_EXAMPLES cases,
+default 300, every run), and every input that ever failed, stored in tests/fuzz/found/, is
+replayed. Random exploration is `make fuzz` (bench/fuzz.py), which prints its seed and adds
+what it finds to that corpus.
 """
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.figures import count_fuzz_case
 from tests.fuzz.corpus import SEED, Case, cases
+from tests.fuzz.found import load_all
 from tests.fuzz.harness import closed_port, describe, run_case
 
 EXAMPLES = int(os.environ.get("GPUCONF_FUZZ_EXAMPLES", "300"))
@@ -28,7 +33,7 @@ def test_the_seed_project_is_valid_and_connects_nowhere(tmp_path):
     assert "max_fail_percentage exceeded: 1 hosts not started" in check.stdout
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None,
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large])
 @given(case=cases())
@@ -37,3 +42,9 @@ def test_no_input_gives_a_traceback(tmp_path, case):
     count_fuzz_case(sum(1 for o in outcomes if o.problem == "a Python traceback"))
     for outcome in outcomes:
         assert outcome.problem is None, describe(case, outcome)
+
+
+@pytest.mark.parametrize("key, case", load_all(), ids=lambda value: value if isinstance(value, str) else "")
+def test_no_input_that_ever_failed_fails_again(tmp_path, key, case):
+    for outcome in run_case(case, tmp_path / "p", PORT):
+        assert outcome.problem is None, f"{key}: " + describe(case, outcome)
