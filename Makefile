@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv bench fuzz lab-down clean
+.PHONY: test demo deps system-deps venv lint bench fuzz lab-down clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -22,7 +22,15 @@ venv: $(STAMP)
 
 deps: system-deps venv
 
-test: deps
+# ruff over the tree; mypy over the product, --strict on the engine, the connections, the results and
+# the task contract (the remote runner is excluded: it is Python 3.6 sent to hosts).
+STRICT := gpuconf/engine gpuconf/connection gpuconf/results.py gpuconf/tasks/base.py gpuconf/facts/base.py
+lint: venv
+	$(BIN)/ruff check gpuconf lab tests bench
+	$(BIN)/mypy gpuconf
+	$(BIN)/mypy --strict $(STRICT)
+
+test: deps lint
 	$(BIN)/python -m pytest -q
 
 demo: deps

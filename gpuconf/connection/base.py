@@ -5,12 +5,15 @@ installed on a host and every host runs exactly the controller's version.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import json
 import shlex
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.errors import InventoryError, RemoteError
 
@@ -44,7 +47,7 @@ ALIASES = {
     "ansible_become_pass": "become_password",
 }
 CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_password", "connection",
-                   "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python")
+                   "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python", "ssh_config_file")
 
 
 class ConnectionSpec(BaseModel):
@@ -65,6 +68,7 @@ class ConnectionSpec(BaseModel):
     known_hosts_file: str | None = None
     python: str = "python3"
     become_password: SecretStr | None = None  # sent on stdin to sudo -S, never in arguments or logs
+    ssh_config_file: str | None = None  # default: GPUCONF_SSH_CONFIG, else ~/.ssh/config
 
     @field_validator("connection")
     @classmethod
@@ -80,13 +84,22 @@ class ConnectionSpec(BaseModel):
         return self
 
     @classmethod
-    def from_vars(cls, host: str, variables: dict, overrides: dict | None = None) -> "ConnectionSpec":
-        values = {"host": host}
+    def from_vars(cls, host: str, variables: dict[str, Any], overrides: dict[str, Any] | None = None) -> "ConnectionSpec":
+        given: dict[str, Any] = {}
         for key, value in variables.items():
             name = ALIASES.get(key, key)
             if name in CONNECTION_VARS:
-                values[name] = value
-        values.update(overrides or {})
+                given[name] = value
+        given.update(overrides or {})
+        values: dict[str, Any] = {"host": host}
+        if given.get("connection", "ssh") == "ssh":
+            # ~/.ssh/config below the inventory: its entry for the name ssh would be given
+            path = config_path(str(given["ssh_config_file"]) if given.get("ssh_config_file") else None)
+            configured = lookup(str(given.get("address") or host), path)
+            if "address" in configured:
+                given.pop("address", None)  # the inventory named the alias; its HostName is where to go
+            values.update(configured)
+        values.update(given)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -111,7 +124,7 @@ def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool |
     return command
 
 
-def payload(ops: list[dict], readonly: bool, lock: dict | None = None, spec: ConnectionSpec | None = None,
+def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None, spec: ConnectionSpec | None = None,
             sudo: bool = False) -> bytes:
     request = {"readonly": readonly, "ops": ops}
     if lock:
@@ -135,12 +148,12 @@ def explain_failure(host: str, stderr: str, rc: int | None) -> str:
     return f"the gpuconf runner failed on {host} (exit {rc}): {tail or 'no output'}"
 
 
-def parse_replies(host: str, ops: list[dict], stdout: str, stderr: str, rc: int | None,
-                  cut_short: str | None = None) -> list[dict]:
+def parse_replies(host: str, ops: list[dict[str, Any]], stdout: str, stderr: str, rc: int | None,
+                  cut_short: str | None = None) -> list[dict[str, Any]]:
     """Align the runner's JSON lines with the ops sent.
 
     An op without a reply was not reached: it gets an `error` saying why."""
-    replies: dict[int, dict] = {}
+    replies: dict[int, dict[str, Any]] = {}
     done = False
     for line in stdout.splitlines():
         if not line.startswith("{"):
@@ -172,8 +185,8 @@ class Connection:
     def open(self) -> None:
         raise NotImplementedError
 
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict | None = None) -> list[dict]:
+    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run `ops` on the host in one round trip; replies align with ops.
 
         `become` overrides the host's own setting for this call (sudo -n);
@@ -189,7 +202,9 @@ class Connection:
 
 
 class LockHandle:
-    def __init__(self, close):
+    """A run lock held on a host; close() releases it."""
+
+    def __init__(self, close: Callable[[], None]):
         self._close = close
 
     def close(self) -> None:

@@ -6,6 +6,8 @@ in parallel never corrupt the file. A changed key is always refused.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import fcntl
 import hashlib
@@ -18,7 +20,7 @@ import paramiko
 from gpuconf.errors import HostKeyError
 
 _lock = threading.Lock()
-_parsed: dict[tuple, paramiko.HostKeys] = {}
+_parsed: dict[tuple[Any, ...], paramiko.HostKeys] = {}
 _parsed_lock = threading.Lock()
 
 
@@ -59,7 +61,7 @@ def load(files: list[Path]) -> paramiko.HostKeys:
     return keys
 
 
-def _stamp(path: Path) -> tuple | None:
+def _stamp(path: Path) -> tuple[Any, ...] | None:
     try:
         st = path.stat()
     except FileNotFoundError:

@@ -1,6 +1,8 @@
 """The local connection: the same runner, on this machine, through a subprocess."""
 from __future__ import annotations
 
+from typing import Any
+
 import getpass
 import os
 import signal
@@ -19,8 +21,8 @@ class LocalConnection(Connection):
         self.connects += 1
         self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
 
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict | None = None) -> list[dict]:
+    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         if not self.connects:
             self.open()
         self.round_trips += 1
@@ -54,18 +56,20 @@ class LocalConnection(Connection):
             command = sudo_prefix(self.spec) + command
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # PIPE
+        stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
         if uses_sudo(self.spec, self.remote_user) and self.spec.become_password is not None:
-            proc.stdin.write(self.spec.become_password.get_secret_value() + "\n")
-            proc.stdin.flush()
-        line = proc.stdout.readline()
+            stdin.write(self.spec.become_password.get_secret_value() + "\n")
+            stdin.flush()
+        line = stdout.readline()
         if not line.startswith("locked"):
             proc.kill()
-            err = proc.stderr.read()
+            err = stderr.read()
             proc.wait()
             lock_reply(self.spec.host, line, err)
 
         def release() -> None:
-            proc.stdin.close()
+            stdin.close()
             proc.wait(10)
 
         return LockHandle(release)

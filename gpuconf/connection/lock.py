@@ -9,6 +9,8 @@ the middle of an apply.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import shlex
 
 LOCK_PATH = "/run/gpuconf.lock"
@@ -41,6 +43,6 @@ def holder_command(python: str, path: str, wait: float, owner: str) -> str:
     return " ".join(shlex.quote(part) for part in (python, "-B", "-c", HOLDER, path, f"{wait:g}", owner))
 
 
-def check_lock(path: str = LOCK_PATH, wait: float = 60.0) -> dict:
+def check_lock(path: str = LOCK_PATH, wait: float = 60.0) -> dict[str, Any]:
     """The `lock` field of a read-only request."""
     return {"path": path, "wait": wait}

@@ -1,6 +1,8 @@
 """SSH connections with paramiko: one transport per host, one channel per call."""
 from __future__ import annotations
 
+from typing import Any
+
 import random
 import socket
 import time
@@ -11,9 +13,10 @@ from gpuconf.connection import hostkeys
 from gpuconf.connection.base import (Connection, ConnectionSpec, LockHandle, lock_reply, parse_replies, payload,
                                      runner_command, sudo_prefix, uses_sudo)
 from gpuconf.connection.lock import holder_command
+from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import ConnectError, HostKeyError
 
-def transport(sock, **kwargs) -> paramiko.Transport:
+def transport(sock: Any, **kwargs: Any) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its tag is checked inside the cipher (C), where with
     AES-CTR paramiko compares every packet's HMAC in a Python loop; a server without GCM (OpenSSH
     before 6.2) still gets the others."""
@@ -32,7 +35,7 @@ TRANSIENT_WORDS = ("banner", "reset", "no existing session", "timed out", "eof")
 def backoff(attempt: int) -> float:
     """Seconds before retry `attempt + 1`: exponential up to 4 s, with jitter (0.5x to 1.5x) so
     that many hosts failing at once do not retry in lockstep."""
-    return min(4.0, 0.25 * 2**attempt) * (0.5 + random.random())
+    return float(min(4.0, 0.25 * 2**attempt) * (0.5 + random.random()))
 
 
 def describe_socket_error(exc: BaseException) -> str:
@@ -45,7 +48,7 @@ def describe_socket_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def describe_ops(ops: list[dict]) -> str:
+def describe_ops(ops: list[dict[str, Any]]) -> str:
     """What a request was doing, for an error: the kinds of its ops, and a command's first words."""
     parts = []
     for op in ops[:3]:
@@ -87,17 +90,19 @@ class SSHConnection(Connection):
                     raise
             time.sleep(backoff(attempt))
 
-    def _client(self, address: str, port: int, user: str | None, sock=None) -> paramiko.SSHClient:
+    def _client(self, address: str, port: int, user: str | None, sock: Any = None,
+                key: str | None = None) -> paramiko.SSHClient:
         spec = self.spec
+        key = key or spec.ssh_key
         files = hostkeys.default_files(spec.known_hosts_file)
         client = paramiko.SSHClient()
-        client._system_host_keys = hostkeys.load(files)  # read-only: paramiko never rewrites them
+        client._system_host_keys = hostkeys.load(files)  # type: ignore[attr-defined]  # read-only: never rewritten
         client.set_missing_host_key_policy(hostkeys.Policy(self.accept_new, files[0]))
         name = hostkeys.known_hosts_name(address, port)
         try:
             client.connect(
-                address, port=port, username=user, key_filename=spec.ssh_key,
-                look_for_keys=spec.ssh_key is None, allow_agent=spec.ssh_key is None,
+                address, port=port, username=user, key_filename=key,
+                look_for_keys=key is None, allow_agent=key is None,
                 timeout=spec.connect_timeout, banner_timeout=spec.connect_timeout,
                 auth_timeout=spec.connect_timeout, channel_timeout=spec.connect_timeout, sock=sock,
                 transport_factory=transport,
@@ -128,26 +133,29 @@ class SSHConnection(Connection):
         if spec.jump_host:
             user, _, rest = spec.jump_host.rpartition("@")
             jump_address, _, jump_port = rest.partition(":")
-            self.jump = self._client(jump_address, int(jump_port or 22), user or spec.user)
+            # a jump host named by its ssh config alias (ProxyJump bastion) goes where that says
+            jump = lookup(jump_address, config_path(spec.ssh_config_file))
+            self.jump = self._client(jump.get("address", jump_address), int(jump_port or jump.get("port", 22)),
+                                     user or jump.get("user") or spec.user, key=jump.get("ssh_key"))
             try:
-                sock = self.jump.get_transport().open_channel(
+                sock = self._transport(self.jump).open_channel(
                     "direct-tcpip", (spec.address, spec.port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
             except (paramiko.SSHException, OSError) as exc:
                 raise ConnectError(f"jump host {spec.jump_host} cannot reach {spec.address}:{spec.port}: {exc}",
                                    transient=True) from None
         self.client = self._client(spec.address, spec.port, spec.user, sock)
-        transport = self.client.get_transport()
+        transport = self._transport(self.client)
         transport.set_keepalive(15)
         self.remote_user = spec.user or transport.get_username()
 
     # -- calls --------------------------------------------------------------
-    def call(self, ops: list[dict], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict | None = None) -> list[dict]:
+    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
+             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         if self.client is None:
             self.open()
         host = self.spec.host
         try:
-            channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            channel = self._transport(self.client).open_session(timeout=self.spec.connect_timeout)
             channel.exec_command(runner_command(self.spec, self.remote_user, become))
             channel.sendall(payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become)))
             channel.shutdown_write()
@@ -190,7 +198,7 @@ class SSHConnection(Connection):
         if uses_sudo(self.spec, self.remote_user):
             command = sudo_prefix(self.spec) + command
         try:
-            channel = self.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            channel = self._transport(self.client).open_session(timeout=self.spec.connect_timeout)
             channel.exec_command(command)
             if uses_sudo(self.spec, self.remote_user) and self.spec.become_password is not None:
                 channel.sendall((self.spec.become_password.get_secret_value() + "\n").encode())
@@ -216,16 +224,22 @@ class SSHConnection(Connection):
             try:
                 data = channel.recv(65536)
             except socket.timeout:
-                if not self.client.get_transport().is_active():
+                if not self._transport(self.client).is_active():
                     return b"".join(chunks), f"connection to {self.spec.host} lost"
                 continue
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 return b"".join(chunks), f"connection to {self.spec.host} lost: {exc}"
             if not data:
-                if not channel.exit_status_ready() and not self.client.get_transport().is_active():
+                if not channel.exit_status_ready() and not self._transport(self.client).is_active():
                     return b"".join(chunks), f"connection to {self.spec.host} lost"
                 return b"".join(chunks), None
             chunks.append(data)
+
+    def _transport(self, client: paramiko.SSHClient | None) -> paramiko.Transport:
+        transport = client.get_transport() if client is not None else None
+        if transport is None:
+            raise ConnectError(f"connection to {self.spec.host} lost", transient=True)
+        return transport
 
     def close(self) -> None:
         for client in (self.client, self.jump):

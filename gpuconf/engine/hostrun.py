@@ -81,7 +81,7 @@ class KnownOnlyAfterApply(TemplateError):
     """A template used part of a registered result that check mode cannot have."""
 
 
-class PendingResult(dict):
+class PendingResult(dict[str, Any]):
     """What check mode registers for a task that would change: its status is
     known, but what running it yields (rc, stdout, ...) exists only in apply.
     Using that makes the reading task `unknown`, never a silent empty value."""
@@ -123,11 +123,11 @@ class PlayOnHost:
         return Vars(self._magic, self.options.extra_vars, self._registered, task.keywords.vars,
                     task.role_params, self.play.vars, self.host_vars, self.play.role_defaults)
 
-    def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict] | None:
+    def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""
         return self._render(task, self.task_vars(task, facts))
 
-    def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict] | None:
+    def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
         for condition in task.role_when:
             if not evaluate_when(condition, variables):
                 return None
@@ -148,7 +148,7 @@ class PlayOnHost:
             raise TaskError(f"{task.type}: {exc}") from None
         return variables, params
 
-    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False) -> list:
+    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False) -> list[Any]:
         """Facts the tasks' checks will read. `speculative` renders before host
         facts are known: conditions on facts count as true, and tasks whose
         params depend on facts are left for later, so that one round trip can
@@ -166,13 +166,13 @@ class PlayOnHost:
                 facts += self._reads(task, prepared[1])
         return facts
 
-    def _speculative_facts(self, task: TaskDef) -> list:
+    def _speculative_facts(self, task: TaskDef) -> list[Any]:
         """The facts of a task rendered with facts unknowable; none if they depend on facts."""
         variables = self.task_vars(task, UNKNOWABLE)
         if self.plan_cache is not None:
-            hit, facts = self.plan_cache.get(task, variables)
+            hit, cached = self.plan_cache.get(task, variables)
             if hit:
-                return facts
+                return list(cached)
             variables.reads = {}
         try:
             rendered = self._render(task, variables)
@@ -185,7 +185,7 @@ class PlayOnHost:
                 facts = self._reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
-        if self.plan_cache is not None:
+        if self.plan_cache is not None and variables.reads is not None:
             self.plan_cache.put(task, variables.reads, facts)
         return facts
 
@@ -315,7 +315,7 @@ class PlayOnHost:
         self.emit(result)
 
     @staticmethod
-    def _reads(task: TaskDef, params: Any) -> list:
+    def _reads(task: TaskDef, params: Any) -> list[Any]:
         return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
@@ -342,7 +342,7 @@ class PlayOnHost:
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
             return result
 
-        def refresh() -> list:
+        def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
@@ -376,7 +376,7 @@ class PlayOnHost:
         if reason not in self.session.reboot_reasons:
             self.session.reboot_reasons.append(reason)
 
-    def refresh_after_reboot(self, refresh: Callable[[], list] | None = None) -> None:
+    def refresh_after_reboot(self, refresh: Callable[[], list[Any]] | None = None) -> None:
         """Host facts after a reboot, with what the task and the ones after it will read."""
         self.session.fetch(gather.fact_requests() + (refresh() if refresh else []))
         self.refresh_facts()
@@ -389,7 +389,7 @@ class PlayOnHost:
         notified = set(self.notified) | set(task.keywords.notify)
         return [h for h in later if {h.name, *h.keywords.listen} & notified]
 
-    def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list | None = None,
+    def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list[Any] | None = None,
               reboot: bool = False) -> TaskResult:
         """The result of a check (or of apply, with the re-check's `findings`). A health
         finding of severity failure makes the task failed; warnings are counted."""

@@ -29,7 +29,7 @@ class PlanCache:
     def __init__(self) -> None:
         # id(task) -> (task, variants); a variant is (reads, value). Tuples are replaced, never
         # changed, so that worker threads read them without a lock.
-        self._tasks: dict[int, tuple[Any, tuple]] = {}
+        self._tasks: dict[int, tuple[Any, tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
 
     def get(self, task: Any, variables: Vars) -> tuple[bool, Any]:

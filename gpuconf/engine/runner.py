@@ -11,7 +11,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -51,7 +51,7 @@ def batch_sizes(serial: Any, total: int) -> list[int]:
     return sizes
 
 
-class _LazyGroups(Mapping):
+class _LazyGroups(Mapping[str, Any]):
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
         self.cache: dict[str, list[str]] = {}
@@ -63,23 +63,23 @@ class _LazyGroups(Mapping):
             self.cache[name] = self.inventory.group_members(name)
         return self.cache[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.inventory.groups)
 
     def __len__(self) -> int:
         return len(self.inventory.groups)
 
 
-class _LazyHostvars(Mapping):
+class _LazyHostvars(Mapping[str, Any]):
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
 
-    def __getitem__(self, name: str) -> dict:
+    def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self.inventory.hosts:
             raise KeyError(name)
         return self.inventory.host_vars(name)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.inventory.hosts)
 
     def __len__(self) -> int:
@@ -148,7 +148,7 @@ class Runner:
             result.seal()
         return result
 
-    def _slurm_call(self, host: str) -> Callable[[list[dict], bool], list[dict]] | None:
+    def _slurm_call(self, host: str) -> Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]] | None:
         """The run's own round trips to `host`, for scontrol: inside its run lock (held by an
         apply, taken shared by each check request) and bounded by the run's deadline."""
         session = self.sessions.get(host)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from gpuconf.connection.base import Connection
+from gpuconf.connection.base import Connection, LockHandle
 from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 
@@ -24,9 +24,9 @@ class HostSession:
         self.deadline = deadline
         self.reboot_required = False
         self.reboot_reasons: list[str] = []
-        self.read_lock: dict | None = None  # check: take the run lock shared in each request
-        self.lock_handle = None  # apply: the run lock, held exclusively
-        self.lock_args: tuple | None = None
+        self.read_lock: dict[str, Any] | None = None  # check: take the run lock shared in each request
+        self.lock_handle: LockHandle | None = None  # apply: the run lock, held exclusively
+        self.lock_args: tuple[Any, ...] | None = None
 
     def take_lock(self, path: str, wait: float, owner: str) -> None:
         """Hold the host's run lock exclusively (again, after a reboot dropped it)."""
@@ -42,14 +42,14 @@ class HostSession:
             self.lock_handle = None
 
     # -- round trips --------------------------------------------------------
-    def _timeout(self, ops: list[dict]) -> float:
+    def _timeout(self, ops: list[dict[str, Any]]) -> float:
         budget = sum(float(op.get("timeout", 10)) for op in ops) + CALL_MARGIN
         limit = self.deadline()
         if limit is not None:
             budget = min(budget, max(0.5, limit - time.monotonic()))
         return budget
 
-    def call(self, ops: list[dict], readonly: bool, become: bool | None = None) -> list[dict]:
+    def call(self, ops: list[dict[str, Any]], readonly: bool, become: bool | None = None) -> list[dict[str, Any]]:
         if not ops:
             return []
         return self.connection.call(ops, readonly, self._timeout(ops), become,
@@ -62,7 +62,7 @@ class HostSession:
             replies = self.call([dict(f.request) for f in missing], readonly=True, become=become)
             self._store(missing, replies)
 
-    def _store(self, facts: list[Fact], replies: list[dict]) -> None:
+    def _store(self, facts: list[Fact], replies: list[dict[str, Any]]) -> None:
         for fact, reply in zip(facts, replies):
             if reply.get("lost"):
                 self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
@@ -80,7 +80,7 @@ class HostSession:
             raise value
         return value
 
-    def execute(self, ops: list[dict], refresh: list[Fact], become: bool | None = None) -> list[Output]:
+    def execute(self, ops: list[dict[str, Any]], refresh: list[Fact], become: bool | None = None) -> list[Output]:
         """Run write ops, then re-read `refresh` facts, in one round trip."""
         self.cache.clear()
         unique = list({f.key: f for f in refresh}.values())

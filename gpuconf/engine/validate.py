@@ -6,6 +6,8 @@ value that absorbs any use, so only variables that are truly undefined fail.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from typing import Any
 
 from gpuconf.errors import GpuconfError, TemplateError
@@ -30,7 +32,7 @@ class Unknowable:
     def __call__(self, *args: Any, **kwargs: Any) -> "Unknowable":
         return self
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(())
 
     def __len__(self) -> int:
