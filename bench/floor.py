@@ -44,7 +44,7 @@ def one_host(host: dict, command: str, stdin: bytes | None = None) -> str | None
         client.close()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def known_hosts(path: str) -> paramiko.HostKeys:
     return paramiko.HostKeys(path)
 

@@ -155,7 +155,7 @@ def write_doc(path: Path, results: dict, table_text: str) -> None:
     for name, body in parts.items():
         pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
         if pattern.search(text):
-            text = pattern.sub(lambda _: block(name, body), text)
+            text = pattern.sub(block(name, body).replace("\\", "\\\\"), text)
         else:
             text += "\n" + block(name, body) + "\n"
     path.write_text(text)

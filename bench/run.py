@@ -35,11 +35,11 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "lab"))   # the lab's own distribution (make venv installs it too)
 
-import inventories  # noqa: E402
 import report  # noqa: E402
 from measure import Row, gpuconf_counts, run_tool  # noqa: E402
 from sshd_log import enable_verbose  # noqa: E402
 
+import inventories  # noqa: E402
 from gpuconf_lab.fleet import Lab  # noqa: E402
 
 LAB = "bench"

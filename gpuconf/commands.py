@@ -142,10 +142,9 @@ def validate(args: Any) -> int:
 
 
 def inventory(args: Any) -> int:
+    from gpuconf.engine.secrets import MASK, secret_values
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
-
-    from gpuconf.engine.secrets import MASK, secret_values
 
     inv = load_inventory(args.inventory, _project_dirs(None))
     if args.host:

@@ -217,12 +217,13 @@ def _load_hosts_file(inventory: Inventory, path: Path) -> None:
         _load_group(inventory, str(name), body, data, None if name == "all" else "all")
 
 
-def _load_group(inventory: Inventory, name: str, body: Any, parent_map: yamlsrc.YDict, parent: str | None) -> None:
+def _load_group(inventory: Inventory, name: str, body: Any, parent_map: dict[str, Any], parent: str | None) -> None:
     group = inventory.add_group(name, parent)
     if body is None:
         return
     if not isinstance(body, yamlsrc.YDict):
-        raise InventoryError(f"group '{name}' must be a mapping with hosts:, vars: or children:", parent_map.location(name))
+        raise InventoryError(f"group '{name}' must be a mapping with hosts:, vars: or children:",
+                             yamlsrc.locate(parent_map, (name,)))
     for key in body:
         if key not in GROUP_KEYS:
             raise InventoryError(
@@ -234,21 +235,23 @@ def _load_group(inventory: Inventory, name: str, body: Any, parent_map: yamlsrc.
     group.vars.update(yamlsrc.plain(variables))
     hosts = body.get("hosts") or {}
     if isinstance(hosts, list):
-        raise InventoryError(f"hosts of group '{name}' must be a mapping (host: vars), not a list", body.location("hosts"))
+        raise InventoryError(f"hosts of group '{name}' must be a mapping (host: vars), not a list",
+                             body.location("hosts"))
     if not isinstance(hosts, dict):
         raise InventoryError(f"hosts of group '{name}' must be a mapping", body.location("hosts"))
     for host_name, host_vars in hosts.items():
+        where = yamlsrc.locate(hosts, (host_name,))
         if host_vars is not None and not isinstance(host_vars, dict):
-            raise InventoryError(f"variables of host '{host_name}' must be a mapping", hosts.location(host_name))
+            raise InventoryError(f"variables of host '{host_name}' must be a mapping", where)
         if str(host_name) in inventory.groups:
-            raise InventoryError(f"'{host_name}' is both a host and a group", hosts.location(host_name))
+            raise InventoryError(f"'{host_name}' is both a host and a group", where)
         inventory.add_host(str(host_name), name, yamlsrc.plain(host_vars or {}))
     children = body.get("children") or {}
     if not isinstance(children, dict):
         raise InventoryError(f"children of group '{name}' must be a mapping", body.location("children"))
     for child, child_body in children.items():
         if str(child) in inventory.hosts:
-            raise InventoryError(f"'{child}' is both a host and a group", children.location(child))
+            raise InventoryError(f"'{child}' is both a host and a group", yamlsrc.locate(children, (child,)))
         _load_group(inventory, str(child), child_body, children, name)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuconf.results import RunResult
 from gpuconf.report.jsonreport import write_atomic
+from gpuconf.results import RunResult
 
 
 def default_path(playbook: str | Path) -> Path:

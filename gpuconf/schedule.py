@@ -59,7 +59,8 @@ def check_options(options: dict[str, Any]) -> None:
         raise UsageError(f"--deadline {deadline!r}: give a number of seconds above 0")
 
 
-def render_units(options: dict[str, Any], host: str | None = None, project: Path | None = None) -> list[tuple[str, str]]:
+def render_units(options: dict[str, Any], host: str | None = None,
+                 project: Path | None = None) -> list[tuple[str, str]]:
     """(path, text) of every unit, rendered as the role renders them for `host`."""
     check_options(options)
     role = role_dir(project)

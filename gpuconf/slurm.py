@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from gpuconf.results import HostResult, RunResult, SlurmAction, Status
 from gpuconf.errors import GpuconfError
 from gpuconf.report.redact import visible_changes, visible_error
+from gpuconf.results import HostResult, RunResult, SlurmAction, Status
 
 PREFIX = "gpuconf:"
 DEADLINE = 45.0  # --deadline under --slurm: Slurm kills a HealthCheckProgram after 60 s
@@ -43,7 +43,7 @@ class NodeState:
 
     @property
     def ours(self) -> bool:
-        return bool(self.reason) and self.reason.startswith(PREFIX)
+        return self.reason is not None and self.reason.startswith(PREFIX)
 
 
 def parse_show_node(text: str) -> NodeState:
@@ -122,7 +122,8 @@ def reconcile(host: HostResult, node: str, call) -> SlurmAction:
     reply = call([{"op": "exec", "argv": ["scontrol", "show", "node", node], "timeout": SCONTROL_TIMEOUT}], True)[0]
     if reply.get("rc") != 0:
         action.action = "error"
-        action.error = f"{show_command(node)}: {(reply.get('err') or reply.get('out') or reply.get('error') or '').strip()}"
+        said = reply.get("err") or reply.get("out") or reply.get("error") or ""
+        action.error = f"{show_command(node)}: {said.strip()}"
         return action
     try:
         state = parse_show_node(reply.get("out", ""))

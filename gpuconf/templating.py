@@ -169,7 +169,7 @@ class Vars(Mapping):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
-    def child(self, *layers: Mapping[str, Any]) -> "Vars":
+    def child(self, *layers: Mapping[str, Any]) -> Vars:
         """A new Vars with extra layers above this one's."""
         return Vars(*layers, *self.layers)
 
@@ -177,7 +177,7 @@ class Vars(Mapping):
 def _run(template: jinja2.Template, variables: Mapping[str, Any]) -> jinja2.runtime.Context:
     # shared=True makes `variables` the context's parent as is, so lookups stay
     # lazy; Jinja's globals (range, dict, ...) are then provided by a layer.
-    context = template.new_context(vars=_WithGlobals(variables), shared=True)
+    context = template.new_context(vars=_WithGlobals(variables), shared=True)  # type: ignore[arg-type]  # a Mapping
     return context
 
 

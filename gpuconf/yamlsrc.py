@@ -14,9 +14,9 @@ import yaml
 from gpuconf.errors import Location, PlaybookError
 
 try:  # the C loader composes nodes much faster; construction stays in Python
-    _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
-    _BaseLoader = yaml.SafeLoader
+    from yaml import CSafeLoader as _BaseLoader
+except ImportError:  # pragma: no cover - libyaml missing
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 
 class Secret(str):
@@ -78,7 +78,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> YDict:
         try:
             hash(key)
         except TypeError:
-            raise PlaybookError("a mapping key must be a plain value", Location(loader.filename, *_mark(key_node)))
+            raise PlaybookError("a mapping key must be a plain value",
+                                Location(loader.filename, *_mark(key_node))) from None
         if key in result and index >= merged and result.key_pos[key] != _MERGED:
             first = result.key_pos[key]
             raise PlaybookError(
@@ -98,7 +99,7 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> YList:
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))
+_Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))  # type: ignore[arg-type]
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
@@ -126,9 +127,11 @@ def load_text(text: str, filename: str = "<string>") -> Any:
 
 def _position(text: str | bytes, offset: int) -> tuple[int, int]:
     """1-based line and column of a character (or byte) offset."""
-    newline = "\n" if isinstance(text, str) else b"\n"
+    if isinstance(text, bytes):
+        raw = text[:offset]
+        return raw.count(b"\n") + 1, offset - (raw.rfind(b"\n") + 1) + 1
     before = text[:offset]
-    return before.count(newline) + 1, offset - (before.rfind(newline) + 1) + 1
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def load_file(path: str | Path) -> Any:

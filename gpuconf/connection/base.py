@@ -5,17 +5,17 @@ installed on a host and every host runs exactly the controller's version.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from gpuconf.connection.sshconfig import config_path, lookup
-from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.errors import InventoryError, RemoteError
+from gpuconf.facts.base import READ_ONLY_PROGRAMS
 
 
 class HostBusy(RemoteError):
@@ -29,9 +29,8 @@ SCRIPT = (Path(__file__).with_name("remote.py")).read_text().replace(
 # Everything before START is skipped: a sudo password line that sudo -S did not
 # need to read (NOPASSWD) must not reach the interpreter.
 BOOTSTRAP = (
-    "import sys;s=sys.stdin.read();s=s[s.index(%r)+%d:];a,b=s.split(%r,1);"
+    f"import sys;s=sys.stdin.read();s=s[s.index({START!r})+{len(START)}:];a,b=s.split({SEPARATOR!r},1);"
     "exec(compile(a,'gpuconf-remote','exec'),{'REQUEST':b,'__name__':'gpuconf_remote'})"
-    % (START, len(START), SEPARATOR)
 )
 
 # Ansible's names are accepted too, so an Ansible inventory works unchanged.
@@ -78,13 +77,13 @@ class ConnectionSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _default_address(self) -> "ConnectionSpec":
+    def _default_address(self) -> ConnectionSpec:
         if not self.address:
             object.__setattr__(self, "address", self.host)
         return self
 
     @classmethod
-    def from_vars(cls, host: str, variables: dict[str, Any], overrides: dict[str, Any] | None = None) -> "ConnectionSpec":
+    def from_vars(cls, host: str, variables: dict[str, Any], overrides: dict[str, Any] | None = None) -> ConnectionSpec:
         given: dict[str, Any] = {}
         for key, value in variables.items():
             name = ALIASES.get(key, key)
@@ -124,8 +123,8 @@ def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool |
     return command
 
 
-def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None, spec: ConnectionSpec | None = None,
-            sudo: bool = False) -> bytes:
+def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None,
+            spec: ConnectionSpec | None = None, sudo: bool = False) -> bytes:
     request = {"readonly": readonly, "ops": ops}
     if lock:
         request["lock"] = lock
@@ -193,7 +192,7 @@ class Connection:
         `lock` makes the runner take the run lock shared first (checks)."""
         raise NotImplementedError
 
-    def hold_lock(self, path: str, wait: float, owner: str) -> "LockHandle":
+    def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
         """Take the run lock exclusively until the handle is closed (applies)."""
         raise NotImplementedError
 

@@ -6,14 +6,13 @@ in parallel never corrupt the file. A changed key is always refused.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import fcntl
 import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import paramiko
 

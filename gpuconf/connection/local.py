@@ -1,15 +1,22 @@
 """The local connection: the same runner, on this machine, through a subprocess."""
 from __future__ import annotations
 
-from typing import Any
-
 import getpass
 import os
 import signal
 import subprocess
+from typing import Any
 
-from gpuconf.connection.base import (Connection, LockHandle, lock_reply, parse_replies, payload, runner_command,
-                                     sudo_prefix, uses_sudo)
+from gpuconf.connection.base import (
+    Connection,
+    LockHandle,
+    lock_reply,
+    parse_replies,
+    payload,
+    runner_command,
+    sudo_prefix,
+    uses_sudo,
+)
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
 

@@ -9,9 +9,8 @@ the middle of an apply.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import shlex
+from typing import Any
 
 LOCK_PATH = "/run/gpuconf.lock"
 

@@ -1,20 +1,29 @@
 """SSH connections with paramiko: one transport per host, one channel per call."""
 from __future__ import annotations
 
-from typing import Any
-
 import random
 import socket
 import time
+from typing import Any
 
 import paramiko
 
 from gpuconf.connection import hostkeys
-from gpuconf.connection.base import (Connection, ConnectionSpec, LockHandle, lock_reply, parse_replies, payload,
-                                     runner_command, sudo_prefix, uses_sudo)
+from gpuconf.connection.base import (
+    Connection,
+    ConnectionSpec,
+    LockHandle,
+    lock_reply,
+    parse_replies,
+    payload,
+    runner_command,
+    sudo_prefix,
+    uses_sudo,
+)
 from gpuconf.connection.lock import holder_command
 from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import ConnectError, HostKeyError
+
 
 def transport(sock: Any, **kwargs: Any) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its tag is checked inside the cipher (C), where with
@@ -223,7 +232,7 @@ class SSHConnection(Connection):
             channel.settimeout(min(remaining, 1.0))
             try:
                 data = channel.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 if not self._transport(self.client).is_active():
                     return b"".join(chunks), f"connection to {self.spec.host} lost"
                 continue

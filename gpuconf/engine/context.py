@@ -6,18 +6,18 @@ check() gets values only, never the session: it cannot write. apply() gets HostA
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import paramiko
 
+from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating import Vars, evaluate_when, is_template, render_string
-
-from gpuconf.engine.session import HostSession
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:

@@ -6,24 +6,24 @@ failed (or unknown) task, a lost connection makes the host unreachable.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from gpuconf.engine.boundary import internal_error
+from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
+from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.secrets import redact_result, secret_values
+from gpuconf.engine.session import HostSession
+from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import Play, TaskDef
+from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
-
-from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
-from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
-from gpuconf.engine.secrets import redact_result, secret_values
-from gpuconf.engine.plancache import PlanCache
-from gpuconf.engine.session import HostSession
 
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 

@@ -11,25 +11,24 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from gpuconf.connection.base import Connection, ConnectionSpec
-from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.local import LocalConnection
+from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
+from gpuconf.engine.boundary import internal_error
+from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
+from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Play, Playbook
-
-from gpuconf.engine.boundary import internal_error
-from gpuconf.slurm import reconcile_all
-from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
-from gpuconf.engine.plancache import PlanCache
-from gpuconf.engine.session import HostSession
+from gpuconf.slurm import reconcile_all
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:

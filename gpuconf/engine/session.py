@@ -7,7 +7,8 @@ following tasks need, so an apply costs one round trip per changed task.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuconf.connection.base import Connection, LockHandle
 from gpuconf.errors import ConnectError, RemoteError

@@ -7,7 +7,6 @@ value that absorbs any use, so only variables that are truly undefined fail.
 from __future__ import annotations
 
 from collections.abc import Iterator
-
 from typing import Any
 
 from gpuconf.errors import GpuconfError, TemplateError
@@ -21,15 +20,15 @@ from gpuconf.templating import Vars, evaluate_when, render
 class Unknowable:
     """A value known only on the host (a fact, a registered result)."""
 
-    def __getattr__(self, name: str) -> "Unknowable":
+    def __getattr__(self, name: str) -> Unknowable:
         if name.startswith("__"):
             raise AttributeError(name)
         return self
 
-    def __getitem__(self, key: Any) -> "Unknowable":
+    def __getitem__(self, key: Any) -> Unknowable:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> "Unknowable":
+    def __call__(self, *args: Any, **kwargs: Any) -> Unknowable:
         return self
 
     def __iter__(self) -> Iterator[Any]:

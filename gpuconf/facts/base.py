@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 # Programs a task may run in a read, and for some the only subcommands it may use: each
 # one reads state and changes nothing. The remote runner refuses any other program in a

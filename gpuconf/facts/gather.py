@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.facts.base import (Fact, FactUnavailable, FileState, Output, command, file_glob, file_state,
-                                host_info)
+from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state, host_info
 from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 

@@ -121,9 +121,9 @@ def parse_dpkg_l(text: str) -> DpkgList:
                 problems.append(line)
         elif len(spans) >= 4 and len(line) > spans[1][0]:
             cells = [line[start:end].strip() for start, end in spans[:3]] + [line[spans[3][0]:].strip()]
-            abbrev, name, version, arch = cells[0], cells[1], cells[2], cells[3]
-            arch = arch.split()[0] if arch else None
-            cut = version is not None and len(version) >= spans[2][1] - spans[2][0]
+            abbrev, name, version, arch_cell = cells[0], cells[1], cells[2], cells[3]
+            arch = arch_cell.split()[0] if arch_cell else None
+            cut = len(version) >= spans[2][1] - spans[2][0]
             packages.append(_package(name, version, abbrev, arch, cut))
         else:
             problems.append(line)
@@ -153,7 +153,7 @@ def parse_apt_mark(text: str) -> AptMark:
     """Parse ``apt-mark hold PKG...`` / ``apt-mark unhold PKG...`` messages."""
     found: dict[str, list[str]] = {kind: [] for _, kind in _MARK_PATTERNS}
     problems: list[str] = []
-    for line in (l.strip() for l in text.splitlines()):
+    for line in (raw.strip() for raw in text.splitlines()):
         if not line:
             continue
         kind = next(((k, m) for p, k in _MARK_PATTERNS if (m := p.match(line))), None)

@@ -14,8 +14,16 @@ from pydantic import BaseModel, ValidationError
 from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
 from gpuconf.inventory import load_vars_file
-from gpuconf.playbook.models import (PLAY_KEYWORDS, TASK_KEYWORDS, Play, Playbook, PlayKeywords, RoleRef, TaskDef,
-                                     TaskKeywords)
+from gpuconf.playbook.models import (
+    PLAY_KEYWORDS,
+    TASK_KEYWORDS,
+    Play,
+    Playbook,
+    PlayKeywords,
+    RoleRef,
+    TaskDef,
+    TaskKeywords,
+)
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
@@ -157,7 +165,7 @@ class Loader:
                 raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
             deps = meta.get("dependencies") or []
             if not isinstance(deps, list):
-                raise PlaybookError("dependencies must be a list of roles", meta.location("dependencies"))
+                raise PlaybookError("dependencies must be a list of roles", yamlsrc.locate(meta, ("dependencies",)))
             for index, dep in enumerate(deps):
                 dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
                 dep_ref = self._role_ref(dep, dep_where, dep)

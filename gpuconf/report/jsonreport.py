@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf import __version__
-from gpuconf.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
 
 SCHEMA_VERSION = 1
 OUTPUT_TAIL = 4000  # characters of a task's stdout/stderr kept in the report
 
 
 def _iso(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def _plain(value: Any) -> Any:

@@ -15,8 +15,8 @@ import datetime
 import re
 import xml.etree.ElementTree as ET
 
-from gpuconf.results import HostResult, RunResult, Status, TaskResult
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
 
 OUTPUT_TAIL = 4000
 # XML 1.0 cannot carry these at all, not even escaped; a task's stdout may hold them.
@@ -108,7 +108,7 @@ def _testcase(run: RunResult, host: HostResult, task: TaskResult) -> tuple[ET.El
 
 
 def _iso(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="seconds")
 
 
 def to_xml(run: RunResult) -> ET.Element:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from gpuconf.results import RunResult
 from gpuconf.errors import GpuconfError, UsageError
 from gpuconf.report import jsonreport, junit, prometheus
+from gpuconf.results import RunResult
 
 FORMATS = ("text", "json", "junit")
 

@@ -16,9 +16,9 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
+from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 
 STYLE = {
     Status.OK: "green", Status.WOULD_CHANGE: "yellow", Status.CHANGED: "yellow", Status.FAILED: "bold red",

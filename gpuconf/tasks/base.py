@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import base64
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 

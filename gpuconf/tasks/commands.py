@@ -6,9 +6,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from gpuconf.facts.base import Output, file_state, user_command
-from gpuconf.tasks.base import (Change, Facts, Params, Refused, Resolver, TaskType, Unknown, Verdict, drift, in_sync,
-                                run)
+from gpuconf.facts.base import Fact, Output, file_state, user_command
+from gpuconf.tasks.base import Change, Facts, Params, Refused, Resolver, TaskType, Unknown, Verdict, drift, in_sync, run
 
 
 class CommandParams(Params):
@@ -34,8 +33,8 @@ def _shell_text(command: str | list[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def _unless_fact(params: CommandParams):
-    return user_command(_shell_text(params.unless), lambda out: out, timeout=60)
+def _unless_fact(params: CommandParams) -> Fact:
+    return user_command(_shell_text(params.unless or ""), lambda out: out, timeout=60)
 
 
 class Command(TaskType):

@@ -110,4 +110,4 @@ class NvccVersion(TaskType):
         release = getattr(parsed, "release", None)
         if release != params.release:
             raise Refused(f"{path} --version reports {release or 'nothing parseable'}, want {params.release}")
-        return in_sync(f"nvcc {parsed.version or release} at {path}")
+        return in_sync(f"nvcc {getattr(parsed, 'version', None) or release} at {path}")

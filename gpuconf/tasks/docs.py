@@ -32,7 +32,7 @@ def describe(name: str) -> str:
     lines = [f"{name}", "", inspect.cleandoc(type(task).__doc__ or ""), "", "Parameters:"]
     for field_name, info in task.Params.model_fields.items():
         default = "required" if info.is_required() else (
-            "default: " + repr(info.default_factory() if info.default_factory else info.default)
+            "default: " + repr(info.get_default(call_default_factory=True))
             if info.default is not PydanticUndefined or info.default_factory else "")
         lines.append(f"  {info.alias or field_name}: {_type_name(info.annotation)}  ({default})")
         if info.description:

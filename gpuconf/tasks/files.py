@@ -8,8 +8,21 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from gpuconf.facts.base import FileState, file_state
-from gpuconf.tasks.base import (Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync,
-                                make_directory, remove, run, write_file)
+from gpuconf.tasks.base import (
+    Change,
+    Facts,
+    Params,
+    Refused,
+    Resolver,
+    TaskType,
+    Verdict,
+    drift,
+    in_sync,
+    make_directory,
+    remove,
+    run,
+    write_file,
+)
 
 
 def parse_mode(value: str | int | None) -> int | None:
@@ -80,7 +93,7 @@ class FileParams(_Owned):
     backup: bool = False
 
     @model_validator(mode="after")
-    def _one_source(self) -> "FileParams":
+    def _one_source(self) -> FileParams:
         given = [k for k in ("content", "template", "src") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one of content, template and src (got {', '.join(given)})")
@@ -174,7 +187,7 @@ class LineParams(Params):
     backup: bool = False
 
     @model_validator(mode="after")
-    def _needs_line(self) -> "LineParams":
+    def _needs_line(self) -> LineParams:
         if self.state == "present" and self.line is None:
             raise ValueError("'line' is required when state is present")
         if self.state == "absent" and self.line is None and self.regexp is None:
@@ -200,13 +213,14 @@ def edit_lines(text: str, params: LineParams) -> str:
     if params.state == "absent":
         kept = [line for line in lines if not matches(line)]
         return "\n".join(kept) + ("\n" if kept else "") if kept != lines else text
-    if params.line in lines and (pattern is None or not any(matches(l) and l != params.line for l in lines)):
+    wanted = params.line or ""  # present: the model requires a line
+    if wanted in lines and (pattern is None or not any(matches(x) and x != wanted for x in lines)):
         return text
     hits = [i for i, line in enumerate(lines) if matches(line)]
     if hits:
-        lines[hits[-1]] = params.line
+        lines[hits[-1]] = wanted
     else:
-        lines.append(params.line)
+        lines.append(wanted)
     return "\n".join(lines) + "\n"
 
 
@@ -227,7 +241,7 @@ class Line(TaskType):
                 return in_sync(f"{params.path} does not exist")
             if not params.create:
                 raise Refused(f"{params.path} does not exist and create is false")
-            after = params.line + "\n"
+            after = f"{params.line}\n"
             return drift(Change(f"create {params.path} with the line", [write_file(params.path, after, 0o644)],
                                 diff=unified_diff(params.path, "", after)))
         if state.kind != "file" or state.text is None:

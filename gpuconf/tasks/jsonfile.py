@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 from gpuconf.facts.base import file_state
-from gpuconf.tasks.base import Change, Verdict, Facts, Refused, TaskType, drift, in_sync, write_file
+from gpuconf.tasks.base import Change, Facts, Refused, TaskType, Verdict, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
 
 

@@ -11,7 +11,7 @@ from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
-from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Unknown, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
 from gpuconf.tasks.packages import AptBackend, installed_matching
 
 
@@ -135,7 +135,7 @@ class NvidiaModule(TaskType):
         if version != params.version:
             return drift(Change(f"loaded nvidia module is {version}, installed {params.version}: reboot required",
                                 [], verify=True, reboot=True))
-        return in_sync(f"nvidia {version} loaded ({loaded.flavour})")
+        return in_sync(f"nvidia {version} loaded ({getattr(loaded, 'flavour', '?')})")
 
 
 class PersistenceParams(Params):

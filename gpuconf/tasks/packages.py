@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from gpuconf.errors import TaskError
 from gpuconf.facts.base import FactUnavailable, Output, command
 from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
-from gpuconf.tasks.base import Change, Verdict, Facts, Op, Params, TaskType, drift, in_sync, run
+from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -119,7 +119,7 @@ class PackageParams(Params):
         return value
 
     @model_validator(mode="after")
-    def _version_present(self) -> "PackageParams":
+    def _version_present(self) -> PackageParams:
         if self.version is not None and self.state != "present":
             raise ValueError("'version' only applies to state present")
         return self
@@ -151,7 +151,7 @@ class Package(TaskType):
             wanted = []
             for name in params.names:
                 state = states[name]
-                if not _installed(state):
+                if state is None or not _installed(state):
                     wanted.append((name, f"install {name}" + (f" {params.version}" if params.version else "")))
                 elif params.version and state.version != params.version:
                     wanted.append((name, f"{name} {state.version} installed, want {params.version}"))
@@ -160,7 +160,7 @@ class Package(TaskType):
                 changes.append(Change("; ".join(s for _, s in wanted),
                                       [backend.install(specs, allow_held or any(_held(states[n]) for n, _ in wanted),
                                                        params.lock_timeout)],
-                                      before={n: states[n].version if states[n] else None for n, _ in wanted},
+                                      before={n: getattr(states[n], "version", None) for n, _ in wanted},
                                       after={n: params.version or "latest" for n, _ in wanted}))
         else:
             purge = params.state == "purged"
@@ -197,5 +197,5 @@ class Package(TaskType):
         parts = []
         for name in params.names:
             state = states[name]
-            parts.append(f"{name} {state.version}" + (" (held)" if _held(state) else ""))
+            parts.append(f"{name} {state.version if state else '?'}" + (" (held)" if _held(state) else ""))
         return ", ".join(parts) + " installed"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -18,7 +19,7 @@ class ProbeParams(Params):
     pending_in_check: bool = True
 
     @model_validator(mode="after")
-    def _regex(self) -> "ProbeParams":
+    def _regex(self) -> ProbeParams:
         if self.matches is not None:
             try:
                 re.compile(self.matches)
@@ -54,7 +55,7 @@ class Probe(TaskType):
             problem = f"output lacks {params.contains!r}: {out.stdout.strip()[-200:]!r}"
         elif params.matches is not None and not re.search(params.matches, out.stdout, re.M):
             problem = f"output does not match {params.matches!r}: {out.stdout.strip()[-200:]!r}"
-        registered = {"stdout": out.stdout, "stderr": out.stderr, "rc": out.rc}
+        registered: dict[str, Any] = {"stdout": out.stdout, "stderr": out.stderr, "rc": out.rc}
         if problem is None:
             return in_sync(f"{params.command}: as expected", **registered)
         if params.pending_in_check:

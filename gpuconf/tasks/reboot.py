@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.tasks.base import Change, Verdict, Facts, Params, TaskType, drift, in_sync
+from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync
 
 
 class RebootParams(Params):

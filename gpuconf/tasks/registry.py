@@ -15,8 +15,14 @@ from gpuconf.tasks.infiniband import IbPorts
 from gpuconf.tasks.initramfs import Initramfs
 from gpuconf.tasks.jsonfile import JsonMerge
 from gpuconf.tasks.kernel import KernelModule
-from gpuconf.tasks.nvidia import (DkmsModule, DriverBranch, FabricManagerVersion, NvidiaModule, PersistenceMode,
-                                  PowerLimit)
+from gpuconf.tasks.nvidia import (
+    DkmsModule,
+    DriverBranch,
+    FabricManagerVersion,
+    NvidiaModule,
+    PersistenceMode,
+    PowerLimit,
+)
 from gpuconf.tasks.packages import Package
 from gpuconf.tasks.probe import Probe
 from gpuconf.tasks.reboot import Reboot
@@ -63,7 +69,7 @@ def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple, str
     return None
 
 
-def _literal_errors(model: Any, raw: dict, templated: set[str]) -> list[dict]:
+def _literal_errors(model: Any, raw: dict, templated: set[str]) -> list[Any]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
         model.model_validate(static)

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpuconf.facts.base import Output, command
-from gpuconf.tasks.base import Change, Verdict, Facts, Params, Refused, TaskType, Unknown, drift, in_sync, run
+from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState"

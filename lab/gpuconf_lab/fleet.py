@@ -20,11 +20,24 @@ from pathlib import Path
 
 from gpuconf_lab import image, node
 from gpuconf_lab.digest import digest_tree
-from gpuconf_lab.inventory_file import (inventory_data, known_hosts_text, ssh_config_text, write_inventory,
-                                        write_text)
-from gpuconf_lab.runtime import (IMAGES_DIR, LABS_DIR, MAX_NODES, SIM_DIR, SSH_PORT, STATE_ROOT, LabError,
-                                 LabPaths, NodeSpec, check_name, controller_paths, find_project_root, plan_nodes,
-                                 require_root_linux, require_tools)
+from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
+from gpuconf_lab.runtime import (
+    IMAGES_DIR,
+    LABS_DIR,
+    MAX_NODES,
+    SIM_DIR,
+    SSH_PORT,
+    STATE_ROOT,
+    LabError,
+    LabPaths,
+    NodeSpec,
+    check_name,
+    controller_paths,
+    find_project_root,
+    plan_nodes,
+    require_root_linux,
+    require_tools,
+)
 
 RUNTIME_FAULTS = ("sshd-down", "sshd-up", "reboot-hang", "clear")
 
@@ -84,7 +97,8 @@ class Lab:
             try:
                 self._state = json.loads(self.paths.state.read_text())
             except FileNotFoundError:
-                raise LabError(f"lab '{self.name}' is not up: start it with `gpuconf lab up --name {self.name}`") from None
+                raise LabError(f"lab '{self.name}' is not up: start it with "
+                               f"`gpuconf lab up --name {self.name}`") from None
         return self._state
 
     @property
@@ -117,7 +131,7 @@ class Lab:
         return NodeSpec(info.name, info.profile, info.index, info.address)
 
     # -- up -------------------------------------------------------------------------------------
-    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0) -> "Lab":
+    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0) -> Lab:
         """Start the nodes (all at once), pin their host keys, write the inventory."""
         require_root_linux("up")
         require_tools()

@@ -30,8 +30,20 @@ import uuid
 
 # init.py runs as a script (python3 -I): its own directory is not on sys.path by itself.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from linux import (MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,  # noqa: E402
-                   bind, drop_capabilities, mount, pivot_root, tmpfs, umount)
+from linux import (  # noqa: E402
+    MNT_DETACH,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    bind,
+    drop_capabilities,
+    mount,
+    pivot_root,
+    tmpfs,
+    umount,
+)
 
 SIM = "/usr/lib/gpuconf-lab/sim"
 RUNTIME = "/usr/lib/gpuconf-lab/runtime"

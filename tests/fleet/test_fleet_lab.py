@@ -17,7 +17,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuconf.schedule import render_units

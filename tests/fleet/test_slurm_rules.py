@@ -9,16 +9,16 @@ import pytest
 from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
 from gpuconf.slurm import NodeState, decide, drain_reason, parse_show_node, update_command
 
-SHOW = """NodeName=gpu017 Arch=x86_64 CoresPerSocket=32 
+SHOW = """NodeName=gpu017 Arch=x86_64 CoresPerSocket=32
    CPUAlloc=64 CPUEfctv=128 CPUTot=128 CPULoad=31.02
    AvailableFeatures=a100,ib
    ActiveFeatures=a100,ib
    Gres=gpu:a100:8(S:0-1)
    NodeAddr=gpu017 NodeHostName=gpu017 Version=23.02.7
-   OS=Linux 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01) 
+   OS=Linux 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)
    RealMemory=1031000 AllocMem=512000 FreeMem=400112 Sockets=2 Boards=1
    State=MIXED+DRAIN ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
-   Partitions=gpu 
+   Partitions=gpu
    BootTime=2024-05-01T10:00:00 SlurmdStartTime=2024-05-01T10:01:12
    LastBusyTime=2024-05-02T11:00:00 ResumeAfterTime=None
    CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8

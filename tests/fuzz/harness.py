@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuconf.cli import main
-
 from tests.fuzz.corpus import CONNECTION_FILE, Case
 
 RESULT_BITS = 2 | 4 | 8 | 16

@@ -130,7 +130,7 @@ def persistence_modes(host) -> list[str]:
 
 
 def test_persistence_mode_is_enabled_and_survives_another_reboot(converged):
-    for profile, name in NODES:
+    for _profile, name in NODES:
         host = connect(converged, name)
         before = persistence_modes(host)
         assert before and set(before) == {"Enabled"}, (name, before)

@@ -6,8 +6,22 @@ from gpuconf.facts import gather
 from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
 from gpuconf.tasks.health.uvm import COMMANDS, OPEN_FILES
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from tests.health.fakes import (IB, KERNEL_LOG, NVLINK, SMI, bus, files, hang, links, modules, pci, run_probe, shell,
-                                smi, stat)
+from tests.health.fakes import (
+    IB,
+    KERNEL_LOG,
+    NVLINK,
+    SMI,
+    bus,
+    files,
+    hang,
+    links,
+    modules,
+    pci,
+    run_probe,
+    shell,
+    smi,
+    stat,
+)
 
 NVIDIA_SMI_PROBES = ["health_gpu_count", "health_temperature", "health_clocks", "health_ecc", "health_memory",
                      "health_persistence", "health_utilization", "health_power", "health_host_sizing",
@@ -204,13 +218,13 @@ def test_an_unreadable_proc_modules_is_unknown_not_absent(probe):
 def test_persistence_remedy_is_opt_in():
     off = smi(gpu4={"persistence_mode": "Disabled"})
     plain, _ = run_probe("health_persistence", {}, off)
-    assert only(plain) == [(4, "failure")] and plain.changes == ()
+    assert only(plain) == [(4, "failure")] and plain.changes == []
     fixing, _ = run_probe("health_persistence", {"remedy": True}, off)
     assert [op.request["cmd"] for c in fixing.changes for op in c.ops] == ["nvidia-smi -pm 1"]
     assert only(fixing) == [(4, "failure")]
     assert not fixing.changes[0].verify   # an action: the re-check after apply judges the GPUs, not the change
     fixed, _ = run_probe("health_persistence", {"remedy": True}, smi())
-    assert fixed.changes == () and only(fixed) == []
+    assert fixed.changes == [] and only(fixed) == []
 
 
 def test_fabric_manager_down_fails_and_the_remedy_restarts_it():
@@ -220,7 +234,7 @@ def test_fabric_manager_down_fails_and_the_remedy_restarts_it():
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["systemctl restart nvidia-fabricmanager"]
     assert not check.changes[0].verify   # a restart is an action: the engine's re-check does not expect it gone
     plain, _ = run_probe("health_fabricmanager", {}, down)
-    assert plain.changes == () and plain.findings[0].severity == "failure"
+    assert plain.changes == [] and plain.findings[0].severity == "failure"
 
 
 def test_hopper_fabric_in_progress_fails_per_gpu():
@@ -249,7 +263,7 @@ def processes(holding: dict[int, str] | None = None) -> dict:
 def test_uvm_reload_only_when_no_process_holds_the_gpu():
     gone = modules("nvidia 56823808 0 - Live 0x0 (POE)\n")
     check, _ = run_probe("health_uvm", {"remedy": True}, replies(gone, processes({4242: "python3", 77: "nv-hostengine"})))
-    assert check.changes == () and "held by 77 (nv-hostengine), 4242 (python3)" in check.findings[0].message
+    assert check.changes == [] and "held by 77 (nv-hostengine), 4242 (python3)" in check.findings[0].message
     check, _ = run_probe("health_uvm", {"remedy": True}, replies(gone, processes()))
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["modprobe nvidia_uvm"]
     assert not check.changes[0].verify
@@ -265,12 +279,12 @@ def test_uvm_reads_the_processes_only_for_its_remedy():
 
 def test_uvm_not_loaded_warns_and_stuck_fails():
     plain, _ = run_probe("health_uvm", {}, modules("nvidia 56823808 0 - Live 0x0 (POE)\n"))
-    assert plain.findings[0].severity == "warning" and plain.changes == ()
+    assert plain.findings[0].severity == "warning" and plain.changes == []
     stuck = modules("nvidia_uvm 1982464 1 - Unloading 0x0 (POE)\nnvidia 56823808 1 nvidia_uvm, Live "
                                   "0x0 (POE)\n")
     check, _ = run_probe("health_uvm", {"remedy": True}, replies(stuck, processes()))
     assert check.findings[0].severity == "failure" and "stuck Unloading" in check.findings[0].message
-    assert check.changes == () and "use count 1" in check.findings[0].message   # in use: never reloaded
+    assert check.changes == [] and "use count 1" in check.findings[0].message   # in use: never reloaded
 
 
 # -- host sizing, utilization, power ----------------------------------------------------------

@@ -13,8 +13,15 @@ from gpuconf.facts.base import FactUnavailable, Output
 from gpuconf.facts.nvidia import NvidiaSmiFailure
 from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
 from gpuconf.tasks.base import Unknown
-from gpuconf.tasks.health.readings import (HEALTH_FIELDS, GpuReadings, gpu_readings, nvlink_status, parse_nvlink,
-                                           parse_readings, require_readings)
+from gpuconf.tasks.health.readings import (
+    HEALTH_FIELDS,
+    GpuReadings,
+    gpu_readings,
+    nvlink_status,
+    parse_nvlink,
+    parse_readings,
+    require_readings,
+)
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from tests.health.fakes import SMI, facts_for, hang, real, shell, smi_csv
 

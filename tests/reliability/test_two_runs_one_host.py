@@ -6,8 +6,16 @@ from __future__ import annotations
 import pytest
 
 from tests.figures import record_fault
-from tests.reliability.helpers import (check_run, finish, no_traceback, node_file, start, wait_for, write_inventory,
-                                       write_playbook)
+from tests.reliability.helpers import (
+    check_run,
+    finish,
+    no_traceback,
+    node_file,
+    start,
+    wait_for,
+    write_inventory,
+    write_playbook,
+)
 
 DIR = "/var/tmp/gpuconf-rel/two-runs"
 APPLY = f"""\

@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuconf.results import Finding, HostResult, RunResult, Status, TaskResult
 from gpuconf.report import jsonreport, junit, prometheus
+from gpuconf.results import Finding, HostResult, RunResult, Status, TaskResult
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gpuconf.results import ChangeReport, HostResult, RunResult, Status, TaskResult
 from gpuconf.report.text import TextReporter, summary
+from gpuconf.results import ChangeReport, HostResult, RunResult, Status, TaskResult
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # everything but \t and \n

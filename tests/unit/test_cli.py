@@ -19,7 +19,7 @@ def test_tasks_lists_every_generic_type_with_a_summary(capsys):
     code, out, _ = run(capsys, "tasks")
     assert code == 0
     for name in ("file", "directory", "line", "package", "service", "kernel_module", "command", "reboot", "assert"):
-        line = next((l for l in out.splitlines() if l.split(" ", 1)[0] == name), None)
+        line = next((row for row in out.splitlines() if row.split(" ", 1)[0] == name), None)
         assert line is not None and len(line.split(None, 1)) == 2, f"{name} is missing or has no summary"
 
 

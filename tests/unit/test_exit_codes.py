@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from gpuconf.cli import main
-from gpuconf.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.results import RunResult, Status, TaskResult
 
 
 def run_result(verb, *host_statuses, unreachable=(), interrupted=False, detailed=False):

@@ -32,30 +32,30 @@ def read(rel: str) -> str:
     return (REAL / rel).read_text(encoding="utf-8")
 
 
-I = "ibstat/"
+IBSTAT_DIR = "ibstat/"
 # file -> (CA count, complete, problem count, first CA (name, type, fw), ports not ACTIVE,
 #          (first port state, physical state, rate, link layer, sm lid))
 IBSTAT = {
-    I + "ibstat-a100-azure-cx6-mt4124-ibpanic-exit255-gpud.txt":
+    IBSTAT_DIR + "ibstat-a100-azure-cx6-mt4124-ibpanic-exit255-gpud.txt":
         (8, False, 1, ("mlx5_0", "MT4124", "20.41.1000"), [], ("ACTIVE", "LinkUp", 200.0, "InfiniBand", 1)),
-    I + "ibstat-a100-cx6dx-roce-plus-cx7-ib-gpud.txt":
+    IBSTAT_DIR + "ibstat-a100-cx6dx-roce-plus-cx7-ib-gpud.txt":
         (9, True, 0, ("mlx5_0", "MT4126", "22.35.2302"), [], ("ACTIVE", "LinkUp", 200.0, "Ethernet", 0)),
-    I + "ibstat-bluefield3-bond-MT41692-TRUNCATED-pplx-garden-2.txt":
+    IBSTAT_DIR + "ibstat-bluefield3-bond-MT41692-TRUNCATED-pplx-garden-2.txt":
         (2, True, 0, ("mlx5_bond_0", "MT41692", "32.39.3804"), [], ("ACTIVE", "LinkUp", 200.0, "Ethernet", 0)),
-    I + "ibstat-h100-cx7-400-roce-and-cx6dx-all-active-gpud.txt":
+    IBSTAT_DIR + "ibstat-h100-cx7-400-roce-and-cx6dx-all-active-gpud.txt":
         (12, True, 0, ("mlx5_0", "MT4129", "28.39.1002"), [], ("ACTIVE", "LinkUp", 400.0, "Ethernet", 0)),
-    I + "ibstat-h100-cx7-ib-some-ports-down-disabled-gpud.txt":
+    IBSTAT_DIR + "ibstat-h100-cx7-ib-some-ports-down-disabled-gpud.txt":
         (12, True, 0, ("mlx5_0", "MT4129", "28.39.1002"), ["mlx5_2", "mlx5_7", "mlx5_8"],
          ("ACTIVE", "LinkUp", 400.0, "InfiniBand", 334)),
-    I + "ibstat-h100-cx7-ndr-ib-sm-lid-gpud.txt":
+    IBSTAT_DIR + "ibstat-h100-cx7-ndr-ib-sm-lid-gpud.txt":
         (9, True, 0, ("mlx5_0", "MT4129", "28.41.1000"), [], ("ACTIVE", "LinkUp", 400.0, "InfiniBand", 1)),
-    I + "ibstat-h100-cx7-two-ports-down-polling-gpud.txt":
+    IBSTAT_DIR + "ibstat-h100-cx7-two-ports-down-polling-gpud.txt":
         (12, True, 0, ("mlx5_0", "MT4129", "28.39.1002"), ["mlx5_11", "mlx5_5"],
          ("ACTIVE", "LinkUp", 400.0, "Ethernet", 0)),
-    I + "ibstat-h20-cx6dx-down-rate40-TRUNCATED-sglang-6823.txt":
+    IBSTAT_DIR + "ibstat-h20-cx6dx-down-rate40-TRUNCATED-sglang-6823.txt":
         (2, True, 0, ("mlx5_0", "MT4125", "22.43.2566"), ["mlx5_0", "mlx5_1"],
          ("DOWN", "Disabled", 40.0, "Ethernet", 0)),
-    I + "ibstat-mlx4-dualport-with-ibwarn-debug-lines-TRUNCATED-rdma-core-847.txt":
+    IBSTAT_DIR + "ibstat-mlx4-dualport-with-ibwarn-debug-lines-TRUNCATED-rdma-core-847.txt":
         (1, True, 4, ("mlx4_0", "MT4099", "2.42.5000"), ["mlx4_0"], ("DOWN", "Disabled", 10.0, "InfiniBand", 13)),
 }
 
@@ -73,17 +73,17 @@ def test_ibstat(rel: str) -> None:
 
 
 def test_ibstat_details() -> None:
-    down = parse_ibstat(read(I + "ibstat-h100-cx7-ib-some-ports-down-disabled-gpud.txt"))
+    down = parse_ibstat(read(IBSTAT_DIR + "ibstat-h100-cx7-ib-some-ports-down-disabled-gpud.txt"))
     bad = [(c.name, p.state, p.physical_state, p.rate_gbps) for c in down.cas for p in c.ports if p.state != "ACTIVE"]
     assert [(name, state, phys) for name, state, phys, _ in bad] == [
         ("mlx5_2", "DOWN", "Disabled"), ("mlx5_7", "DOWN", "Disabled"), ("mlx5_8", "DOWN", "Disabled")]
     assert bad[0][3] == 40.0
-    polling = parse_ibstat(read(I + "ibstat-h100-cx7-two-ports-down-polling-gpud.txt"))
+    polling = parse_ibstat(read(IBSTAT_DIR + "ibstat-h100-cx7-two-ports-down-polling-gpud.txt"))
     states = {c.name: c.ports[0].physical_state for c in polling.cas if c.ports[0].state == "DOWN"}
     assert states == {"mlx5_11": "Polling", "mlx5_5": "Disabled"}
-    panic = parse_ibstat(read(I + "ibstat-a100-azure-cx6-mt4124-ibpanic-exit255-gpud.txt"))
+    panic = parse_ibstat(read(IBSTAT_DIR + "ibstat-a100-azure-cx6-mt4124-ibpanic-exit255-gpud.txt"))
     assert panic.problems[0].startswith("ibpanic:") and "mlx5_8" in panic.problems[0]
-    mlx4 = parse_ibstat(read(I + "ibstat-mlx4-dualport-with-ibwarn-debug-lines-TRUNCATED-rdma-core-847.txt"))
+    mlx4 = parse_ibstat(read(IBSTAT_DIR + "ibstat-mlx4-dualport-with-ibwarn-debug-lines-TRUNCATED-rdma-core-847.txt"))
     ports = mlx4.cas[0].ports
     assert [(p.number, p.state, p.rate_gbps, p.complete) for p in ports] == [
         (1, "DOWN", 10.0, True), (2, "ACTIVE", 56.0, False)]  # port 2 was cut off

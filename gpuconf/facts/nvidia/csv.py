@@ -19,8 +19,8 @@ Format notes:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from gpuconf.facts.common import is_unavailable, number_value
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal

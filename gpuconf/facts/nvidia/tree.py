@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from gpuconf.facts.common import snake_case
 
@@ -23,18 +24,18 @@ class Node:
 
     key: str
     value: str | None = None
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
     label: str = ""
 
-    def child(self, key: str) -> "Node | None":
+    def child(self, key: str) -> Node | None:
         """The first child whose snake_case key is ``key``."""
         return next((c for c in self.children if c.key == key), None)
 
-    def all(self, key: str) -> list["Node"]:
+    def all(self, key: str) -> list[Node]:
         """Every child whose snake_case key is ``key`` (MIG devices, processes)."""
         return [c for c in self.children if c.key == key]
 
-    def find(self, path: str) -> "Node | None":
+    def find(self, path: str) -> Node | None:
         """Follow a ``/``-separated snake_case path; None if any step is missing."""
         node: Node | None = self
         for step in path.split("/"):
@@ -51,7 +52,7 @@ class Node:
                 return node.value
         return None
 
-    def walk(self, prefix: str = "") -> Iterator[tuple[str, "Node"]]:
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, Node]]:
         """Every descendant with its human-readable path (labels joined by ``/``)."""
         for child in self.children:
             path = f"{prefix}/{child.label or child.key}" if prefix else (child.label or child.key)

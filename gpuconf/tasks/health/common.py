@@ -17,7 +17,9 @@ from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict
 
 Severity = Literal["ok", "warning", "failure"]
-OK, WARNING, FAILURE = "ok", "warning", "failure"
+OK: Severity = "ok"
+WARNING: Severity = "warning"
+FAILURE: Severity = "failure"
 _RANK = {OK: 0, WARNING: 1, FAILURE: 2}
 
 
@@ -30,7 +32,7 @@ def gpu_name(index: int | None, bus_id: str | None) -> str:
 
 def worst(findings: list[Finding]) -> str:
     """The most severe severity among `findings` (`ok` when there are none)."""
-    return max((f.severity for f in findings), key=_RANK.__getitem__, default=OK)
+    return max((f.severity for f in findings), key=lambda severity: _RANK[severity], default=OK)
 
 
 def summarise(findings: list[Finding], most: int = 3) -> str:
@@ -44,7 +46,7 @@ def summarise(findings: list[Finding], most: int = 3) -> str:
 def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: Any) -> Verdict:
     """A probe's result: its findings, no state changes (remedies aside: each is a Change
     with verify=False, an action the engine's re-check does not expect to vanish)."""
-    return Verdict(tuple(changes or ()), summarise(findings), data, tuple(findings))
+    return Verdict(list(changes or ()), summarise(findings), data, list(findings))
 
 
 class NvidiaSmiParams(Params):

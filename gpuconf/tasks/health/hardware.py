@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable, file_state
+from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.kernel import ProcModules
 from gpuconf.facts.nvidia import LoadedDriver, parse_proc_driver_version
 from gpuconf.facts.nvidia.failure import GPU_LOST
-from gpuconf.facts.common import canonical_pci_address
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
 from gpuconf.tasks.health.readings import gpu_readings, require_readings
@@ -53,7 +53,7 @@ class GpuCountMatches(HealthProbe):
             readings.failure.kind == GPU_LOST else None
         for position, address in enumerate(addresses):
             if address not in listed:
-                reason = f" ({readings.failure.message})" if address == lost else ""
+                reason = f" ({readings.failure.message})" if address == lost and readings.failure else ""
                 findings.append(Finding(self.probe, FAILURE, f"{gpu_name(position, address)} is on the PCI bus "
                                         f"but nvidia-smi does not list it: lost or fallen off the bus{reason}",
                                         gpu=position, bus_id=address))

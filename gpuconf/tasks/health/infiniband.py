@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.results import Finding
 from gpuconf.facts.base import file_glob
 from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_files
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe
 

@@ -18,14 +18,24 @@ from dataclasses import dataclass, replace
 
 from pydantic import Field, model_validator
 
-from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, FileState, Output, command, file_state
-from gpuconf.facts.kernel import (APPLICATION, ECC, FALLEN_OFF_BUS, GSP, NVLINK, UNKNOWN, classify_xid,
-                                  decode_taint, find_lockups, parse_xid_events, summarise_xid_events)
+from gpuconf.facts.kernel import (
+    APPLICATION,
+    ECC,
+    FALLEN_OFF_BUS,
+    GSP,
+    NVLINK,
+    UNKNOWN,
+    classify_xid,
+    decode_taint,
+    find_lockups,
+    parse_xid_events,
+    summarise_xid_events,
+)
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
-from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, \
-    gpu_name, verdict
+from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, gpu_name, verdict
 from gpuconf.tasks.health.hardware import PCI_FACT
 from gpuconf.tasks.health.pci import index_of, sysfs_gpu_addresses
 from gpuconf.tasks.health.readings import gpu_readings, optional_readings, smi_indexes
@@ -92,7 +102,7 @@ class XidParams(NvidiaSmiParams):
                                                   description="per-code overrides, e.g. {13: ok}")
 
     @model_validator(mode="after")
-    def _categories(self) -> "XidParams":
+    def _categories(self) -> XidParams:
         unknown = sorted(set(self.severity_by_category) - set(CATEGORY_SEVERITY))
         if unknown:
             raise ValueError(f"unknown Xid categories {', '.join(unknown)} (known: {', '.join(CATEGORY_SEVERITY)})")

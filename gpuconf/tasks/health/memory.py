@@ -1,6 +1,8 @@
 """GPU memory: uncorrectable ECC errors and row remapping, and how full it is."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from gpuconf.results import Finding
@@ -17,7 +19,7 @@ class EccParams(NvidiaSmiParams):
 def judge_ecc(gpus: tuple[GpuReading, ...], params: EccParams, probe: str = "ecc") -> list[Finding]:
     findings = []
     for gpu in gpus:
-        where = dict(gpu=gpu.index, bus_id=gpu.bus_id)
+        where: dict[str, Any] = dict(gpu=gpu.index, bus_id=gpu.bus_id)
         problems = []
         count = gpu.ecc_uncorrected_volatile
         if count is not None and count > params.max_uncorrected_volatile:
@@ -64,7 +66,7 @@ class MemoryUseParams(NvidiaSmiParams):
 def judge_memory(gpus: tuple[GpuReading, ...], params: MemoryUseParams, probe: str = "memory") -> list[Finding]:
     findings = []
     for gpu in gpus:
-        where = dict(gpu=gpu.index, bus_id=gpu.bus_id)
+        where: dict[str, Any] = dict(gpu=gpu.index, bus_id=gpu.bus_id)
         used, total = gpu.memory_used_mib, gpu.memory_total_mib
         if used is None or not total:
             findings.append(Finding(probe, OK, f"{gpu.label}: memory use not reported", **where))

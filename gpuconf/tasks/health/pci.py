@@ -45,8 +45,8 @@ class PcieLink:
 
     @property
     def below_max(self) -> bool:
-        slower = None not in (self.speed_gts, self.max_speed_gts) and self.speed_gts < self.max_speed_gts
-        narrower = None not in (self.width, self.max_width) and self.width < self.max_width
+        slower = self.speed_gts is not None and self.max_speed_gts is not None and self.speed_gts < self.max_speed_gts
+        narrower = self.width is not None and self.max_width is not None and self.width < self.max_width
         return bool(slower or narrower)
 
     def describe(self) -> str:

@@ -20,13 +20,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuconf.results import Finding
 from gpuconf.facts.base import DropRefused, Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.facts.nvidia import (ClockEventReasons, NvidiaSmiFailure, NvlinkStatus, QueryCsv,
-                                  decode_clock_event_reasons, detect_nvidia_smi_failure, parse_nvlink_status,
-                                  parse_query_csv)
+from gpuconf.facts.nvidia import (
+    ClockEventReasons,
+    NvidiaSmiFailure,
+    NvlinkStatus,
+    QueryCsv,
+    decode_clock_event_reasons,
+    detect_nvidia_smi_failure,
+    parse_nvlink_status,
+    parse_query_csv,
+)
 from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, DRIVER_UNRESPONSIVE, is_fatal
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Unknown
 from gpuconf.tasks.health.common import FAILURE, gpu_name
 
@@ -129,7 +136,8 @@ def readings_from_csv(csv: QueryCsv) -> GpuReadings:
             bus_id=canonical_pci_address(_text(row.get("pci.bus_id"))),
             name=_text(row.get("name")), persistence=_yes(row.get("persistence_mode")),
             pstate=_text(row.get("pstate")), temperature_c=_number(row.get("temperature.gpu")),
-            clock_reasons=reasons, clock_reasons_mask=int(mask_text, 0) if reasons else None,
+            clock_reasons=reasons,
+            clock_reasons_mask=int(mask_text, 0) if reasons and isinstance(mask_text, str) else None,
             utilization_percent=_number(row.get("utilization.gpu")),
             memory_used_mib=_number(row.get("memory.used")), memory_total_mib=_number(row.get("memory.total")),
             power_draw_w=_number(row.get("power.draw")), power_limit_w=_number(row.get("power.limit")),
@@ -161,7 +169,7 @@ def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailur
     # nvidia-smi prints some failures (a lost GPU) on stderr, before or among the rows
     text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() else "") + out.stdout
     failure = detect_nvidia_smi_failure(text)
-    if is_fatal(failure):
+    if failure is not None and is_fatal(failure):
         return failure
     csv = parse_query_csv(text)
     if out.rc != 0 and not csv.rows:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuconf.results import Finding
 from gpuconf.facts.nvidia import CLOCK_EVENT_REASON_BITS
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
@@ -15,7 +15,7 @@ class TemperatureParams(NvidiaSmiParams):
     fail_c: float = Field(85, description="a failure at or above this many °C (healthy is below it)")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "TemperatureParams":
+    def _ordered(self) -> TemperatureParams:
         if self.warn_c > self.fail_c:
             raise ValueError(f"warn_c ({self.warn_c:g}) must not be above fail_c ({self.fail_c:g})")
         return self
@@ -70,7 +70,7 @@ class ClockParams(NvidiaSmiParams):
                                        "every other active reason is a warning")
 
     @model_validator(mode="after")
-    def _known(self) -> "ClockParams":
+    def _known(self) -> ClockParams:
         for name in self.ok_reasons + self.failure_reasons:
             if name not in REASON_NAMES:
                 raise ValueError(f"unknown clock event reason '{name}' (known: {', '.join(REASON_NAMES)})")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuconf.results import Finding
 from gpuconf.facts import gather
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, verdict
 from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
@@ -109,7 +109,7 @@ class HostSizingParams(NvidiaSmiParams):
                                  "a health problem, so by default it is only reported)")
 
     @model_validator(mode="after")
-    def _ranges(self) -> "HostSizingParams":
+    def _ranges(self) -> HostSizingParams:
         if self.cpus_per_gpu_min > self.cpus_per_gpu_max or self.ram_per_vram_min > self.ram_per_vram_max:
             raise ValueError("each minimum must not be above its maximum")
         return self

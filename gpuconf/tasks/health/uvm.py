@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from gpuconf.results import Finding
 from gpuconf.facts import gather
 from gpuconf.facts.base import file_glob
+from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Params, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
 from gpuconf.tasks.health.hardware import read_modules
@@ -67,7 +67,8 @@ class UvmReady(HealthProbe):
             return verdict([finding])
         holders = gpu_holders(facts[OPEN_FILES], facts[COMMANDS])
         if holders or (uvm is not None and uvm.refcount):
-            shown = ", ".join(f"{h.pid} ({h.command})" for h in holders[:5]) or f"use count {uvm.refcount}"
+            shown = ", ".join(f"{h.pid} ({h.command})" for h in holders[:5]) or \
+                f"use count {uvm.refcount if uvm is not None else '?'}"
             finding.message += f"; not reloaded: the GPU is held by {shown}"
             return verdict([finding])
         ops = ([run(["modprobe", "-r", "nvidia_uvm"])] if uvm is not None else []) + \

@@ -323,7 +323,7 @@ def write_modules_dep(release: str) -> None:
     found = modules.index(release)
     base = f"/lib/modules/{release}/"
     lines = []
-    for name, (node_path, fields) in sorted(found.items()):
+    for _name, (node_path, fields) in sorted(found.items()):
         deps = [found[normalise(d)][0][len(base):] for d in fields.get("depends", "").split(",")
                 if d and normalise(d) in found]
         lines.append(f"{node_path[len(base):]}: {' '.join(deps)}".rstrip())

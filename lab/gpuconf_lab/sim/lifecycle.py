@@ -62,7 +62,8 @@ def start(name: str, _chain: tuple = ()) -> None:
         except StartError:
             logs.systemd(f"Dependency failed for {unit.description}.", unit.name, 3)
             logs.systemd(f"{unit.name}: Job {unit.name}/start failed with result 'dependency'.", unit.name, 4)
-            raise StartError(f"A dependency job for {unit.name} failed. See 'journalctl -xe' for details.", 1)
+            raise StartError(f"A dependency job for {unit.name} failed. See 'journalctl -xe' for details.",
+                             1) from None
     for dep in unit.words("Unit", "Wants"):
         try:
             start(dep, _chain + (unit.name,))

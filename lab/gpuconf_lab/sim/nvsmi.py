@@ -34,7 +34,7 @@ def parse(argv: list[str]) -> dict:
         arg = argv[i]
         key, eq, value = arg.partition("=")
 
-        def take() -> str:
+        def take(eq: str = eq, value: str = value) -> str:
             nonlocal i
             if eq:
                 return value

@@ -14,8 +14,8 @@ import lifecycle
 import logs
 import services
 import state
-import units
 import systemctl_files as files
+import units
 import unitstatus
 from services import StartError
 

@@ -14,6 +14,7 @@ import state
 import units
 import unitstatus
 
+
 def cmd_enable(names, flags, values, quiet, verb="enable") -> int:
     if not _need_units(names) or _needs_root(verb):
         return 1
