@@ -150,7 +150,11 @@ def inventory(args: Any) -> int:
     if args.host:
         if args.host not in inv.hosts:
             raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
-        data = {"host": args.host, "groups": inv.host_groups(args.host), "vars": inv.host_vars(args.host)}
+        from gpuconf.engine.variables import group_names
+
+        # the inventory's part of the one layering (gpuconf/engine/variables.py): what every play sees
+        data = {"host": args.host, "groups": inv.host_groups(args.host), "group_names": group_names(inv, args.host),
+                "inventory_hostname_short": args.host.split(".", 1)[0], "vars": inv.host_vars(args.host)}
     else:
         data = inv.to_dict()
     secrets = set().union(*(secret_values([inv.host_vars(h)]) for h in inv.hosts)) if inv.hosts else set()

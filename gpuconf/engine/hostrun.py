@@ -16,6 +16,7 @@ from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.validate import Unknowable, contains_unknowable
+from gpuconf.engine.variables import task_variables
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
@@ -119,9 +120,9 @@ class PlayOnHost:
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
-            self._magic = Verbatim(dict(self.magic, facts=facts, inventory_hostname=self.host))
-        return Vars(self._magic, self.options.extra_vars, self._registered, task.keywords.vars,
-                    task.role_params, self.play.vars, self.host_vars, self.play.role_defaults)
+            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts))
+        return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
+                              self.host_vars)
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""

@@ -11,7 +11,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +23,7 @@ from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
+from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
@@ -50,41 +51,6 @@ def batch_sizes(serial: Any, total: int) -> list[int]:
     return sizes
 
 
-class _LazyGroups(Mapping[str, Any]):
-    def __init__(self, inventory: Inventory):
-        self.inventory = inventory
-        self.cache: dict[str, list[str]] = {}
-
-    def __getitem__(self, name: str) -> list[str]:
-        if name not in self.inventory.groups:
-            raise KeyError(name)
-        if name not in self.cache:
-            self.cache[name] = self.inventory.group_members(name)
-        return self.cache[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.inventory.groups)
-
-    def __len__(self) -> int:
-        return len(self.inventory.groups)
-
-
-class _LazyHostvars(Mapping[str, Any]):
-    def __init__(self, inventory: Inventory):
-        self.inventory = inventory
-
-    def __getitem__(self, name: str) -> dict[str, Any]:
-        if name not in self.inventory.hosts:
-            raise KeyError(name)
-        return self.inventory.host_vars(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.inventory.hosts)
-
-    def __len__(self) -> int:
-        return len(self.inventory.hosts)
-
-
 class Runner:
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions, limit: str | None = None,
                  emit: Callable[[TaskResult], None] = lambda r: None,
@@ -99,7 +65,7 @@ class Runner:
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
-        self.magic = {"groups": _LazyGroups(inventory), "hostvars": _LazyHostvars(inventory)}
+        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
 
@@ -241,7 +207,9 @@ class Runner:
             host_result.tasks.append(task)
             self.emit(task)
             return False
-        runner = PlayOnHost(play, host, self.inventory.host_vars(host), self.magic, session, self.options,
+        magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
+                                self.shared)
+        runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
                             plan_cache=self.plan_cache)

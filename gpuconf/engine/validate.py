@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
 from gpuconf.errors import GpuconfError, TemplateError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Playbook, TaskDef
 from gpuconf.tasks.registry import build_params
-from gpuconf.templating import Vars, evaluate_when, render
+from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
 
 class Unknowable:
@@ -78,7 +79,8 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
              max_hosts_per_play: int = 200) -> list[str]:
     """Problems found, as readable lines (empty: valid)."""
     problems: list[str] = []
-    unknowable = Unknowable()
+    unknowable = UNKNOWABLE
+    shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
     for play in playbook.plays:
         hosts = match_hosts(inventory, play.hosts)
         if limit:
@@ -95,15 +97,23 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
                                     "defines or listens to")
         seen: set[str] = set()
         for host in hosts[:max_hosts_per_play]:
-            magic = {"facts": unknowable, "inventory_hostname": host, "groups": unknowable,
-                     "hostvars": unknowable, "group_names": inventory.host_groups(host)}
+            magic = validation_magic(inventory, host, hosts, shared)
             for task in play.tasks + play.handlers:
-                problem = _check_task(task, Vars(magic, extra_vars, registered, task.keywords.vars, task.role_params,
-                                                 play.vars, inventory.host_vars(host), play.role_defaults))
+                problem = _check_task(task, task_variables(magic, extra_vars, registered, task, play,
+                                                           inventory.host_vars(host)))
                 if problem and problem not in seen:
                     seen.add(problem)
                     problems.append(f"{task.location}: {problem} (task '{task.name}', host {host})")
     return problems
+
+
+def validation_magic(inventory: Inventory, host: str, play_hosts: list[str], shared: dict[str, Any]) -> Verbatim:
+    """The magic variables as a run has them, except what only a run knows: the host's facts,
+    and whether it is a check or an apply (ansible_check_mode)."""
+    return Verbatim(magic_variables(inventory, host, play_hosts, UNKNOWABLE, UNKNOWABLE, shared))  # type: ignore[arg-type]
+
+
+UNKNOWABLE = Unknowable()
 
 
 def _check_task(task: TaskDef, variables: Vars) -> str | None:
