@@ -178,9 +178,20 @@ def facts(args: Any) -> int:
     from gpuconf.engine.runner import default_connection
     from gpuconf.engine.session import HostSession
     from gpuconf.facts import gather
+    from gpuconf.facts.subjects import SUBJECTS, subject_reads, subject_view
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
 
+    if args.list:
+        width = max(len(name) for name in SUBJECTS)
+        print("\n".join(f"{name.ljust(width)}  {subject.summary}" for name, subject in SUBJECTS.items()))
+        return 0
+    if not args.host or not args.inventory:
+        raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
+    subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
+    for name in subjects:
+        if name not in SUBJECTS:
+            raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
     inv = load_inventory(args.inventory, _project_dirs(None))
     if args.host not in inv.hosts:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
@@ -188,12 +199,14 @@ def facts(args: Any) -> int:
                                     {"connection": args.connection} if args.connection else None)
     connection = default_connection(spec, RunOptions(accept_new_host_keys=args.accept_new_host_keys))
     session = HostSession(args.host, connection)
+    wanted = gather.fact_requests() + subject_reads(subjects)
     try:
-        session.fetch(gather.fact_requests())
-        values = {f.key: session.cache.get(f.key) for f in gather.fact_requests()}
+        session.fetch(wanted)  # one round trip: host facts and every subject's reads
+        values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
-    print(json.dumps(gather.assemble(values), indent=2, sort_keys=True, default=str))
+    result = gather.assemble(values) | subject_view(subjects, values)
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
 
 

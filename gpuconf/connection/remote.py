@@ -127,7 +127,7 @@ def read_only_argv(argv):
     if program not in READ_ONLY_PROGRAMS:
         return False
     allowed = READ_ONLY_PROGRAMS[program]
-    return allowed is None or (len(argv) > 1 and argv[1] in allowed)
+    return allowed is None or any(tuple(argv[1:1 + len(prefix)]) == tuple(prefix) for prefix in allowed)
 
 
 def op_exec(op, readonly):

@@ -21,26 +21,32 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# Programs a task may run in a read, and for some the only subcommands it may use: each
+# Programs a task may run in a read, and for some the only argument prefixes it may use: each
 # one reads state and changes nothing. The remote runner refuses any other program in a
 # read-only request too.
-READ_ONLY_PROGRAMS: dict[str, tuple[str, ...] | None] = {
-    "apt-cache": ("policy", "show", "madison"),
+READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
+    "apt-cache": (("policy",), ("show",), ("madison",)),
+    "apt-mark": (("showhold",),),
     "cat": None,
-    "dkms": ("status",),
+    "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r", "1")),
+    "dkms": (("status",),),
     "dmesg": None,
+    "dnf": (("module", "list"),),
+    "dpkg": (("-l",),),
     "dpkg-query": None,
     "ibstat": None,
+    "ibstatus": None,
     "ibv_devinfo": None,
     "journalctl": None,
     "lsmod": None,
     "modinfo": None,
-    "mokutil": ("--sb-state",),
-    "nvcc": ("--version",),
+    "mokutil": (("--sb-state",),),
+    "nvcc": (("--version",),),
+    "nvidia-imex-ctl": (("-N",), ("-q",)),
     "nvidia-smi": None,
-    "rpm": ("-q", "-qa"),
-    "scontrol": ("show",),
-    "systemctl": ("show", "is-active", "is-enabled", "status"),
+    "rpm": (("-q",), ("-qa",)),
+    "scontrol": (("show",),),
+    "systemctl": (("show",), ("is-active",), ("is-enabled",), ("status",), ("list-units",)),
     "uname": None,
 }
 
@@ -82,16 +88,16 @@ def _output(result: Reply) -> Output:
 
 
 def check_read_only(argv: Sequence[str]) -> None:
-    """Refuse a program (or a subcommand of it) that is not known to be read-only."""
+    """Refuse a program (or a use of it) that is not known to be read-only."""
     if not argv:
         raise ValueError("a command read needs a program")
     program = os.path.basename(argv[0])
     if program not in READ_ONLY_PROGRAMS:
         raise ValueError(f"'{program}' is not a read-only program gpuconf may run in a check")
     allowed = READ_ONLY_PROGRAMS[program]
-    if allowed is not None and not any(arg in allowed for arg in argv[1:2]):
-        raise ValueError(f"'{program} {' '.join(argv[1:2])}' is not a read-only use of {program} "
-                         f"(allowed: {', '.join(allowed)})")
+    if allowed is not None and not any(tuple(argv[1:1 + len(prefix)]) == prefix for prefix in allowed):
+        raise ValueError(f"'{program} {' '.join(argv[1:3])}' is not a read-only use of {program} "
+                         f"(allowed: {', '.join(' '.join(p) for p in allowed)})")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
 from gpuconf.facts.base import FactUnavailable, Output, command
-from gpuconf.facts.packages import DpkgPackage, parse_dpkg_query
+from gpuconf.facts.packages import DpkgPackage, parse_apt_mark, parse_dpkg_query
 from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
@@ -82,7 +82,8 @@ class AptBackend:
 
     def hold(self, names: list[str], hold: bool):
         # dpkg --set-selections under apt-mark does not wait for the lock: it fails at once, naming the holder
-        return run(["apt-mark", "hold" if hold else "unhold", *names], timeout=120)
+        op = run(["apt-mark", "hold" if hold else "unhold", *names], timeout=120)
+        return Op(dict(op.request, marks=list(names)) if hold else op.request, op.description)
 
 
 def lock_error(output: str, lock_timeout: float) -> str | None:
@@ -185,6 +186,12 @@ class Package(TaskType):
         for op in (op for change in changes for op in change.ops):
             output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
             if output.rc == 0:
+                if op.request.get("marks"):  # apt-mark hold: every name must be reported held
+                    marked = parse_apt_mark(output.stdout)
+                    missed = set(op.request["marks"]) - set(marked.held) - set(marked.already_held)
+                    if missed:
+                        raise TaskError(f"{op.description}: apt-mark did not hold {', '.join(sorted(missed))}: "
+                                        f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
                 continue
             plain = lock_error(output.stdout + "\n" + output.stderr, params.lock_timeout)
             tail = (output.stderr.strip() or output.stdout.strip())[-800:]

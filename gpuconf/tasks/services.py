@@ -7,26 +7,37 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gpuconf.facts.base import Output, command
-from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
+from gpuconf.errors import TaskError
+from gpuconf.facts.base import Fact, Output, command
+from gpuconf.facts.systemd import UnitProperties, parse_start_failure, parse_systemctl_show
+from gpuconf.tasks.base import (
+    ApplyContext,
+    Change,
+    Facts,
+    Op,
+    Params,
+    Refused,
+    TaskType,
+    Unknown,
+    Verdict,
+    drift,
+    in_sync,
+    run,
+)
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState"
 
 
-def parse_show(output: Output) -> dict[str, str]:
-    """`systemctl show --property=...` prints KEY=VALUE lines."""
-    values = {}
-    for line in output.stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key.strip()] = value.strip()
-    return values
+def unit_properties(output: Output) -> dict[str, str]:
+    """The unit's `systemctl show` properties (empty when it printed none)."""
+    unit = parse_systemctl_show(output.stdout)
+    return dict(unit.properties) if isinstance(unit, UnitProperties) else {}
 
 
-def unit_fact(name: str):
+def unit_fact(name: str) -> Fact:
     return command(["systemctl", "show", name, f"--property={PROPERTIES}", "--no-pager"],
-                   lambda out: (parse_show(out), out), timeout=20, key=f"unit:{name}")
+                   lambda out: (unit_properties(out), out), timeout=20, key=f"unit:{name}")
 
 
 class ServiceParams(Params):
@@ -103,3 +114,15 @@ class Service(TaskType):
             return drift(*changes)
         state = values.get("ActiveState", "?")
         return in_sync(f"{name} is {state}, {values.get('UnitFileState', '?')}")
+
+    def apply(self, ctx: ApplyContext, params: ServiceParams, changes: list[Change]) -> None:
+        """The ops in order; a unit that does not start is said the way systemctl said it, with
+        where to look, rather than as a bare exit status."""
+        for op in (op for change in changes for op in change.ops):
+            output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
+            if output.rc == 0:
+                continue
+            failure = parse_start_failure(output.stderr + "\n" + output.stdout)
+            said = failure.message if failure else (output.stderr.strip() or output.stdout.strip())[-400:]
+            hint = f"; see journalctl -u {params.name}" if failure and failure.reason != "not_found" else ""
+            raise TaskError(f"{op.description} failed (exit {output.rc}): {said}{hint}")
