@@ -68,15 +68,19 @@ def text(data):
     return data.decode("utf-8", "replace")
 
 
-def run_shell(cmd, timeout, stdin_data=None):
-    """Run `cmd` in its own process group; on timeout kill the whole group.
+def run_argv(argv, timeout, stdin_data=None):
+    """Run a program (no shell) in its own process group; on timeout kill the whole group.
 
     A process stuck in the kernel (a wedged GPU) cannot be reaped, so after the
     kill we wait only briefly and abandon it rather than hang with it."""
     started = time.time()
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", cmd], stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, start_new_session=True)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, start_new_session=True)
+    except OSError as exc:  # not installed: as a shell says it
+        return {"rc": 127 if isinstance(exc, FileNotFoundError) else 126, "out": "",
+                "err": "%s: %s" % (argv[0], exc.strerror), "timed_out": False, "duration": 0.0, "timeout": timeout}
     try:
         out, err = proc.communicate(stdin_data, timeout=timeout)
         timed_out = False
@@ -95,31 +99,8 @@ def run_shell(cmd, timeout, stdin_data=None):
             "timeout": timeout}
 
 
-def run_argv(argv, timeout):
-    """Run a program without a shell, in its own process group, killed with it at `timeout`."""
-    started = time.time()
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=ENV, start_new_session=True)
-    except OSError as exc:  # not installed: as a shell says it
-        return {"rc": 127 if isinstance(exc, FileNotFoundError) else 126, "out": "",
-                "err": "%s: %s" % (argv[0], exc.strerror), "timed_out": False, "duration": 0.0, "timeout": timeout}
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            out, err = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            out, err = b"", b"process did not exit after SIGKILL (stuck in the kernel)"
-    return {"rc": proc.returncode if proc.returncode is not None else -9, "out": text(out or b""),
-            "err": text(err or b""), "timed_out": timed_out, "duration": round(time.time() - started, 3),
-            "timeout": timeout}
+def run_shell(cmd, timeout, stdin_data=None):
+    return run_argv(["/bin/sh", "-c", cmd], timeout, stdin_data)
 
 
 def read_only_argv(argv):
