@@ -66,6 +66,7 @@ class Runner:
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
+        self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
 
@@ -78,7 +79,11 @@ class Runner:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
     def play_hosts(self, play: Play) -> list[str]:
-        return limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts), self.limit)
+        """The play's hosts after --limit, resolved once per play (every host's `play_hosts`)."""
+        if id(play) not in self._play_hosts:
+            self._play_hosts[id(play)] = limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts),
+                                                     self.limit)
+        return self._play_hosts[id(play)]
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
