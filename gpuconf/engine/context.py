@@ -65,7 +65,8 @@ class Resolver:
 def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None) -> Facts:
     """The declared reads of a task, fetched (one round trip for those not cached yet)."""
     session.fetch(reads, become)
-    return Facts(dict(session.cache), reads, host, tuple(session.reboot_reasons))
+    return Facts({f.key: session.cache[f.key] for f in reads if f.key in session.cache}, reads, host,
+                 tuple(session.reboot_reasons))
 
 
 class HostApply:
