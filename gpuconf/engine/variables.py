@@ -41,6 +41,9 @@ class LazyGroups(Mapping[str, list[str]]):
     def __len__(self) -> int:
         return len(self.inventory.groups)
 
+    def __repr__(self) -> str:  # `{{ groups }}` in a string shows the groups, not an object
+        return repr(dict(self))
+
 
 class LazyHostvars(Mapping[str, Any]):
     """`hostvars`: every host's inventory variables, merged when a template asks for one."""
@@ -58,6 +61,9 @@ class LazyHostvars(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.inventory.hosts)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 def group_names(inventory: Inventory, host: str) -> list[str]:

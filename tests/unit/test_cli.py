@@ -97,7 +97,8 @@ def inventory_dir(tmp_path, monkeypatch):
 def test_inventory_host_shows_groups_and_merged_vars(inventory_dir, capsys):
     code, out, _ = run(capsys, "inventory", "-i", "prod", "--host", "node1")
     assert code == 0
-    assert json.loads(out) == {"host": "node1", "groups": ["all", "gpu"], "vars": {"driver": "550", "rack": "r1"}}
+    assert json.loads(out) == {"host": "node1", "groups": ["all", "gpu"], "group_names": ["gpu"],
+                               "inventory_hostname_short": "node1", "vars": {"driver": "550", "rack": "r1"}}
 
 
 def test_inventory_shows_groups_and_hosts(inventory_dir, capsys):

@@ -7,6 +7,7 @@ import pytest
 from gpuconf.engine.hostrun import PlayOnHost, RunOptions
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.runner import Runner
+from gpuconf.engine.variables import magic_variables
 from gpuconf.errors import TemplateError
 from gpuconf.inventory import load_inventory
 from gpuconf.playbook.loader import load_playbook
@@ -54,7 +55,8 @@ def planned(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
     play = playbook.plays[0]
     plans = {}
     for host in runner.play_hosts(play):
-        on_host = PlayOnHost(play, host, inventory.host_vars(host), runner.magic, None, runner.options, {},
+        magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
+        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
                              lambda r: None, lambda: False, plan_cache=cache)
         plans[host] = [(fact.key, fact.request) for fact in on_host._facts_of(play.tasks, speculative=True)]
     return plans
