@@ -143,7 +143,7 @@ SEED: dict[str, str] = {
 
 CONNECTION_FILE = "inventory/group_vars/all/connection.yml"
 # Never in a mutation: any of these could make a case reach a real host or run locally.
-FORBIDDEN = ("connection", "address", "ansible_", "jump_host", "python", "known_hosts")
+FORBIDDEN = ("connection", "address", "ansible_", "jump_host", "python", "known_hosts", "ssh_config")
 
 TOKENS = [":", ": ", "- ", "-", "{", "}", "[", "]", ",", "\"", "'", "#", "&a ", "*a", "<<: *a", "!secret ",
           "!!python/object:os.system ", "!!binary ", "%", "@", "`", "|", ">", "? ", "\t", "\n", "  ", "{{", "}}",
