@@ -59,6 +59,10 @@ def lookup(alias: str, path: Path | None) -> dict[str, Any]:
         values["ssh_key"] = os.path.expanduser(found["identityfile"][0])
     if found.get("userknownhostsfile"):
         values["known_hosts_file"] = os.path.expanduser(found["userknownhostsfile"].split()[0])
+    if found.get("proxycommand") and found["proxycommand"].lower() != "none":
+        # going direct instead would reach a host the operator routes elsewhere, or fail obscurely
+        raise InventoryError(f"{alias}: ssh config ProxyCommand is not supported; use ProxyJump "
+                             "(or jump_host in the inventory)")
     jump = found.get("proxyjump")
     if jump and jump.lower() != "none":
         if "," in jump:

@@ -42,9 +42,11 @@ def test_the_config_fills_what_the_inventory_leaves_out(tmp_path):
 def test_a_missing_config_file_and_a_multi_hop_jump_are_clear_errors(tmp_path):
     with pytest.raises(InventoryError, match="does not exist"):
         ConnectionSpec.from_vars("a", {"ssh_config_file": str(tmp_path / "none")})
-    path = config(tmp_path, "Host a\n  ProxyJump one,two\n")
+    path = config(tmp_path, "Host a\n  ProxyJump one,two\n\nHost b\n  ProxyCommand nc %h %p\n")
     with pytest.raises(InventoryError, match="several hops"):
         ConnectionSpec.from_vars("a", {"ssh_config_file": str(path)})
+    with pytest.raises(InventoryError, match="ProxyCommand is not supported; use ProxyJump"):
+        ConnectionSpec.from_vars("b", {"ssh_config_file": str(path)})
 
 
 def run_check(tmp_path: Path, hosts: dict, ssh_config: Path) -> tuple[int, dict, str]:
