@@ -66,6 +66,7 @@ def plan(inventory, playbook) -> int:
     """Plan every play on every host; returns the number of fact requests planned."""
     from gpuconf.engine.hostrun import PlayOnHost, RunOptions, task_selected
     from gpuconf.engine.runner import Runner
+    from gpuconf.engine.variables import magic_variables
 
     options = RunOptions()
     runner = Runner(inventory, playbook, options)
@@ -73,7 +74,8 @@ def plan(inventory, playbook) -> int:
     for play in playbook.plays:
         tasks = [t for t in play.tasks if task_selected(t, options.tags, options.skip_tags)]
         for host in runner.play_hosts(play):
-            on_host = PlayOnHost(play, host, inventory.host_vars(host), runner.magic, None, options, {},
+            magic = magic_variables(inventory, host, runner.play_hosts(play), options.check_mode, None, runner.shared)
+            on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, options, {},
                                  lambda result: None, lambda: False, plan_cache=runner.plan_cache)
             # exactly what a host's run does before its first round trip: every task rendered with
             # facts unknowable, and the facts of those that do not depend on facts collected
