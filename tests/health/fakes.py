@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from gpuconf.facts import gather
-from gpuconf.facts.base import FactUnavailable, file_state
+from gpuconf.facts.base import file_state
 from gpuconf.facts.nvidia import NvidiaSmiQuery
 from gpuconf.tasks.base import Facts, Unknown
 from gpuconf.tasks.health.pci import LINK_ATTRIBUTES, LINK_FACT
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, GpuReading
 from gpuconf.tasks.registry import TASK_TYPES, build_params
+from tests.replies import parsed_replies
 
 REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
             or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
@@ -47,16 +48,8 @@ class ServedFacts(Facts):
 
 
 def facts_for(reads, replies: dict, host: dict | None = None) -> ServedFacts:
-    """The parsed values of `reads` from runner replies keyed like the engine's cache: a
-    reply the parser finds unreadable is stored as FactUnavailable, as the engine stores it."""
-    values = {}
-    for fact in reads:
-        if fact.key in replies:
-            try:
-                values[fact.key] = fact.parse(replies[fact.key])
-            except FactUnavailable as exc:
-                values[fact.key] = exc
-    return ServedFacts(values, reads, host or {}, set(replies))
+    """Facts parsed from runner replies, refusing any read the test does not serve."""
+    return ServedFacts(parsed_replies(reads, replies), reads, host or {}, set(replies))
 
 
 def run_probe(type_name: str, params: dict, replies: dict):

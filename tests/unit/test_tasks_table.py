@@ -14,6 +14,7 @@ from gpuconf.facts.gather import LSMOD, PROC_MODULES
 from gpuconf.tasks.base import Facts, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, evaluate_when
+from tests.replies import parsed_replies
 
 
 class Conditions:
@@ -27,14 +28,7 @@ class Conditions:
 
 
 def served(replies: dict, reads: list, host: dict | None = None, reboot_pending: tuple = ()) -> Facts:
-    values = {}
-    for fact in reads:
-        if fact.key in replies:
-            try:
-                values[fact.key] = fact.parse(replies[fact.key])
-            except FactUnavailable as exc:
-                values[fact.key] = exc
-    return Facts(values, reads, host or {}, reboot_pending)
+    return Facts(parsed_replies(reads, replies), reads, host or {}, reboot_pending)
 def stat(path, content=None, mode=0o644, owner="root", group="root", kind="file", exists=True, with_content=True):
     reply = {"exists": exists}
     if exists:
