@@ -166,7 +166,7 @@ class Runner:
         return True
 
     def connection(self, host: str) -> Connection:
-        """A new, unopened connection to `host`, as the run makes them (the Slurm step uses one)."""
+        """A new, unopened connection to `host`, as the run makes them (its session holds it)."""
         overrides: dict[str, Any] = {}
         if self.options.connection:
             overrides["connection"] = self.options.connection
