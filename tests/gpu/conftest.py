@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME = "gpulib"
+# GPUCONF_TEST_LAB keeps two checkouts' labs apart, as in tests/health
+NAME = "gpulib" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
 PLAYBOOKS = {"a100": "playbooks/a100-node.yml", "h100": "playbooks/h100-node.yml",
              "t4": "playbooks/t4-inference.yml"}
 USER_DAEMON_JSON = {"log-driver": "json-file", "data-root": "/srv/docker"}
