@@ -9,10 +9,10 @@ read what those runs recorded, and the drift scenarios start from there.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
