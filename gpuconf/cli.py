@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import os
 import shutil
@@ -14,6 +15,13 @@ EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or chan
 --detailed-exitcodes), 4 a task failed or could not be checked, 8 a host was
 unreachable, 16 (apply) a reboot is pending, 1 bad usage or invalid input (nothing
 ran), 130 interrupted."""
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a date like 2026-12-04") from None
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +45,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")
     parser.add_argument("--strict", action="store_true",
                         help="health warnings count as failures (exit 4), not only health failures")
+    parser.add_argument("--today", type=_date, metavar="YYYY-MM-DD",
+                        help="judge driver end-of-life dates as of this day (default: today, or GPUCONF_TODAY)")
     parser.add_argument("--deadline", type=float, metavar="SECONDS", help="stop starting tasks after this long")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="prompt for the sudo password (or set GPUCONF_BECOME_PASSWORD)")

@@ -1,7 +1,9 @@
 """What each CLI verb does, given parsed arguments."""
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import signal
 import sys
 import threading
@@ -33,6 +35,19 @@ def _load(args: Any):
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
     playbook = load_playbook(args.playbook, project)
     return inventory, playbook, parse_extra_vars(args.extra_vars)
+
+
+def run_day(given: datetime.date | None) -> datetime.date:
+    """The run's day for end-of-life dates: --today, else GPUCONF_TODAY, else the clock."""
+    if given is not None:
+        return given
+    text = os.environ.get("GPUCONF_TODAY", "").strip()
+    if not text:
+        return datetime.date.today()
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"GPUCONF_TODAY='{text}' is not a date like 2026-12-04") from None
 
 
 def _become_password(args: Any) -> str | None:
@@ -86,7 +101,8 @@ def _run(args: Any, verb: str) -> int:
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
-                         strict=getattr(args, "strict", False), slurm_nodes=nodes)
+                         strict=getattr(args, "strict", False), slurm_nodes=nodes,
+                         today=run_day(getattr(args, "today", None)))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)

@@ -117,9 +117,12 @@ def op_exec(op, readonly):
     argvs = [op["argv"]] + list(op.get("or", []))
     if readonly and not all(read_only_argv(a) for a in argvs):
         return {"error": "refused: %s is not a read-only program" % " ".join(argvs[0][:2])}
-    if op.get("unless_exists") and os.path.exists(op["unless_exists"]):
-        return {"rc": 0, "out": "", "err": "", "timed_out": False, "skipped_because": op["unless_exists"],
-                "timeout": op.get("timeout", 10)}
+    skip = (op.get("unless_exists") and os.path.exists(op["unless_exists"])) or \
+        (op.get("if_exists") and not os.path.exists(op["if_exists"]))
+    if skip:
+        return {"rc": 0, "out": "", "err": "", "timed_out": False, "timeout": op.get("timeout", 10),
+                "skipped_because": op["unless_exists"] if op.get("unless_exists") and os.path.exists(
+                    op["unless_exists"]) else "no " + op["if_exists"]}
     deadline = time.time() + float(op.get("timeout", 10))
     for argv in argvs:
         result = run_argv(argv, max(0.1, deadline - time.time()))

@@ -5,6 +5,7 @@ check() gets values only, never the session: it cannot write. apply() gets HostA
 """
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,11 +63,12 @@ class Resolver:
         return evaluate_when(condition, self.vars)
 
 
-def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None) -> Facts:
+def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None,
+               today: datetime.date | None = None) -> Facts:
     """The declared reads of a task, fetched (one round trip for those not cached yet)."""
     session.fetch(reads, become)
     return Facts({f.key: session.cache[f.key] for f in reads if f.key in session.cache}, reads, host,
-                 tuple(session.reboot_reasons))
+                 tuple(session.reboot_reasons), today)
 
 
 class HostApply:

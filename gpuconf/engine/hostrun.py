@@ -5,6 +5,7 @@ failed (or unknown) task, a lost connection makes the host unreachable.
 """
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class RunOptions:
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
     strict: bool = False  # --strict: health warnings count as failures
     slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
+    today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
 
     @property
     def check_mode(self) -> bool:
@@ -321,7 +323,8 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        return TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become))
+        return TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become,
+                                                                       self.options.today))
 
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
         prepared = self.prepare(task)

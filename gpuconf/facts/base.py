@@ -114,6 +114,7 @@ class DropRefused:
 
 def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
+            if_exists: str | None = None,
             grep: str | None = None, tail: int | None = None, drop_refused: DropRefused | None = None) -> Fact:
     """A read-only program run as an argv list (no shell) under a timeout.
 
@@ -130,6 +131,8 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["or"] = argvs[1:]
     if unless_exists:
         request["unless_exists"] = unless_exists
+    if if_exists:
+        request["if_exists"] = if_exists
     if grep:
         request["grep"] = grep
     if tail:

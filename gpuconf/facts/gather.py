@@ -20,14 +20,22 @@ def _text(state: FileState) -> str:
     return state.text or "" if state.exists else ""
 
 
+# Ansible's ansible_os_family names, from os-release ID and ID_LIKE
+OS_FAMILIES = {"Debian": {"debian", "ubuntu"},
+               "RedHat": {"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn"}}
+
+
 def _os_release(text: str) -> dict[str, str]:
     values = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
             values[key.lower()] = value.strip().strip('"')
+    ids = {values.get("id", ""), *values.get("id_like", "").split()}
+    family = next((name for name, members in OS_FAMILIES.items() if ids & members), "")
     return {"id": values.get("id", ""), "version_id": values.get("version_id", ""),
-            "pretty_name": values.get("pretty_name", "")}
+            "pretty_name": values.get("pretty_name", ""), "family": family,
+            "major": values.get("version_id", "").split(".")[0]}
 
 
 def _meminfo_mb(text: str) -> int:

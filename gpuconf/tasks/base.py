@@ -17,6 +17,7 @@ only after a reboot (`Change.reboot`), which makes the host reboot-pending inste
 from __future__ import annotations
 
 import base64
+import datetime
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -130,12 +131,14 @@ class Refused(Exception):
 # -- what check() and apply() see ----------------------------------------------
 
 class Facts:
-    """The values of a task's declared reads, the host's facts, and the reboots already
-    pending on the host. Reading a fact the task did not declare is a bug in the task."""
+    """The values of a task's declared reads, the host's facts, the reboots already
+    pending on the host, and the run's day (`today`, for end-of-life dates). Reading a fact
+    the task did not declare is a bug in the task."""
 
     def __init__(self, values: Mapping[str, Any], declared: list[Fact], host: Mapping[str, Any],
-                 reboot_pending: tuple[str, ...] = ()):
+                 reboot_pending: tuple[str, ...] = (), today: datetime.date | None = None):
         self._values = values
+        self.today = today or datetime.date.today()  # the run's clock: --today, GPUCONF_TODAY
         self._declared = {f.key for f in declared}
         self.host = host
         self.reboot_pending = reboot_pending

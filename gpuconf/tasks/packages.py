@@ -1,15 +1,15 @@
-"""Packages through apt, behind a small backend seam so dnf can follow."""
+"""Packages through apt or dnf, chosen from the host's OS family, read from one listing per host."""
 from __future__ import annotations
 
 import re
 import shlex
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.base import FactUnavailable, Output, command
-from gpuconf.facts.packages import DpkgPackage, parse_apt_mark, parse_dpkg_query
+from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
+from gpuconf.facts.packages import parse_apt_mark
 from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
@@ -21,51 +21,58 @@ DPKG_LOCKED = re.compile(r"lock was locked by another process with pid (?P<pid>\
 LOCK_FAILED = re.compile(r"Could not get lock|Unable to acquire the dpkg")
 
 
-def _listing(output: Output):
-    if output.timed_out:  # a partial listing would read as "not installed": drift that is not there
-        raise FactUnavailable("dpkg-query timed out")
-    return parse_dpkg_query(output.stdout)
+def _installed(package: Installed | None) -> bool:
+    return package is not None and package.installed
 
 
-def _states(output: Output, names: tuple[str, ...]) -> dict[str, DpkgPackage | None]:
-    listing = _listing(output)
-    return {name: listing.get(name) for name in names}
-
-
-def _installed(package: DpkgPackage | None) -> bool:
-    # unpacked and configured, with triggers still to run (`it`, `iW`): reinstalling changes nothing
-    return package is not None and package.status in ("installed", "triggers-pending", "triggers-awaited")
-
-
-def _config_only(package: DpkgPackage | None) -> bool:
+def _config_only(package: Installed | None) -> bool:
     return package is not None and package.status == "config-files"
 
 
-def _held(package: DpkgPackage | None) -> bool:
+def _held(package: Installed | None) -> bool:
     return package is not None and package.held
 
 
-DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
+def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
+    """One op at a time (install before hold), so that a failure stops the rest and a held
+    dpkg lock is told apart from any other failure: apt names the holder on stdout."""
+    for op in ops:
+        output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
+        if output.rc == 0:
+            if op.request.get("marks"):  # apt-mark hold: every name must be reported held
+                marked = parse_apt_mark(output.stdout)
+                missed = set(op.request["marks"]) - set(marked.held) - set(marked.already_held)
+                if missed:
+                    raise TaskError(f"{op.description}: apt-mark did not hold {', '.join(sorted(missed))}: "
+                                    f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
+            continue
+        plain = lock_error(output.stdout + "\n" + output.stderr, lock_timeout)
+        tail = (output.stderr.strip() or output.stdout.strip())[-800:]
+        raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
 
-def installed_matching(pattern: str):
-    """Packages whose names match a dpkg glob (`nvidia-*`), as a DpkgList."""
-    return command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}", "--", pattern], _listing, timeout=30,
-                   key=f"dpkg-glob:{pattern}")
+def version_matches(installed: str | None, wanted: str) -> bool:
+    """An installed package version is the wanted one: the same, or the same but for an epoch
+    (`3:580.95.05-1.el9`) or a dist tag (`12.8.1-1.el9`) that rpm adds and the playbook left out."""
+    if installed is None:
+        return False
+    plain = installed.split(":", 1)[-1] if ":" not in wanted else installed
+    return installed == wanted or plain == wanted or plain.startswith(wanted + ".el")
 
 
 class AptBackend:
-    """What `package` needs from a package manager. Every apt call waits up to
+    """What `package` and the driver stack need from apt. Every apt call waits up to
     `lock_timeout` seconds for the dpkg lock (apt's DPkg::Lock::Timeout)."""
 
     LOCK_TIMEOUT = 120.0
+    family = "Debian"
 
-    def query(self, names: tuple[str, ...]):
-        return command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}", "--", *names], lambda out: _states(out, names),
-                       timeout=30, key="dpkg:" + ",".join(names))
+    @staticmethod
+    def spec(name: str, version: str | None) -> str:
+        return f"{name}={version}" if version else name
 
-    def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float) -> str:
-        options = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
+    def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float, purge: bool = False) -> str:
+        options = ["-y", "-q", *(["--purge"] if purge else []), "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
                    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
         if verb == "install":
             options.append("--allow-downgrades")
@@ -73,17 +80,59 @@ class AptBackend:
             options.append("--allow-change-held-packages")
         return "DEBIAN_FRONTEND=noninteractive apt-get " + shlex.join([verb, *options, "--", *args])
 
-    def install(self, specs: list[str], allow_held: bool, lock_timeout: float = LOCK_TIMEOUT):
-        return run(self._apt("install", specs, allow_held, lock_timeout), timeout=1800 + lock_timeout)
+    def install(self, specs: list[str], allow_held: bool, lock_timeout: float = LOCK_TIMEOUT,
+                purge: tuple[str, ...] = ()) -> Op:
+        """One apt transaction: install `specs` and purge `purge` together (`name-`), so that a
+        failure (a missing version, a conflict) leaves everything as it was."""
+        args = [*specs, *(f"{name}-" for name in purge)]
+        return run(self._apt("install", args, allow_held, lock_timeout, purge=bool(purge)), timeout=1800 + lock_timeout)
 
-    def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT):
+    def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
         return run(self._apt("purge" if purge else "remove", names, allow_held, lock_timeout),
                    timeout=1800 + lock_timeout)
 
-    def hold(self, names: list[str], hold: bool):
+    def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
         # dpkg --set-selections under apt-mark does not wait for the lock: it fails at once, naming the holder
         op = run(["apt-mark", "hold" if hold else "unhold", *names], timeout=120)
         return Op(dict(op.request, marks=list(names)) if hold else op.request, op.description)
+
+
+class DnfBackend:
+    """The same for dnf (RHEL, Rocky, Alma 8/9): exact versions as `name-[epoch:]version`,
+    holds as versionlock entries (dnf-plugins-core's versionlock plugin)."""
+
+    LOCK_TIMEOUT = AptBackend.LOCK_TIMEOUT
+    family = "RedHat"
+
+    @staticmethod
+    def spec(name: str, version: str | None) -> str:
+        return f"{name}-{version}" if version else name
+
+    def install(self, specs: list[str], allow_held: bool, lock_timeout: float = LOCK_TIMEOUT,
+                purge: tuple[str, ...] = ()) -> Op:
+        """One dnf transaction (`dnf shell`): remove `purge` and install `specs` together."""
+        if not purge:
+            return run(["dnf", "-y", "-q", "install", "--allowerasing", "--", *specs], timeout=1800 + lock_timeout)
+        script = "".join(f"remove {shlex.quote(name)}\n" for name in purge)
+        script += f"install {' '.join(shlex.quote(s) for s in specs)}\nrun\n"
+        return run(["dnf", "-y", "-q", "shell", "--allowerasing"], stdin=script, timeout=1800 + lock_timeout,
+                   description=f"run: dnf shell: remove {' '.join(purge)}; install {' '.join(specs)}")
+
+    def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
+        return run(["dnf", "-y", "-q", "remove", "--", *names], timeout=1800 + lock_timeout)
+
+    def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
+        if not hold:
+            return run(["dnf", "-q", "versionlock", "delete", *names], timeout=120)
+        specs = [self.spec(n, (versions or {}).get(n)) for n in names]
+        return run(["dnf", "-q", "versionlock", "add", *specs], timeout=120)
+
+
+Backend = AptBackend | DnfBackend
+
+
+def backend_for(packages: PackageSet) -> Backend:
+    return DnfBackend() if packages.family == "RedHat" else AptBackend()
 
 
 def lock_error(output: str, lock_timeout: float) -> str | None:
@@ -100,15 +149,12 @@ def lock_error(output: str, lock_timeout: float) -> str | None:
     return None
 
 
-BACKENDS = {"apt": AptBackend()}
-
-
 class PackageParams(Params):
     name: str | list[str]
     version: str | None = None
     state: Literal["present", "absent", "purged"] = "present"
     hold: bool | None = None
-    backend: Literal["apt"] = "apt"
+    backend: Literal["auto", "apt", "dnf"] = "auto"  # auto: from the host's OS family
     lock_timeout: float = Field(AptBackend.LOCK_TIMEOUT, ge=0, le=86400)  # seconds to wait for the dpkg lock
 
     @field_validator("name")
@@ -131,33 +177,33 @@ class PackageParams(Params):
 
 
 class Package(TaskType):
-    """Packages present (optionally at an exact version), absent or purged;
-    held or unheld (`apt-mark`). Waits up to `lock_timeout` seconds (default
-    120) for the dpkg lock, then fails naming the holder's PID; it never kills
-    the holder."""
+    """Packages present (optionally at an exact version), absent or purged; held or unheld
+    (`apt-mark hold`, dnf versionlock). apt or dnf is chosen from the host's OS family. Waits up
+    to `lock_timeout` seconds (default 120) for the dpkg lock, then fails naming the holder's
+    PID; it never kills the holder."""
 
     name = "package"
     Params = PackageParams
 
     def reads(self, params: PackageParams):
-        return [BACKENDS[params.backend].query(params.names)]
+        return INSTALLED
 
     def check(self, params: PackageParams, facts: Facts) -> Verdict:
-        backend = BACKENDS[params.backend]
-        fact = backend.query(params.names)
-        states: dict[str, DpkgPackage | None] = facts[fact]
+        packages = package_set(facts, facts.host)
+        backend = {"apt": AptBackend(), "dnf": DnfBackend()}.get(params.backend) or backend_for(packages)
+        states = {name: packages.get(name) for name in params.names}
         changes: list[Change] = []
         allow_held = bool(params.hold)
         if params.state == "present":
             wanted = []
             for name in params.names:
                 state = states[name]
-                if state is None or not _installed(state):
+                if state is None or not state.installed:
                     wanted.append((name, f"install {name}" + (f" {params.version}" if params.version else "")))
-                elif params.version and state.version != params.version:
+                elif params.version and not version_matches(state.version, params.version):
                     wanted.append((name, f"{name} {state.version} installed, want {params.version}"))
             if wanted:
-                specs = [f"{n}={params.version}" if params.version else n for n, _ in wanted]
+                specs = [backend.spec(n, params.version) for n, _ in wanted]
                 changes.append(Change("; ".join(s for _, s in wanted),
                                       [backend.install(specs, allow_held or any(_held(states[n]) for n, _ in wanted),
                                                        params.lock_timeout)],
@@ -175,30 +221,17 @@ class Package(TaskType):
             flip = [n for n in params.names if _held(states[n]) != params.hold]
             if flip:
                 verb = "hold" if params.hold else "unhold"
-                changes.append(Change(f"{verb} {', '.join(flip)}", [backend.hold(flip, params.hold)]))
+                versions = {n: params.version or getattr(states[n], "version", "") for n in flip}
+                changes.append(Change(f"{verb} {', '.join(flip)}", [backend.hold(flip, params.hold, versions)]))
         if changes:
             return drift(*changes)
         return in_sync(self._describe(params, states))
 
     def apply(self, ctx, params: PackageParams, changes: list[Change]) -> None:
-        """One op at a time (install before hold), so that a failure stops the rest and a held
-        dpkg lock is told apart from any other failure: apt names the holder on stdout."""
-        for op in (op for change in changes for op in change.ops):
-            output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
-            if output.rc == 0:
-                if op.request.get("marks"):  # apt-mark hold: every name must be reported held
-                    marked = parse_apt_mark(output.stdout)
-                    missed = set(op.request["marks"]) - set(marked.held) - set(marked.already_held)
-                    if missed:
-                        raise TaskError(f"{op.description}: apt-mark did not hold {', '.join(sorted(missed))}: "
-                                        f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
-                continue
-            plain = lock_error(output.stdout + "\n" + output.stderr, params.lock_timeout)
-            tail = (output.stderr.strip() or output.stdout.strip())[-800:]
-            raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
+        apply_ops(ctx, [op for change in changes for op in change.ops], params.lock_timeout)
 
     @staticmethod
-    def _describe(params: PackageParams, states: dict[str, DpkgPackage | None]) -> str:
+    def _describe(params: PackageParams, states: dict[str, Installed | None]) -> str:
         if params.state != "present":
             return f"{', '.join(params.names)} {params.state}"
         parts = []

@@ -1,0 +1,1 @@
+"""The NVIDIA driver stack: the branch catalog and the package names of each OS family."""

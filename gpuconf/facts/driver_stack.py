@@ -1,0 +1,94 @@
+"""What the driver stack task reads besides the installed packages: what the host's own
+repositories offer, the enabled dnf module stream, Secure Boot, and the installed kernels."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuconf.facts.apt_policy import parse_apt_cache_policy
+from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
+from gpuconf.facts.installed import REDHAT_MARK
+
+MODULE_STATE = "/etc/dnf/modules.d/nvidia-driver.module"
+
+
+@dataclass(frozen=True)
+class Offered:
+    """Package versions the host's repositories offer (never the installed-only ones)."""
+
+    versions: dict[str, tuple[str, ...]]
+
+    def has(self, name: str, version: str | None) -> bool:
+        offered = self.versions.get(name, ())
+        if version is None:
+            return bool(offered)
+        return any(v == version or v.split(":", 1)[-1] == version.split(":", 1)[-1] for v in offered)
+
+
+def _complete(output: Output, what: str) -> str:
+    if output.timed_out:
+        raise FactUnavailable(f"{what} did not finish within {output.timeout or 60:g} s")
+    if output.rc != 0:
+        raise FactUnavailable(f"{what} failed (exit {output.rc}): {(output.stderr or output.stdout).strip()[-300:]}")
+    return output.stdout
+
+
+def _apt_offered(output: Output) -> Offered:
+    text = _complete(output, "apt-cache policy")
+    versions = {}
+    for policy in parse_apt_cache_policy(text):
+        if "sources" in policy.missing:
+            raise FactUnavailable(f"apt-cache policy output for {policy.package} is cut short")
+        versions[policy.package] = tuple(v.version for v in policy.versions
+                                         if any(s.origin != "/var/lib/dpkg/status" for s in v.sources))
+    return Offered(versions)
+
+
+def _dnf_offered(output: Output) -> Offered:
+    versions: dict[str, list[str]] = {}
+    for line in _complete(output, "dnf repoquery").splitlines():
+        fields = line.split("\t")
+        if len(fields) == 2 and fields[0] and fields[1][:1].isdigit():
+            name, version = fields
+            versions.setdefault(name, []).append(version[2:] if version.startswith("0:") else version)
+    return Offered({name: tuple(found) for name, found in versions.items()})
+
+
+def apt_offered(patterns: list[str]) -> Fact:
+    return command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, unless_exists=REDHAT_MARK)
+
+
+def dnf_offered(names: list[str]) -> Fact:
+    # cache only (-C): a check never refreshes metadata, so it writes nothing; modular filtering off,
+    # so the versions of a stream that is not enabled yet are seen too
+    return command(["dnf", "-C", "-q", "repoquery", "--disable-modular-filtering",
+                    "--qf", "%{name}\t%{epoch}:%{version}-%{release}", *names], _dnf_offered, timeout=60,
+                   if_exists=REDHAT_MARK)
+
+
+def enabled_stream(state: FileState) -> str | None:
+    """The enabled stream of the nvidia-driver module from its dnf state file, or None."""
+    if not state.exists:
+        return None
+    values = dict(line.split("=", 1) for line in (state.text or "").splitlines() if "=" in line)
+    return values.get("stream") or None if values.get("state", "").strip() == "enabled" else None
+
+
+MODULE_STREAM = file_state(MODULE_STATE)
+
+
+def _secure_boot(output: Output) -> bool | None:
+    """True/False from `mokutil --sb-state`; None when it cannot tell (not installed)."""
+    text = output.stdout + output.stderr
+    if "SecureBoot enabled" in text:
+        return True
+    if "SecureBoot disabled" in text or "EFI variables are not supported" in text:
+        return False
+    return None
+
+
+SECURE_BOOT = command(["mokutil", "--sb-state"], _secure_boot, timeout=10)
+KERNEL_RELEASE = re.compile(r"^/boot/vmlinuz-(.+)$")
+INSTALLED_KERNELS = file_glob(["/boot/vmlinuz-*"], lambda files: sorted(
+    m[1] for path in files if (m := KERNEL_RELEASE.match(path)) and "rescue" not in m[1] and not m[1].endswith(".old")),
+    what="name", key="kernels:installed")
