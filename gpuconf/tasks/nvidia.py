@@ -1,18 +1,22 @@
-"""NVIDIA driver tasks: one branch, DKMS built for the running kernel, the module
-loaded at the installed version, persistence mode, power limits, fabric manager."""
+"""NVIDIA driver tasks beside the stack (`tasks/driver.py`): DKMS built for every kernel that
+can boot, the loaded module telling the same version and flavour as the packages and
+nvidia-smi, companions at the driver's exact version, persistence mode, power limits."""
 from __future__ import annotations
 
-import re
 from dataclasses import replace
+from typing import Literal
 
 from pydantic import Field
 
+from gpuconf.driver import names
 from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
+from gpuconf.facts.driver_stack import INSTALLED_KERNELS
+from gpuconf.facts.installed import INSTALLED, package_set
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
 from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
-from gpuconf.tasks.packages import AptBackend, installed_matching
+from gpuconf.tasks.packages import AptBackend, apply_ops, backend_for, version_matches
 
 
 def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
@@ -24,50 +28,10 @@ def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
                             reboot=True))
     return drift(Change(summary, ops))
 
-BRANCH_FAMILIES = ("nvidia-driver", "nvidia-dkms", "nvidia-utils", "nvidia-kernel-common", "nvidia-kernel-source",
-                   "nvidia-compute-utils", "libnvidia-compute", "nvidia-fabricmanager", "libnvidia-nscq")
-BRANCHED = re.compile(r"^(?P<family>" + "|".join(BRANCH_FAMILIES) + r")-(?P<branch>\d+)(?P<flavour>-server|-open)?$")
-
-
-def upstream(version: str | None) -> str:
-    """`535.104.05-0ubuntu1` -> `535.104.05`."""
-    return (version or "").split("-")[0].split(":")[-1]
-
-
-class DriverBranchParams(Params):
-    branch: int = Field(gt=0)
-
-
-class DriverBranch(TaskType):
-    """Exactly one driver branch: packages of any other branch (drivers, DKMS,
-    utils, fabric manager, ...) are purged before the wanted one is installed."""
-
-    name = "nvidia_driver_branch"
-    Params = DriverBranchParams
-
-    def reads(self, params: DriverBranchParams):
-        return [installed_matching("*nvidia-*")]
-
-    def check(self, params: DriverBranchParams, facts: Facts) -> Verdict:
-        listing = facts[installed_matching("*nvidia-*")]
-        others = []
-        for package in listing.packages:
-            match = BRANCHED.match(package.name)
-            if match and int(match["branch"]) != params.branch and package.status in ("installed", "config-files",
-                                                                                     "half-installed", "unpacked"):
-                others.append(package)
-        if not others:
-            return in_sync(f"no NVIDIA packages of a branch other than {params.branch}")
-        names = [p.name for p in others]
-        shown = ", ".join(f"{p.name} {upstream(p.version)}" for p in others)
-        return drift(Change(f"purge other driver branches: {shown} (want branch {params.branch})",
-                            [AptBackend().remove(names, purge=True, allow_held=True)]))
-
-
 class DkmsModuleParams(Params):
     module: str = "nvidia"
     version: str
-    kernel: str | None = None
+    kernel: str | None = None   # one kernel only; default: every installed kernel and the running one
 
 
 def dkms_fact(module: str) -> Fact:
@@ -76,66 +40,88 @@ def dkms_fact(module: str) -> Fact:
 
 
 class DkmsModule(TaskType):
-    """The DKMS module is built and installed for the running kernel (or
-    `kernel`); when it is not, `dkms autoinstall` builds it. This is what
-    repairs a kernel upgrade."""
+    """The DKMS module is built and installed at `version` for every installed kernel (the next
+    boot may run any of them, the newest first) and the running one, or only for `kernel`. A
+    kernel without it is drift repaired by `dkms autoinstall -k KERNEL`: this is what keeps a
+    kernel upgrade from booting into a node with no driver."""
 
     name = "dkms_module"
     Params = DkmsModuleParams
 
     def reads(self, params: DkmsModuleParams):
-        return [dkms_fact(params.module)]
+        return [dkms_fact(params.module), INSTALLED_KERNELS]
 
     def check(self, params: DkmsModuleParams, facts: Facts) -> Verdict:
-        kernel = params.kernel or facts.host.get("kernel")
-        if not kernel:
-            raise Unknown("the running kernel release is not known")
+        running = {str(facts.host["kernel"])} if facts.host.get("kernel") else set()
+        kernels = [params.kernel] if params.kernel else sorted(set(facts[INSTALLED_KERNELS]) | running)
+        if not kernels:
+            raise Unknown("neither the running kernel nor an installed one is known")
         status, out = facts[dkms_fact(params.module)]
-        build = Change(f"{params.module} {params.version} not built for kernel {kernel}: dkms autoinstall",
-                       [run(["dkms", "autoinstall", "-k", kernel], timeout=1800)])
+        builds = [Change(f"{params.module} {params.version} not built for kernel {k}: dkms autoinstall",
+                         [run(["dkms", "autoinstall", "-k", k], timeout=1800)]) for k in kernels]
         if out.rc == 127:
-            return drift(Change(f"dkms not installed yet: build {params.module} {params.version} for {kernel} "
-                                "once it is", build.ops))
+            return drift(*(replace(b, summary=f"dkms not installed yet: {b.summary} once it is") for b in builds))
         entries = [e for e in status.for_module(params.module) if e.version == params.version]
-        if any(e.kernel == kernel and e.state.startswith("installed") for e in entries):
-            return in_sync(f"{params.module}/{params.version} installed for {kernel}")
         if not entries:
-            return drift(Change(f"{params.module} {params.version} is not added to DKMS yet (by the driver "
-                                f"package): build it for {kernel}", build.ops))
-        built_for = sorted({e.kernel for e in entries if e.kernel})
-        if built_for:
-            build = replace(build, summary=f"{build.summary} (built for {', '.join(built_for)})")
-        return drift(build)
+            others = sorted({e.version for e in status.for_module(params.module)})
+            note = f" (DKMS has {', '.join(others)})" if others else " yet (by the driver package)"
+            return drift(*(replace(b, summary=f"{params.module} {params.version} is not added to DKMS{note}: "
+                                               f"build it for {k}") for b, k in zip(builds, kernels)))
+        done = {e.kernel for e in entries if e.state.startswith("installed")}
+        missing = [b for b, k in zip(builds, kernels) if k not in done]
+        if missing:
+            return drift(*missing)
+        return in_sync(f"{params.module}/{params.version} installed for {', '.join(kernels)}")
 
 
 class NvidiaModuleParams(Params):
     version: str
+    flavour: Literal["auto", "open", "proprietary"] = "auto"   # auto: whichever the packages installed
+    timeout: float = Field(10, gt=0)
 
 
 class NvidiaModule(TaskType):
-    """The nvidia kernel module is loaded, at the installed version
-    (/proc/driver/nvidia/version). When it cannot be loaded now (nouveau holds
-    the GPU) or an older one is loaded, the host is marked reboot required."""
+    """Version truth: the loaded nvidia module (/proc/driver/nvidia/version, whose banner tells
+    open from proprietary) is `version`, of the wanted flavour, and nvidia-smi reports the same
+    driver version. A difference is drift naming both sides; when only a reboot can load the
+    installed module (nouveau holds the GPU, an older module is loaded), the host is marked
+    reboot-pending."""
 
     name = "nvidia_module"
     Params = NvidiaModuleParams
 
+    def _smi(self, params: NvidiaModuleParams) -> Fact:
+        return gpu_query("index", "driver_version", timeout=params.timeout)
+
     def reads(self, params: NvidiaModuleParams):
-        return [file_state("/proc/driver/nvidia/version")]
+        return [file_state("/proc/driver/nvidia/version"), self._smi(params)]
 
     def check(self, params: NvidiaModuleParams, facts: Facts) -> Verdict:
         state = facts[file_state("/proc/driver/nvidia/version")]
         if not state.exists:
-            return drift(Change("nvidia module not loaded: modprobe nvidia (a reboot if it cannot load)",
+            return drift(Change(f"nvidia module not loaded: modprobe nvidia, want {params.version} "
+                                "(a reboot if it cannot load)",
                                 [run(["modprobe", "nvidia"], check=False)], verify=True, reboot=True))
         loaded = parse_proc_driver_version(state.text or "")
         version = getattr(loaded, "version", None)
         if version is None:
             raise Unknown(f"cannot read /proc/driver/nvidia/version: {(state.text or '')[:120]!r}")
+        flavour = getattr(loaded, "flavour", None)
         if version != params.version:
-            return drift(Change(f"loaded nvidia module is {version}, installed {params.version}: reboot required",
-                                [], verify=True, reboot=True))
-        return in_sync(f"nvidia {version} loaded ({getattr(loaded, 'flavour', '?')})")
+            return drift(Change(f"loaded nvidia module is {version} ({flavour}), installed {params.version}: "
+                                "reboot required", [], verify=True, reboot=True, before=version, after=params.version))
+        if params.flavour != "auto" and flavour != params.flavour:
+            return drift(Change(f"loaded nvidia module is {flavour}, installed {params.flavour} {version}: "
+                                "reboot required", [], verify=True, reboot=True, before=flavour, after=params.flavour))
+        smi = facts[self._smi(params)]
+        if smi.failure is not None:
+            return drift(Change(f"nvidia-smi fails next to the loaded module {version}: {smi.failure.message}: "
+                                "reboot required", [], verify=True, reboot=True))
+        reported = sorted({str(r.get("driver_version")) for r in smi.rows if r.get("driver_version")})
+        if reported and reported != [version]:
+            return drift(Change(f"nvidia-smi reports driver {', '.join(reported)}, the loaded module is {version}: "
+                                "reboot required", [], verify=True, reboot=True, before=reported, after=version))
+        return in_sync(f"nvidia {version} loaded ({flavour}), nvidia-smi agrees")
 
 
 class PersistenceParams(Params):
@@ -210,39 +196,41 @@ class PowerLimit(TaskType):
         return drift(*changes) if changes else in_sync(f"power limit {params.watts:g} W on every GPU")
 
 
-class FabricManagerParams(Params):
+class CompanionParams(Params):
+    package: Literal["persistenced", "fabricmanager", "nscq"]
     branch: int = Field(gt=0)
+    version: str
     hold: bool = True
 
 
-class FabricManagerVersion(TaskType):
-    """nvidia-fabricmanager-BRANCH is installed at exactly the installed
-    driver's version, and held. A mismatch is drift, repaired by installing
-    the matching version."""
+class DriverCompanion(TaskType):
+    """A package that must match the driver exactly (`nvidia-persistenced`, fabric manager,
+    `libnvidia-nscq`), installed at the driver's `version` under its name for this OS family and
+    branch, and held. Another version is drift naming both."""
 
-    name = "fabricmanager_version"
-    Params = FabricManagerParams
+    name = "nvidia_driver_companion"
+    Params = CompanionParams
 
-    def _names(self, params: FabricManagerParams) -> tuple[str, str]:
-        return f"nvidia-driver-{params.branch}", f"nvidia-fabricmanager-{params.branch}"
+    def reads(self, params: CompanionParams):
+        return INSTALLED
 
-    def reads(self, params: FabricManagerParams):
-        return [AptBackend().query(self._names(params))]
+    def check(self, params: CompanionParams, facts: Facts) -> Verdict:
+        packages = package_set(facts, facts.host)
+        family: names.Family = "RedHat" if packages.family == "RedHat" else "Debian"
+        name = names.companion(family, params.package, params.branch)
+        version = names.stack(family, params.branch, params.version, "open", "dkms", []).package_version()
+        backend = backend_for(packages)
+        current = packages.installed(name)
+        install = [backend.install([backend.spec(name, version)], True)]
+        hold = [backend.hold([name], True, {name: version})] if params.hold else []
+        if current is None:
+            return drift(Change(f"install {name} {version} (the driver's version)", install + hold))
+        if not version_matches(current.version, version):
+            return drift(Change(f"{name} {current.version} installed, the driver is {version}", install + hold,
+                                before=current.version, after=version))
+        if params.hold and not current.held:
+            return drift(Change(f"hold {name}", hold))
+        return in_sync(f"{name} {current.version} matches the driver" + (", held" if current.held else ""))
 
-    def check(self, params: FabricManagerParams, facts: Facts) -> Verdict:
-        driver_name, fm_name = self._names(params)
-        backend = AptBackend()
-        states = facts[backend.query(self._names(params))]
-        driver, fm = states[driver_name], states[fm_name]
-        if driver is None or not driver.installed:
-            return drift(Change(f"{fm_name} at the driver's version, once {driver_name} is installed"))
-        install = [backend.install([f"{fm_name}={driver.version}"], allow_held=True)]
-        hold = [backend.hold([fm_name], True)] if params.hold else []
-        if fm is None or not fm.installed:
-            return drift(Change(f"install {fm_name} {upstream(driver.version)} (the driver's version)", install + hold))
-        if fm.version != driver.version:
-            return drift(Change(f"{fm_name} {upstream(fm.version)} installed, driver is {upstream(driver.version)}",
-                                install + hold, before=fm.version, after=driver.version))
-        if params.hold and not fm.held:
-            return drift(Change(f"hold {fm_name}", hold))
-        return in_sync(f"{fm_name} {upstream(fm.version)} matches the driver" + (", held" if fm.held else ""))
+    def apply(self, ctx, params: CompanionParams, changes: list[Change]) -> None:
+        apply_ops(ctx, [op for change in changes for op in change.ops], AptBackend.LOCK_TIMEOUT)

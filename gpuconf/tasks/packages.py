@@ -190,7 +190,8 @@ class Package(TaskType):
 
     def check(self, params: PackageParams, facts: Facts) -> Verdict:
         packages = package_set(facts, facts.host)
-        backend = {"apt": AptBackend(), "dnf": DnfBackend()}.get(params.backend) or backend_for(packages)
+        backend: Backend = (AptBackend() if params.backend == "apt" else DnfBackend() if params.backend == "dnf"
+                            else backend_for(packages))
         states = {name: packages.get(name) for name in params.names}
         changes: list[Change] = []
         allow_held = bool(params.hold)

@@ -9,6 +9,7 @@ from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.commands import Assert, Command
 from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
+from gpuconf.tasks.driver import DriverStack
 from gpuconf.tasks.files import Directory, File, Line
 from gpuconf.tasks.health import HEALTH
 from gpuconf.tasks.infiniband import IbPorts
@@ -17,8 +18,7 @@ from gpuconf.tasks.jsonfile import JsonMerge
 from gpuconf.tasks.kernel import KernelModule
 from gpuconf.tasks.nvidia import (
     DkmsModule,
-    DriverBranch,
-    FabricManagerVersion,
+    DriverCompanion,
     NvidiaModule,
     PersistenceMode,
     PowerLimit,
@@ -31,8 +31,8 @@ from gpuconf.templating import is_template
 
 GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
            Probe(), Reboot(), Assert())
-GPU = (DriverBranch(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(), PersistenceMode(),
-       PowerLimit(), FabricManagerVersion(), IbPorts(), *HEALTH)
+GPU = (DriverStack(), DriverCompanion(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(),
+       PersistenceMode(), PowerLimit(), IbPorts(), *HEALTH)
 TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
 
 
