@@ -211,15 +211,21 @@ def op_cpio(op):
     """The files matching `members` inside an initramfs, read here with no process: newc
     cpio archives, plain or compressed with gzip or xz (Debian's and Ubuntu's defaults;
     zstd through the zstd program)."""
-    path = op["path"]
-    if "{kernel}" in path:
+    paths = op["paths"] if "paths" in op else [op["path"]]  # the first that exists (Debian's, then dracut's name)
+    if any("{kernel}" in path for path in paths):
         with open("/proc/sys/kernel/osrelease") as handle:
-            path = path.replace("{kernel}", handle.read().strip())
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return {"exists": False, "path": path}
+            release = handle.read().strip()
+        paths = [path.replace("{kernel}", release) for path in paths]
+    data = None
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            break
+        except FileNotFoundError:
+            continue
+    if data is None:
+        return {"exists": False, "path": paths[0]}
     found, pos = {}, 0
     while pos < len(data):
         rest = data[pos:]

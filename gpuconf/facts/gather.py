@@ -134,6 +134,7 @@ def assemble(values: dict[str, Any]) -> dict[str, Any]:
             facts[name] = convert(value) if convert else value
         except (ValueError, IndexError):  # a host that prints something odd: unknown, never a crash
             facts[name] = None
+    facts["os_family"] = (facts["os"] or {}).get("family") or None  # Ansible's ansible_os_family
     host = facts.pop("host") or {}
     facts["hostname"], facts["architecture"], facts["cpus"] = host.get("hostname"), host.get("architecture"), \
         host.get("cpus")

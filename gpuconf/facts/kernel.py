@@ -216,3 +216,34 @@ __all__ = [
     "parse_kernel_log_line", "parse_proc_modules", "parse_xid_events", "split_kernel_log",
     "summarise_xid_events",
 ]
+
+
+@dataclass(frozen=True)
+class BootEntry:
+    """One boot entry of `grubby --info=ALL`: its kernel image and its command-line arguments."""
+
+    index: int
+    kernel: str
+    args: tuple[str, ...]
+
+
+def parse_grubby_info(text: str) -> tuple[BootEntry, ...]:
+    """`grubby --info=ALL`: blocks of `key=value` lines, each starting with `index=N`; values
+    may be quoted. An entry cut before its `args` line is left out (not known)."""
+    entries: list[BootEntry] = []
+    block: dict[str, str] = {}
+
+    def close() -> None:
+        if "index" in block and "kernel" in block and "args" in block and block["index"].isdigit():
+            entries.append(BootEntry(int(block["index"]), block["kernel"], tuple(block["args"].split())))
+
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if key == "index":
+            close()
+            block = {}
+        block[key] = value.strip().strip('"')
+    close()
+    return tuple(entries)

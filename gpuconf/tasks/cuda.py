@@ -1,6 +1,7 @@
 """CUDA: refuse toolkits the pinned driver or the GPUs cannot run; verify nvcc.
 
-Compatibility table (documented in `gpuconf tasks cuda_compatibility`):
+Compatibility table (documented in `gpuconf tasks cuda_compatibility`): the minimum Linux
+driver of each CUDA release (NVIDIA's CUDA release notes, table 3, GA drivers):
 
 | CUDA | minimum Linux driver |
 |---|---|
@@ -13,9 +14,13 @@ Compatibility table (documented in `gpuconf tasks cuda_compatibility`):
 | 12.4 | 550.54 |
 | 12.5 | 555.42 |
 | 12.6 | 560.28 |
+| 12.8 | 570.26 |
+| 12.9 | 575.51 |
+| 13.0 | 580.65 |
 
-GPU architecture minimums: Hopper (H100, H200) needs CUDA >= 11.8, Ada (L4,
-L40S) >= 11.8, Ampere (A100, A10) >= 11.0, Turing (T4) >= 10.0.
+GPU generations (from the branch catalog, gpuconf/driver/branches.yml) bound it from both
+sides: Blackwell needs CUDA >= 12.8, Hopper and Ada >= 11.8, Ampere >= 11.0, Turing >= 10.0;
+CUDA 13 drops Maxwell, Pascal and Volta (their last toolkit is 12.x).
 """
 from __future__ import annotations
 
@@ -23,30 +28,22 @@ import re
 
 from pydantic import field_validator
 
+from gpuconf.driver import catalog
 from gpuconf.facts.base import command
 from gpuconf.facts.nvidia import parse_nvcc_version
 from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Verdict, drift, in_sync
 
 MIN_DRIVER = {"11.7": "515.43", "11.8": "520.61", "12.0": "525.60", "12.1": "530.30", "12.2": "535.54",
-              "12.3": "545.23", "12.4": "550.54", "12.5": "555.42", "12.6": "560.28"}
-# PCI device id -> (architecture, minimum CUDA)
-ARCHITECTURES = {
-    "hopper": ("11.8", {"0x2330", "0x2331", "0x2339", "0x233a", "0x233d", "0x2322", "0x2324", "0x2335"}),
-    "ada": ("11.8", {"0x27b8", "0x26b9", "0x26b5", "0x26ba"}),
-    "ampere": ("11.0", {"0x20b0", "0x20b1", "0x20b2", "0x20b3", "0x20b5", "0x20f1", "0x2236", "0x2235"}),
-    "turing": ("10.0", {"0x1eb8", "0x1e30", "0x1eb4"}),
-}
+              "12.3": "545.23", "12.4": "550.54", "12.5": "555.42", "12.6": "560.28", "12.8": "570.26",
+              "12.9": "575.51", "13.0": "580.65"}
+# generation -> (minimum CUDA, last CUDA major)
+GENERATIONS = {"blackwell": ("12.8", None), "hopper": ("11.8", None), "ada": ("11.8", None),
+               "ampere": ("11.0", None), "turing": ("10.0", None), "volta": ("9.0", 12), "pascal": ("8.0", 12),
+               "maxwell": ("6.5", 12)}
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
-
-
-def architecture(device_id: str) -> tuple[str, str] | None:
-    for name, (minimum, ids) in ARCHITECTURES.items():
-        if device_id.lower() in ids:
-            return name, minimum
-    return None
 
 
 class CompatibilityParams(Params):
@@ -76,10 +73,14 @@ class CudaCompatibility(TaskType):
             raise Refused(f"CUDA {params.cuda} is not in the compatibility table (known: {known})")
         if version_tuple(params.driver) < version_tuple(minimum):
             raise Refused(f"CUDA {params.cuda} needs driver >= {minimum}; the pinned driver is {params.driver}")
-        for gpu in facts.host.get("gpus") or []:
-            arch = architecture(gpu.get("device_id", ""))
-            if arch and version_tuple(params.cuda) < version_tuple(arch[1]):
-                raise Refused(f"GPU {gpu['pci_address']} ({arch[0]}) needs CUDA >= {arch[1]}, not {params.cuda}")
+        for gpu in catalog.gpus(facts.host.get("gpus")):
+            if gpu.architecture not in GENERATIONS:
+                continue
+            least, last_major = GENERATIONS[gpu.architecture]
+            if version_tuple(params.cuda) < version_tuple(least):
+                raise Refused(f"{gpu.label} needs CUDA >= {least}, not {params.cuda}")
+            if last_major is not None and version_tuple(params.cuda)[0] > last_major:
+                raise Refused(f"{gpu.label}: CUDA {last_major} is the last toolkit for it, not {params.cuda}")
         return in_sync(f"CUDA {params.cuda} runs on driver {params.driver} (needs >= {minimum})")
 
 

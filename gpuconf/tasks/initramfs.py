@@ -1,10 +1,11 @@
 """The initramfs of a kernel carries the modprobe configuration it boots with.
 
 A `blacklist nouveau` in /etc/modprobe.d counts at boot only once it is in the
-initramfs; `update-initramfs -u` copies it there. The check reads the files
-under etc/modprobe.d/ inside /boot/initrd.img-KERNEL (gzip'd or plain newc
-cpio, read by the remote runner with no process) and rebuilds only when a line
-is missing.
+initramfs; `update-initramfs -u` (Debian family) or `dracut -f` (RHEL family)
+copies it there. The check reads the files under etc/modprobe.d/ inside
+/boot/initrd.img-KERNEL or /boot/initramfs-KERNEL.img (newc cpio, plain or
+compressed, read by the remote runner with no process) and rebuilds only when a
+line is missing.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def _members(result: dict) -> dict[str, str] | None:
 def initramfs_fact(kernel: str | None) -> Fact:
     """The modprobe.d files inside the initramfs of `kernel` (None: the running one), read by
     the remote runner itself (newc cpio, gzip or xz): no zcat, no cpio process."""
-    path = f"/boot/initrd.img-{kernel or '{kernel}'}"
-    request = {"op": "cpio", "path": path, "members": "etc/modprobe.d/*", "timeout": 60}
+    release = kernel or "{kernel}"
+    request = {"op": "cpio", "paths": [f"/boot/initrd.img-{release}", f"/boot/initramfs-{release}.img"],
+               "members": "etc/modprobe.d/*", "timeout": 60}
     return Fact(f"initramfs:{kernel or '@running'}", request, _members)
 
 
@@ -37,8 +39,8 @@ class InitramfsParams(Params):
 class Initramfs(TaskType):
     """Every line of `contains_lines` is in the modprobe configuration inside
     the initramfs of the running kernel (or `kernel`); otherwise
-    `update-initramfs -u -k KERNEL` rebuilds it. The new initramfs takes effect
-    at the next boot."""
+    `update-initramfs -u -k KERNEL` (or `dracut -f --kver KERNEL` on the RHEL
+    family) rebuilds it. The new initramfs takes effect at the next boot."""
 
     name = "initramfs"
     Params = InitramfsParams
@@ -51,12 +53,17 @@ class Initramfs(TaskType):
         if not kernel:
             raise Unknown("the running kernel release is not known")
         files = facts[initramfs_fact(params.kernel)]
-        rebuild = [run(["update-initramfs", "-u", "-k", kernel], timeout=600)]
+        if (facts.host.get("os") or {}).get("family") == "RedHat":
+            path, tool = f"/boot/initramfs-{kernel}.img", "dracut"
+            rebuild = [run(["dracut", "-f", "--kver", kernel], timeout=600)]
+        else:
+            path, tool = f"/boot/initrd.img-{kernel}", "update-initramfs"
+            rebuild = [run(["update-initramfs", "-u", "-k", kernel], timeout=600)]
         if files is None:
-            return drift(Change(f"/boot/initrd.img-{kernel} is missing: update-initramfs", rebuild, reboot=True))
+            return drift(Change(f"{path} is missing: {tool}", rebuild, reboot=True))
         present = {line.strip() for text in files.values() for line in text.splitlines()}
         missing = [line for line in params.contains_lines if line.strip() not in present]
         if not missing:
             return in_sync(f"initramfs for {kernel} has {', '.join(params.contains_lines)}")
-        return drift(Change(f"initramfs for {kernel} lacks {', '.join(missing)}: update-initramfs -u -k {kernel}",
+        return drift(Change(f"initramfs for {kernel} lacks {', '.join(missing)}: {rebuild[0].request['cmd']}",
                             rebuild, reboot=True))

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuconf.driver import names
+from gpuconf.driver import catalog, names
 from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.driver_stack import INSTALLED_KERNELS
@@ -74,9 +74,18 @@ class DkmsModule(TaskType):
         return in_sync(f"{params.module}/{params.version} installed for {', '.join(kernels)}")
 
 
+def wanted_flavour(flavour: str, version: str, facts: Facts) -> str | None:
+    """The flavour the driver stack installs: as given, or the catalog's choice for `auto`
+    (None when the catalog does not know the branch: any flavour then passes)."""
+    if flavour != "auto":
+        return flavour
+    branch = catalog.catalog().get(int(version.split(".")[0])) if version.split(".")[0].isdigit() else None
+    return catalog.auto_flavour(branch, catalog.gpus(facts.host.get("gpus"))) if branch else None
+
+
 class NvidiaModuleParams(Params):
     version: str
-    flavour: Literal["auto", "open", "proprietary"] = "auto"   # auto: whichever the packages installed
+    flavour: Literal["auto", "open", "proprietary"] = "auto"   # auto: the catalog's choice, as the stack
     timeout: float = Field(10, gt=0)
 
 
@@ -110,9 +119,10 @@ class NvidiaModule(TaskType):
         if version != params.version:
             return drift(Change(f"loaded nvidia module is {version} ({flavour}), installed {params.version}: "
                                 "reboot required", [], verify=True, reboot=True, before=version, after=params.version))
-        if params.flavour != "auto" and flavour != params.flavour:
-            return drift(Change(f"loaded nvidia module is {flavour}, installed {params.flavour} {version}: "
-                                "reboot required", [], verify=True, reboot=True, before=flavour, after=params.flavour))
+        wanted = wanted_flavour(params.flavour, version, facts)
+        if wanted and flavour != wanted:
+            return drift(Change(f"loaded nvidia module is {flavour}, installed {wanted} {version}: "
+                                "reboot required", [], verify=True, reboot=True, before=flavour, after=wanted))
         smi = facts[self._smi(params)]
         if smi.failure is not None:
             return drift(Change(f"nvidia-smi fails next to the loaded module {version}: {smi.failure.message}: "

@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.base import TaskType
+from gpuconf.tasks.cmdline import KernelCmdline
 from gpuconf.tasks.commands import Assert, Command
 from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
 from gpuconf.tasks.driver import DriverStack
@@ -30,7 +31,7 @@ from gpuconf.tasks.services import Service
 from gpuconf.templating import is_template
 
 GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
-           Probe(), Reboot(), Assert())
+           Probe(), Reboot(), Assert(), KernelCmdline())
 GPU = (DriverStack(), DriverCompanion(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(),
        PersistenceMode(), PowerLimit(), IbPorts(), *HEALTH)
 TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
