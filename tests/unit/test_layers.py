@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 LAYERS = [
     {"errors", "suggest", "yamlsrc"},
     {"results"},
-    {"facts"},
+    {"facts", "driver"},
     {"templating"},
     {"tasks"},
     {"inventory", "patterns"},

@@ -98,9 +98,9 @@ def test_an_initramfs_with_early_microcode_then_gzip_is_read_by_the_runner(tmp_p
     image = tmp_path / "initrd.img-6.8.0-45-generic"
     image.write_bytes(early + main)
     fact = initramfs_fact("6.8.0-45-generic")
-    fact.request["path"] = str(image)
+    fact.request["paths"] = [str(image)]
     missing = initramfs_fact("6.8.0-45-generic")
-    missing.request["path"] = str(tmp_path / "initrd.img-none")
+    missing.request["paths"] = [str(tmp_path / "initrd.img-none")]
     found, absent = call(fact, missing)
     assert found == {"etc/modprobe.d/blacklist-nouveau.conf": "blacklist nouveau\n",
                      "etc/modprobe.d/nvidia.conf": "options nvidia NVreg_X=1\n"}
