@@ -12,6 +12,7 @@ from gpuconf.tasks.commands import Assert, Command
 from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
 from gpuconf.tasks.driver import DriverStack
 from gpuconf.tasks.files import Directory, File, Line
+from gpuconf.tasks.gsp import GspFirmware
 from gpuconf.tasks.health import HEALTH
 from gpuconf.tasks.infiniband import IbPorts
 from gpuconf.tasks.initramfs import Initramfs
@@ -33,7 +34,7 @@ from gpuconf.templating import is_template
 GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
            Probe(), Reboot(), Assert(), KernelCmdline())
 GPU = (DriverStack(), DriverCompanion(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(),
-       PersistenceMode(), PowerLimit(), IbPorts(), *HEALTH)
+       PersistenceMode(), PowerLimit(), GspFirmware(), IbPorts(), *HEALTH)
 TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
 
 

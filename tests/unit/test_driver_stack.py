@@ -274,3 +274,18 @@ def test_kernel_cmdline_reads_grubby_and_skips_rescue_entries():
     assert verdict.changes[0].reboot
     done = GRUBBY.replace('quiet"', 'quiet rd.driver.blacklist=nouveau modprobe.blacklist=nouveau"')
     assert task_check("kernel_cmdline", params, {BOOT_ENTRIES.key: out(done)}, host=ROCKY).changes == []
+
+
+def test_gsp_cannot_be_disabled_on_open_modules_and_the_refusal_names_the_xid_remedy():
+    from gpuconf.facts.base import file_state
+    gsp = {"disable": True, "version": "580.95.05"}
+    reply = {file_state("/etc/modprobe.d/nvidia-gsp.conf").key: {"exists": False},
+             file_state("/proc/driver/nvidia/version").key: {"exists": False}}
+    with pytest.raises(Refused, match=r"open kernel modules \(installed\) require the GSP.*Xid 119.*Xid 120"):
+        task_check("gsp_firmware", gsp, reply)   # 580 on an A100: open
+    proprietary = task_check("gsp_firmware", dict(gsp, flavour="proprietary"), reply)
+    assert ops(proprietary) == ["write /etc/modprobe.d/nvidia-gsp.conf 0644 'options nvidia NVreg_EnableGpuFirmware=0\\n'"]
+    reply[file_state("/proc/driver/nvidia/version").key] = module_reply(OPEN_BANNER)[
+        file_state("/proc/driver/nvidia/version").key]
+    with pytest.raises(Refused, match=r"\(loaded\)"):
+        task_check("gsp_firmware", dict(gsp, flavour="proprietary"), reply)
