@@ -98,6 +98,9 @@ class DriverStack(TaskType):
         kernels = sorted(set(facts[INSTALLED_KERNELS]) | running)
         os_major = str((facts.host.get("os") or {}).get("major") or "9")
         family: names.Family = "RedHat" if packages.family == "RedHat" else "Debian"
+        if family == "RedHat" and params.modules == "precompiled":
+            raise Refused("nvidia_driver_modules: precompiled means Canonical's signed linux-modules-nvidia packages "
+                          "(Ubuntu); on the RHEL family use dkms (the <branch>-open or <branch>-dkms module streams)")
         want = names.stack(family, params.branch, params.version, flavour, params.modules, kernels, os_major)
         findings = self._findings(packages, branch, facts, gpus, params)
         self._secure_boot(params, facts, packages.family)
