@@ -164,7 +164,7 @@ def test_the_deadline_holds_with_a_hung_nvidia_smi(lab, tmp_path):
               file: {path: /etc/after-gpus, content: "x\\n"}
         """))
     try:
-        rc, out, err = lab.exec("t4-01", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-utils-535",
+        rc, out, err = lab.exec("t4-01", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-utils-580=580.95.05-1",
                                 timeout=180)
         assert rc == 0, out + err  # the node's nvidia-smi (simulated), which the fault hangs
         rc, _, err = lab.fault("t4-01", "nvidia-smi-hang")

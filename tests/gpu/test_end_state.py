@@ -14,9 +14,9 @@ from tests.gpu.conftest import USER_DAEMON_JSON
 from tests.lab_fixtures import wait_until
 
 PINS = {  # profile -> (driver branch, driver version, CUDA release, toolkit package version)
-    "a100": ("535", "535.104.05", "12.2", "12.2.2-1"),
-    "h100": ("550", "550.127.05", "12.4", "12.4.1-1"),
-    "t4": ("535", "535.104.05", "12.2", "12.2.2-1"),
+    "a100": ("580", "580.95.05", "13.0", "13.0.2-1"),
+    "h100": ("580", "580.95.05", "13.0", "13.0.2-1"),
+    "t4": ("580", "580.95.05", "13.0", "13.0.2-1"),
 }
 NVSWITCH = {"a100", "h100"}
 NODES = [("a100", "a100-01"), ("a100", "a100-02"), ("h100", "h100-01"), ("t4", "t4-01")]
@@ -37,18 +37,24 @@ def node(request, converged):
 def test_packages_at_the_pinned_versions_and_held(node):
     profile, _name, host = node
     branch, version, cuda, toolkit = PINS[profile]
-    pinned = {f"nvidia-driver-{branch}": f"{version}-1", f"nvidia-dkms-{branch}": f"{version}-1",
-              f"nvidia-utils-{branch}": f"{version}-1", f"cuda-toolkit-{cuda.replace('.', '-')}": toolkit}
+    exact = f"{version}-1"
+    pinned = {f"nvidia-kernel-common-{branch}": exact, f"nvidia-dkms-{branch}-open": exact,  # auto: open on 580
+              f"libnvidia-compute-{branch}": exact, f"nvidia-utils-{branch}": exact,
+              "nvidia-persistenced": exact, f"cuda-toolkit-{cuda.replace('.', '-')}": toolkit,
+              "nvidia-container-toolkit": "1.17.8-1"}
     if profile in NVSWITCH:
-        pinned[f"nvidia-fabricmanager-{branch}"] = f"{version}-1"
+        pinned[f"nvidia-fabricmanager-{branch}"] = exact
+        pinned[f"libnvidia-nscq-{branch}"] = exact
     held = set(host.check_output("apt-mark showhold").split())
     for package, want in pinned.items():
         assert host.package(package).is_installed, package
         assert host.package(package).version == want, (package, host.package(package).version)
         assert package in held, f"{package} is not held ({sorted(held)})"
-    others = host.check_output("dpkg-query -W -f '${Package} ${db:Status-Abbrev}\\n' 'nvidia-driver-*'")
-    installed = [line.split()[0] for line in others.splitlines() if line.split()[1][1] == "i"]  # ii, hi
-    assert installed == [f"nvidia-driver-{branch}"], others
+    listing = host.check_output("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+                                "'*nvidia*'")
+    versions = {line.split()[1] for line in listing.splitlines()
+                if line.split()[2][1] == "i" and not line.startswith("nvidia-container-toolkit")}
+    assert versions == {exact}, listing   # every driver package, companions included, at one version
 
 
 def test_the_blacklist_is_in_the_initramfs_and_nouveau_is_not_loaded(node):
@@ -66,7 +72,9 @@ def test_the_blacklist_is_in_the_initramfs_and_nouveau_is_not_loaded(node):
 def test_the_nvidia_module_is_loaded_at_the_pinned_version(node):
     profile, _name, host = node
     version = PINS[profile][1]
-    assert f"  {version}  " in host.file("/proc/driver/nvidia/version").content_string
+    banner = host.file("/proc/driver/nvidia/version").content_string
+    assert f"  {version}  " in banner and "Open Kernel Module" in banner
+    assert host.check_output("/sbin/modinfo -F license nvidia") == "Dual MIT/GPL"
     assert host.file("/sys/module/nvidia/version").content_string.strip() == version
     assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == \
         [version] * len(host.check_output("nvidia-smi -L").splitlines())

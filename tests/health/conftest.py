@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "labhealth" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
 NODE = "a100-01"
 FRESH = "t4-01"      # never converged: what a cloud image looks like (nouveau, no driver)
-PIN = "535.104.05"
+PIN = "580.95.05"
 # What the healthy A100 node should be: the inventory's expectations, as extra vars.
 EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gpu_model=A100-SXM4-80GB",
           "-e", "gpu_health_nvlink_expected_links=12", "-e", f"nvidia_driver_version={PIN}"]
@@ -77,14 +77,6 @@ class HealthLab:
         return self.lab.exec(NODE, ["sh", "-c", command])
 
 
-def _package_version(lab: Lab) -> str:
-    """The lab repository's Debian version of the pinned driver (the nvidia_driver role
-    assumes VERSION-1; the repository may publish VERSION alone)."""
-    _, out, _ = lab.exec(NODE, ["apt-cache", "madison", "nvidia-driver-535"])
-    versions = [cells[1].strip() for cells in (line.split("|") for line in out.splitlines()) if len(cells) > 2]
-    return next((v for v in versions if v.startswith(PIN)), f"{PIN}-1")
-
-
 @pytest.fixture(scope="session")
 def health_lab(tmp_path_factory) -> HealthLab:
     why = lab_unavailable()
@@ -96,8 +88,7 @@ def health_lab(tmp_path_factory) -> HealthLab:
     lab.up({"a100": 1, "t4": 1})
     state = HealthLab(lab, tmp_path_factory.mktemp("health"))
     try:
-        converge = gpuconf("apply", "playbooks/a100-node.yml", "-e", f"nvidia_driver_package_version="
-                           f"{_package_version(lab)}", "-e", "infiniband_subnet_manager=false",
+        converge = gpuconf("apply", "playbooks/a100-node.yml", "-e", "infiniband_subnet_manager=false",
                            "-e", "infiniband_expect_subnet_manager=false",
                            report=state.tmp / "converge.json", timeout=1200)
         rc, listed, _ = state.sh("nvidia-smi -L")
