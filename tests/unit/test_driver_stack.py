@@ -289,3 +289,35 @@ def test_gsp_cannot_be_disabled_on_open_modules_and_the_refusal_names_the_xid_re
         file_state("/proc/driver/nvidia/version").key]
     with pytest.raises(Refused, match=r"\(loaded\)"):
         task_check("gsp_firmware", dict(gsp, flavour="proprietary"), reply)
+
+
+class FailingHost:
+    """An apply context whose package transaction fails, recording what was run."""
+
+    host = "el9-01"
+
+    def __init__(self):
+        self.ran = []
+
+    def execute(self, ops):
+        from gpuconf.facts.base import Output
+        results = []
+        for op in ops:
+            self.ran.append(op_text(op))
+            failed = " install " in op_text(op) or " shell " in op_text(op)
+            results.append(Output("", "Error: Unable to find a match" if failed else "", 1 if failed else 0))
+        return results
+
+
+def test_a_failed_dnf_transaction_puts_the_old_module_stream_back():
+    from gpuconf.errors import TaskError
+    offered = "".join(f"{n}\t3:580.95.05-1.el9\n" for n in DNF_NAMES)
+    reply = replies(offered=offered, rpm=[("nvidia-driver", "3:535.104.05-1.el9")],
+                    module="[nvidia-driver]\nstream=535-dkms\nstate=enabled\n")
+    verdict = check(dict(WANT_580, allow_eol=True), reply, host=ROCKY)
+    task = TASK_TYPES["nvidia_driver_stack"]
+    host = FailingHost()
+    with pytest.raises(TaskError, match="Unable to find a match"):
+        task.apply(host, build_params("nvidia_driver_stack", dict(WANT_580, allow_eol=True)), verdict.changes)
+    assert host.ran[-2:] == ["dnf -y -q module reset nvidia-driver", "dnf -y -q module enable nvidia-driver:535-dkms"]
+    assert not any("versionlock add" in step for step in host.ran)   # nothing after the failure
