@@ -149,15 +149,25 @@ def userspace(branch: str, version: str) -> list[Package]:
 
 
 def metas(branch: str, version: str) -> list[Package]:
+    """``nvidia-driver-<br>`` and ``-open`` (``nvidia-driver`` and ``nvidia-open`` from 590). Each
+    conflicts with the other metas' real drivers (``nvidia-driver-535 (<< 536)``: versions of that
+    branch, never a transitional package of that name), so that apt replaces one driver by another
+    by removing the old meta instead of giving up on the conflicts of its dependencies."""
     deb = version + DRIVER_REVISION
     common = [f"{name(kind, branch)} (= {deb})" for kind in ("nvidia-utils", "libnvidia-compute",
                                                               "nvidia-kernel-common")]
-    return [Package(name("nvidia-driver", branch, open_modules), deb,
-                    f"NVIDIA driver metapackage, {'open' if open_modules else 'proprietary'} kernel modules "
-                    f"({branch} branch)\nPulls the DKMS kernel modules and the user space of one exact driver version.",
-                    depends=common + [f"{name('nvidia-dkms', branch, open_modules)} (= {deb})"],
-                    section="non-free/metapackages")
-            for open_modules in (False, True)]
+    packages = []
+    for open_modules in (False, True):
+        own = name("nvidia-driver", branch, open_modules)
+        others = [f"{name('nvidia-driver', other, flavour)} (<< {int(other) + 1})"
+                  for other in DRIVERS for flavour in (False, True)
+                  if name("nvidia-driver", other, flavour) != own]
+        packages.append(Package(own, deb, f"NVIDIA driver metapackage, {'open' if open_modules else 'proprietary'} "
+                                f"kernel modules ({branch} branch)\nPulls the DKMS kernel modules and the user space "
+                                "of one exact driver version.",
+                                depends=common + [f"{name('nvidia-dkms', branch, open_modules)} (= {deb})"],
+                                conflicts=others, section="non-free/metapackages"))
+    return packages
 
 
 def fabricmanager(branch: str, version: str) -> Package:
