@@ -180,6 +180,12 @@ PROFILES: dict[str, Profile] = {
 
 DEFAULT_PROFILE = "a100"
 
+# GPU architectures (GpuModel.architecture) each kernel-module flavour cannot drive: the open
+# modules need the GSP that only Turing and newer have; Grace Hopper and Blackwell were never
+# supported by the proprietary modules (NVIDIA's kernel-modules page; reference section 4).
+NO_GSP_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta")
+OPEN_ONLY_ARCHITECTURES = ("Grace Hopper", "Blackwell", "Grace Blackwell")
+
 
 def profile_names() -> list[str]:
     """The profile names ``gpuconf lab up --profile`` accepts."""

@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpuconf_lab.sim.packages import Package, all_packages
@@ -130,9 +131,10 @@ def build_repo(dest: Path) -> Path:
         shutil.rmtree(dest / stale, ignore_errors=True)
     pool = dest / "pool" / COMPONENT
     pool.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="gpuconf-repo-") as work:
-        for package in all_packages():
-            build_deb(package, pool, Path(work))
+    with tempfile.TemporaryDirectory(prefix="gpuconf-repo-") as work, \
+            ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as builders:
+        # one dpkg-deb per package (over a hundred): run them side by side
+        list(builders.map(lambda package: build_deb(package, pool, Path(work)), all_packages()))
     index_dir = dest / "dists" / SUITE / COMPONENT / f"binary-{ARCH}"
     index_dir.mkdir(parents=True)
     scan = subprocess.run(["dpkg-scanpackages", "--multiversion", f"pool/{COMPONENT}", "/dev/null"],

@@ -7,6 +7,7 @@ simulated daemons leave behind are killed after each test.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.sim.install import SIM_DIR, install_image
+from gpuconf_lab.sim.nvidia_packages import name as package_name
 from gpuconf_lab.sim.packages import Package, all_packages
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -90,16 +92,19 @@ class Node:
                 target.symlink_to(link)
 
     def install(self, name: str, version: str | None = None) -> Package:
-        package = next(p for p in all_packages() if p.name == name and
+        """Unpack package ``name`` (its first version in the repository unless ``version``)."""
+        package = next(p for p in repository() if p.name == name and
                        (version is None or version in (p.version, p.version.split("-")[0])))
         self.install_files(package)
         return package
 
-    def install_driver(self, version: str = "535.104.05") -> None:
-        """What ``apt-get install nvidia-driver-<branch>=<version>``'s DKMS postinst does."""
+    def install_driver(self, version: str = "535.104.05", open_modules: bool = False) -> None:
+        """What ``apt-get install nvidia-driver-<branch>[-open]=<version>-1`` unpacks and its DKMS
+        postinst does."""
         branch = version.split(".")[0]
-        self.install(f"nvidia-dkms-{branch}", version)
-        self.install(f"nvidia-utils-{branch}", version)
+        for kind in ("nvidia-kernel-common", "nvidia-utils"):
+            self.install(package_name(kind, branch), version)
+        self.install(package_name("nvidia-dkms", branch, open_modules), version)
         self.run("dkms", "add", "-m", "nvidia", "-v", version, check=True)
         self.run("dkms", "install", "-m", "nvidia", "-v", version, check=True)
 
@@ -116,6 +121,11 @@ class Node:
 
     def systemctl(self, *args: str, **env) -> subprocess.CompletedProcess:
         return self.run("systemctl", *args, **env)
+
+
+@functools.lru_cache(maxsize=1)
+def repository() -> tuple[Package, ...]:
+    return tuple(all_packages())
 
 
 def kill_leftovers(root: Path) -> None:

@@ -28,9 +28,9 @@ def test_without_the_driver_nvidia_smi_fails_like_the_real_one(node):
 
 
 def test_an_upgraded_but_not_rebooted_driver_is_a_version_mismatch(gpu_node):
-    done = gpu_node.smi("-L", version="535.86.05")
+    done = gpu_node.smi("-L", version="535.247.01")
     assert done.returncode == 18
-    assert done.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.86\n"
+    assert done.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.247\n"
     assert detect_nvidia_smi_failure(done.stdout).kind == DRIVER_LIBRARY_MISMATCH
 
 
@@ -38,15 +38,15 @@ def test_an_upgraded_but_not_rebooted_driver_is_a_version_mismatch(gpu_node):
                                                   ("h100", 8, "NVIDIA H100 80GB HBM3"), ("t4", 1, "Tesla T4")])
 def test_list_per_profile(make_node, profile, count, name):
     node = make_node(profile)
-    node.install_driver("550.127.05")
+    node.install_driver("580.95.05")
     node.blacklist_nouveau()
     node.boot()
-    listed = parse_gpu_list(node.smi("-L", version="550.127.05").stdout)
+    listed = parse_gpu_list(node.smi("-L", version="580.95.05").stdout)
     assert [gpu.name for gpu in listed.gpus] == [name] * count
     assert len({gpu.uuid for gpu in listed.gpus}) == count
 
 
-@pytest.mark.parametrize("profile, driver", [("h100", "550.127.05"), ("t4", "535.104.05")])
+@pytest.mark.parametrize("profile, driver", [("h100", "580.95.05"), ("t4", "535.104.05")])
 def test_every_profile_and_branch_parses(make_node, profile, driver):
     node = make_node(profile, driver=driver)
     report = parse_nvidia_smi_query(node.smi("-q", version=driver).stdout)
@@ -120,7 +120,7 @@ def test_persistence_mode_is_set_and_resets_at_reboot(gpu_node):
 
 
 def test_persistenced_keeps_persistence_across_reboots(gpu_node):
-    gpu_node.install("nvidia-persistenced")
+    gpu_node.install("nvidia-persistenced", "535.104.05")
     gpu_node.systemctl("enable", "nvidia-persistenced", check=True)
     gpu_node.boot()
     assert gpu_node.systemctl("is-active", "nvidia-persistenced").stdout == "active\n"
@@ -135,6 +135,17 @@ def test_persistenced_needs_the_driver(node):
     assert node.systemctl("start", "nvidia-persistenced").returncode == 1
     journal = node.run("journalctl", "journalctl", "-u", "nvidia-persistenced", "-o", "cat").stdout
     assert "Failed to query NVIDIA devices." in journal
+
+
+def test_persistenced_of_another_version_refuses_the_loaded_module(gpu_node):
+    gpu_node.install("nvidia-persistenced", "595.71.05")     # what an unpinned install next to 535 gets
+    assert "version 595.71.05" in gpu_node.run("daemons", "persistenced", "595.71.05", "--version").stdout
+    assert gpu_node.systemctl("start", "nvidia-persistenced").returncode == 1
+    kernel = gpu_node.run("journalctl", "dmesg").stdout
+    assert ("NVRM: API mismatch: the client has the version 595.71.05, but\n"
+            "NVRM: this kernel module has the version 535.104.05.  Please\n") in kernel
+    gpu_node.install("nvidia-persistenced", "535.104.05")
+    gpu_node.systemctl("start", "nvidia-persistenced", check=True)
 
 
 def test_power_limit_is_bounded_by_the_gpu(gpu_node):

@@ -26,11 +26,11 @@ def test_fabric_manager_journal_and_log(make_node):
     node.install_driver("535.104.05")
     node.blacklist_nouveau()
     node.boot()
-    node.install("nvidia-fabricmanager-535", "535.86.05")
+    node.install("nvidia-fabricmanager-535", "535.247.01")
     assert node.systemctl("start", "nvidia-fabricmanager").returncode == 1
     journal = node.run("journalctl", "journalctl", "-u", "nvidia-fabricmanager").stdout
     mismatch = find_version_mismatch(journal)
-    assert (mismatch.fabric_manager_version, mismatch.driver_version) == ("535.86.05", "535.104.05")
+    assert (mismatch.fabric_manager_version, mismatch.driver_version) == ("535.247.01", "535.104.05")
     assert parse_fabric_manager_log(node.read("/var/log/fabricmanager.log")).state == VERSION_MISMATCH
     node.install("nvidia-fabricmanager-535", "535.104.05")
     node.systemctl("start", "nvidia-fabricmanager", check=True)
@@ -51,7 +51,8 @@ def test_fabric_manager_needs_nvswitches(make_node):
 
 
 def test_nvcc_of_each_toolkit(node):
-    for package, release, version in (("cuda-toolkit-11-7", "11.7", "11.7.99"), ("cuda-toolkit-12-4", "12.4", "12.4.131")):
+    for package, release, version in (("cuda-toolkit-11-7", "11.7", "11.7.99"), ("cuda-toolkit-12-4", "12.4", "12.4.131"),
+                                     ("cuda-toolkit-13-0", "13.0", "13.0.88")):
         node.install(package)
         nvcc = f"/usr/local/cuda-{release}/bin/nvcc"
         done = node.run("nvcc", str(node.path(nvcc)), "--version")
@@ -61,8 +62,8 @@ def test_nvcc_of_each_toolkit(node):
 
 
 def test_modinfo_version_and_list_units(node):
-    node.install_driver("550.127.05")
-    assert parse_modinfo_version(node.run("kmod", "modinfo", "-F", "version", "nvidia").stdout).version == "550.127.05"
+    node.install_driver("580.95.05")
+    assert parse_modinfo_version(node.run("kmod", "modinfo", "-F", "version", "nvidia").stdout).version == "580.95.05"
     node.write("/etc/systemd/system/broken.service",
                "[Unit]\nDescription=Broken\n[Service]\nType=oneshot\nExecStart=/bin/false\n")
     node.systemctl("start", "broken")

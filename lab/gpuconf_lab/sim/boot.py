@@ -1,8 +1,9 @@
 """A node's boot, in the two steps the runtime's PID 1 calls (see docs/lab-contract.md).
 
 ``boot prepare`` runs on a fresh ``/run``, before the runtime binds the ``/proc`` overrides:
-it picks the kernel (the newest installed, as GRUB would), makes a new boot id and writes
-the proc files, and lays out the PCI devices in ``/sys``.
+it picks the kernel (the newest installed, as GRUB would), makes a new boot id, takes the
+firmware's Secure Boot setting for this boot, writes the proc files, and lays out the PCI
+devices in ``/sys``.
 
 ``boot start`` then does what a Debian boot does with modules and services:
 
@@ -41,7 +42,9 @@ def prepare() -> None:
     release = kernels.next_kernel()
     boot_id = str(uuid.uuid4())
     now = time.time()
-    state.write_json(f"{state.RUN}/boot.json", {"boot_id": boot_id, "kernel": release, "booted_at": now})
+    secure_boot = state.firmware_secure_boot()
+    state.write_json(f"{state.RUN}/boot.json", {"boot_id": boot_id, "kernel": release, "booted_at": now,
+                                                "secure_boot": secure_boot})
     proc = f"{state.RUN}/proc"
     state.write_in_place(f"{proc}/osrelease", release + "\n")
     state.write_in_place(f"{proc}/boot_id", boot_id + "\n")
@@ -54,6 +57,9 @@ def prepare() -> None:
     logs.kmsg(catalog.proc_version(release).strip(), 5)
     logs.kmsg(f"Command line: BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro console=ttyS0 quiet", 6)
     logs.kmsg(f"DMI: gpuconf lab node, profile {profile.name}: {profile.description}", 6)
+    logs.kmsg(f"secureboot: Secure boot {'enabled' if secure_boot else 'disabled'}", 6)
+    if secure_boot:
+        logs.kmsg("Kernel is locked down from EFI Secure Boot mode; see man kernel_lockdown.7", 5)
     for bus in profile.gpu_buses:
         logs.kmsg(f"pci {sysfs_bdf(bus)}: [10de:{profile.gpu.device_id:04x}] type 00 class 0x030200", 6)
     for bus in profile.nvswitch_buses:

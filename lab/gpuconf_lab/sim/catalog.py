@@ -1,9 +1,13 @@
 """The simulated kernel's module catalog and the fake ``.ko`` file format.
 
 A module is a small text file under ``/lib/modules/<release>/`` that carries what ``modinfo``
-and the loader need (name, version, vermagic, dependencies, size, which hardware it drives).
-The in-tree modules of a Debian 12 kernel are written by ``install_image``; the NVIDIA ones
-only appear when the simulated DKMS builds them, exactly as on a real host.
+and the loader need (name, version, vermagic, dependencies, size, which hardware it drives,
+license, and the signature fields of a signed module). The in-tree modules of a Debian 12
+kernel are written by ``install_image``; the NVIDIA ones only appear when the simulated DKMS
+builds them (unsigned: the simulated headers have no ``scripts/sign-file``) or when a
+precompiled ``linux-modules-nvidia-*`` package ships them (signed by Canonical's kernel key).
+Open modules (built from ``kernel-open/``) carry ``license=Dual MIT/GPL``, proprietary ones
+``license=NVIDIA``, as ``modinfo -F license nvidia`` tells them apart on a real host.
 
 Stdlib only and no sibling imports: the installer on the machine imports this file too.
 """
@@ -105,6 +109,17 @@ NVIDIA_DKMS = {
 NVIDIA_BOOT_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm")
 
 GPU_ALIAS = "pci:v000010DEd*sv*sd*bc03sc02i00*"
+OPEN_LICENSE = "Dual MIT/GPL"
+PROPRIETARY_LICENSE = "NVIDIA"
+# What modinfo shows for a module signed by the key of Ubuntu's precompiled NVIDIA modules.
+CANONICAL_SIGNATURE = {
+    "sig_id": "PKCS#7",
+    "signer": "Canonical Ltd. Kernel Module Signing",
+    "sig_key": "4A:C2:BB:4C:58:7C:15:C1:9E:2A:31:8E:D4:20:6B:7A:0F:8E:5D:2B",
+    "sig_hashalgo": "sha512",
+    "signature": "30:65:02:31:00:C7:1E:0B:5A:9D:44:1F:2E:83:6A:D0:B9:17:42:E5:6C:"
+                 "90:3B:AF:28:71:0D:E4:95:CC:3A:61:B2:08:F7:54:19",
+}
 NVIDIA_PARAMS = ("NVreg_EnableGpuFirmware:int", "NVreg_RegistryDwords:charp",
                  "NVreg_EnableStreamMemOPs:int", "NVreg_DeviceFileUID:int",
                  "NVreg_DeviceFileGID:int", "NVreg_DeviceFileMode:int")
@@ -124,10 +139,10 @@ def parse_ko(text: str) -> dict | None:
     lines = text.splitlines()
     if not lines or lines[0] != KO_MAGIC:
         return None
-    fields: dict = {"alias": [], "parm": []}
+    fields: dict = {"alias": [], "parm": [], "firmware": []}
     for line in lines[1:]:
         key, _, value = line.partition("=")
-        if key in ("alias", "parm"):
+        if key in ("alias", "parm", "firmware"):
             fields[key].append(value)
         else:
             fields[key] = value
@@ -147,13 +162,18 @@ def in_tree_ko(name: str, release: str) -> tuple[str, str]:
     return "kernel/" + relpath, render_ko(fields)
 
 
-def nvidia_ko(name: str, version: str, release: str) -> tuple[str, str]:
-    """(file name, file text) of a DKMS-built NVIDIA module."""
+def nvidia_ko(name: str, version: str, release: str, *, open_modules: bool = False,
+              signed: bool = False) -> tuple[str, str]:
+    """(file name, file text) of an NVIDIA module: DKMS-built (unsigned) or precompiled (signed)."""
     filename, size, depends, description = NVIDIA_DKMS[name]
     fields = {"name": name, "version": version, "vermagic": vermagic(release), "depends": depends,
-              "size": size, "license": "NVIDIA", "description": description, "intree": "",
-              "hardware": "gpu" if name == "nvidia" else "", "supported": "external"}
+              "size": size, "license": OPEN_LICENSE if open_modules else PROPRIETARY_LICENSE,
+              "description": description, "intree": "", "hardware": "gpu" if name == "nvidia" else "",
+              "supported": "external"}
     if name == "nvidia":
         fields["alias"] = [GPU_ALIAS, "pci:v000010DEd*sv*sd*bc03sc00i00*", "char-major-195-*"]
         fields["parm"] = list(NVIDIA_PARAMS)
+        fields["firmware"] = [f"nvidia/{version}/gsp_tu10x.bin", f"nvidia/{version}/gsp_ga10x.bin"]
+    if signed:
+        fields.update(CANONICAL_SIGNATURE)
     return filename, render_ko(fields)

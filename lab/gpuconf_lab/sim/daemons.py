@@ -4,7 +4,8 @@ Each checks, at start, what the real one depends on, and fails the way it does:
 
 * ``nv-fabricmanager`` needs the driver loaded, NVSwitches present, and its own version to
   equal the loaded driver's (the real "driver interface version ... don't match" message);
-* ``nvidia-persistenced`` needs the driver; while it runs, persistence mode is Enabled;
+* ``nvidia-persistenced`` needs the driver at its own version (else the kernel module logs
+  the real ``NVRM: API mismatch`` lines); while it runs, persistence mode is Enabled;
 * ``opensm`` needs ``ib_umad`` (libibumad's real "is ib_umad module loaded?" message), and
   while it runs it holds this node's subnet-manager lock in the lab's shared fabric directory;
 * ``dockerd`` refuses an invalid ``/etc/docker/daemon.json`` and remembers the runtimes it
@@ -114,9 +115,23 @@ def fabricmanager(version: str, args: list[str]) -> int:
     return daemonize("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid", ready)
 
 
+API_MISMATCH = ("NVRM: API mismatch: the client has the version {client}, but\n"
+                "NVRM: this kernel module has the version {module}.  Please\n"
+                "NVRM: make sure that this kernel module and all NVIDIA driver\n"
+                "NVRM: components have the same version.")
+
+
 def persistenced(version: str, args: list[str]) -> int:
     unit = "nvidia-persistenced.service"
-    if gpu.driver_version() is None:
+    if "--version" in args or "-v" in args:
+        print(f"\nnvidia-persistenced:  version {version}\n\n  The NVIDIA Persistence Daemon.\n\n"
+              "  Copyright (C) 2013-2025 NVIDIA Corporation.\n")
+        return 0
+    loaded = gpu.driver_version()
+    if loaded is not None and loaded != version:
+        # the module refuses the daemon's ioctl when it opens /dev/nvidiactl
+        logs.kmsg(API_MISMATCH.format(client=version, module=loaded), 3)
+    if loaded != version:
         logs.journal("Failed to query NVIDIA devices. Please ensure that the NVIDIA device files (/dev/nvidia*) "
                      "exist, and that user 0 has read and write permissions for those files.",
                      "nvidia-persistenced", os.getpid(), unit, 3)

@@ -7,6 +7,10 @@ State is the real DKMS tree: ``/var/lib/dkms/<module>/<version>/source`` links t
 ``nvidia``. A kernel without a build therefore has no ``nvidia`` module, as after a kernel
 upgrade whose DKMS hook did not run. ``status`` prints the v3 format
 (``nvidia/535.104.05, 6.1.0-18-amd64, x86_64: installed``).
+
+A source tree with a ``kernel-open/`` directory (``nvidia-dkms-<br>-open``) builds the open
+modules (``license=Dual MIT/GPL``), any other the proprietary ones. Builds are not signed: the
+simulated kernel headers have no ``scripts/sign-file``, so under Secure Boot they do not load.
 """
 from __future__ import annotations
 
@@ -123,19 +127,19 @@ def build(module: str, version: str, kernel: str) -> int:
     conf = read_conf(module, version)
     print(f"\nBuilding module:\nCleaning build area...\n'make' -j{os.cpu_count() or 2} NV_EXCLUDE_BUILD_MODULES='' "
           f"KERNEL_UNAME={kernel} IGNORE_CC_MISMATCH='' modules.......")
+    open_modules = state.exists(f"/usr/src/{module}-{version}/kernel-open")
     for index in sorted(conf["modules"]):
         name = conf["modules"][index].get("BUILT_MODULE_NAME", module)
-        filename, text = _module_file(name, version, kernel)
+        filename, text = _module_file(name, version, kernel, open_modules)
         state.write_text(f"{target}/{filename}", text)
-        print(f"Signing module /var/lib/dkms/{module}/{version}/build/{filename}")
     print("Cleaning build area...")
     return 0
 
 
-def _module_file(name: str, version: str, kernel: str) -> tuple[str, str]:
+def _module_file(name: str, version: str, kernel: str, open_modules: bool = False) -> tuple[str, str]:
     key = name.replace("-", "_")
     if key in catalog.NVIDIA_DKMS:
-        return catalog.nvidia_ko(key, version, kernel)
+        return catalog.nvidia_ko(key, version, kernel, open_modules=open_modules)
     return f"{name}.ko", catalog.render_ko({"name": key, "version": version, "vermagic": catalog.vermagic(kernel),
                                             "depends": "", "size": 65536, "license": "GPL", "intree": ""})
 

@@ -13,6 +13,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
+    secure-boot on|off              the UEFI Secure Boot setting; the next boot runs with it
+                                    (unsigned modules then refuse to load; mokutil --sb-state)
     dpkg-lock                       a process holds the dpkg locks as apt would
     kmsg TEXT [--level warn]        one arbitrary kernel log line
     lockup                          a soft lockup in the NVIDIA ioctl path (and taint flag L)
@@ -190,6 +192,8 @@ def clear(kind: str | None) -> None:
                 _update(scope, key, lambda _current: None)
     if kind in (None, "pcie-downgrade"):
         sysfs.render_pci()
+    if kind in (None, "secure-boot"):
+        state.remove(state.FIRMWARE_JSON)   # back to the node's own setting, at the next boot
 
 
 def main(argv: list[str]) -> int:
@@ -231,6 +235,9 @@ def main(argv: list[str]) -> int:
         kernels.install_kernel(positional[0])
         print(f"fault kernel-upgrade: kernel {positional[0]} installed; it runs after the next reboot "
               "(no DKMS build for it)")
+    elif kind == "secure-boot" and positional[:1] in (["on"], ["off"]):
+        state.write_json(state.FIRMWARE_JSON, {"secure_boot": positional[0] == "on"})
+        print(f"fault secure-boot: Secure Boot {positional[0]} in the firmware from the next boot")
     elif kind == "kmsg" and positional:
         level = logs.PRIORITIES.index(options.get("level", "warn"))
         logs.kmsg(" ".join(positional), level)

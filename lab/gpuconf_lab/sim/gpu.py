@@ -18,13 +18,24 @@ SETTINGS_JSON = f"{state.RUN}/gpu-settings.json"
 VOLATILE_FAULTS = f"{state.RUN}/faults.json"
 PERSISTENT_FAULTS = f"{state.VAR}/faults.json"
 
+# Build dates of the releases the lab's repository ships (release-day approximations where no
+# capture of that release's /proc/driver/nvidia/version was found).
 BUILD_DATES = {
     "535.86.05": "Fri Jul 14 20:20:58 UTC 2023",
     "535.104.05": "Sat Aug 19 01:15:15 UTC 2023",
+    "535.247.01": "Thu May  1 05:12:33 UTC 2025",
     "550.127.05": "Tue Oct  8 20:06:25 UTC 2024",
+    "570.195.03": "Fri Sep 19 22:41:08 UTC 2025",
+    "580.95.05": "Tue Sep 23 09:41:26 UTC 2025",
+    "580.105.08": "Wed Oct 29 23:18:02 UTC 2025",
+    "595.71.05": "Thu Apr 30 18:02:47 UTC 2026",
 }
+# The builder named in the open modules' banner (a real one, from open 5xx captures).
+OPEN_BUILDER = "dvs-builder@U16-I3-B03-4-3"
+GCC_LINE = "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
 CUDA_BY_BRANCH = {"470": "11.4", "515": "11.7", "525": "12.0", "535": "12.2", "550": "12.4",
-                  "560": "12.6", "565": "12.7"}
+                  "560": "12.6", "565": "12.7", "570": "12.8", "575": "12.9", "580": "13.0",
+                  "590": "13.1", "595": "13.2"}
 
 # nvidia-smi's clocks_event_reasons bits
 REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
@@ -35,6 +46,16 @@ REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_ca
 
 def build_date(version: str) -> str:
     return BUILD_DATES.get(version, "Thu Jan  1 00:00:00 UTC 2024")
+
+
+def module_banner(entry: dict) -> str:
+    """What follows ``NVRM version: `` (and ``NVRM: loading ``) for a loaded nvidia module:
+    the open modules name themselves and their builder, the proprietary ones do not."""
+    version = entry["version"]
+    if entry.get("license") == "Dual MIT/GPL":
+        return (f"NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  ({OPEN_BUILDER})  "
+                f"{build_date(version)}")
+    return f"NVIDIA UNIX x86_64 Kernel Module  {version}  {build_date(version)}"
 
 
 def cuda_version(driver: str) -> str:

@@ -29,7 +29,7 @@ SIM_SOURCE = Path(__file__).resolve().parent
 PROFILES_SOURCE = SIM_SOURCE.parent / "profiles.py"
 SIM_DIR = "/usr/lib/gpuconf-lab/sim"
 MACHINE_UNITS = "/usr/lib/gpuconf-lab/machine-units.json"
-HOST_ONLY = {"install.py", "packages.py", "elf.py", "__init__.py"}
+HOST_ONLY = {"install.py", "packages.py", "nvidia_packages.py", "elf.py", "__init__.py"}
 DEFAULT_KERNEL = "6.1.0-18-amd64"
 
 # tool path -> (simulator module, first argument or None)
@@ -55,6 +55,7 @@ TOOLS = {
     "/usr/bin/uname": ("uname", None),
     "/usr/bin/lspci": ("lspci", None),
     "/usr/bin/scontrol": ("scontrol", None),  # Slurm's view of the lab, shared by all nodes
+    "/usr/bin/mokutil": ("mokutil", None),    # the image's, as on a UEFI cloud image: no package
     f"{SIM_DIR}/boot": ("boot", None),
     f"{SIM_DIR}/fault": ("fault", None),
 }

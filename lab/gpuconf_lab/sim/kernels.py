@@ -3,7 +3,8 @@
 The image gets the default kernel at build time; the ``kernel-upgrade`` fault installs another
 one the same way (what ``apt-get install linux-image-...`` would do, with its initramfs hook),
 but deliberately without running DKMS for it: that is the drift a real upgrade causes when the
-DKMS hook fails. The next boot runs the newest kernel recorded in ``kernel.json``.
+DKMS hook fails. Precompiled ``linux-modules-nvidia-*`` modules installed for that release
+before it are found by its depmod, as on a real host. The next boot runs the newest kernel recorded in ``kernel.json``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import catalog
 import entry
 import initramfs
+import kmod
 import state
 
 KERNEL_JSON = f"{state.VAR}/kernel.json"
@@ -24,12 +26,7 @@ def install_kernel(release: str, build_initrd: bool = True) -> None:
     for name in catalog.IN_TREE:
         relpath, text = catalog.in_tree_ko(name, release)
         state.write_text(f"{base}/{relpath}", text)
-    deps = []
-    for name in sorted(catalog.IN_TREE):
-        relpath, _size, depends, _d, _h = catalog.IN_TREE[name]
-        dep_paths = ["kernel/" + catalog.IN_TREE[d][0] for d in depends.split(",") if d]
-        deps.append(f"kernel/{relpath}: {' '.join(dep_paths)}".rstrip())
-    state.write_text(f"{base}/modules.dep", "\n".join(deps) + "\n")
+    kmod.write_modules_dep(release)   # the package's depmod also finds modules shipped before it
     state.write_text(f"{base}/modules.builtin", "kernel/drivers/pci/pcie/portdrv.ko\n")
     headers = f"/usr/src/linux-headers-{release}"
     state.write_text(f"{headers}/Makefile", f"# simulated kernel headers for {release}\nKERNELRELEASE = {release}\n")

@@ -272,8 +272,9 @@ def lsmod(_args: list[str]) -> int:
     return 0
 
 
-MODINFO_ORDER = ("filename", "version", "supported", "license", "description", "srcversion", "alias",
-                 "depends", "retpoline", "intree", "name", "vermagic", "parm")
+MODINFO_ORDER = ("filename", "version", "supported", "license", "firmware", "description", "srcversion", "alias",
+                 "depends", "retpoline", "intree", "name", "vermagic", "sig_id", "signer", "sig_key",
+                 "sig_hashalgo", "signature", "parm")
 
 
 def modinfo(args: list[str]) -> int:

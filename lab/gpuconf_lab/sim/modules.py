@@ -8,6 +8,12 @@ Loading follows the real rules that matter on GPU servers:
 * ``nvidia`` exists there only once DKMS has built it for that kernel, and it refuses to
   load while nouveau holds the GPUs (``No such device``, plus the NVRM lines in dmesg);
 * hardware drivers (nouveau, nvidia, mlx5 and the IB stack) need the profile's hardware;
+* under Secure Boot an out-of-tree module without a signature (a DKMS build) is refused with
+  ``Key was rejected by service`` (EKEYREJECTED, as with ``module.sig_enforce``), while the
+  signed precompiled ``linux-modules-nvidia-*`` modules load;
+* open modules (``license=Dual MIT/GPL``) refuse GPUs without a GSP (before Turing) with the
+  driver's real message; proprietary ones refuse Grace Hopper and Blackwell GPUs (message
+  approximated: no capture of it was found);
 * a module in use (by another module, by the console, or by a running daemon such as
   nvidia-persistenced) cannot be removed.
 """
@@ -182,9 +188,10 @@ def insert(name: str, node_path: str, fields: dict, params: list[str], *, users:
         if missing:
             logs.kmsg(f"{name}: Unknown symbol in module, or unknown parameter (see dmesg)", 3)
             raise ModuleError("insert", name, "Unknown symbol in module")
-        taint = "" if fields.get("intree") else "POE"
+        taint = "" if fields.get("intree") else _taint(fields)
         entry = {"name": name, "size": int(fields.get("size") or 16384), "deps": deps,
-                 "version": fields.get("version", ""), "path": node_path, "taint": taint,
+                 "version": fields.get("version", ""), "license": fields.get("license", ""),
+                 "path": node_path, "taint": taint,
                  "params": params, "users": users, "pids": [], "since": time.time()}
         entries.insert(0, entry)
         _save(entries)
@@ -196,7 +203,16 @@ def insert(name: str, node_path: str, fields: dict, params: list[str], *, users:
     return True
 
 
+def _taint(fields: dict) -> str:
+    """Taint flags of an out-of-tree module: P (not GPL-compatible), O, E (unsigned)."""
+    proprietary = "P" if fields.get("license", "GPL") == catalog.PROPRIETARY_LICENSE else ""
+    return proprietary + "O" + ("" if fields.get("signer") else "E")
+
+
 def _check_can_load(name: str, fields: dict, entries: list[dict]) -> None:
+    if state.secure_boot() and not fields.get("intree") and not fields.get("signer"):
+        logs.kmsg("Loading of unsigned module is rejected", 5)
+        raise ModuleError("insert", name, "Key was rejected by service")
     release = state.running_kernel()
     if not fields.get("vermagic", "").startswith(release + " "):
         logs.kmsg(f"{name}: version magic '{fields.get('vermagic', '').strip()}' should be "
@@ -208,6 +224,8 @@ def _check_can_load(name: str, fields: dict, entries: list[dict]) -> None:
         raise ModuleError("insert", name, "No such device")
     if hardware == "gpu" and not profile.gpu_count:
         raise ModuleError("insert", name, "No such device")
+    if name == "nvidia":
+        _check_flavour(fields, profile)
     if name == "nvidia" and any(entry["name"] == "nouveau" for entry in entries):
         count = profile.gpu_count
         for line in ("NVRM: The NVIDIA probe routine was not called for %d device(s)." % count,
@@ -221,6 +239,30 @@ def _check_can_load(name: str, fields: dict, entries: list[dict]) -> None:
         raise ModuleError("insert", name, "No such device")
 
 
+def _check_flavour(fields: dict, profile) -> None:
+    """The open modules need a GSP; the proprietary ones cannot drive Grace Hopper or Blackwell."""
+    import profiles
+
+    architecture = profile.gpu.architecture
+    is_open = fields.get("license") == catalog.OPEN_LICENSE
+    if is_open and architecture in profiles.NO_GSP_ARCHITECTURES:
+        reason = ("installed in this system is not supported by open\nNVRM: nvidia.ko because it does not "
+                  "include the required GPU\nNVRM: System Processor (GSP).\nNVRM: Please see the 'Open Linux "
+                  "Kernel Modules' and 'GSP\nNVRM: Firmware' sections in the driver README, available on\n"
+                  "NVRM: the Linux graphics driver download page at\nNVRM: www.nvidia.com.")
+    elif not is_open and architecture in profiles.OPEN_ONLY_ARCHITECTURES:
+        reason = "installed in this system requires use of the NVIDIA open kernel\nNVRM: modules."
+    else:
+        return
+    for bus in profile.gpu_buses:
+        logs.kmsg(f"NVRM: The NVIDIA GPU 0000:{bus:02x}:00.0 (PCI ID: 10de:{profile.gpu.device_id:04x})\n"
+                  f"NVRM: {reason}", 3)
+        logs.kmsg(f"nvidia 0000:{bus:02x}:00.0: probe with driver nvidia failed with error -1", 4)
+    logs.kmsg(f"NVRM: The NVIDIA probe routine failed for {profile.gpu_count} device(s).", 3)
+    logs.kmsg("NVRM: None of the NVIDIA devices were initialized.", 3)
+    raise ModuleError("insert", "nvidia", "No such device")
+
+
 def _announce(name: str, entry: dict) -> None:
     """The kernel log lines a real load prints."""
     profile = state.profile()
@@ -228,12 +270,15 @@ def _announce(name: str, entry: dict) -> None:
         import gpu
 
         logs.kmsg("nvidia: loading out-of-tree module taints kernel.", 4)
-        logs.kmsg("nvidia: module license 'NVIDIA' taints kernel.", 4)
+        if "P" in entry["taint"]:
+            logs.kmsg("nvidia: module license 'NVIDIA' taints kernel.", 4)
+        if "E" in entry["taint"]:
+            logs.kmsg("nvidia: module verification failed: signature and/or required key missing - "
+                      "tainting kernel", 4)
         logs.kmsg("nvidia-nvlink: Nvlink Core is being initialized, major device number 237", 6)
         for bus in profile.gpu_buses:
             logs.kmsg(f"nvidia 0000:{bus:02x}:00.0: enabling device (0000 -> 0002)", 6)
-        logs.kmsg(f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {entry['version']}  "
-                  f"{gpu.build_date(entry['version'])}", 5)
+        logs.kmsg(f"NVRM: loading {gpu.module_banner(entry)}", 5)
     elif name == "nvidia_uvm":
         logs.kmsg("nvidia-uvm: Loaded the UVM driver, major device number 511.", 6)
     elif name == "nvidia_modeset":

@@ -19,6 +19,9 @@ RELEASES = {
     "12.2.91": ("Tue_Jun_13_19:16:58_PDT_2023", "cuda_12.2.r12.2/compiler.32965470_0", "2023"),
     "12.2.140": ("Tue_Aug_15_22:02:13_PDT_2023", "cuda_12.2.r12.2/compiler.33191640_0", "2023"),
     "12.4.131": ("Thu_Mar_28_02:18:24_PDT_2024", "cuda_12.4.r12.4/compiler.34097967_0", "2024"),
+    # release-day approximations: no capture of these two was found
+    "12.8.93": ("Fri_Feb_21_20:23:50_PST_2025", "cuda_12.8.r12.8/compiler.35583870_0", "2025"),
+    "13.0.88": ("Wed_Oct__1_20:33:35_PDT_2025", "cuda_13.0.r13.0/compiler.36560113_0", "2025"),
 }
 
 

@@ -3,6 +3,7 @@
 ``nvidia-ctk runtime configure --runtime=docker [--set-as-default]`` merges the ``nvidia``
 runtime into ``/etc/docker/daemon.json`` and keeps every other key, as the real tool does
 (it loads the file, sets two keys, writes it back indented, keys sorted like Go's encoder).
+The package's shims pass the tool name and the toolkit version first (``nvidia-ctk 1.17.8 ...``).
 """
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import sys
 
 import entry
 import state
-
-VERSION = "1.16.2"
 
 
 def configure(args: list[str]) -> int:
@@ -61,15 +60,15 @@ def configure(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    tool, args = (argv[0], argv[1:]) if argv else ("nvidia-ctk", [])
+    tool, version, args = (argv[0], argv[1], argv[2:]) if len(argv) > 1 else ("nvidia-ctk", "1.16.2", [])
     if tool == "nvidia-container-runtime":
         if "--version" in args:
-            print(f"NVIDIA Container Runtime version {VERSION}")
+            print(f"NVIDIA Container Runtime version {version}")
             return 0
         sys.stderr.write("nvidia-container-runtime: running containers is not simulated in gpuconf lab\n")
         return 1
     if args[:1] in (["--version"], ["-v"]):
-        print(f"NVIDIA Container Toolkit CLI version {VERSION}\ncommit: 68f7b2f58fcbbc4ba1b4c4dbd1b55a0d3be9e3ed")
+        print(f"NVIDIA Container Toolkit CLI version {version}\ncommit: 68f7b2f58fcbbc4ba1b4c4dbd1b55a0d3be9e3ed")
         return 0
     if args[:2] == ["runtime", "configure"]:
         return configure(args[2:])

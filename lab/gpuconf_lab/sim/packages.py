@@ -5,7 +5,9 @@ real paths, systemd units, ``/usr/src/nvidia-<v>/dkms.conf``, CUDA toolkits unde
 ``/usr/local/cuda-X.Y``) and maintainer scripts doing what the real ones do (DKMS add, build
 and install for the running kernel; ``update-alternatives`` for ``/usr/local/cuda``; units
 enabled where Debian enables them). Tools are shims into the simulators installed in the
-image. Runs on the machine (``repo.build_repo``); nothing here is copied into nodes.
+image. Runs on the machine (``repo.build_repo``); nothing here is copied into nodes. The
+NVIDIA driver stack itself (its names, versions and the relations apt decides on) is in
+``nvidia_packages``, which builds on the helpers here.
 """
 from __future__ import annotations
 
@@ -15,14 +17,19 @@ from dataclasses import dataclass, field
 from gpuconf_lab.sim.elf import shared_object
 from gpuconf_lab.sim.install import shim_text
 
-DRIVERS = {"535": ("535.86.05", "535.104.05"), "550": ("550.127.05",)}
 # Debian revision of the driver-family packages, as NVIDIA's own repository has them
 # (nvidia-driver-535 535.104.05-1): tools report the upstream version, apt the package's.
 DRIVER_REVISION = "-1"
 # toolkit package -> [(deb version, nvcc version, cudart version)]
 TOOLKITS = {"11-7": [("11.7.1-1", "11.7.99", "11.7.99")],
             "12-2": [("12.2.0-1", "12.2.91", "12.2.53"), ("12.2.2-1", "12.2.140", "12.2.140")],
-            "12-4": [("12.4.1-1", "12.4.131", "12.4.127")]}
+            "12-4": [("12.4.1-1", "12.4.131", "12.4.127")],
+            "12-8": [("12.8.1-1", "12.8.93", "12.8.90")],
+            "13-0": [("13.0.2-1", "13.0.88", "13.0.96")]}
+# cuda metapackage version -> the toolkit it pulls (at that version or newer)
+CUDA_METAS = {"11.7.1-1": "11-7", "12.2.0-1": "12-2", "12.2.2-1": "12-2", "12.4.1-1": "12-4", "12.8.1-1": "12-8",
+              "13.0.2-1": "13-0"}
+CONTAINER_TOOLKITS = ("1.16.2-1", "1.17.8-1", "1.18.2-1")
 MAINTAINER = "gpuconf lab <lab@gpuconf.invalid>"
 
 
@@ -88,51 +95,12 @@ def _disable_on_purge(unit: str) -> str:
     return f'if [ "$1" = "purge" ]; then systemctl --quiet disable {unit} >/dev/null 2>&1 || true; fi\n{RELOAD}'
 
 
-def _others(branch: str, kind: str) -> list[str]:
-    return [f"{kind}-{other}" for other in DRIVERS if other != branch]
-
-
 def dkms_conf(version: str) -> str:
     lines = ['PACKAGE_NAME="nvidia"', f'PACKAGE_VERSION="{version}"', 'AUTOINSTALL="yes"',
              "MAKE[0]=\"'make' -j$(nproc) NV_EXCLUDE_BUILD_MODULES='' KERNEL_UNAME=${kernelver} modules\""]
     for i, name in enumerate(("nvidia", "nvidia-modeset", "nvidia-drm", "nvidia-uvm", "nvidia-peermem")):
         lines += [f'BUILT_MODULE_NAME[{i}]="{name}"', f'DEST_MODULE_LOCATION[{i}]="/kernel/drivers/video"']
     return "\n".join(lines) + "\n"
-
-
-def driver_packages(branch: str, version: str) -> list[Package]:
-    dkms_postinst = (
-        "set -e\n"
-        'if [ "$1" = "configure" ]; then\n'
-        f"  dkms add -m nvidia -v {version} >/dev/null 2>&1 || true\n"
-        "  for kernel in $( (uname -r; ls /lib/modules 2>/dev/null | sort -V | tail -n 1) | sort -u); do\n"
-        "    [ -e /lib/modules/$kernel/build ] || continue\n"
-        f"    dkms install -m nvidia -v {version} -k $kernel || echo \"Error! Bad return status for module build on kernel: $kernel (x86_64)\"\n"
-        "  done\n"
-        "fi\n")
-    dkms_prerm = f'dkms remove -m nvidia -v {version} --all >/dev/null 2>&1 || true\n'
-    lib = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{version}"
-    deb = version + DRIVER_REVISION
-    return [
-        Package(f"nvidia-dkms-{branch}", deb, f"NVIDIA DKMS package ({branch} branch)\n"
-                "The NVIDIA kernel modules, built by DKMS for every installed kernel.",
-                depends=["dkms"], conflicts=_others(branch, "nvidia-dkms"), replaces=_others(branch, "nvidia-dkms"),
-                provides=["nvidia-dkms-kernel"], section="non-free/kernel",
-                files={f"/usr/src/nvidia-{version}/dkms.conf": (dkms_conf(version), 0o644),
-                       f"/usr/src/nvidia-{version}/Makefile": (f"# NVIDIA {version} kernel module sources (simulated)\n", 0o644),
-                       f"/usr/src/nvidia-{version}/nvidia/nv.c": ("/* simulated */\n", 0o644)},
-                scripts={"postinst": dkms_postinst, "prerm": dkms_prerm}),
-        Package(f"nvidia-utils-{branch}", deb, f"NVIDIA driver support binaries ({branch} branch)\n"
-                "nvidia-smi and the NVML library.",
-                conflicts=_others(branch, "nvidia-utils"), replaces=_others(branch, "nvidia-utils"),
-                files={"/usr/bin/nvidia-smi": _tool("nvsmi", version), lib: (shared_object("libnvidia-ml.so.1"), 0o644)},
-                symlinks={"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": f"libnvidia-ml.so.{version}"}),
-        Package(f"nvidia-driver-{branch}", deb, f"NVIDIA driver metapackage ({branch} branch)\n"
-                "Pulls the DKMS kernel modules and the utilities of one exact driver version.",
-                depends=[f"nvidia-dkms-{branch} (= {deb})", f"nvidia-utils-{branch} (= {deb})"],
-                conflicts=_others(branch, "nvidia-driver"), replaces=_others(branch, "nvidia-driver"),
-                section="non-free/metapackages"),
-    ]
 
 
 FABRICMANAGER_CFG = """# NVIDIA Fabric Manager configuration file.
@@ -158,22 +126,6 @@ ABORT_CUDA_JOBS_ON_FM_EXIT=1
 TOPOLOGY_FILE_PATH=/usr/share/nvidia/nvswitch
 DATABASE_PATH=/usr/share/nvidia/nvswitch
 """
-
-
-def fabricmanager(branch: str, version: str) -> Package:
-    unit = _unit("NVIDIA fabric manager service",
-                 ["User=root", "PrivateTmp=false", "Type=forking", "TimeoutStartSec=240", "",
-                  "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg", "",
-                  "LimitCORE=infinity"],
-                 ["After=network-online.target", "Requires=network-online.target"])
-    return Package(f"nvidia-fabricmanager-{branch}", version + DRIVER_REVISION, f"Fabric Manager for NVSwitch based systems ({branch})\n"
-                   "Configures NVSwitches and NVLink routing; needs the driver of exactly the same version.",
-                   conflicts=_others(branch, "nvidia-fabricmanager"), replaces=_others(branch, "nvidia-fabricmanager"),
-                   files={"/usr/bin/nv-fabricmanager": _tool("daemons", "fabricmanager", version),
-                          "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (FABRICMANAGER_CFG, 0o644),
-                          "/lib/systemd/system/nvidia-fabricmanager.service": unit},
-                   scripts={"postinst": RELOAD, "prerm": _stop("nvidia-fabricmanager.service"),
-                            "postrm": _disable_on_purge("nvidia-fabricmanager.service")})
 
 
 def cuda_packages() -> list[Package]:
@@ -203,7 +155,7 @@ def cuda_packages() -> list[Package]:
                 symlinks={f"{base}/lib64/libcudart.so.{major}": f"libcudart.so.{cudart}",
                           f"{base}/lib64/libcudart.so": f"libcudart.so.{major}"},
                 scripts={"postinst": postinst, "prerm": prerm}))
-    for deb_version, toolkit in (("11.7.1-1", "11-7"), ("12.2.0-1", "12-2"), ("12.2.2-1", "12-2"), ("12.4.1-1", "12-4")):
+    for deb_version, toolkit in CUDA_METAS.items():
         packages.append(Package("cuda", deb_version, "CUDA meta-package\nInstalls the newest CUDA Toolkit.",
                                 depends=[f"cuda-toolkit-{toolkit} (>= {deb_version})"], section="multiverse/devel"))
     return packages
@@ -234,10 +186,11 @@ def infiniband_packages() -> list[Package]:
     ]
 
 
+CONTAINER_RUNTIME_TOML = ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
+                          '[nvidia-container-runtime]\nlog-level = "info"\n')
+
+
 def other_packages() -> list[Package]:
-    persistenced_unit = _unit("NVIDIA Persistence Daemon",
-                              ["Type=forking", "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
-                               "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced"], ["Wants=syslog.target"])
     docker_unit = _unit("Docker Application Container Engine",
                         ["Type=notify", "ExecStart=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock",
                          "ExecReload=/bin/kill -s HUP $MAINPID", "TimeoutStartSec=0", "RestartSec=2", "Restart=always"],
@@ -246,28 +199,20 @@ def other_packages() -> list[Package]:
                          "Wants=network-online.target containerd.service", "Requires=docker.socket"])
     docker_socket = ("[Unit]\nDescription=Docker Socket for the API\n\n[Socket]\nListenStream=/run/docker.sock\n"
                      "SocketMode=0660\nSocketUser=root\nSocketGroup=docker\n\n[Install]\nWantedBy=sockets.target\n", 0o644)
-    user = ("if [ \"$1\" = configure ] && ! getent passwd nvidia-persistenced >/dev/null; then\n"
-            "  useradd --system --home-dir /var/run/nvidia-persistenced --shell /usr/sbin/nologin "
-            "--comment 'NVIDIA Persistence Daemon' nvidia-persistenced\nfi\n")
     return [
         Package("dkms", "3.0.10-8+deb12u1", "Dynamic Kernel Module System (DKMS)\nBuilds out-of-tree kernel modules "
                 "for every installed kernel.", section="kernel", architecture="all",
                 files={"/usr/sbin/dkms": _tool("dkms"),
                        "/etc/dkms/framework.conf": ("## DKMS configuration\n# sign_tool=\"/etc/dkms/sign_helper.sh\"\n", 0o644)},
                 conffiles=["/etc/dkms/framework.conf"]),
-        Package("nvidia-persistenced", "550.127.05-1", "daemon to maintain persistent software state in the NVIDIA driver",
-                files={"/usr/bin/nvidia-persistenced": _tool("daemons", "persistenced", "550.127.05"),
-                       "/lib/systemd/system/nvidia-persistenced.service": persistenced_unit},
-                scripts={"postinst": user + _enable_start("nvidia-persistenced.service"),
-                         "prerm": _stop("nvidia-persistenced.service"),
-                         "postrm": _disable_on_purge("nvidia-persistenced.service")}),
-        Package("nvidia-container-toolkit", "1.16.2-1", "NVIDIA Container toolkit\nnvidia-ctk configures container "
-                "runtimes for NVIDIA GPUs.", section="utils",
-                files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk"),
-                       "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime"),
-                       "/etc/nvidia-container-runtime/config.toml": ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
-                                                                    '[nvidia-container-runtime]\nlog-level = "info"\n', 0o644)},
-                conffiles=["/etc/nvidia-container-runtime/config.toml"]),
+        *(Package("nvidia-container-toolkit", version, "NVIDIA Container toolkit\nnvidia-ctk configures container "
+                  "runtimes for NVIDIA GPUs.", section="utils",
+                  files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk", version.split("-")[0]),
+                         "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime",
+                                                                    version.split("-")[0]),
+                         "/etc/nvidia-container-runtime/config.toml": (CONTAINER_RUNTIME_TOML, 0o644)},
+                  conffiles=["/etc/nvidia-container-runtime/config.toml"])
+          for version in CONTAINER_TOOLKITS),
         Package("docker.io", "20.10.24+dfsg1-1+deb12u1", "Linux container runtime\nThe Docker daemon and client.",
                 section="admin", provides=["docker"],
                 files={"/usr/sbin/dockerd": _tool("daemons", "dockerd"), "/usr/bin/docker": _tool("daemons", "docker"),
@@ -279,9 +224,7 @@ def other_packages() -> list[Package]:
 
 
 def all_packages() -> list[Package]:
-    packages = []
-    for branch, versions in DRIVERS.items():
-        for version in versions:
-            packages += driver_packages(branch, version)
-            packages.append(fabricmanager(branch, version))
-    return packages + cuda_packages() + infiniband_packages() + other_packages()
+    # imported here: nvidia_packages builds on the helpers of this module
+    from gpuconf_lab.sim.nvidia_packages import driver_stack
+
+    return driver_stack() + cuda_packages() + infiniband_packages() + other_packages()

@@ -146,6 +146,22 @@ def running_kernel() -> str:
     return boot_info()["kernel"]
 
 
+FIRMWARE_JSON = f"{VAR}/firmware.json"
+
+
+def firmware_secure_boot() -> bool:
+    """The node's UEFI Secure Boot setting: the ``secure-boot`` fault's, else node.json's
+    ``secure_boot`` (off by default). It takes effect at the next boot, as a firmware setting does."""
+    setting = (read_json(FIRMWARE_JSON, {}) or {}).get("secure_boot")
+    return bool(node().get("secure_boot", False) if setting is None else setting)
+
+
+def secure_boot() -> bool:
+    """Whether the running kernel was booted with Secure Boot (and so refuses unsigned modules)."""
+    info = read_json(f"{RUN}/boot.json")
+    return bool(info.get("secure_boot", False)) if info else firmware_secure_boot()
+
+
 def uptime() -> float:
     """Seconds since this node booted (monotonic clock of the simulated kernel)."""
     return max(0.0, time.time() - boot_info()["booted_at"])

@@ -195,10 +195,7 @@ def _render_proc_driver(nvidia: dict | None) -> None:
         return
     import gpu
 
-    version = nvidia["version"]
-    _write(f"{base}/version",
-           f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  {gpu.build_date(version)}\n"
-           "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
+    _write(f"{base}/version", f"NVRM version: {gpu.module_banner(nvidia)}\n{gpu.GCC_LINE}")
     params = dict(p.partition("=")[::2] for p in nvidia.get("params", []))
     firmware = params.get("NVreg_EnableGpuFirmware", "18")
     _write(f"{base}/params", "".join(f"{k}: {v}\n" for k, v in (
