@@ -50,10 +50,9 @@ def test_packages_at_the_pinned_versions_and_held(node):
         assert host.package(package).is_installed, package
         assert host.package(package).version == want, (package, host.package(package).version)
         assert package in held, f"{package} is not held ({sorted(held)})"
-    listing = host.check_output("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
-                                "'*nvidia*'")
-    versions = {line.split()[1] for line in listing.splitlines()
-                if line.split()[2][1] == "i" and not line.startswith("nvidia-container-toolkit")}
+    listing = host.check_output("dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\\n' '*nvidia*'")
+    versions = {line.split()[2] for line in listing.splitlines()
+                if line[1] == "i" and not line.split()[1].startswith("nvidia-container-toolkit")}
     assert versions == {exact}, listing   # every driver package, companions included, at one version
 
 
