@@ -202,7 +202,7 @@ class DriverStack(TaskType):
         specs = [backend.spec(n, None if n == want.pinning else version) for n in missing]
         parts = []
         flavours = {("open" if "open" in p.name else "proprietary") for p in purge
-                    if p.name.startswith(KERNEL_MODULE_PACKAGES) and p.upstream == want.version}
+                    if p.name.startswith(KERNEL_MODULE_PACKAGES)}
         if flavours and want.flavour not in flavours:
             parts.append(f"switch kernel modules {'/'.join(sorted(flavours))} -> {want.flavour}; a reboot follows")
         for package in purge:
