@@ -181,7 +181,7 @@ def configure_dnf(mnt: Path) -> None:
 
 def install_base_packages(mnt: Path) -> None:
     """The rpm database of a fresh Rocky 9.4 host, then the metadata cache dnf -C reads."""
-    from gpuconf_lab.sim.el import IMAGE_MACHINE_ID
+    from gpuconf_lab.sim.catalog import EL_IMAGE_MACHINE_ID as IMAGE_MACHINE_ID
 
     (mnt / "var/lib/rpm").mkdir(parents=True, exist_ok=True)
     chroot(mnt, "rpm", "--initdb")
@@ -195,7 +195,7 @@ def install_base_packages(mnt: Path) -> None:
 
 
 def install_el_boot(mnt: Path) -> None:
-    from gpuconf_lab.sim.el import DEFAULT_KERNEL
+    from gpuconf_lab.sim.catalog import EL_DEFAULT_KERNEL as DEFAULT_KERNEL
     from gpuconf_lab.sim.install import run_sim, shim_text, write_file
 
     for tool_path, (module, first) in EL_TOOLS.items():

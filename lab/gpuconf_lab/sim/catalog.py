@@ -24,6 +24,9 @@ KERNEL_BUILDS = {
 # EL 9 kernels (Rocky Linux 9.4): the el9 image boots the first; the kernel-upgrade fault's is the second.
 EL_DEFAULT_KERNEL = "5.14.0-427.13.1.el9_4.x86_64"
 EL_UPGRADE_KERNEL = "5.14.0-427.16.1.el9_4.x86_64"
+# The el9 image's BLS entries carry the machine-id of the "host that built the image", as cloud
+# images' do (a fixed, made-up id); each node has its own /etc/machine-id.
+EL_IMAGE_MACHINE_ID = "4c1e6d0a8f0b8e2f6f0b5a2d33e0c7c1"
 # release -> build date as /proc/version prints it
 EL_KERNEL_BUILDS = {
     "5.14.0-427.13.1.el9_4.x86_64": "Wed May 1 19:11:28 UTC 2024",

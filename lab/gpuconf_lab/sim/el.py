@@ -8,7 +8,6 @@ EL: ``/boot/initramfs-<kver>.img`` written by ``dracut``, Boot Loader Specificat
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 import catalog
@@ -24,8 +23,7 @@ ROOT = "/dev/mapper/rl-root"
 DEFAULT_ARGS = ("ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap "
                 "rd.lvm.lv=rl/root rd.lvm.lv=rl/swap console=ttyS0,115200n8")
 PRETTY = "9.4 (Blue Onyx)"
-# The image's entries carry the machine-id of the host that built the image, as on cloud images.
-IMAGE_MACHINE_ID = hashlib.sha256(b"gpuconf-lab el9 image").hexdigest()[:32]
+IMAGE_MACHINE_ID = catalog.EL_IMAGE_MACHINE_ID
 # rpms the kernel-upgrade fault registers; the files come from kernels.install_kernel.
 KERNEL_RPMS_DIR = "/usr/lib/gpuconf-lab/el9/kernel-rpms"
 
