@@ -147,7 +147,7 @@ class Lab:
                 self.log(f"removing the stale state of lab '{self.name}'")
                 self._remove()
             specs = plan_nodes(profiles or {"a100": 1}, self._free_slot())
-            if any(spec.os == "el9" for spec in specs):
+            if any(spec.os == "el9" for spec in specs):   # before anything is made: a clear error
                 require_el9_tools()
             self._check_ports(specs)
             project = find_project_root(self.project_root)
@@ -170,17 +170,15 @@ class Lab:
         started = time.monotonic()
         layer = image.ensure_image(self.log)
         image.mount_lab_copy(layer, self.paths.image)
-        lower = {"debian": str(self.paths.image)}
         if any(spec.os == "el9" for spec in specs):
             image.mount_lab_copy(image_el9.ensure_el9_layer(layer, self.log), self.paths.image_el9)
-            lower["el9"] = f"{self.paths.image_el9}:{self.paths.image}"
         self.paths.fabric.mkdir()
         self.paths.ssh.mkdir(mode=0o700)
         self._wait_keygens([node.generate_key(self.paths.client_key, f"gpuconf-lab-{self.name}")])
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
-                                         self.paths.fabric, lower[spec.os], self.boot_delay, specs,
-                                         self.state["shared"])
+                                         self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
+                                         self.boot_delay, specs, self.state["shared"])
                             for spec in specs])
         for spec in specs:
             self._launchers[spec.name] = node.launch(self.paths.node(spec.name))
@@ -312,7 +310,8 @@ class Lab:
             return 0
 
     def digest(self, name: str) -> str:
-        return digest_tree(self.node(name).upper)
+        info = self.node(name)
+        return digest_tree(info.upper, [*self.paths.lowers(info.os), Path("/")])
 
     def reset(self, name: str, *, timeout: float = 30.0) -> None:
         """A fresh filesystem from the image, same host key and address, runtime faults cleared."""

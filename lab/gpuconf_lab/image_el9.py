@@ -187,7 +187,12 @@ def install_base_packages(mnt: Path) -> None:
     chroot(mnt, "rpm", "--initdb")
     chroot(mnt, "dnf", "-y", "-q", "--releasever=9", "install", *BASE_PACKAGES)
     chroot(mnt, "dnf", "-q", "makecache")
-    chroot(mnt, "dnf", "-q", "-C", "module", "list", "nvidia-driver")   # proves the cache answers offline
+    # Reads after the last transaction: the first root open of the rpm and dnf history databases
+    # after a write rewrites their sqlite -shm index (as on any host); a fresh node starts past that.
+    # They also prove that the cache answers offline.
+    for read in (["rpm", "-qa"], ["dnf", "-q", "-C", "list", "--installed"], ["dnf", "-q", "-C", "versionlock", "list"],
+                 ["dnf", "-q", "-C", "module", "list", "nvidia-driver"]):
+        chroot(mnt, *read)
     machine_id = mnt / "etc/machine-id"
     if machine_id.is_symlink():
         machine_id.unlink()

@@ -153,6 +153,10 @@ class LabPaths:
         """Mount point of this lab's tmpfs copy of the EL 9 layer (only when it has el9 nodes)."""
         return self.root / "image-el9"
 
+    def lowers(self, node_os: str) -> list[Path]:
+        """A node's overlay lower layers above the machine's `/`, top first."""
+        return ([self.image_el9] if node_os == "el9" else []) + [self.image]
+
     @property
     def fabric(self) -> Path:
         return self.root / "fabric"
