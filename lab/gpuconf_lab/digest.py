@@ -10,6 +10,8 @@ change: a file opened for writing and never written (sqlite opens its databases 
 ``-shm`` files read-write even to read them, as root's ``rpm -q`` and ``dnf -C`` do on an EL
 node), or a directory in which something was created and removed. Such a copy-up is identical
 to what the node saw below it; any difference in content, mode, owner or xattrs still counts.
+The content of sqlite's ``-shm`` files (the WAL index, rebuilt by the first reader after a write)
+is not covered either; the database and its ``-wal`` are.
 """
 from __future__ import annotations
 
@@ -24,10 +26,19 @@ from pathlib import Path
 OVERLAY_BOOKKEEPING = {"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"}
 
 
+def is_sqlite_shm(path: str) -> bool:
+    """sqlite's `<database>-shm`: the WAL index, shared memory that any reader with write access
+    rebuilds (root's `rpm -q` after a transaction), holding no data of its own. (Its database
+    may be only in a lower layer: a read copies up the index, not the database.)"""
+    return path.endswith("-shm")
+
+
 def entry_line(path: str, relative: str) -> bytes:
     info = os.lstat(path)
     fields = [relative, f"{info.st_mode:o}", str(info.st_uid), str(info.st_gid)]
-    if stat.S_ISREG(info.st_mode):
+    if stat.S_ISREG(info.st_mode) and is_sqlite_shm(path):
+        fields.append("sqlite wal-index")
+    elif stat.S_ISREG(info.st_mode):
         content = hashlib.sha256()
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

@@ -187,9 +187,8 @@ def install_base_packages(mnt: Path) -> None:
     chroot(mnt, "rpm", "--initdb")
     chroot(mnt, "dnf", "-y", "-q", "--releasever=9", "install", *BASE_PACKAGES)
     chroot(mnt, "dnf", "-q", "makecache")
-    # Reads after the last transaction: the first root open of the rpm and dnf history databases
-    # after a write rewrites their sqlite -shm index (as on any host); a fresh node starts past that.
-    # They also prove that the cache answers offline.
+    # Root reads after the last transaction (the first one rebuilds sqlite's -shm WAL index of the
+    # rpm and history databases, so a fresh node starts past that), and proof that dnf -C answers.
     for read in (["rpm", "-qa"], ["dnf", "-q", "-C", "list", "--installed"], ["dnf", "-q", "-C", "versionlock", "list"],
                  ["dnf", "-q", "-C", "module", "list", "nvidia-driver"]):
         chroot(mnt, *read)

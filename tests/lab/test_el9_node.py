@@ -18,9 +18,9 @@ from tests.lab_fixtures import EL9_NODE, ssh_client, ssh_run, wait_until
 DRIVER = "580.95.05"
 LOCKED = ("nvidia-open", "nvidia-driver", "nvidia-driver-cuda", "nvidia-driver-cuda-libs", "nvidia-kmod-common",
           "kmod-nvidia-open-dkms", "cuda", "cuda-toolkit-12-8")
-# Reads a check may make: the login user's rpm, and dnf as root from the cache with its logs in /run
-# (dnf as root always appends to /var/log/dnf*.log, as on a real host; see docs/lab-runtime.md).
-READS = ("rpm -qa >/dev/null",
+# Reads a check may make: rpm, the module and lock files, and dnf as root from the cache with its logs
+# in /run (dnf as root always appends to /var/log/dnf*.log, as on a real host; docs/lab-runtime.md).
+READS = ("rpm -qa >/dev/null", "sudo -n rpm -q kernel-core >/dev/null",
          "rpm -q --qf '%{EPOCH}:%{VERSION}-%{RELEASE}\\n' nvidia-open || true",
          "cat /etc/dnf/modules.d/*.module /etc/dnf/plugins/versionlock.list >/dev/null 2>&1 || true",
          "sudo -n dnf -C -q --setopt=logdir=/run/gpuconf-dnf module list nvidia-driver >/dev/null",
@@ -115,6 +115,11 @@ def test_versionlock_holds_the_driver_and_cuda(node):
     ok(run("sudo dnf -y upgrade"))
     assert ok(run("rpm -q nvidia-open cuda")).split() == [f"nvidia-open-{DRIVER}-1.el9.x86_64", "cuda-12.8.1-1.x86_64"]
     assert ok(run("readlink -f /usr/local/cuda")).strip() == "/usr/local/cuda-12.8"
+    lab = node[0]
+    before = lab.digest(EL9_NODE)   # right after transactions, the same reads still write nothing
+    for command in READS:
+        ok(run(command))
+    assert lab.digest(EL9_NODE) == before
 
 
 def test_a_kernel_upgrade_needs_dkms_for_the_new_kernel(node):
