@@ -18,11 +18,14 @@ import paramiko
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from gpuconf_lab.runtime import LabError, LabPaths, require_tools
+from gpuconf_lab.runtime import LabError, LabPaths, require_el9_tools, require_tools
 
 # GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
 LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")
 LAB_PROFILES = {"a100": 2, "t4": 1}
+# The EL 9 lab: one Rocky Linux 9.4 node with the real rpm and dnf, a100-el9-01.
+EL9_LAB_NAME = f"{LAB_NAME}-el9"[:31]
+EL9_NODE = "a100-el9-01"
 _fresh_digests: dict[str, str] = {}
 
 
@@ -49,6 +52,26 @@ def lab():
         session_lab.down()
     session_lab.up(LAB_PROFILES)
     _fresh_digests.update({info.name: session_lab.digest(info.name) for info in session_lab.nodes})
+    yield session_lab
+    session_lab.down()
+
+
+@pytest.fixture(scope="session")
+def el9_lab():
+    """The session's EL 9 lab (1 × a100 on Rocky Linux 9.4), torn down at the end of the session.
+    Tests that change its node put it back with `el9_lab.reset(EL9_NODE)`."""
+    why = lab_unavailable()
+    if why is None:
+        try:
+            require_el9_tools()
+        except LabError as exc:
+            why = str(exc)
+    if why:
+        pytest.skip(why)
+    session_lab = Lab(EL9_LAB_NAME, boot_delay=0.5)
+    if session_lab.exists():
+        session_lab.down()
+    session_lab.up({"a100@el9": 1})
     yield session_lab
     session_lab.down()
 

@@ -9,13 +9,14 @@ import argparse
 import sys
 
 from gpuconf_lab.fleet import Lab, existing_labs
-from gpuconf_lab.runtime import PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
+from gpuconf_lab.runtime import OSES, PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
 
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all
 of these, boot a hung node, and pass `clear` on to the simulators). Every other kind
 (nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock, ...)
-is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS."""
+is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS. On an el9 node, kernel-upgrade
+without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64 (its BLS entry made the default, its rpms recorded)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=None, help="number of nodes of the one --profile (default 1)")
     up.add_argument("--profile", default="a100",
                     help=f"{'|'.join(PROFILES)}, or a mix with counts such as a100=4,t4=1 (default a100)")
+    up.add_argument("--os", default="debian", choices=OSES, dest="node_os",
+                    help="node OS: debian (apt) or el9 (Rocky Linux 9.4 with the real rpm and dnf); "
+                         "one entry of a mix can name its own, e.g. --profile a100=1,a100@el9=1 (default debian)")
     up.add_argument("--port", type=int, default=SSH_PORT, help=f"sshd port on each node's address (default {SSH_PORT})")
     up.add_argument("--boot-delay", type=float, default=1.0, help="seconds a reboot takes (default 1)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes' sshd")
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)   # noqa: E731
     if args.command == "up":
         lab = Lab(args.name, port=args.port, boot_delay=args.boot_delay, log=log)
-        lab.up(parse_profiles(args.profile, args.nodes), timeout=args.timeout)
+        lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout)
         print(f"inventory: {lab.inventory_path}")
         print(f"ssh:       ssh -F {lab.paths.ssh_config} {lab.nodes[0].name}")
         return 0
@@ -100,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_status(lab: Lab) -> int:
-    rows = [("NODE", "PROFILE", "ADDRESS", "STATE", "SSH", "FAULTS")]
+    rows = [("NODE", "PROFILE", "ADDRESS", "STATE", "SSH", "FAULTS", "OS")]
     for status in lab.status():
         info = status.node
         rows.append((info.name, info.profile, f"{info.address}:{info.port}", status.state,
-                     "up" if status.ssh else "down", ",".join(sorted(status.faults)) or "-"))
+                     "up" if status.ssh else "down", ",".join(sorted(status.faults)) or "-", info.os))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuconf_lab import image, node
+from gpuconf_lab import image, image_el9, node
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
 from gpuconf_lab.runtime import (
@@ -35,6 +35,7 @@ from gpuconf_lab.runtime import (
     controller_paths,
     find_project_root,
     plan_nodes,
+    require_el9_tools,
     require_root_linux,
     require_tools,
 )
@@ -52,6 +53,7 @@ class NodeInfo:
     address: str
     port: int
     upper: Path
+    os: str = "debian"
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class Lab:
     @property
     def nodes(self) -> list[NodeInfo]:
         port = self.state["port"]
-        return [NodeInfo(n["name"], n["profile"], n["index"], n["address"], port, self.paths.node(n["name"]).upper)
+        return [NodeInfo(n["name"], n["profile"], n["index"], n["address"], port, self.paths.node(n["name"]).upper,
+                         n.get("os", "debian"))
                 for n in self.state["nodes"]]
 
     def node(self, name: str) -> NodeInfo:
@@ -128,7 +131,7 @@ class Lab:
 
     def _spec(self, name: str) -> NodeSpec:
         info = self.node(name)
-        return NodeSpec(info.name, info.profile, info.index, info.address)
+        return NodeSpec(info.name, info.profile, info.index, info.address, info.os)
 
     # -- up -------------------------------------------------------------------------------------
     def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0) -> Lab:
@@ -144,6 +147,8 @@ class Lab:
                 self.log(f"removing the stale state of lab '{self.name}'")
                 self._remove()
             specs = plan_nodes(profiles or {"a100": 1}, self._free_slot())
+            if any(spec.os == "el9" for spec in specs):   # before anything is made: a clear error
+                require_el9_tools()
             self._check_ports(specs)
             project = find_project_root(self.project_root)
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
@@ -165,13 +170,15 @@ class Lab:
         started = time.monotonic()
         layer = image.ensure_image(self.log)
         image.mount_lab_copy(layer, self.paths.image)
+        if any(spec.os == "el9" for spec in specs):
+            image.mount_lab_copy(image_el9.ensure_el9_layer(layer, self.log), self.paths.image_el9)
         self.paths.fabric.mkdir()
         self.paths.ssh.mkdir(mode=0o700)
         self._wait_keygens([node.generate_key(self.paths.client_key, f"gpuconf-lab-{self.name}")])
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
-                                         self.paths.fabric, self.paths.image, self.boot_delay, specs,
-                                         self.state["shared"])
+                                         self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
+                                         self.boot_delay, specs, self.state["shared"])
                             for spec in specs])
         for spec in specs:
             self._launchers[spec.name] = node.launch(self.paths.node(spec.name))
@@ -303,7 +310,8 @@ class Lab:
             return 0
 
     def digest(self, name: str) -> str:
-        return digest_tree(self.node(name).upper)
+        info = self.node(name)
+        return digest_tree(info.upper, [*self.paths.lowers(info.os), Path("/")])
 
     def reset(self, name: str, *, timeout: float = 30.0) -> None:
         """A fresh filesystem from the image, same host key and address, runtime faults cleared."""
@@ -366,6 +374,7 @@ class Lab:
         for stopping in stoppings:
             stopping.wait()
         image.unmount_lab_copy(self.paths.image)
+        image.unmount_lab_copy(self.paths.image_el9)
         if inventory is not None:
             inventory.unlink(missing_ok=True)
             if inventory.parent.is_dir() and not any(inventory.parent.iterdir()):

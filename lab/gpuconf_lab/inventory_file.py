@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from gpuconf_lab.profiles import get_profile
-from gpuconf_lab.runtime import PROFILES, USER
+from gpuconf_lab.runtime import OSES, PROFILES, USER
 
 
 def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
@@ -25,15 +25,20 @@ def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
 
 
 def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> dict:
-    """One group per profile, and `subnet_managers`: the first node with HCAs runs
-    opensm (`infiniband_subnet_manager: true`), as one fabric needs exactly one."""
+    """One group per profile, `el9` for the EL 9 nodes (every host has `lab_os`: debian or
+    el9), and `subnet_managers`: the first node with HCAs runs opensm
+    (`infiniband_subnet_manager: true`), as one fabric needs exactly one."""
     children: dict = {}
     for profile in PROFILES:
         hosts = {node.name: {"address": node.address, "lab_name": lab, "lab_profile": node.profile,
-                             "lab_node_upper": str(node.upper)}
+                             "lab_os": node_os(node), "lab_node_upper": str(node.upper)}
                  for node in nodes if node.profile == profile}
         if hosts:
             children[profile] = {"hosts": hosts}
+    for name in OSES[1:]:   # a group per node OS other than Debian, so a play can target it
+        members = {node.name: None for node in nodes if node_os(node) == name}
+        if members:
+            children[name] = {"hosts": members}
     with_hcas = [node for node in nodes if get_profile(node.profile).hca_count]
     if with_hcas:
         children["subnet_managers"] = {"hosts": {with_hcas[0].name: None},
@@ -43,6 +48,10 @@ def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts:
                  "known_hosts_file": str(known_hosts), "lab_name": lab},
         "children": children,
     }}
+
+
+def node_os(node) -> str:
+    return getattr(node, "os", "debian")   # callers may pass any object with name, profile, address
 
 
 def ssh_config_text(nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> str:

@@ -70,9 +70,10 @@ def generate_key(path: Path, comment: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def prepare(paths: NodePaths, spec: NodeSpec, lab: str, port: int, public_key: str, fabric: Path, image: Path,
+def prepare(paths: NodePaths, spec: NodeSpec, lab: str, port: int, public_key: str, fabric: Path, image: Path | str,
             boot_delay: float, peers: list[NodeSpec], shared: list[str]) -> subprocess.Popen | None:
-    """Create the node's directories and config; returns the host-key generator, if one was started."""
+    """Create the node's directories and config; returns the host-key generator, if one was started.
+    `image` is the overlay's lower layers above the machine's `/` (colon-separated)."""
     for directory in (paths.upper, paths.work, paths.mnt, paths.runtime):
         directory.mkdir(parents=True, exist_ok=True)
     write_atomically(paths.runtime / "hosts", hosts_text(peers))
@@ -107,7 +108,7 @@ def write_fresh_upper(paths: NodePaths, spec: NodeSpec, lab: str) -> None:
     node_json = paths.upper / NODE_JSON
     node_json.parent.mkdir(parents=True, exist_ok=True)
     node_json.write_text(json.dumps({"name": spec.name, "lab": lab, "profile": spec.profile,
-                                     "index": spec.index}) + "\n")
+                                     "index": spec.index, "os": spec.os}) + "\n")
     (paths.upper / "etc/hostname").write_text(spec.name + "\n")
     shutil.copyfile(paths.runtime / "hosts", paths.upper / "etc/hosts")
     # Stable across resets, distinct between nodes, like a cloud image's first-boot machine-id.

@@ -28,6 +28,8 @@ ADDRESS_PREFIX = "127.77"
 SSH_PORT = 2222
 MAX_NODES = 254
 PROFILES = ("a100", "h100", "t4")
+# The node OS: "debian" (Debian 12, apt) or "el9" (Rocky Linux 9.4, rpm and dnf; see image_el9.py).
+OSES = ("debian", "el9")
 USER = "gpuadmin"
 
 NODE_PYTHON = "/usr/bin/python3"
@@ -60,6 +62,10 @@ HOST_TOOLS = {
     "sudo": "sudo", "useradd": "passwd", "apt-get": "apt", "dpkg-deb": "dpkg",
 }
 HOST_TOOL_PATHS = {"sshd": "/usr/sbin/sshd"}
+# What EL 9 nodes need on the machine: they run its real rpm and dnf (scripts/system-deps.sh).
+EL9_HOST_TOOLS = {"rpm": "rpm", "rpmbuild": "rpm", "dnf": "dnf", "createrepo_c": "createrepo-c",
+                  "modifyrepo_c": "createrepo-c"}
+EL9_HOST_FILES = {"/usr/lib/python3/dist-packages/dnf-plugins/versionlock.py": "dnf-plugins-core"}
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -76,9 +82,11 @@ class NodeSpec:
     profile: str
     index: int
     address: str
+    os: str = "debian"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "profile": self.profile, "index": self.index, "address": self.address}
+        return {"name": self.name, "profile": self.profile, "index": self.index, "address": self.address,
+                "os": self.os}
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,15 @@ class LabPaths:
         return self.root / "image"
 
     @property
+    def image_el9(self) -> Path:
+        """Mount point of this lab's tmpfs copy of the EL 9 layer (only when it has el9 nodes)."""
+        return self.root / "image-el9"
+
+    def lowers(self, node_os: str) -> list[Path]:
+        """A node's overlay lower layers above the machine's `/`, top first."""
+        return ([self.image_el9] if node_os == "el9" else []) + [self.image]
+
+    @property
     def fabric(self) -> Path:
         return self.root / "fabric"
 
@@ -183,6 +200,16 @@ def require_tools() -> None:
                        + "; install them with apt-get install")
 
 
+def require_el9_tools() -> None:
+    missing = [f"{tool} (Debian package {package})" for tool, package in EL9_HOST_TOOLS.items()
+               if not shutil.which(tool)]
+    missing += [f"{path} (Debian package {package})" for path, package in EL9_HOST_FILES.items()
+                if not os.path.exists(path)]
+    if missing:
+        raise LabError("el9 nodes run the machine's real rpm and dnf, and these are missing: " + ", ".join(missing)
+                       + "; run scripts/system-deps.sh (or apt-get install rpm dnf dnf-plugins-core createrepo-c)")
+
+
 def check_name(name: str, what: str = "lab name") -> str:
     if not NAME_RE.match(name):
         raise LabError(f"invalid {what} '{name}': use lowercase letters, digits and '-', "
@@ -190,8 +217,13 @@ def check_name(name: str, what: str = "lab name") -> str:
     return name
 
 
-def parse_profiles(spec: str, nodes: int | None) -> dict[str, int]:
-    """`a100` (with --nodes N, default 1) or a mix with its own counts, such as `a100=4,t4=1`."""
+def parse_profiles(spec: str, nodes: int | None, node_os: str = "debian") -> dict[str, int]:
+    """`a100` (with --nodes N, default 1) or a mix with its own counts, such as `a100=4,t4=1`.
+
+    Every node runs `node_os` unless its entry names one: `a100@el9=2,a100=1` is two EL 9 nodes
+    and one Debian node. Keys are the profile, or `PROFILE@OS` for a node OS other than Debian."""
+    if node_os not in OSES:
+        raise LabError(f"unknown node OS '{node_os}': choose from {', '.join(OSES)}")
     parts = [part.strip() for part in spec.split(",") if part.strip()]
     mixed = any("=" in part for part in parts)
     if mixed and nodes is not None:
@@ -201,11 +233,16 @@ def parse_profiles(spec: str, nodes: int | None) -> dict[str, int]:
     counts: dict[str, int] = {}
     for part in parts:
         name, _, count = part.partition("=")
-        if name not in PROFILES:
-            raise LabError(f"unknown profile '{name}': choose from {', '.join(PROFILES)}")
+        profile, _, entry_os = name.partition("@")
+        entry_os = entry_os or node_os
+        if profile not in PROFILES:
+            raise LabError(f"unknown profile '{profile}': choose from {', '.join(PROFILES)}")
+        if entry_os not in OSES:
+            raise LabError(f"unknown node OS '{entry_os}' in '{part}': choose from {', '.join(OSES)}")
         if mixed and (not count.isdigit() or int(count) < 1):
             raise LabError(f"bad node count in '{part}': use a positive number, e.g. {name}=2")
-        counts[name] = counts.get(name, 0) + (int(count) if mixed else (nodes if nodes is not None else 1))
+        key = profile if entry_os == "debian" else f"{profile}@{entry_os}"
+        counts[key] = counts.get(key, 0) + (int(count) if mixed else (nodes if nodes is not None else 1))
     total = sum(counts.values())
     if total < 1 or total > MAX_NODES:
         raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {total}")
@@ -213,16 +250,22 @@ def parse_profiles(spec: str, nodes: int | None) -> dict[str, int]:
 
 
 def plan_nodes(profiles: dict[str, int], slot: int) -> list[NodeSpec]:
-    """Names like a100-01, numbered per profile; addresses 127.77.<slot>.<index + 1>."""
+    """Names like a100-01 (Debian) and a100-el9-01 (EL 9), numbered per profile and OS;
+    addresses 127.77.<slot>.<index + 1>."""
     specs: list[NodeSpec] = []
     for profile in PROFILES:
-        for number in range(1, profiles.get(profile, 0) + 1):
-            index = len(specs)
-            specs.append(NodeSpec(f"{profile}-{number:02d}", profile, index,
-                                  f"{ADDRESS_PREFIX}.{slot}.{index + 1}"))
-    unknown = set(profiles) - set(PROFILES)
+        for node_os in OSES:
+            key = profile if node_os == "debian" else f"{profile}@{node_os}"
+            prefix = profile if node_os == "debian" else f"{profile}-{node_os}"
+            for number in range(1, profiles.get(key, 0) + 1):
+                index = len(specs)
+                specs.append(NodeSpec(f"{prefix}-{number:02d}", profile, index,
+                                      f"{ADDRESS_PREFIX}.{slot}.{index + 1}", node_os))
+    known = {profile if node_os == "debian" else f"{profile}@{node_os}" for profile in PROFILES for node_os in OSES}
+    unknown = set(profiles) - known
     if unknown:
-        raise LabError(f"unknown profile(s) {', '.join(sorted(unknown))}: choose from {', '.join(PROFILES)}")
+        raise LabError(f"unknown profile(s) {', '.join(sorted(unknown))}: choose from {', '.join(PROFILES)}"
+                       f" (with @OS for another node OS: {', '.join(OSES)})")
     if not specs or len(specs) > MAX_NODES:
         raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {len(specs)}")
     return specs

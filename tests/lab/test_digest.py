@@ -45,3 +45,27 @@ def test_each_kind_of_write_changes_the_digest(tree, change):
     elif change == "xattr":
         os.setxattr(tree / "etc", "trusted.overlay.opaque", b"y")
     assert digest_tree(tree) != before
+
+
+def test_an_unchanged_copy_up_is_not_a_write_but_any_change_to_it_is(tmp_path):
+    lower, upper = tmp_path / "lower", tmp_path / "upper"
+    for root in (lower, upper):
+        (root / "var/lib/rpm").mkdir(parents=True)
+        (root / "var/lib/rpm/rpmdb.sqlite").write_bytes(b"data")
+    empty = tmp_path / "empty"
+    (empty / "var/lib").mkdir(parents=True)
+    baseline = digest_tree(empty, [lower])
+    assert digest_tree(upper, [lower]) == baseline            # opened read-write, never written
+    assert digest_tree(upper) != digest_tree(empty)             # without the lower layers it counts
+    (upper / "var/lib/rpm/rpmdb.sqlite").write_bytes(b"data2")
+    assert digest_tree(upper, [lower]) != baseline
+
+
+def test_sqlites_wal_index_is_not_content_but_its_database_is(tree):
+    (tree / "etc/rpmdb.sqlite").write_bytes(b"data")
+    (tree / "etc/rpmdb.sqlite-shm").write_bytes(b"index")
+    before = digest_tree(tree)
+    (tree / "etc/rpmdb.sqlite-shm").write_bytes(b"rebuilt by a reader")
+    assert digest_tree(tree) == before
+    (tree / "etc/rpmdb.sqlite").write_bytes(b"new data")
+    assert digest_tree(tree) != before

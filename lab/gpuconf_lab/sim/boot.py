@@ -22,6 +22,7 @@ import time
 import uuid
 
 import catalog
+import el
 import entry
 import initramfs
 import kernels
@@ -50,12 +51,13 @@ def prepare() -> None:
     state.write_in_place(f"{proc}/boot_id", boot_id + "\n")
     state.write_in_place(f"{proc}/version", catalog.proc_version(release))
     state.write_in_place(f"{proc}/tainted", "0\n")
+    state.write_in_place(f"{proc}/cmdline", kernel_cmdline(release))
     modules.clear()
     for directory in ("/run/systemd/system", "/run/lock", "/run/user"):
         os.makedirs(state.path(directory), exist_ok=True)
     profile = state.profile()
     logs.kmsg(catalog.proc_version(release).strip(), 5)
-    logs.kmsg(f"Command line: BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro console=ttyS0 quiet", 6)
+    logs.kmsg(f"Command line: {kernel_cmdline(release).strip()}", 6)
     logs.kmsg(f"DMI: gpuconf lab node, profile {profile.name}: {profile.description}", 6)
     logs.kmsg(f"secureboot: Secure boot {'enabled' if secure_boot else 'disabled'}", 6)
     if secure_boot:
@@ -67,6 +69,13 @@ def prepare() -> None:
     for bus in profile.hca_buses:
         logs.kmsg(f"pci {sysfs_bdf(bus)}: [15b3:{profile.hca.device_id:04x}] type 00 class 0x020700", 6)
     sysfs.render_all()
+
+
+def kernel_cmdline(release: str) -> str:
+    """/proc/cmdline: on EL the options of the kernel's BLS entry (grubby edits them)."""
+    if el.is_el():
+        return el.cmdline(release)
+    return f"BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro console=ttyS0 quiet\n"
 
 
 def sysfs_bdf(bus: int) -> str:
@@ -111,7 +120,11 @@ def start() -> None:
     profile = state.profile()
     early = initramfs.snapshot_config(release)
     live = modprobe_conf.live_config()
-    if profile.gpu_count and "nouveau" not in early.blacklist and "nouveau" not in early.install:
+    early_refused, always_refused = el.blacklisted_by_cmdline(state.read_text(f"{state.RUN}/proc/cmdline", "") or "")
+    early.blacklist |= early_refused
+    live.blacklist |= always_refused
+    if profile.gpu_count and "nouveau" not in early.blacklist and "nouveau" not in early.install \
+            and initramfs.carries_module(release, "nouveau"):
         # nouveau binds the GPUs and the framebuffer console: in use until reboot.
         _load("nouveau", early, users=1)
     for name in modules_load_list():

@@ -25,13 +25,34 @@ KERNEL_BUILDS = {
 }
 
 
+# EL 9 kernels (Rocky Linux 9.4): the el9 image boots the first; the kernel-upgrade fault's is the second.
+EL_DEFAULT_KERNEL = "5.14.0-427.13.1.el9_4.x86_64"
+EL_UPGRADE_KERNEL = "5.14.0-427.16.1.el9_4.x86_64"
+# The el9 image's BLS entries carry the machine-id of the "host that built the image", as cloud
+# images' do (a fixed, made-up id); each node has its own /etc/machine-id.
+EL_IMAGE_MACHINE_ID = "4c1e6d0a8f0b8e2f6f0b5a2d33e0c7c1"
+# release -> build date as /proc/version prints it
+EL_KERNEL_BUILDS = {
+    "5.14.0-427.13.1.el9_4.x86_64": "Wed May 1 19:11:28 UTC 2024",
+    "5.14.0-427.16.1.el9_4.x86_64": "Thu May 9 18:15:59 UTC 2024",
+}
+
+
+def is_el_release(release: str) -> bool:
+    return ".el9" in release
+
+
 def kernel_build(release: str) -> tuple[str, str]:
     """(Debian package version, build date) of a kernel release."""
     return KERNEL_BUILDS.get(release, ("6.1.0-1", "2024-01-01"))
 
 
 def proc_version(release: str) -> str:
-    """The text of ``/proc/version`` for a Debian 12 kernel."""
+    """The text of ``/proc/version`` for a Debian 12 (or a Rocky Linux 9) kernel."""
+    if is_el_release(release):
+        return (f"Linux version {release} (mockbuild@iad1-prod-build001.bld.equ.rockylinux.org) "
+                "(gcc (GCC) 11.4.1 20231218 (Red Hat 11.4.1-3), GNU ld version 2.35.2-43.el9) "
+                f"{uname_version(release)}\n")
     version, date = kernel_build(release)
     return (f"Linux version {release} (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
             f"12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian {version} "
@@ -39,6 +60,8 @@ def proc_version(release: str) -> str:
 
 
 def uname_version(release: str) -> str:
+    if is_el_release(release):
+        return f"#1 SMP PREEMPT_DYNAMIC {EL_KERNEL_BUILDS.get(release, 'Mon Jan 1 00:00:00 UTC 2024')}"
     version, date = kernel_build(release)
     return f"#1 SMP PREEMPT_DYNAMIC Debian {version} ({date})"
 

@@ -20,6 +20,7 @@ import shutil
 import sys
 
 import catalog
+import el
 import entry
 import initramfs
 import kmod
@@ -118,7 +119,7 @@ def build(module: str, version: str, kernel: str) -> int:
         return fail(f"The module/version combo: {module}-{version} is not located in the DKMS tree.", 3)
     if not state.exists(f"/lib/modules/{kernel}/build"):
         return fail(f"Your kernel headers for kernel {kernel} cannot be found at /lib/modules/{kernel}/build "
-                    f"or /lib/modules/{kernel}/source.\nPlease install the linux-headers-{kernel} package or use "
+                    f"or /lib/modules/{kernel}/source.\nPlease install the {headers_package(kernel)} package or use "
                     "the --kernelsourcedir option to tell DKMS where it's located.", 1)
     target = f"{TREE}/{module}/{version}/{kernel}/{ARCH}/module"
     if state.exists(target):
@@ -134,6 +135,10 @@ def build(module: str, version: str, kernel: str) -> int:
         state.write_text(f"{target}/{filename}", text)
     print("Cleaning build area...")
     return 0
+
+
+def headers_package(kernel: str) -> str:
+    return f"kernel-devel-{kernel}" if el.is_el() else f"linux-headers-{kernel}"
 
 
 def _module_file(name: str, version: str, kernel: str, open_modules: bool = False) -> tuple[str, str]:

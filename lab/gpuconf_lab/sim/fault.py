@@ -13,6 +13,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
+                                    (EL: RELEASE defaults to 5.14.0-427.16.1.el9_4.x86_64, which
+                                    also gets its BLS entry and its kernel rpms in the rpm database)
     secure-boot on|off              the UEFI Secure Boot setting; the next boot runs with it
                                     (unsigned modules then refuse to load; mokutil --sb-state)
     dpkg-lock                       a process holds the dpkg locks as apt would
@@ -28,6 +30,7 @@ import os
 import signal
 import sys
 
+import el
 import entry
 import gpu
 import identity
@@ -231,9 +234,12 @@ def main(argv: list[str]) -> int:
         indexes = _gpus(options)
         _per_gpu("persistent", "util", indexes, max(0, min(100, int(positional[0]))))
         print(f"fault util: {_describe(indexes)} at {positional[0]} %")
-    elif kind == "kernel-upgrade" and positional:
-        kernels.install_kernel(positional[0])
-        print(f"fault kernel-upgrade: kernel {positional[0]} installed; it runs after the next reboot "
+    elif kind == "kernel-upgrade" and (positional or el.is_el()):
+        release = positional[0] if positional else el.UPGRADE_KERNEL
+        kernels.install_kernel(release)
+        if el.is_el():
+            el.register_kernel_rpms(release)
+        print(f"fault kernel-upgrade: kernel {release} installed; it runs after the next reboot "
               "(no DKMS build for it)")
     elif kind == "secure-boot" and positional[:1] in (["on"], ["off"]):
         state.write_json(state.FIRMWARE_JSON, {"secure_boot": positional[0] == "on"})

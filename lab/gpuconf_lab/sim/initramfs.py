@@ -18,6 +18,7 @@ import sys
 import time
 
 import catalog
+import el
 import entry
 import state
 from modprobe_conf import CONFIG_DIRS, ModprobeConfig, parse
@@ -27,6 +28,8 @@ EARLY_MODULES = ("nouveau", "drm", "drm_kms_helper", "ttm", "drm_ttm_helper", "d
 
 
 def initrd_path(release: str) -> str:
+    if el.is_el():
+        return el.initrd_path(release)
     return f"/boot/initrd.img-{release}"
 
 
@@ -70,8 +73,9 @@ def read_cpio(blob: bytes) -> list[tuple[str, int, bytes]]:
     return entries
 
 
-def build(release: str) -> bytes:
-    """Build the initrd for ``release`` from the filesystem as it is now."""
+def build(release: str, omit: frozenset = frozenset()) -> bytes:
+    """Build the initrd for ``release`` from the filesystem as it is now (without the kernel
+    modules named in ``omit``, as dracut's omit_drivers leaves them out)."""
     entries: list[tuple[str, int, bytes]] = []
     dirs = [".", "conf", "etc", "etc/modprobe.d", "usr", "usr/lib", "usr/lib/modprobe.d",
             "usr/lib/modules", f"usr/lib/modules/{release}", "scripts"]
@@ -90,19 +94,23 @@ def build(release: str) -> bytes:
                 with open(os.path.join(real, name), "rb") as handle:
                     entries.append((f"{target}/{name}", 0o100644, handle.read()))
     for module in EARLY_MODULES:
+        if module in omit:
+            continue
         relpath, text = catalog.in_tree_ko(module, release)
         entries.append((f"usr/lib/modules/{release}/{relpath}", 0o100644, text.encode()))
     return gzip.compress(cpio_newc(entries), compresslevel=6, mtime=0)
 
 
-def write(release: str) -> None:
-    blob = build(release)
+def write(release: str, omit: frozenset = frozenset()) -> None:
+    blob = build(release, omit)
     real = state.path(initrd_path(release))
     os.makedirs(os.path.dirname(real), exist_ok=True)
     tmp = real + ".new"
     with open(tmp, "wb") as handle:
         handle.write(blob)
     os.replace(tmp, real)
+    if el.is_el():
+        return   # the sha1 record is initramfs-tools' own
     state.write_text(f"{STATE_DIR}/{release}", hashlib.sha1(blob).hexdigest() + "  " + initrd_path(release) + "\n")
 
 
@@ -112,6 +120,15 @@ def snapshot(release: str) -> list[tuple[str, int, bytes]] | None:
             return read_cpio(gzip.decompress(handle.read()))
     except (OSError, EOFError, ValueError):
         return None
+
+
+def carries_module(release: str, name: str) -> bool:
+    """Whether the initramfs of ``release`` holds module ``name`` (dracut may omit drivers).
+    Without an initramfs the early stage is judged by its configuration alone, as before."""
+    entries = snapshot(release)
+    if entries is None:
+        return True
+    return any(entry_name.endswith(f"/{name}.ko") for entry_name, _mode, _data in entries)
 
 
 def snapshot_config(release: str) -> ModprobeConfig:

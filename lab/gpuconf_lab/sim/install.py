@@ -29,7 +29,8 @@ SIM_SOURCE = Path(__file__).resolve().parent
 PROFILES_SOURCE = SIM_SOURCE.parent / "profiles.py"
 SIM_DIR = "/usr/lib/gpuconf-lab/sim"
 MACHINE_UNITS = "/usr/lib/gpuconf-lab/machine-units.json"
-HOST_ONLY = {"install.py", "packages.py", "nvidia_packages.py", "elf.py", "__init__.py"}
+HOST_ONLY = {"install.py", "packages.py", "nvidia_packages.py", "elf.py", "__init__.py", "rpm_packages.py",
+             "rpm_system.py"}
 DEFAULT_KERNEL = "6.1.0-18-amd64"
 
 # tool path -> (simulator module, first argument or None)

@@ -12,6 +12,7 @@ import os
 import sys
 
 import catalog
+import el
 import entry
 import initramfs
 import kmod
@@ -28,7 +29,7 @@ def install_kernel(release: str, build_initrd: bool = True) -> None:
         state.write_text(f"{base}/{relpath}", text)
     kmod.write_modules_dep(release)   # the package's depmod also finds modules shipped before it
     state.write_text(f"{base}/modules.builtin", "kernel/drivers/pci/pcie/portdrv.ko\n")
-    headers = f"/usr/src/linux-headers-{release}"
+    headers = el.headers_dir(release) if el.is_el() else f"/usr/src/linux-headers-{release}"
     state.write_text(f"{headers}/Makefile", f"# simulated kernel headers for {release}\nKERNELRELEASE = {release}\n")
     state.write_text(f"{headers}/.config", "CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\n")
     link = state.path(f"{base}/build")
@@ -36,6 +37,8 @@ def install_kernel(release: str, build_initrd: bool = True) -> None:
         os.symlink(headers, link)
     version, _date = catalog.kernel_build(release)
     state.write_text(f"/boot/vmlinuz-{release}", f"simulated Linux kernel image {release} ({version})\n")
+    if el.is_el():   # kernel-core ships a copy next to its modules, kernel-install copies it to /boot
+        state.write_text(f"{base}/vmlinuz", f"simulated Linux kernel image {release} ({version})\n")
     state.write_text(f"/boot/config-{release}", "CONFIG_MODULES=y\nCONFIG_DRM_NOUVEAU=m\nCONFIG_MLX5_CORE=m\n")
     state.write_text(f"/boot/System.map-{release}", "ffffffff81000000 T _text\n")
     if build_initrd:
@@ -45,10 +48,18 @@ def install_kernel(release: str, build_initrd: bool = True) -> None:
     info["installed"] = installed
     info["next"] = installed[-1]
     state.write_json(KERNEL_JSON, info)
+    if el.is_el():   # kernel-install: a BLS entry, made the default (UPDATEDEFAULT=yes)
+        el.add_entry(release)
+        el.set_default(release)
 
 
 def next_kernel() -> str:
-    """The release the next boot runs: the newest installed, as GRUB's default entry would."""
+    """The release the next boot runs: the newest installed, as GRUB's default entry would
+    (on EL, the default BLS entry: grubenv's saved_entry, else the newest)."""
+    if el.is_el():
+        chosen = el.default_release()
+        if chosen and state.exists(f"/lib/modules/{chosen}"):
+            return chosen
     info = state.read_json(KERNEL_JSON, {}) or {}
     return info.get("next") or state.DEFAULT_KERNEL
 
