@@ -31,7 +31,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r", "1")),
     "dkms": (("status",),),
     "dmesg": None,
-    "dnf": (("module", "list"), ("-C", "-q", "repoquery"), ("-C", "module", "list")),
+    "dnf": (("module", "list"), ("-C", "-q", "--setopt=logdir=/run/gpuconf-dnf", "repoquery")),
     "dpkg": (("-l",),),
     "dpkg-query": None,
     "grubby": (("--info=ALL",), ("--info=DEFAULT",), ("--default-kernel",)),

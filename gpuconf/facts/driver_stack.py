@@ -10,6 +10,7 @@ from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command
 from gpuconf.facts.installed import REDHAT_MARK
 
 MODULE_STATE = "/etc/dnf/modules.d/nvidia-driver.module"
+DNF_LOGDIR = "/run/gpuconf-dnf"
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,10 @@ def apt_offered(patterns: list[str]) -> Fact:
 
 
 def dnf_offered(names: list[str]) -> Fact:
-    # cache only (-C): a check never refreshes metadata, so it writes nothing; modular filtering off,
-    # so the versions of a stream that is not enabled yet are seen too
-    return command(["dnf", "-C", "-q", "repoquery", "--disable-modular-filtering",
+    # cache only (-C): a check never refreshes metadata; dnf's own logs (which every dnf run appends to
+    # under /var/log) go to a tmpfs directory instead; modular filtering off, so that the versions of a
+    # stream that is not enabled yet are seen too
+    return command(["dnf", "-C", "-q", f"--setopt=logdir={DNF_LOGDIR}", "repoquery", "--disable-modular-filtering",
                     "--qf", "%{name}\t%{epoch}:%{version}-%{release}", *names], _dnf_offered, timeout=60,
                    if_exists=REDHAT_MARK)
 

@@ -87,7 +87,8 @@ def test_packages_carry_nvidias_epoch_release_and_scriptlets(repo):
     assert "grubby --update-kernel=ALL --args='rd.driver.blacklist=nouveau'" in common
     versions = sorted(p.name for p in packages.glob("nvidia-persistenced-*.rpm"))
     assert len(versions) == sum(len(v) for v in DRIVERS.values()) and versions[-1].startswith("nvidia-persistenced-595.71.05")
-    assert sorted(p.name for p in packages.glob("cuda-1*.rpm")) == ["cuda-12.8.1-1.x86_64.rpm", "cuda-13.0.2-1.x86_64.rpm"]
+    assert sorted(p.name for p in packages.glob("cuda-1*.rpm")) == ["cuda-12.8.1-1.x86_64.rpm", "cuda-13.0.2-1.x86_64.rpm",
+                                                                    "cuda-13.1.0-1.x86_64.rpm"]
     assert (repo.parent / "kernel-rpms/kernel-core-5.14.0-427.16.1.el9_4.x86_64.rpm").is_file()
     assert not list(packages.glob("kernel-core-5.14.0-427.16.1*"))   # only the fault brings it
 

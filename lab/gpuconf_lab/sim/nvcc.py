@@ -22,6 +22,7 @@ RELEASES = {
     # release-day approximations: no capture of these two was found
     "12.8.93": ("Fri_Feb_21_20:23:50_PST_2025", "cuda_12.8.r12.8/compiler.35583870_0", "2025"),
     "13.0.88": ("Wed_Oct__1_20:33:35_PDT_2025", "cuda_13.0.r13.0/compiler.36560113_0", "2025"),
+    "13.1.80": ("Fri_Nov__7_19:25:04_PST_2025", "cuda_13.1.r13.1/compiler.36836380_0", "2025"),  # approximated
 }
 
 

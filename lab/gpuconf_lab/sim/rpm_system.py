@@ -37,7 +37,8 @@ REDHAT_SUPPORT_PRODUCT="Rocky Linux"
 REDHAT_SUPPORT_PRODUCT_VERSION="9.4"
 """
 # toolkit package -> [(rpm version, nvcc version, cudart version)]
-TOOLKITS = {"12-8": [("12.8.1", "12.8.93", "12.8.90")], "13-0": [("13.0.2", "13.0.88", "13.0.96")]}
+TOOLKITS = {"12-8": [("12.8.1", "12.8.93", "12.8.90")], "13-0": [("13.0.2", "13.0.88", "13.0.96")],
+            "13-1": [("13.1.0", "13.1.80", "13.1.80")]}   # newer than the playbooks' 13.0: what a lock must stop
 CONTAINER_TOOLKIT = ("1.17.8", "1.18.2")
 
 
@@ -149,9 +150,32 @@ def container_toolkit() -> list[Rpm]:
     return packages
 
 
+def from_debian(name: str, deb_name: str, version: str, release: str, summary: str, post: str = "") -> Rpm:
+    """An EL package with the files of the lab's Debian package of the same program (docker-ce
+    from docker.io, opensm): the same simulators and units, no Debian maintainer scripts. As
+    on RHEL, the unit is left disabled (the preset policy); enabling it is the playbook's job."""
+    debian = next(p for p in all_debian() if p.name == deb_name)
+    return Rpm(name, version, summary, release=release, epoch=None, license="ASL 2.0",
+               files=dict(debian.files), symlinks=dict(debian.symlinks), config=list(debian.conffiles),
+               scripts={"post": post + "systemctl --system daemon-reload >/dev/null 2>&1 || :\n"})
+
+
+def all_debian() -> list:
+    from gpuconf_lab.sim.packages import infiniband_packages, other_packages
+    return infiniband_packages() + other_packages()
+
+
+def services() -> list[Rpm]:
+    """Docker's own repository's docker-ce, and opensm from the RHEL InfiniBand stack."""
+    return [from_debian("docker-ce", "docker.io", "27.3.1", "1.el9", "The open-source application container engine",
+                        post="mkdir -p /etc/docker\n"),
+            from_debian("opensm", "opensm", "3.3.24", "3.el9", "OpenIB InfiniBand Subnet Manager and management "
+                        "utilities")]
+
+
 def repo_packages() -> list[Rpm]:
     """Everything the repository serves, but the NVIDIA driver (``rpm_packages.driver_packages``)."""
-    return base_packages() + [dkms(), make()] + cuda_packages() + container_toolkit()
+    return base_packages() + [dkms(), make()] + cuda_packages() + container_toolkit() + services()
 
 
 def upgrade_kernel_packages() -> list[Rpm]:
