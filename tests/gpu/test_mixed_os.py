@@ -1,0 +1,143 @@
+"""One inventory, two OS families (issue 13's acceptance, the RHEL half).
+
+A lab of three fresh nodes: a T4 on Debian and a T4 on Rocky Linux 9 (the same `t4` group, the
+same playbook), and an A100 on Rocky Linux 9 (fabric manager, NSCQ, opensm: the RHEL names). On
+the EL nodes the package manager is the real rpm and dnf, with NVIDIA's module streams in a local
+repository; only the kernel, systemd and the GPU are simulated. Each playbook must check as drift,
+leave the nodes byte for byte unchanged while checking, converge, and check clean.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gpuconf_lab.fleet import Lab
+from gpuconf_lab.runtime import LabError, require_el9_tools
+from tests.gpu.conftest import ROOT, Run
+from tests.lab_fixtures import LAB_NAME, lab_unavailable, wait_until
+
+NAME = f"{LAB_NAME}-mixed"[:31]
+PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
+EL9 = "3:580.95.05-1.el9"
+
+
+@dataclass
+class Mixed:
+    lab: Lab
+    tmp: Path
+    runs: dict[str, dict[str, Run]] = field(default_factory=dict)
+    unchanged: dict[str, bool] = field(default_factory=dict)   # node -> the first check left it as it was
+
+    def run(self, verb: str, group: str, *args: str) -> Run:
+        report = self.tmp / f"{verb}-{group}-{len(list(self.tmp.iterdir()))}.json"
+        proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, PLAYBOOKS[group], "-i", NAME, "--report",
+                               str(report), "--no-retry-file", *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=900)
+        return Run(proc.returncode, proc.stdout, proc.stderr, json.loads(report.read_text()) if report.exists() else {})
+
+    def sh(self, host: str, command: str) -> str:
+        rc, out, err = self.lab.exec(host, command, timeout=300)
+        assert rc == 0, f"{command}: {out}{err}"
+        return out
+
+    def converge(self, group: str) -> dict[str, Run]:
+        hosts = [n.name for n in self.lab.nodes if n.profile == group]
+        before = {h: self.lab.digest(h) for h in hosts}
+        check = self.run("check", group)
+        self.unchanged.update({h: self.lab.digest(h) == before[h] for h in hosts})
+        return {"check": check, "apply": self.run("apply", group), "check2": self.run("check", group)}
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    why = lab_unavailable()
+    if why is None:
+        try:
+            require_el9_tools()
+        except LabError as exc:
+            why = str(exc)
+    if why:
+        pytest.skip(why)
+    lab = Lab(NAME, boot_delay=0.5)
+    if lab.exists():
+        lab.down()
+    lab.up({"t4": 1, "t4@el9": 1, "a100@el9": 1})
+    state = Mixed(lab, tmp_path_factory.mktemp("mixed"))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            a100 = pool.submit(state.converge, "a100")
+            state.runs["t4"] = state.converge("t4")
+            state.runs["a100"] = a100.result()
+        yield state
+    finally:
+        lab.down()
+
+
+def statuses(run: Run, host: str) -> set[str]:
+    return {t["status"] for t in run.report["hosts"][host]["tasks"]}
+
+
+@pytest.mark.parametrize("group, hosts", [("t4", ["t4-01", "t4-el9-01"]), ("a100", ["a100-el9-01"])])
+def test_each_playbook_checks_converges_and_checks_clean_on_both_families(mixed, group, hosts):
+    runs = mixed.runs[group]
+    assert runs["check"].rc == 2, runs["check"].stdout[-3000:] + runs["check"].stderr
+    for host in hosts:
+        assert "would_change" in statuses(runs["check"], host)
+        assert not statuses(runs["check"], host) & {"failed", "unknown"}, runs["check"].stdout[-3000:]
+        assert mixed.unchanged[host], f"the check changed {host}"
+    assert runs["apply"].rc == 0, runs["apply"].stdout[-4000:] + runs["apply"].stderr
+    assert runs["check2"].rc == 0, runs["check2"].stdout[-4000:]
+    assert set(runs["check2"].report["hosts"]) == set(hosts)
+
+
+def test_the_el9_stack_comes_from_the_module_stream_at_one_version_locked(mixed):
+    host = "a100-el9-01"
+    rpms = mixed.sh(host, "rpm -q --qf '%{NAME} %{EPOCH}:%{VERSION}-%{RELEASE}\\n' nvidia-kmod-common "
+                          "kmod-nvidia-open-dkms nvidia-driver nvidia-driver-cuda nvidia-driver-cuda-libs "
+                          "nvidia-persistenced nvidia-fabric-manager libnvidia-nscq")
+    assert {line.split()[1] for line in rpms.splitlines()} == {EL9}, rpms
+    assert "stream=580-open" in mixed.sh(host, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    locks = mixed.sh(host, "cat /etc/dnf/plugins/versionlock.list")
+    for name in ("nvidia-driver", "kmod-nvidia-open-dkms", "nvidia-fabric-manager", "cuda-toolkit-13-0"):
+        assert f"\n{name}-" in locks, (name, locks)
+    assert "rd.driver.blacklist=nouveau" in mixed.sh(host, "cat /proc/cmdline")
+    assert mixed.sh(host, "modinfo -F license nvidia").strip() == "Dual MIT/GPL"
+    assert "Open Kernel Module for x86_64  580.95.05" in mixed.sh(host, "cat /proc/driver/nvidia/version")
+
+
+def test_dnf_install_cuda_cannot_move_the_locked_toolkit(mixed):
+    host = "t4-el9-01"
+    offered = mixed.sh(host, "dnf -q repoquery --disablerepo='*' --enablerepo=gpuconf-lab --disableexcludes=all "
+                             "--qf '%{version}' cuda")
+    assert "13.1.0" in offered.split()          # an unlocked `dnf install cuda` would take CUDA 13.1
+    mixed.lab.exec(host, "dnf -y -q install cuda", timeout=300)
+    toolkits = mixed.sh(host, "rpm -qa --qf '%{NAME} %{VERSION}\\n' 'cuda-toolkit-*'")
+    assert toolkits.split("\n")[0] == "cuda-toolkit-13-0 13.0.2" and "13-1" not in toolkits, toolkits
+    assert mixed.run("check", "t4", "--limit", host).rc == 0
+
+
+def test_a_kernel_upgrade_on_el9_is_caught_before_the_reboot_and_repaired(mixed):
+    host, newer = "t4-el9-01", "5.14.0-427.16.1.el9_4.x86_64"
+    rc, out, err = mixed.lab.fault(host, "kernel-upgrade")
+    assert rc == 0 and newer in out, out + err
+    check = mixed.run("check", "t4", "--limit", host)
+    assert check.rc == 2, check.stdout[-3000:]
+    dkms = next(t for t in check.report["hosts"][host]["tasks"]
+                if t["task"] == "DKMS module built for every installed kernel")
+    assert dkms["status"] == "would_change" and newer in dkms["message"]
+    assert mixed.run("apply", "t4", "--limit", host).rc == 0
+    assert f"nvidia/580.95.05, {newer}, x86_64: installed" in mixed.sh(host, "dkms status")
+    boots = mixed.lab.node_state(host)["boots"]
+    mixed.lab.reboot(host)
+    assert wait_until(lambda: mixed.lab.node_state(host).get("boots") == boots + 1
+                      and mixed.lab.node_state(host).get("state") == "up", timeout=60)
+    mixed.lab.wait_ssh(host, 60)
+    assert mixed.sh(host, "uname -r").strip() == newer
+    assert mixed.sh(host, "cat /sys/module/nvidia/version").strip() == "580.95.05"
+    assert mixed.run("check", "t4", "--limit", host).rc == 0
