@@ -36,4 +36,7 @@ def gpu_query(*fields: str, timeout: float = 10.0) -> Fact:
 
 
 def not_installed(out: QueryCsv) -> bool:
-    return out.failure is not None and "communicate" in out.failure.message.lower()
+    """nvidia-smi cannot talk to a driver: none is loaded yet, or the loaded one is not the
+    installed user space's version (NVML's "Driver/library version mismatch", until a reboot)."""
+    message = out.failure.message.lower() if out.failure is not None else ""
+    return "communicate" in message or "version mismatch" in message

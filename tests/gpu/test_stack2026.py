@@ -62,7 +62,7 @@ def test_a_node_left_on_535_is_warned_and_moved_to_580(converged, tmp_path):
     final = converged.checked("a100", "--limit", host)
     assert final.rc == 0, final.stdout[-3000:]
     assert stack_task(final, host)["findings"] == []
-    assert "535" not in listing(converged, host)
+    assert not [name for name in installed(converged, host) if "535" in name], installed(converged, host)
     assert "Open Kernel Module for x86_64  580.95.05" in sh(converged, host, "cat /proc/driver/nvidia/version")
 
 
