@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import float_value, int_value
+from gpuconf.facts.common import float_value, int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import (
     CarrierEvent,
     IbRate,
@@ -93,6 +93,7 @@ _PORT_KEYS = {
 }
 
 
+@reads_whole_lines
 def parse_ibstat(text: str) -> Ibstat:
     """Parse ``ibstat`` (all CAs). Never raises."""
     cas: list[IbCa] = []

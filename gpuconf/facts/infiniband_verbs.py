@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import int_value
+from gpuconf.facts.common import int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import IbRate, NumberedState, parse_numbered_state, parse_rate
 
 
@@ -34,6 +34,7 @@ class IbstatusPort:
 _IBSTATUS_HEADER = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:")
 
 
+@reads_whole_lines
 def parse_ibstatus(text: str) -> tuple[IbstatusPort, ...]:
     """Parse ``ibstatus``; lids are hex in this format (``0x33bf``)."""
     blocks: list[tuple[str, int, dict[str, str]]] = []
@@ -101,6 +102,7 @@ class IbvDevinfo:
 
     devices: tuple[IbvDevice, ...]
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
 def _port(number: int, values: dict[str, str]) -> IbvPort:
@@ -117,6 +119,7 @@ def _port(number: int, values: dict[str, str]) -> IbvPort:
     )
 
 
+@reads_whole_lines
 def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     """Parse ``ibv_devinfo`` or ``ibv_devinfo -v``. Never raises."""
     devices: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]] = []
@@ -157,6 +160,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     )
 
 
+@reads_whole_lines
 def parse_ibv_devinfo_list(text: str) -> tuple[str, ...]:
     """Parse ``ibv_devinfo -l``: the device names under ``N HCAs found:``."""
     names: list[str] = []

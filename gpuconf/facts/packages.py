@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from gpuconf.facts.apt_policy import AptPolicy, AptSource, AptVersion, parse_apt_cache_policy
+from gpuconf.facts.common import reads_whole_lines
 
 _DESIRED = {"u": "unknown", "i": "install", "h": "hold", "r": "remove", "p": "purge"}
 _STATUS = {
@@ -59,6 +60,7 @@ class DpkgList:
     packages: tuple[DpkgPackage, ...]
     not_found: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     def get(self, name: str, arch: str | None = None) -> DpkgPackage | None:
         """The package called ``name`` (first match; pass ``arch`` for multi-arch)."""
@@ -84,6 +86,7 @@ def _package(name: str, version: str | None, abbrev: str, arch: str | None = Non
 _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")
 
 
+@reads_whole_lines
 def parse_dpkg_query(text: str) -> DpkgList:
     """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``."""
     packages: list[DpkgPackage] = []
@@ -103,6 +106,7 @@ def parse_dpkg_query(text: str) -> DpkgList:
     return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
 
 
+@reads_whole_lines
 def parse_dpkg_l(text: str) -> DpkgList:
     """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler."""
     packages: list[DpkgPackage] = []
@@ -149,6 +153,7 @@ _MARK_PATTERNS = (
 )
 
 
+@reads_whole_lines
 def parse_apt_mark(text: str) -> AptMark:
     """Parse ``apt-mark hold PKG...`` / ``apt-mark unhold PKG...`` messages."""
     found: dict[str, list[str]] = {kind: [] for _, kind in _MARK_PATTERNS}
@@ -164,6 +169,7 @@ def parse_apt_mark(text: str) -> AptMark:
     return AptMark(**{k: tuple(v) for k, v in found.items()}, problems=tuple(problems))
 
 
+@reads_whole_lines
 def parse_apt_mark_showhold(text: str) -> tuple[str, ...]:
     """Parse ``apt-mark showhold``: one held package name per line."""
     return tuple(line.strip() for line in text.splitlines() if re.fullmatch(r"\s*[\w.+:-]+\s*", line))

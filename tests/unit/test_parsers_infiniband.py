@@ -32,6 +32,13 @@ def read(rel: str) -> str:
     return (REAL / rel).read_text(encoding="utf-8")
 
 
+def as_printed(rel: str) -> str:
+    """gpud's testdata files were stored without the newline the tool printed last; a last
+    line without one reads as cut short (gpuconf.facts.common.cut_line), so add it back."""
+    text = read(rel)
+    return text + "\n" if rel.endswith("-gpud.txt") and not text.endswith("\n") else text
+
+
 IBSTAT_DIR = "ibstat/"
 # file -> (CA count, complete, problem count, first CA (name, type, fw), ports not ACTIVE,
 #          (first port state, physical state, rate, link layer, sm lid))
@@ -63,7 +70,7 @@ IBSTAT = {
 @pytest.mark.parametrize("rel", sorted(IBSTAT))
 def test_ibstat(rel: str) -> None:
     count, complete, problems, (name, ca_type, fw), down, first_port = IBSTAT[rel]
-    report = parse_ibstat(read(rel))
+    report = parse_ibstat(as_printed(rel))
     assert (len(report.cas), report.complete, len(report.problems)) == (count, complete, problems)
     ca = report.cas[0]
     assert (ca.name, ca.ca_type, ca.firmware_version) == (name, ca_type, fw)
