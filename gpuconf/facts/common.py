@@ -179,6 +179,15 @@ def float_value(value: str | None) -> float | None:
     return None if number is None else float(number)
 
 
+_DRIVER_VERSION = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
+
+
+def is_driver_version(text: str | None) -> bool:
+    """True for an NVIDIA GPU driver version (``535.104.05``, ``595.80``, ``384.98``): a
+    3-digit branch. A Jetson L4T release (``36.4.3``, ``R35.4.1``) is not one."""
+    return bool(text) and _DRIVER_VERSION.fullmatch(text.strip()) is not None  # type: ignore[union-attr]
+
+
 _ENABLED = {"enabled", "on", "yes", "active", "true", "1"}
 _DISABLED = {"disabled", "off", "no", "not active", "false", "0"}
 

@@ -142,7 +142,10 @@ def parse_ibstat(text: str) -> Ibstat:
         else:
             problems.append(stripped)
     close_ca()
-    return Ibstat(tuple(cas), complete, tuple(problems))
+    # a port cut before its last line (Link layer) or a CA with fewer ports than it says is not all of it
+    cut = any(not p.complete for c in cas for p in c.ports) or any(
+        c.number_of_ports is not None and len(c.ports) < c.number_of_ports for c in cas)
+    return Ibstat(tuple(cas), complete and not cut, tuple(problems))
 
 
 def _ib_port(values: dict) -> IbPort:

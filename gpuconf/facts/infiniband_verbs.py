@@ -104,6 +104,12 @@ class IbvDevinfo:
     problems: tuple[str, ...] = ()
     incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
+    @property
+    def all_ports_active(self) -> bool:
+        """Every port of every device is PORT_ACTIVE, and there is at least one: no device,
+        or a device with no port, is not "all active"."""
+        return bool(self.devices) and all(d.ports and all(p.active for p in d.ports) for d in self.devices)
+
 
 def _port(number: int, values: dict[str, str]) -> IbvPort:
     state = re.match(r"^(\S+)\s*(?:\((\d+)\))?", values.get("state", ""))
@@ -157,7 +163,20 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             for hca, attrs, ports in devices
         ),
         problems=tuple(problems),
+        incomplete=_cut_devices(devices),
     )
+
+
+def _cut_devices(devices: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]]) -> str:
+    """Why a listing is not whole: a device with fewer ports than phys_port_cnt, or a port
+    without its state line."""
+    for hca, attrs, ports in devices:
+        expected = int_value(attrs.get("phys_port_cnt"))
+        if expected is not None and len(ports) < expected:
+            return f"{hca}: {len(ports)} of its {expected} ports listed"
+        if any("state" not in values for _, values in ports):
+            return f"{hca}: a port without its state line"
+    return ""
 
 
 @reads_whole_lines

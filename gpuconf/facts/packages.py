@@ -106,9 +106,14 @@ def parse_dpkg_query(text: str) -> DpkgList:
     return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
 
 
+_ROW_WITHOUT_RULER = re.compile(r"^([uihrpUIHRP][nciufhwtNCIUFHWT][ R]?)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+.*)?$")
+
+
 @reads_whole_lines
 def parse_dpkg_l(text: str) -> DpkgList:
-    """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler."""
+    """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler, or, when
+    the rows come without it (``dpkg -l | grep nvidia``), from the whitespace between
+    status, name, version and architecture."""
     packages: list[DpkgPackage] = []
     not_found: list[str] = []
     problems: list[str] = []
@@ -121,7 +126,10 @@ def parse_dpkg_l(text: str) -> DpkgList:
         elif line.startswith("+++-"):
             spans = [(m.start(), m.end()) for m in re.finditer(r"[+=]+", line)]
         elif spans is None:
-            if not line.startswith(("Desired=", "| ", "|/", "||/")):
+            if match := _ROW_WITHOUT_RULER.match(line):   # `dpkg -l | grep nvidia`: no header, no ruler
+                abbrev, name, version, arch = match.groups()
+                packages.append(_package(name, version, abbrev, arch))
+            elif not line.startswith(("Desired=", "| ", "|/", "||/")):
                 problems.append(line)
         elif len(spans) >= 4 and len(line) > spans[1][0]:
             cells = [line[start:end].strip() for start, end in spans[:3]] + [line[spans[3][0]:].strip()]

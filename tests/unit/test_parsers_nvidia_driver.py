@@ -162,3 +162,11 @@ def test_fabric_manager_later_start_clears_mismatch() -> None:
 
 
 CASES = sorted(PROC) + sorted(MODINFO) + sorted(NVCC) + sorted(FABRIC)
+
+
+def test_a_jetson_l4t_release_is_not_a_driver_version() -> None:
+    l4t = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  36.4.3  Release Build  (buildbrain@mobile-u64)\n"
+    assert isinstance(parse_proc_driver_version(l4t), Unparseable)
+    assert "Jetson" in parse_proc_driver_version(l4t).reason
+    cut = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57"
+    assert isinstance(parse_proc_driver_version(cut), Unparseable)   # 565.57.01 cut: never a version

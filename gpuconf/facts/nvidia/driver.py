@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import Unparseable, reads_whole_lines, unparseable
+from gpuconf.facts.common import Unparseable, is_driver_version, reads_whole_lines, unparseable
 
 OPEN = "open"
 PROPRIETARY = "proprietary"
@@ -58,6 +58,9 @@ def parse_proc_driver_version(text: str) -> LoadedDriver | Unparseable:
     for flavour, pattern in ((OPEN, _NVRM_OPEN), (PROPRIETARY, _NVRM_PROPRIETARY)):
         for line in text.splitlines():
             match = pattern.search(line)
+            if match and not is_driver_version(match.group("version")):
+                return unparseable(f"{match.group('version')!r} is not an NVIDIA driver version (a Jetson L4T "
+                                   "release?)", text)
             if match:
                 groups = match.groupdict()
                 return LoadedDriver(
