@@ -79,7 +79,10 @@ def whole_lines(text: str) -> tuple[str, str]:
 
 def mark_incomplete(result: Any, reason: str) -> Any:
     """``result`` saying it is incomplete, when its type can say so (an ``incomplete``
-    field); a result that cannot is returned as is (it holds whole lines only)."""
+    field); a result that cannot is returned as is (it holds whole lines only). Output
+    that could not be parsed and was cut short is :class:`Incomplete`, not Unparseable."""
+    if reason and isinstance(result, Unparseable):
+        return Incomplete(reason, result.excerpt)
     if not reason or not dataclasses.is_dataclass(result) or isinstance(result, type):
         return result
     names = {f.name for f in dataclasses.fields(result)}
