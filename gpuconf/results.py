@@ -56,6 +56,9 @@ class Finding(Final):
     gpu: int | None = None
     bus_id: str | None = None
     value: object = None
+    # what the remediation loop should do about it (gpuconf.facts.xid.ACTIONS: reset_gpu, reboot_node,
+    # drain, ...); None when the finding asks for nothing in particular
+    action: str | None = None
 
 
 @dataclass

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
+
 
 @dataclass(frozen=True)
 class AptSource:
@@ -70,6 +72,7 @@ def _none(value: str) -> str | None:
     return None if not value or re.fullmatch(r"\(.*\)", value) else value
 
 
+@reads_whole_lines
 def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
     """Parse ``apt-cache policy PKG...`` (one block per package). Never raises."""
     blocks: list[dict] = []

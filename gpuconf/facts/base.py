@@ -28,7 +28,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "apt-cache": (("policy",), ("show",), ("madison",)),
     "apt-mark": (("showhold",),),
     "cat": None,
-    "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r", "1")),
+    "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r")),   # diag runs tests, changes no setting
     "dkms": (("status",),),
     "dmesg": None,
     "dnf": (("module", "list"), ("-C", "-q", "--setopt=logdir=/run/gpuconf-dnf", "repoquery")),

@@ -1,5 +1,5 @@
-"""Small helpers shared by the fact parsers: the "could not parse" result, value
-normalisation for NVIDIA/sysfs style strings, and PCI address canonicalisation.
+"""Small helpers shared by the fact parsers: the "could not parse" and "cut short"
+results, value normalisation for NVIDIA/sysfs style strings, and PCI address canonicalisation.
 
 Why one place: nvidia-smi alone spells "no value" six ways (``N/A``, ``[N/A]``,
 ``[Not Supported]``, ``Unknown Error``, ``ERR!``, ``Requested functionality has been
@@ -9,8 +9,12 @@ these helpers so that tasks can compare values across sources.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 Number = int | float
 
@@ -30,6 +34,76 @@ class Unparseable:
 def unparseable(reason: str, text: str) -> Unparseable:
     """Build an :class:`Unparseable` with a short excerpt of ``text``."""
     return Unparseable(reason=reason, excerpt=text.strip()[:200])
+
+
+# "Incomplete": the output was cut short (a value cut mid-field, a section cut mid-way, an
+# expected line missing), so what it says is not known. One notion for every parser: a
+# result carries `incomplete`, the reason ("" when complete), and `incomplete(result)`
+# reads it. Parsers of a single value return `Incomplete`; parsers of many values keep
+# what they could read whole and set their `incomplete` field. Probes report `unknown`
+# with the reason, never a value and never "ok".
+
+@dataclass(frozen=True)
+class Incomplete:
+    """A single value that was cut short: ``incomplete`` says why, ``partial`` is what
+    was printed (never to be read as the value)."""
+
+    incomplete: str
+    partial: str = ""
+
+
+def incomplete(result: object) -> str:
+    """Why a parser's result is incomplete, or "" when it is whole (results that predate
+    the reason say ``complete=False``)."""
+    reason = getattr(result, "incomplete", "")
+    if isinstance(reason, str) and reason:
+        return reason
+    return "the output was cut short" if getattr(result, "complete", True) is False else ""
+
+
+def cut_line(text: str) -> str:
+    """Why ``text`` ends cut short: its last line has no newline after it ("" when the
+    text is empty or ends with a newline). A program that finishes ends its output with a
+    newline; a value on a line without one may be cut mid-field."""
+    if not text or text.endswith("\n"):
+        return ""
+    last = text.rsplit("\n", 1)[-1]
+    return f"the output ends mid-line ({last[-40:]!r}): cut short"
+
+
+def whole_lines(text: str) -> tuple[str, str]:
+    """``text`` without a last line that was cut short, and why it was ("" when whole)."""
+    reason = cut_line(text)
+    return (text[: text.rfind("\n") + 1], reason) if reason else (text, "")
+
+
+def mark_incomplete(result: Any, reason: str) -> Any:
+    """``result`` saying it is incomplete, when its type can say so (an ``incomplete``
+    field); a result that cannot is returned as is (it holds whole lines only). Output
+    that could not be parsed and was cut short is :class:`Incomplete`, not Unparseable."""
+    if reason and isinstance(result, Unparseable):
+        return Incomplete(reason, result.excerpt)
+    if not reason or not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return result
+    names = {f.name for f in dataclasses.fields(result)}
+    if "incomplete" in names and not getattr(result, "incomplete", ""):
+        return dataclasses.replace(result, incomplete=reason)  # type: ignore[type-var]
+    if "complete" in names:
+        return dataclasses.replace(result, complete=False)  # type: ignore[type-var]
+    return result
+
+
+Parse = TypeVar("Parse", bound=Callable[..., Any])
+
+
+def reads_whole_lines(parse: Parse) -> Parse:
+    """A line parser that never reads a last line cut short: the line is left out and the
+    result says it is incomplete (:func:`mark_incomplete`)."""
+    @functools.wraps(parse)
+    def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+        whole, reason = whole_lines(text)
+        return mark_incomplete(parse(whole, *args, **kwargs), reason)
+    return wrapper  # type: ignore[return-value]
 
 
 _UNAVAILABLE = {
@@ -106,6 +180,15 @@ def float_value(value: str | None) -> float | None:
     """Like :func:`number_value` but always a float (or None)."""
     number = number_value(value)
     return None if number is None else float(number)
+
+
+_DRIVER_VERSION = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
+
+
+def is_driver_version(text: str | None) -> bool:
+    """True for an NVIDIA GPU driver version (``535.104.05``, ``595.80``, ``384.98``): a
+    3-digit branch. A Jetson L4T release (``36.4.3``, ``R35.4.1``) is not one."""
+    return bool(text) and _DRIVER_VERSION.fullmatch(text.strip()) is not None  # type: ignore[union-attr]
 
 
 _ENABLED = {"enabled", "on", "yes", "active", "true", "1"}

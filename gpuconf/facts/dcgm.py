@@ -1,4 +1,5 @@
-"""DCGM's command line: ``dcgmi diag -r N`` (its table) and ``dcgmi health -c -j``.
+"""DCGM's command line: ``dcgmi diag -r N`` (its table, and its JSON with ``--json``) and
+``dcgmi health -c -j``.
 
 ``dcgmi diag`` prints a table of tests under category rows::
 
@@ -39,12 +40,15 @@ class DiagTest:
     test: str
     result: str  # Pass, Fail, Warn, Skip
     details: str = ""
+    gpu: int | None = None  # the GPU (DCGM entity id) of a per-GPU result (JSON); None for the table's rows
 
 
 @dataclass(frozen=True)
 class DiagReport:
     tests: tuple[DiagTest, ...]
     complete: bool
+    version: str | None = None    # DCGM's, from the JSON's metadata
+    incomplete: str = ""          # why it is not whole ("" when it is): gpuconf.facts.common
 
     @property
     def failed(self) -> tuple[DiagTest, ...]:
@@ -76,7 +80,7 @@ def parse_dcgmi_diag_table(text: str) -> DiagReport:
             continue
         verdict, _, details = result.partition(" - ")
         tests.append([category, name, verdict.strip(), details.strip()])
-    return DiagReport(tuple(DiagTest(*row) for row in tests), started and closed)
+    return DiagReport(tuple(DiagTest(row[0], row[1], row[2], row[3]) for row in tests), started and closed)
 
 
 @dataclass(frozen=True)
@@ -113,3 +117,53 @@ def parse_dcgmi_health(text: str) -> HealthReport:
     value = overall.get("value") if isinstance(overall, dict) else None
     rest = {k: v for k, v in body.items() if k != "Overall Health"} if isinstance(body, dict) else {}
     return HealthReport(value if isinstance(value, str) else None, tuple(_messages(rest)))
+
+
+def _diag_body(data: object) -> object:
+    """The test categories of DCGM 4 (``DCGM Diagnostic``) or 3 (``DCGM GPU Diagnostic``)."""
+    if not isinstance(data, dict):
+        return None
+    body = data.get("DCGM Diagnostic", data.get("DCGM GPU Diagnostic"))
+    return body.get("test_categories") if isinstance(body, dict) else None
+
+
+def _result_tests(category: str, test: dict) -> list[DiagTest]:
+    name = str(test.get("name", ""))
+    summary = test.get("test_summary")
+    summary_status = summary.get("status") if isinstance(summary, dict) else None
+    found = []
+    for result in test.get("results") or []:
+        if not isinstance(result, dict):
+            continue
+        gpu = result.get("entity_id", result.get("gpu_id"))       # DCGM 4, DCGM 3
+        if result.get("entity_group", "GPU") != "GPU":
+            continue
+        details = "; ".join(str(w.get("warning", "")) for w in result.get("warnings") or [] if isinstance(w, dict))
+        found.append(DiagTest(category, name, str(result.get("status", summary_status or "")), details,
+                              int(str(gpu)) if str(gpu).isdigit() else None))
+    if not found and summary_status:
+        found.append(DiagTest(category, name, str(summary_status)))
+    return found
+
+
+def parse_dcgmi_diag_json(text: str) -> DiagReport:
+    """``dcgmi diag -r N --json``: one test per (test, GPU), DCGM 4's shape (``DCGM
+    Diagnostic``, ``results[].entity_id``/``status``/``warnings``, ``test_summary``) or
+    3's (``DCGM GPU Diagnostic``, ``results[].gpu_id``). Text around the JSON is skipped;
+    JSON cut short, or without test categories, is incomplete: never a pass."""
+    start = text.find("{")
+    if start < 0:
+        return DiagReport((), False, incomplete="no JSON in dcgmi's output")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        return DiagReport((), False, incomplete=f"dcgmi's JSON is cut short or malformed ({exc.msg})")
+    categories = _diag_body(data)
+    if not isinstance(categories, list) or not categories:
+        return DiagReport((), False, incomplete="dcgmi's JSON has no test categories")
+    tests = [t for c in categories if isinstance(c, dict) for test in c.get("tests") or [] if isinstance(test, dict)
+             for t in _result_tests(str(c.get("category", "")), test)]
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    version = metadata.get("version") if isinstance(metadata, dict) else None
+    return DiagReport(tuple(tests), bool(tests), str(version) if version else None,
+                      "" if tests else "dcgmi's JSON lists no test results")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
+
 
 @dataclass(frozen=True)
 class DkmsEntry:
@@ -40,6 +42,7 @@ class DkmsStatus:
 
     entries: tuple[DkmsEntry, ...]
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     def for_module(self, module: str) -> tuple[DkmsEntry, ...]:
         """Entries of one module (``nvidia``; packaging may also name it ``nvidia-331``)."""
@@ -57,6 +60,7 @@ class DkmsStatus:
 _LINE = re.compile(r"^(?P<fields>[^:]+?):\s*(?P<state>[\w-]+)\s*(?:\((?P<warning>.*)\))?\s*$")
 
 
+@reads_whole_lines
 def parse_dkms_status(text: str) -> DkmsStatus:
     """Parse ``dkms status [-m MODULE]`` output (v2 comma or v3 slash format)."""
     entries: list[DkmsEntry] = []

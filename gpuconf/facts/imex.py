@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
+
 _NODE = re.compile(r"^Node #(\d+)\s+-\s+(\S+)\s+-\s+(\S+)(?:\s+-\s+Version:\s*(\S+))?\s*$")
 _MATRIX_HEAD = re.compile(r"^\s*Nodes From\\To((?:\s+\d+)+)\s*$")
 _MATRIX_ROW = re.compile(r"^\s*(\d+)\s+((?:\S+\s*)+)$")
@@ -49,6 +51,7 @@ class ImexDomain:
         return [(a, b, s) for (a, b), s in sorted(self.connectivity.items()) if s != "C"]
 
 
+@reads_whole_lines
 def parse_imex_ctl_nodes(text: str) -> ImexDomain:
     nodes, connectivity, columns, state = [], {}, [], None
     for line in text.splitlines():
@@ -74,8 +77,10 @@ class ImexLog:
     bind_ip: str | None
     driver_matched: bool  # "NvGpu Library version matched with GPU Driver version"
     peers: int | None
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
+@reads_whole_lines
 def parse_imex_log(text: str) -> ImexLog:
     version = re.search(r"IMEX version (\S+) is running", text)
     node = re.search(r"Identified this node as ID (\d+), using bind IP of '([^']*)'", text)
@@ -84,6 +89,7 @@ def parse_imex_log(text: str) -> ImexLog:
                    "NvGpu Library version matched with GPU Driver version" in text, int(peers[1]) if peers else None)
 
 
+@reads_whole_lines
 def parse_proc_devices(text: str) -> dict[str, int]:
     """Character and block device majors by name (``234 nvidia-caps-imex-channels``)."""
     majors = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import float_value, int_value
+from gpuconf.facts.common import float_value, int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import (
     CarrierEvent,
     IbRate,
@@ -93,6 +93,7 @@ _PORT_KEYS = {
 }
 
 
+@reads_whole_lines
 def parse_ibstat(text: str) -> Ibstat:
     """Parse ``ibstat`` (all CAs). Never raises."""
     cas: list[IbCa] = []
@@ -141,7 +142,10 @@ def parse_ibstat(text: str) -> Ibstat:
         else:
             problems.append(stripped)
     close_ca()
-    return Ibstat(tuple(cas), complete, tuple(problems))
+    # a port cut before its last line (Link layer) or a CA with fewer ports than it says is not all of it
+    cut = any(not p.complete for c in cas for p in c.ports) or any(
+        c.number_of_ports is not None and len(c.ports) < c.number_of_ports for c in cas)
+    return Ibstat(tuple(cas), complete and not cut, tuple(problems))
 
 
 def _ib_port(values: dict) -> IbPort:

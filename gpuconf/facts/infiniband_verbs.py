@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import int_value
+from gpuconf.facts.common import int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import IbRate, NumberedState, parse_numbered_state, parse_rate
 
 
@@ -34,6 +34,7 @@ class IbstatusPort:
 _IBSTATUS_HEADER = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:")
 
 
+@reads_whole_lines
 def parse_ibstatus(text: str) -> tuple[IbstatusPort, ...]:
     """Parse ``ibstatus``; lids are hex in this format (``0x33bf``)."""
     blocks: list[tuple[str, int, dict[str, str]]] = []
@@ -101,6 +102,13 @@ class IbvDevinfo:
 
     devices: tuple[IbvDevice, ...]
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
+
+    @property
+    def all_ports_active(self) -> bool:
+        """Every port of every device is PORT_ACTIVE, and there is at least one: no device,
+        or a device with no port, is not "all active"."""
+        return bool(self.devices) and all(d.ports and all(p.active for p in d.ports) for d in self.devices)
 
 
 def _port(number: int, values: dict[str, str]) -> IbvPort:
@@ -117,6 +125,7 @@ def _port(number: int, values: dict[str, str]) -> IbvPort:
     )
 
 
+@reads_whole_lines
 def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     """Parse ``ibv_devinfo`` or ``ibv_devinfo -v``. Never raises."""
     devices: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]] = []
@@ -154,9 +163,23 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             for hca, attrs, ports in devices
         ),
         problems=tuple(problems),
+        incomplete=_cut_devices(devices),
     )
 
 
+def _cut_devices(devices: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]]) -> str:
+    """Why a listing is not whole: a device with fewer ports than phys_port_cnt, or a port
+    without its state line."""
+    for hca, attrs, ports in devices:
+        expected = int_value(attrs.get("phys_port_cnt"))
+        if expected is not None and len(ports) < expected:
+            return f"{hca}: {len(ports)} of its {expected} ports listed"
+        if any("state" not in values for _, values in ports):
+            return f"{hca}: a port without its state line"
+    return ""
+
+
+@reads_whole_lines
 def parse_ibv_devinfo_list(text: str) -> tuple[str, ...]:
     """Parse ``ibv_devinfo -l``: the device names under ``N HCAs found:``."""
     names: list[str] = []

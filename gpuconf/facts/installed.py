@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_state
+from gpuconf.facts.common import incomplete
 from gpuconf.facts.packages import parse_dpkg_query
 
 REDHAT_MARK = "/etc/redhat-release"
@@ -66,12 +67,17 @@ def _complete(output: Output, program: str) -> str:
 
 def _dpkg(output: Output) -> dict[str, Installed]:
     listing = parse_dpkg_query(_complete(output, "dpkg-query"))
+    if incomplete(listing):   # a package missing from a cut listing would read as "not installed"
+        raise FactUnavailable(f"dpkg-query: {incomplete(listing)}")
     return {p.name: Installed(p.name, p.version or "", p.status or "unknown", p.held) for p in listing.packages}
 
 
 def _rpm(output: Output) -> dict[str, Installed]:
+    text = _complete(output, "rpm -qa")
+    if text and not text.endswith("\n"):
+        raise FactUnavailable("rpm -qa: the listing was cut short")
     packages = {}
-    for line in _complete(output, "rpm -qa").splitlines():
+    for line in text.splitlines():
         fields = line.split("\t")
         if len(fields) != 3:
             continue

@@ -2,8 +2,8 @@
 (line splitting, Xid events, nouveau evidence, lockups).
 
 The log and Xid parsers live in :mod:`gpuconf.facts.kernel_log` and
-:mod:`gpuconf.facts.xid` (size); import everything from here. The Xid classification
-table is documented in :mod:`gpuconf.facts.xid`.
+:mod:`gpuconf.facts.xid` (size); import everything from here. The Xid catalog
+(``xid_catalog.csv``) is described in :mod:`gpuconf.facts.xid`.
 """
 from __future__ import annotations
 
@@ -32,19 +32,17 @@ from gpuconf.facts.kernel_log import (
     split_kernel_log,
 )
 from gpuconf.facts.xid import (
-    APPLICATION,
-    ECC,
-    FALLEN_OFF_BUS,
-    GSP,
-    NVLINK,
-    UNKNOWN,
-    XID_CLASSES,
-    XidClass,
+    LostGpu,
+    RecoveryAction,
+    XidEntry,
     XidEvent,
     XidSummary,
-    classify_xid,
+    find_lost_gpus,
     parse_xid_events,
+    recovery_in_message,
     summarise_xid_events,
+    xid_catalog,
+    xid_entry,
 )
 
 
@@ -207,12 +205,12 @@ def decode_taint(text: str) -> KernelTaint | None:
 
 
 __all__ = [
-    "APPLICATION", "ECC", "FALLEN_OFF_BUS", "GSP", "NVLINK", "UNKNOWN",
     "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
     "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG",
-    "TAINT_FLAGS", "XID_CLASSES", "KernelLogLine", "KernelModule", "KernelTaint",
-    "LockupLine", "NouveauEvidence", "ProcModules", "TaintFlag", "XidClass", "XidEvent",
-    "XidSummary", "classify_xid", "decode_taint", "find_lockups", "find_nouveau",
+    "TAINT_FLAGS", "KernelLogLine", "KernelModule", "KernelTaint",
+    "LockupLine", "LostGpu", "NouveauEvidence", "ProcModules", "RecoveryAction", "TaintFlag", "XidEntry",
+    "XidEvent", "XidSummary", "decode_taint", "find_lockups", "find_lost_gpus", "find_nouveau",
+    "recovery_in_message", "xid_catalog", "xid_entry",
     "parse_kernel_log_line", "parse_proc_modules", "parse_xid_events", "split_kernel_log",
     "summarise_xid_events",
 ]

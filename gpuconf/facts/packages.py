@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from gpuconf.facts.apt_policy import AptPolicy, AptSource, AptVersion, parse_apt_cache_policy
+from gpuconf.facts.common import reads_whole_lines
 
 _DESIRED = {"u": "unknown", "i": "install", "h": "hold", "r": "remove", "p": "purge"}
 _STATUS = {
@@ -59,6 +60,7 @@ class DpkgList:
     packages: tuple[DpkgPackage, ...]
     not_found: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     def get(self, name: str, arch: str | None = None) -> DpkgPackage | None:
         """The package called ``name`` (first match; pass ``arch`` for multi-arch)."""
@@ -84,6 +86,7 @@ def _package(name: str, version: str | None, abbrev: str, arch: str | None = Non
 _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")
 
 
+@reads_whole_lines
 def parse_dpkg_query(text: str) -> DpkgList:
     """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``."""
     packages: list[DpkgPackage] = []
@@ -103,8 +106,14 @@ def parse_dpkg_query(text: str) -> DpkgList:
     return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
 
 
+_ROW_WITHOUT_RULER = re.compile(r"^([uihrpUIHRP][nciufhwtNCIUFHWT][ R]?)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+.*)?$")
+
+
+@reads_whole_lines
 def parse_dpkg_l(text: str) -> DpkgList:
-    """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler."""
+    """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler, or, when
+    the rows come without it (``dpkg -l | grep nvidia``), from the whitespace between
+    status, name, version and architecture."""
     packages: list[DpkgPackage] = []
     not_found: list[str] = []
     problems: list[str] = []
@@ -117,7 +126,10 @@ def parse_dpkg_l(text: str) -> DpkgList:
         elif line.startswith("+++-"):
             spans = [(m.start(), m.end()) for m in re.finditer(r"[+=]+", line)]
         elif spans is None:
-            if not line.startswith(("Desired=", "| ", "|/", "||/")):
+            if match := _ROW_WITHOUT_RULER.match(line):   # `dpkg -l | grep nvidia`: no header, no ruler
+                abbrev, name, version, arch = match.groups()
+                packages.append(_package(name, version, abbrev, arch))
+            elif not line.startswith(("Desired=", "| ", "|/", "||/")):
                 problems.append(line)
         elif len(spans) >= 4 and len(line) > spans[1][0]:
             cells = [line[start:end].strip() for start, end in spans[:3]] + [line[spans[3][0]:].strip()]
@@ -149,6 +161,7 @@ _MARK_PATTERNS = (
 )
 
 
+@reads_whole_lines
 def parse_apt_mark(text: str) -> AptMark:
     """Parse ``apt-mark hold PKG...`` / ``apt-mark unhold PKG...`` messages."""
     found: dict[str, list[str]] = {kind: [] for _, kind in _MARK_PATTERNS}
@@ -164,6 +177,7 @@ def parse_apt_mark(text: str) -> AptMark:
     return AptMark(**{k: tuple(v) for k, v in found.items()}, problems=tuple(problems))
 
 
+@reads_whole_lines
 def parse_apt_mark_showhold(text: str) -> tuple[str, ...]:
     """Parse ``apt-mark showhold``: one held package name per line."""
     return tuple(line.strip() for line in text.splitlines() if re.fullmatch(r"\s*[\w.+:-]+\s*", line))

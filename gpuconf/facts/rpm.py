@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
+
 _FLAGS = re.compile(r"\s*\[([deixa])\]")
 _ARCHES = ("x86_64", "aarch64", "i686", "noarch", "ppc64le", "s390x", "src")
 
@@ -56,6 +58,7 @@ def _columns(header: str) -> list[int] | None:
     return starts if all(s >= 0 for s in starts) and starts == sorted(starts) else None
 
 
+@reads_whole_lines
 def parse_dnf_module_list(text: str) -> ModuleList:
     """Rows of every table in the output; rows cut short make the listing incomplete."""
     streams, complete, columns = [], True, None
@@ -96,6 +99,7 @@ class RpmPackage:
         return f"{self.version}-{self.release}"
 
 
+@reads_whole_lines
 def parse_rpm_qa(text: str) -> tuple[RpmPackage, ...]:
     """Installed packages from ``rpm -qa`` (the default NAME-VERSION-RELEASE.ARCH format)."""
     packages = []

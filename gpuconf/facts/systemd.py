@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import Unparseable, unparseable
+from gpuconf.facts.common import Unparseable, reads_whole_lines, unparseable
 
 ACTIVE_STATES = ("active", "reloading", "inactive", "failed", "activating", "deactivating",
                  "maintenance", "refreshing", "unknown")
@@ -58,6 +58,7 @@ def _unit(properties: dict[str, str]) -> UnitProperties:
     )
 
 
+@reads_whole_lines
 def parse_systemctl_show_all(text: str) -> tuple[UnitProperties, ...]:
     """Parse ``systemctl show`` for several units (blocks separated by blank lines)."""
     blocks: list[dict[str, str]] = [{}]
@@ -72,6 +73,7 @@ def parse_systemctl_show_all(text: str) -> tuple[UnitProperties, ...]:
     return tuple(_unit(block) for block in blocks if block)
 
 
+@reads_whole_lines
 def parse_systemctl_show(text: str) -> UnitProperties | Unparseable:
     """Parse ``systemctl show [--property ...] UNIT`` for one unit."""
     units = parse_systemctl_show_all(text)
@@ -119,6 +121,7 @@ class UnitList:
 
     units: tuple[UnitRow, ...]
     listed_count: int | None = None
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     @property
     def failed(self) -> tuple[UnitRow, ...]:
@@ -129,6 +132,7 @@ class UnitList:
 _ROW = re.compile(r"^(?P<mark>[●*×]\s*)?(?P<unit>\S+)\s+(?P<load>\S+)\s+(?P<active>\S+)\s+(?P<sub>\S+)\s*(?P<desc>.*)$")
 
 
+@reads_whole_lines
 def parse_list_units(text: str) -> UnitList:
     """Parse ``systemctl list-units [--failed|--all]`` (with or without ``--no-legend``)."""
     rows: list[UnitRow] = []

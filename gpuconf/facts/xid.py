@@ -1,99 +1,152 @@
-"""NVIDIA Xid events from kernel logs, and what each code usually means; part of
-:mod:`gpuconf.facts.kernel`.
+"""NVIDIA Xid events, the lost-GPU lines and recovery actions from kernel logs, and what
+NVIDIA's Xid catalog says each code means; part of :mod:`gpuconf.facts.kernel`.
 
 Line formats (all in ``fixtures/real/dmesg``)::
 
     NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s ...
     NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp ...
     NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000000 intr 00004000      (pre-2016: no pid)
+    NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)
+    NVRM: GPU 0000:91:00.0: GPU has fallen off the bus.                     (no Xid: a lost GPU)
 
 with any prefix :func:`gpuconf.facts.kernel.split_kernel_log` understands.
 
-Classification table (:data:`XID_CLASSES`), after NVIDIA's Xid catalogue and the
-health-probe issue. Categories:
+The catalog is data (``xid_catalog.csv`` next to this module): one row per Xid with its
+severity (``fail``, ``warn``, ``info``), the action the vendor names and the source of
+the row (NVIDIA's NVSentinel mapping, derived from the Xid catalog, and gpud's copy of
+the catalog for the codes after 162). Two things decide over the table:
 
-=====================  ==================  =================================================
-category               codes               meaning / usual action
-=====================  ==================  =================================================
-``fallen_off_bus``     79                  GPU no longer on PCIe: node needs a reboot/repair
-``ecc``                48 63 64 94 95      DBE, row remap recorded / failed, contained and
-                                           uncontained ECC: reset the GPU, RMA on repeats
-``gsp``                119 120             GSP firmware RPC timeout / error: reset; see the
-                                           ``gsp`` role (``NVreg_EnableGpuFirmware=0``)
-``application``        13 31 43 45         graphics exception, MMU fault, stopped channel,
-                                           preemptive cleanup: usually the user's program
-``nvlink``             32 74               74 is an NVLink error. 32 ("invalid or corrupted
-                                           push buffer stream") is grouped here as the
-                                           project brief asks; NVIDIA's catalogue attributes
-                                           it to driver, memory or PCIe bus faults.
-``unknown``            anything else       reported with its code, never dropped
-=====================  ==================  =================================================
+* the recovery action a line carries (Xid 154 "GPU recovery action changed ... to 0x2
+  (Node Reboot Required)", or such text in any Xid line): the *new* action is what the
+  GPU needs now;
+* a code not in the catalog warns, and the finding names it.
 """
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.kernel_log import KernelLogLine, split_kernel_log
 
-FALLEN_OFF_BUS = "fallen_off_bus"
-ECC = "ecc"
-GSP = "gsp"
-APPLICATION = "application"
-NVLINK = "nvlink"
-UNKNOWN = "unknown"
+FAIL, WARN, INFO = "fail", "warn", "info"
+# What a finding may ask the remediation loop to do, mildest last.
+ACTIONS = ("reboot_node", "drain_and_reset", "reset_gpu", "reset_bus", "drain", "drain_p2p", "recover_imex_domain",
+           "contact_support", "restart_app", "none")
 
 
 @dataclass(frozen=True)
-class XidClass:
-    """A code's category (module constants) and NVIDIA's short description."""
+class XidEntry:
+    """One catalog row; ``known`` is False for a code the catalog does not have."""
 
     code: int
-    category: str
+    mnemonic: str
+    severity: str
+    action: str
+    vendor_resolution: str
     description: str
+    source: str
+    known: bool = True
 
 
-XID_CLASSES: dict[int, XidClass] = {
-    c.code: c
-    for c in (
-        XidClass(79, FALLEN_OFF_BUS, "GPU has fallen off the bus"),
-        XidClass(48, ECC, "Double bit ECC error (DBE)"),
-        XidClass(63, ECC, "ECC page retirement or row remapping recorded"),
-        XidClass(64, ECC, "ECC page retirement or row remapper recording failure"),
-        XidClass(94, ECC, "Contained ECC error"),
-        XidClass(95, ECC, "Uncontained ECC error"),
-        XidClass(119, GSP, "GSP RPC timeout"),
-        XidClass(120, GSP, "GSP error"),
-        XidClass(13, APPLICATION, "Graphics engine exception"),
-        XidClass(31, APPLICATION, "GPU memory page fault"),
-        XidClass(43, APPLICATION, "GPU stopped processing"),
-        XidClass(45, APPLICATION, "Preemptive cleanup, due to previous errors"),
-        XidClass(32, NVLINK, "Invalid or corrupted push buffer stream"),
-        XidClass(74, NVLINK, "NVLink error"),
-    )
-}
+@cache
+def xid_catalog() -> dict[int, XidEntry]:
+    """Every Xid of ``xid_catalog.csv``, by code."""
+    text = resources.files("gpuconf.facts").joinpath("xid_catalog.csv").read_text(encoding="utf-8")
+    rows = csv.DictReader(text.splitlines())
+    return {int(row["xid"]): XidEntry(int(row["xid"]), row["mnemonic"], row["severity"], row["action"],
+                                      row["vendor_resolution"], row["description"], row["source"]) for row in rows}
 
 
-def classify_xid(code: int) -> XidClass:
-    """The :class:`XidClass` for ``code``; category ``unknown`` for unlisted codes."""
-    return XID_CLASSES.get(code, XidClass(code, UNKNOWN, "not in gpuconf's Xid table"))
+def xid_entry(code: int) -> XidEntry:
+    """The catalog's row for ``code``; an unknown code warns and asks for a human."""
+    return xid_catalog().get(code) or XidEntry(code, "UNKNOWN", WARN, "contact_support", "",
+                                               "not in NVIDIA's Xid catalog as gpuconf has it", "", known=False)
+
+
+@dataclass(frozen=True)
+class RecoveryAction:
+    """What the driver says a GPU needs now: ``action`` is one of :data:`ACTIONS`,
+    ``text`` as printed (``Node Reboot Required``, ``Reset``), ``value`` NVML's number
+    when printed."""
+
+    action: str
+    text: str
+    value: int | None = None
+
+    @property
+    def severity(self) -> str:
+        return INFO if self.action == "none" else WARN if self.action == "recover_imex_domain" else FAIL
+
+
+# NVML's nvmlDeviceGpuRecoveryAction_t (reference section 9); an unknown future value is drained.
+RECOVERY_VALUES = {0: "none", 1: "reset_gpu", 2: "reboot_node", 3: "drain_p2p", 4: "drain_and_reset",
+                   5: "recover_imex_domain", 6: "reset_bus", 7: "reboot_node"}
+_CHANGED = re.compile(r"recovery action changed from 0x[0-9a-f]+ \([^)]*\) to (0x[0-9a-f]+) \(([^)]*)\)", re.I)
+_REQUIRED = re.compile(r"GPU Reset Required|Node Reboot Required|OS Reboot|Drain and Reset|Drain P2P", re.I)
+
+
+def recovery_from_text(text: str) -> str:
+    """The action a recovery-action name means (``Node Reboot Required``, nvidia-smi's
+    ``Reboot``, ``Drain and Reset``); ``drain`` for a name gpuconf does not know."""
+    words = text.strip().lower()
+    if words in ("none", "0x0"):
+        return "none"
+    if "drain" in words:
+        return "drain_and_reset" if "reset" in words else "drain_p2p" if "p2p" in words else "drain"
+    if "reboot" in words:
+        return "reboot_node"
+    if "bus" in words:
+        return "reset_bus"
+    if "reset" in words or "flr" in words:
+        return "reset_gpu"
+    if "imex" in words:
+        return "recover_imex_domain"
+    return "drain"
+
+
+def recovery_in_message(message: str) -> RecoveryAction | None:
+    """The recovery action an Xid line carries: the new value of "changed from A to B",
+    else a "... Required" phrase; None when the line names none."""
+    if match := _CHANGED.search(message):
+        value = int(match.group(1), 16)
+        action = RECOVERY_VALUES.get(value) or recovery_from_text(match.group(2))
+        return RecoveryAction(action, match.group(2), value)
+    if match := _REQUIRED.search(message):
+        return RecoveryAction(recovery_from_text(match.group(0)), match.group(0))
+    return None
 
 
 @dataclass(frozen=True)
 class XidEvent:
     """One Xid line. ``pci_address`` is canonical (``0000:9b:00.0``), ``bus_id`` as
     printed (``0000:9b:00``); ``pid``/``process_name`` are None when absent or
-    ``<unknown>``; ``message`` is the text after the code."""
+    ``<unknown>``; ``message`` is the text after the code; ``recovery`` the action the
+    line itself names, which decides over the catalog."""
 
     code: int
-    category: str
     pci_address: str | None
     bus_id: str
     pid: int | None
     process_name: str | None
     message: str
     log: KernelLogLine
+    recovery: RecoveryAction | None = None
+
+    @property
+    def entry(self) -> XidEntry:
+        return xid_entry(self.code)
+
+    @property
+    def severity(self) -> str:
+        return self.recovery.severity if self.recovery else self.entry.severity
+
+    @property
+    def action(self) -> str:
+        return self.recovery.action if self.recovery else self.entry.action
 
 
 _XID = re.compile(
@@ -103,40 +156,57 @@ _XID = re.compile(
 
 
 def parse_xid_events(text: str) -> tuple[XidEvent, ...]:
-    """Every Xid event in a kernel log (dmesg in any format, journal, kmsg), in order."""
+    """Every Xid event in a kernel log (dmesg in any format, journal, kmsg), in order. A
+    last line with no newline after it may be cut short: it is read only when its code
+    is whole (a comma follows) and, for Xid 154, its new recovery action is whole."""
     events: list[XidEvent] = []
-    for record in split_kernel_log(text):
+    records = split_kernel_log(text)
+    cut_line = records[-1].line_number if records and not text.endswith("\n") else None
+    for record in records:
         match = _XID.search(record.message)
         if not match:
             continue
-        code = int(match.group("code"))
+        if record.line_number == cut_line and not _whole(match, record.message):
+            continue
         pid = match.group("pid")
         name = (match.group("name") or "").strip()
-        events.append(
-            XidEvent(
-                code=code,
-                category=classify_xid(code).category,
-                pci_address=canonical_pci_address(match.group("bus")),
-                bus_id=match.group("bus"),
-                pid=int(pid) if pid and pid.isdigit() else None,
-                process_name=None if name in ("", "<unknown>") else name,
-                message=(match.group("message") or "").strip(),
-                log=record,
-            )
-        )
+        message = (match.group("message") or "").strip()
+        events.append(XidEvent(
+            code=int(match.group("code")),
+            pci_address=canonical_pci_address(match.group("bus")),
+            bus_id=match.group("bus"),
+            pid=int(pid) if pid and pid.isdigit() else None,
+            process_name=None if name in ("", "<unknown>") else name,
+            message=message,
+            log=record,
+            recovery=recovery_in_message(message),
+        ))
     return tuple(events)
+
+
+def _whole(match: re.Match[str], message: str) -> bool:
+    after = message[match.end("code"):]
+    return after.startswith(",") and (match.group("code") != "154" or _CHANGED.search(message) is not None)
 
 
 @dataclass(frozen=True)
 class XidSummary:
-    """Xid events grouped by GPU and code: one alarm per (GPU, code), not per line."""
+    """Xid events grouped by GPU and code: one alarm per (GPU, code), not per line. The
+    last event decides the severity and action (a recovery action changes over time)."""
 
     pci_address: str | None
     code: int
-    category: str
     count: int
     first: XidEvent
     last: XidEvent
+
+    @property
+    def severity(self) -> str:
+        return self.last.severity
+
+    @property
+    def action(self) -> str:
+        return self.last.action
 
 
 def summarise_xid_events(events: tuple[XidEvent, ...]) -> tuple[XidSummary, ...]:
@@ -144,7 +214,34 @@ def summarise_xid_events(events: tuple[XidEvent, ...]) -> tuple[XidSummary, ...]
     groups: dict[tuple[str | None, int], list[XidEvent]] = {}
     for event in events:
         groups.setdefault((event.pci_address, event.code), []).append(event)
-    return tuple(
-        XidSummary(address, code, items[0].category, len(items), items[0], items[-1])
-        for (address, code), items in groups.items()
-    )
+    return tuple(XidSummary(address, code, len(items), items[0], items[-1])
+                 for (address, code), items in groups.items())
+
+
+@dataclass(frozen=True)
+class LostGpu:
+    """An NVRM line that means a GPU is gone (fallen off the bus, lost, or a fatal error
+    that needs a reboot), with or without an Xid line next to it."""
+
+    pci_address: str | None
+    message: str
+    log: KernelLogLine
+    action: str = "reboot_node"
+
+
+_LOST = re.compile(r"fallen off the bus|GPU is lost|NV_ERR_GPU_IS_LOST|lost from the bus|requiring os reboot", re.I)
+_ADDRESS = re.compile(r"\b(?:PCI:)?((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?)\b", re.I)
+# Lines that mention a GPU address to describe it (not to report it lost) or end an earlier report
+LOST_CANDIDATES = r"fallen off the bus|GPU is lost|NV_ERR_GPU_IS_LOST|lost from the bus|requiring os reboot"
+
+
+def find_lost_gpus(text: str) -> tuple[LostGpu, ...]:
+    """NVRM lines (not Xid lines: those are events) saying a GPU was lost, in order."""
+    found: list[LostGpu] = []
+    for record in split_kernel_log(text):
+        message = record.message
+        if "NVRM" not in message or _XID.search(message) or not _LOST.search(message):
+            continue
+        address = _ADDRESS.search(message.split("NVRM", 1)[1])
+        found.append(LostGpu(canonical_pci_address(address.group(1)) if address else None, message, record))
+    return tuple(found)

@@ -27,10 +27,13 @@ IB = "health:ib-sysfs"
 
 
 def real(path: str) -> str:
-    """A real capture's text; the test is skipped where the captures are not present."""
+    """A real capture's text as the tool printed it; the test is skipped where the captures
+    are not present. gpud's testdata files were stored without the newline the tool printed
+    last (a last line without one reads as cut short), so it is added back for them."""
     if not (REAL / path).is_file():
         pytest.skip(f"real capture {path} not present under {REAL}")
-    return (REAL / path).read_text()
+    text = (REAL / path).read_text()
+    return text + "\n" if path.endswith("-gpud.txt") and not text.endswith("\n") else text
 
 
 class ServedFacts(Facts):
@@ -104,6 +107,7 @@ HEALTHY = {
     "ecc.errors.uncorrected.volatile.total": "0", "remapped_rows.pending": "No", "remapped_rows.failure": "No",
     "retired_pages.pending": "[N/A]", "pcie.link.gen.current": "4", "pcie.link.gen.max": "4",
     "pcie.link.width.current": "16", "pcie.link.width.max": "16", "fabric.state": "[N/A]", "fabric.status": "[N/A]",
+    "gpu_recovery_action": "None",
 }
 BUSES = ("07", "0f", "47", "4e", "87", "90", "b7", "bd")
 

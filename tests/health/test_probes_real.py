@@ -155,8 +155,9 @@ def xids(name, **params):
 
 def test_a_gsp_timeout_is_one_failure_for_its_gpu_however_many_lines():
     (finding,) = xids("xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt")
-    assert (finding.severity, finding.value, finding.bus_id) == ("failure", 5, "0000:9b:00.0")
-    assert "Xid 119 (GSP RPC timeout; gsp) x5 this boot" in finding.message
+    assert (finding.severity, finding.value, finding.bus_id, finding.action) == ("failure", 5, "0000:9b:00.0",
+                                                                                 "reset_gpu")
+    assert "Xid 119 (GSP_RPC_TIMEOUT, GSP RPC timeout) x5 this boot" in finding.message
 
 
 def test_an_application_xid_flood_is_two_warnings_counted_not_repeated():
@@ -165,15 +166,16 @@ def test_an_application_xid_flood_is_two_warnings_counted_not_repeated():
     assert "Xid 13" in findings[0].message and "Xid 43" in findings[1].message
 
 
-def test_ecc_xids_fail_once_per_code():
+def test_ecc_xids_by_the_catalog_once_per_code():
+    """48 (DBE) fails; 63 (a row remap recorded) and 94 (a contained error: restart the app) warn."""
     findings = xids("xid-48-63-94-dbe-rowremap-contained-iso-timestamps-gpud.txt")
-    assert [(f.message.split(": ")[1].split(" (")[0], f.value, f.severity) for f in findings] == [
-        ("Xid 48", 1, "failure"), ("Xid 63", 1, "failure"), ("Xid 94", 9, "failure")]
+    assert [(f.message.split(": ")[1].split(" (")[0], f.value, f.severity, f.action) for f in findings] == [
+        ("Xid 48", 1, "failure", "reset_gpu"), ("Xid 63", 1, "warning", None), ("Xid 94", 9, "warning", "restart_app")]
 
 
 def test_legacy_lines_without_pid_and_a_per_code_override():
     findings = xids("xid-32-31-legacy-format-no-pid-bumblebee-677.txt", severity_by_code={31: "ok"})
-    assert [(f.value, f.severity) for f in findings] == [(2, "failure"), (1, "ok")]   # 32 nvlink, 31 silenced
+    assert [(f.value, f.severity) for f in findings] == [(2, "warning"), (1, "ok")]   # 32 restart the app, 31 silenced
     assert findings[0].bus_id == "0000:01:00.0"
 
 

@@ -20,6 +20,7 @@ from tests.health.fakes import (
     run_probe,
     shell,
     smi,
+    smi_csv,
     stat,
 )
 
@@ -55,6 +56,20 @@ def test_a_hung_nvidia_smi_is_unknown_with_a_driver_unresponsive_failure(probe):
     check, unknown = run_probe(probe, {}, replies({SMI: hang()}, pci(), HOST, extra))
     assert check is None, f"{probe} passed on a hung nvidia-smi"
     assert [f.value for f in unknown.findings if f.severity == "failure"][-1] == DRIVER_UNRESPONSIVE
+
+
+@pytest.mark.parametrize("probe", NVIDIA_SMI_PROBES)
+@pytest.mark.parametrize("cut", ["temperature", "power"])
+def test_nvidia_smi_output_cut_mid_field_is_unknown_never_a_value(probe, cut):
+    """GPU 7's row cut inside a value (34 -> 3 °C, 62.50 -> 62.5 W): no probe reads it, none passes."""
+    text = smi_csv(8)
+    row = text.splitlines()[-1]
+    end = row.index(", P0, ") + 7 if cut == "temperature" else row.index("62.50") + 4
+    extra = {"health:is-active:nvidia-fabricmanager": shell("active\n")}
+    check, unknown = run_probe(probe, {}, replies({SMI: shell(text[: text.rindex(row) + end])}, pci(), HOST, extra))
+    assert check is None, f"{probe} judged nvidia-smi output cut short"
+    assert [f.value for f in unknown.findings if f.severity == "failure"][-1] == "incomplete"
+    assert "incomplete" in str(unknown) and "cut short" in str(unknown)
 
 
 def test_the_driver_not_loaded_is_unknown_too():
@@ -322,8 +337,10 @@ def log(text: str, source: str = "dmesg") -> dict:
 
 def test_xid_79_fails_the_gpu_it_names_with_nvidia_smi_index_or_sysfs_order():
     check, _ = run_probe("health_xid", {}, replies(log(XID79), pci(), smi()))
-    (finding,) = check.findings
+    (finding,) = [f for f in check.findings if f.probe == "xid"]
     assert (finding.severity, finding.gpu, finding.bus_id, finding.value) == ("failure", 3, bus(3), 1)
+    assert finding.action == "reboot_node" and "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in finding.message
+    assert {f.severity for f in check.findings if f.probe == "recovery_action"} == {"ok"}   # nvidia-smi: None
     assert check.data["boot_id"] == "8d1c" and "first at 4242.100000" in finding.message
     hung, _ = run_probe("health_xid", {}, replies(log(XID79), pci(), {SMI: hang()}))
     assert hung.findings[0].gpu == 3   # no nvidia-smi needed: the Xid probe never hangs with it
@@ -334,9 +351,41 @@ def test_the_journal_answers_when_dmesg_cannot():
     assert check.findings[0].message == "no Xid errors in this boot's kernel log (journal)"
 
 
-def test_xid_categories_are_validated():
-    with pytest.raises(ValueError, match="unknown Xid categories fallen_of_bus"):
-        build_params("health_xid", {"severity_by_category": {"fallen_of_bus": "warning"}})
+def test_xid_severities_are_validated():
+    with pytest.raises(ValueError, match="severity_by_code"):
+        build_params("health_xid", {"severity_by_code": {13: "fatal"}})
+
+
+def test_a_fallen_off_the_bus_line_without_an_xid_fails_naming_the_pci_address():
+    text = "[ 88.1] NVRM: GPU 0000:87:00.0: GPU has fallen off the bus.\n"
+    check, _ = run_probe("health_xid", {}, replies(log(text), pci(), smi()))
+    (finding,) = [f for f in check.findings if f.severity == "failure"]
+    assert (finding.probe, finding.gpu, finding.bus_id, finding.action) == ("fallen_off_bus", 4, bus(4), "reboot_node")
+    assert "GPU 4 (0000:87:00.0)" in finding.message and "fallen off the bus" in finding.message
+
+
+@pytest.mark.parametrize("code, severity, action", [(154, "failure", "reboot_node"), (13, "warning", "restart_app"),
+                                                    (149, "failure", "drain"), (155, "failure", "reset_gpu"),
+                                                    (63, "warning", None), (106, "ok", None), (201, "warning",
+                                                                                                "contact_support")])
+def test_the_catalog_and_the_recovery_action_decide_the_severity(code, severity, action):
+    message = ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)" if code == 154
+               else "pid=1, name=x, something")
+    text = f"[ 9.0] NVRM: Xid (PCI:0000:07:00): {code}, {message}\n"
+    check, _ = run_probe("health_xid", {}, replies(log(text), pci(), smi()))
+    (finding,) = [f for f in check.findings if f.probe == "xid"]
+    assert (finding.severity, finding.action, finding.gpu) == (severity, action, 0)
+    assert f"Xid {code} (" in finding.message
+    if code == 201:
+        assert "not in NVIDIA's Xid catalog" in finding.message
+
+
+def test_a_pending_recovery_action_fails_even_with_a_clean_log():
+    check, _ = run_probe("health_xid", {}, replies(log(""), pci(), smi(gpu5={"gpu_recovery_action": "Reboot"},
+                                                                       gpu6={"gpu_recovery_action": "Drain P2P"})))
+    failing = [(f.probe, f.gpu, f.action) for f in check.findings if f.severity == "failure"]
+    assert failing == [("recovery_action", 5, "reboot_node"), ("recovery_action", 6, "drain_p2p")]
+    assert "GPU 5 (0000:90:00.0): the driver asks for recovery action Reboot" in check.findings[6].message
 
 
 @pytest.mark.parametrize("reply", [

@@ -32,6 +32,13 @@ def read(rel: str) -> str:
     return (REAL / rel).read_text(encoding="utf-8")
 
 
+def as_printed(rel: str) -> str:
+    """gpud's testdata files were stored without the newline the tool printed last; a last
+    line without one reads as cut short (gpuconf.facts.common.cut_line), so add it back."""
+    text = read(rel)
+    return text + "\n" if rel.endswith("-gpud.txt") and not text.endswith("\n") else text
+
+
 IBSTAT_DIR = "ibstat/"
 # file -> (CA count, complete, problem count, first CA (name, type, fw), ports not ACTIVE,
 #          (first port state, physical state, rate, link layer, sm lid))
@@ -56,14 +63,15 @@ IBSTAT = {
         (2, True, 0, ("mlx5_0", "MT4125", "22.43.2566"), ["mlx5_0", "mlx5_1"],
          ("DOWN", "Disabled", 40.0, "Ethernet", 0)),
     IBSTAT_DIR + "ibstat-mlx4-dualport-with-ibwarn-debug-lines-TRUNCATED-rdma-core-847.txt":
-        (1, True, 4, ("mlx4_0", "MT4099", "2.42.5000"), ["mlx4_0"], ("DOWN", "Disabled", 10.0, "InfiniBand", 13)),
+        (1, False, 4, ("mlx4_0", "MT4099", "2.42.5000"), ["mlx4_0"], ("DOWN", "Disabled", 10.0, "InfiniBand", 13)),
+    # ^ a dual-port CA cut after port 1: not the whole listing
 }
 
 
 @pytest.mark.parametrize("rel", sorted(IBSTAT))
 def test_ibstat(rel: str) -> None:
     count, complete, problems, (name, ca_type, fw), down, first_port = IBSTAT[rel]
-    report = parse_ibstat(read(rel))
+    report = parse_ibstat(as_printed(rel))
     assert (len(report.cas), report.complete, len(report.problems)) == (count, complete, problems)
     ca = report.cas[0]
     assert (ca.name, ca.ca_type, ca.firmware_version) == (name, ca_type, fw)
@@ -208,3 +216,18 @@ def test_carrier_flaps_in_syslog() -> None:
 
 CASES = sorted(IBSTAT) + ["ibstatus/ibstatus-a100-azure-hdr-200-gpud.txt"] + sorted(IBV) + [
     V + "ibv-devinfo-l-2-hcas-heioy-books.txt"] + sorted(SYSFS) + ["syslog/ib-link-flap-systemd-networkd-azure-nhc.txt"]
+
+
+def test_ibv_devinfo_without_ports_is_not_all_active_and_a_missing_port_is_incomplete() -> None:
+    none = parse_ibv_devinfo("hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\tfw_ver:\t\t\t\t28.39.1002\n")
+    assert not none.all_ports_active and none.devices[0].ports == ()
+    assert not parse_ibv_devinfo("").all_ports_active
+    two = ("hca_id:\tmlx4_0\n\tphys_port_cnt:\t\t\t2\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n")
+    assert parse_ibv_devinfo(two).incomplete == "mlx4_0: 1 of its 2 ports listed"
+    whole = two + "\t\tport:\t2\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+    assert parse_ibv_devinfo(whole).incomplete == "" and parse_ibv_devinfo(whole).all_ports_active
+
+
+def test_an_ibstat_port_cut_before_its_link_layer_is_not_complete() -> None:
+    text = read(IBSTAT_DIR + "ibstat-h100-cx7-ndr-ib-sm-lid-gpud.txt")
+    assert not parse_ibstat(text[: text.rindex("Link layer")]).complete

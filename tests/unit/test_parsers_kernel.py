@@ -8,30 +8,27 @@ from pathlib import Path
 import pytest
 
 from gpuconf.facts.kernel import (
-    APPLICATION,
     CONTINUATION,
     DMESG,
     DMESG_CTIME,
     DMESG_ISO,
-    ECC,
-    FALLEN_OFF_BUS,
-    GSP,
     HUNG_TASK,
     JOURNAL_ISO,
     KMSG,
     NVIDIA_IOCTL,
-    NVLINK,
     SOFT_LOCKUP,
-    UNKNOWN,
-    classify_xid,
     decode_taint,
     find_lockups,
+    find_lost_gpus,
     find_nouveau,
     parse_proc_modules,
     parse_xid_events,
     split_kernel_log,
     summarise_xid_events,
+    xid_catalog,
+    xid_entry,
 )
+from gpuconf.facts.xid import ACTIONS
 
 REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
             or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
@@ -88,7 +85,8 @@ def test_kernel_log_formats_xids_and_nouveau(rel: str) -> None:
 def test_xid_fields_modern_format() -> None:
     events = parse_xid_events(read(K + "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt"))
     first = events[0]
-    assert (first.code, first.category, first.pci_address, first.bus_id) == (119, GSP, "0000:9b:00.0", "0000:9b:00")
+    assert (first.code, first.severity, first.action, first.pci_address, first.bus_id) == (
+        119, "fail", "reset_gpu", "0000:9b:00.0", "0000:9b:00")
     assert (first.pid, first.process_name) == (2024380, "nvidia-smi")
     assert first.message.startswith("Timeout after 6s of waiting for RPC response from GPU4 GSP!")
     assert first.log.timestamp == "Sun Feb 23 16:24:18 2025"
@@ -97,7 +95,8 @@ def test_xid_fields_modern_format() -> None:
 
 def test_xid_fields_unknown_pid_decode_and_legacy() -> None:
     flood = parse_xid_events(read(K + "xid-13-43-flood-decode-iso-gpud.txt"))
-    assert (flood[0].pid, flood[0].process_name, flood[0].category) == (None, None, APPLICATION)
+    assert (flood[0].pid, flood[0].process_name, flood[0].severity, flood[0].action) == (None, None, "warn",
+                                                                                       "restart_app")
     assert (flood[0].log.facility, flood[0].log.level) == ("kern", "warn")
     assert (flood[-1].code, flood[-1].pid, flood[-1].process_name) == (43, 2924364, "pt_main_thread")
     summary = summarise_xid_events(flood)
@@ -108,20 +107,63 @@ def test_xid_fields_unknown_pid_decode_and_legacy() -> None:
         (31, None, "Ch 00000003, engmask 00000101, intr 10000000")]
     assert legacy[0].log.monotonic_s == 24128.828315
     ecc = parse_xid_events(read(K + "xid-48-63-94-dbe-rowremap-contained-iso-timestamps-gpud.txt"))
-    assert {e.category for e in ecc} == {ECC}
+    assert [(e.code, e.severity) for e in ecc][:3] == [(48, "fail"), (63, "warn"), (94, "warn")]
     assert ecc[1].message.startswith("Row Remapper: New row (0x00000012bac1c3e0) marked for remapping")
     assert (ecc[3].pid, ecc[3].process_name) == (1248209, "python3.10")
 
 
 def test_xid_classification_table() -> None:
-    assert classify_xid(79).category == FALLEN_OFF_BUS
-    assert {classify_xid(c).category for c in (48, 63, 64, 94, 95)} == {ECC}
-    assert {classify_xid(c).category for c in (119, 120)} == {GSP}
-    assert {classify_xid(c).category for c in (13, 31, 43, 45)} == {APPLICATION}
-    assert {classify_xid(c).category for c in (32, 74)} == {NVLINK}
-    assert classify_xid(61).category == UNKNOWN
+    assert (xid_entry(79).severity, xid_entry(79).action, xid_entry(79).mnemonic) == (
+        "fail", "reboot_node", "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS")
+    assert {xid_entry(c).severity for c in (48, 64, 95, 119, 120, 136, 140, 143, 155, 156, 158)} == {"fail"}
+    assert {xid_entry(c).action for c in (144, 145, 146, 147, 148, 149, 150)} == {"drain"}   # NVLink5: drain
+    assert {xid_entry(c).severity for c in (13, 31, 43, 45, 63, 94)} == {"warn"}
+    assert xid_entry(154).severity == "info"      # the recovery action in its line decides
+    unknown = xid_entry(999)
+    assert (unknown.known, unknown.severity, unknown.action) == (False, "warn", "contact_support")
     fallen = parse_xid_events("[ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
-    assert (fallen[0].category, fallen[0].pid, fallen[0].message) == (FALLEN_OFF_BUS, 1234, "GPU has fallen off the bus.")
+    assert (fallen[0].severity, fallen[0].pid, fallen[0].message) == ("fail", 1234, "GPU has fallen off the bus.")
+
+
+def test_every_catalog_row_has_a_severity_an_action_and_a_source() -> None:
+    catalog = xid_catalog()
+    assert sorted(catalog) == list(range(1, 173))
+    for entry in catalog.values():
+        assert entry.severity in ("fail", "warn", "info") and entry.action in ACTIONS, entry
+        assert "NVSentinel@6f8b0fc" in entry.source or "gpud@73e270e" in entry.source, entry
+
+
+@pytest.mark.parametrize("line, action, severity", [
+    ("154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", "reboot_node", "fail"),
+    ("154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", "reset_gpu", "fail"),
+    ("154, GPU recovery action changed from 0x4 (Drain and Reset) to 0x1 (GPU Reset Required)", "reset_gpu", "fail"),
+    ("154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", "drain_and_reset", "fail"),
+    ("154, GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", "drain_p2p", "fail"),
+    ("154, GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)", "reboot_node", "fail"),
+    ("154, GPU recovery action changed from 0x2 (Node Reboot Required) to 0x0 (None)", "none", "info"),
+    ("154, GPU recovery action changed from 0x0 (None) to 0x9 (Something New)", "drain", "fail"),
+    ("13, pid=1, name=x, Graphics Exception. GPU Reset Required", "reset_gpu", "fail"),
+])
+def test_the_recovery_action_a_line_names_decides_over_the_catalog(line, action, severity) -> None:
+    (event,) = parse_xid_events(f"[ 9.1] NVRM: Xid (PCI:0009:01:00): {line}\n")
+    assert (event.action, event.severity, event.pci_address) == (action, severity, "0009:01:00.0")
+
+
+def test_lost_gpu_lines_without_an_xid() -> None:
+    text = ("[ 7.0] NVRM: GPU 0000:91:00.0: GPU has fallen off the bus.\n"
+            "[ 7.1] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+            "[ 7.2] NVRM: GPU at PCI:0000:1a:00: GPU-5b0c1e2f lost from the bus [NV_ERR_GPU_IS_LOST]\n"
+            "[ 7.3] nouveau 0000:02:00.0: fallen off the bus? (nouveau: not read)\n")
+    lost = find_lost_gpus(text)
+    assert [(g.pci_address, g.action) for g in lost] == [("0000:91:00.0", "reboot_node"), ("0000:1a:00.0", "reboot_node")]
+
+
+def test_a_last_line_cut_short_is_read_only_when_whole() -> None:
+    line = "[ 9.1] NVRM: Xid (PCI:0000:07:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+    assert parse_xid_events(line)[0].action == "reboot_node"                  # no newline, but whole
+    assert parse_xid_events(line[: line.index("Node")]) == ()                 # the new action is cut: not read
+    assert parse_xid_events("[ 9.1] NVRM: Xid (PCI:0000:07:00): 11") == ()    # 119 cut to 11
+    assert parse_xid_events("[ 9.1] NVRM: Xid (PCI:0000:07:00): 11\n")[0].code == 11
 
 
 def test_xid_in_journal_and_kmsg_formats() -> None:
@@ -129,7 +171,7 @@ def test_xid_in_journal_and_kmsg_formats() -> None:
         "2025-01-17T17:10:43+0000 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
     kmsg = parse_xid_events("4,1234,5678000,-;NVRM: Xid (PCI:0000:3b:00): 74, pid=99, name=nccl, NVLink: fatal error\n")
     assert [(e.code, e.log.format, e.log.host) for e in journal] == [(79, JOURNAL_ISO, "node1")]
-    assert [(e.code, e.category, e.log.monotonic_s, e.log.level) for e in kmsg] == [(74, NVLINK, 5.678, "warn")]
+    assert [(e.code, e.action, e.log.monotonic_s, e.log.level) for e in kmsg] == [(74, "drain", 5.678, "warn")]
 
 
 def test_kernel_log_record_details() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.facts.common import Unparseable
+from gpuconf.facts.common import Incomplete, Unparseable, incomplete
 from gpuconf.facts.nvidia import (
     OPEN,
     PROPRIETARY,
@@ -56,7 +56,7 @@ def test_proc_driver_version_other_lines() -> None:
         "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  550.54.14  Release Build  "
         "(dvs-builder@U16-I1-N08-12-3)  Thu Feb 22 01:25:25 UTC 2024\n")
     assert isinstance(arm, LoadedDriver) and (arm.arch, arm.version, arm.flavour) == ("aarch64", "550.54.14", OPEN)
-    assert isinstance(parse_proc_driver_version("cat: /proc/driver/nvidia/version: No such file or directory"),
+    assert isinstance(parse_proc_driver_version("cat: /proc/driver/nvidia/version: No such file or directory\n"),
                       Unparseable)
 
 
@@ -107,7 +107,7 @@ def test_nvcc_version(rel: str) -> None:
     assert isinstance(nvcc, NvccVersion)
     assert (nvcc.release, nvcc.version, nvcc.build) == NVCC[rel]
     assert nvcc.built_on is not None and nvcc.built_on.endswith(("2019", "2020"))
-    assert isinstance(parse_nvcc_version("bash: nvcc: command not found"), Unparseable)
+    assert isinstance(parse_nvcc_version("bash: nvcc: command not found\n"), Unparseable)
 
 
 F = "fabricmanager/"
@@ -162,3 +162,12 @@ def test_fabric_manager_later_start_clears_mismatch() -> None:
 
 
 CASES = sorted(PROC) + sorted(MODINFO) + sorted(NVCC) + sorted(FABRIC)
+
+
+def test_a_jetson_l4t_release_is_not_a_driver_version() -> None:
+    l4t = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  36.4.3  Release Build  (buildbrain@mobile-u64)\n"
+    assert isinstance(parse_proc_driver_version(l4t), Unparseable)
+    assert "Jetson" in parse_proc_driver_version(l4t).reason
+    cut = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57"
+    assert isinstance(parse_proc_driver_version(cut), Incomplete)    # 565.57.01 cut: never a version
+    assert "cut short" in incomplete(parse_proc_driver_version(cut))

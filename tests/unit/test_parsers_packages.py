@@ -111,3 +111,18 @@ def test_apt_cache_policy_english_none_and_several_packages() -> None:
 
 CASES = sorted(DPKG_L) + ["apt/apt-mark-hold-nvidia-glob-shine-cluster-31.txt",
                           "apt/apt-cache-policy-nvidia-driver-555-debian12-german-locale-TRUNCATED-vaapi-312.txt"]
+
+
+def test_dpkg_l_rows_without_the_header_ruler_are_packages() -> None:
+    """`dpkg -l | grep nvidia` keeps the rows and drops the header and its ruler."""
+    text = ("ii  nvidia-driver-535          535.104.05-0ubuntu1   amd64        NVIDIA driver metapackage\n"
+            "hi  libnvidia-compute-535:amd64 535.104.05-0ubuntu1 amd64 NVIDIA libcompute package\n"
+            "rc  nvidia-dkms-530             530.30.02-0ubuntu1    amd64        NVIDIA DKMS package\n")
+    listing = parse_dpkg_l(text)
+    assert [(p.name, p.version, p.arch, p.installed, p.held) for p in listing.packages] == [
+        ("nvidia-driver-535", "535.104.05-0ubuntu1", "amd64", True, False),
+        ("libnvidia-compute-535", "535.104.05-0ubuntu1", "amd64", True, True),
+        ("nvidia-dkms-530", "530.30.02-0ubuntu1", "amd64", False, False)]
+    assert listing.problems == ()
+    cut = parse_dpkg_l(text[: text.index("535.104.05-0ubuntu1 amd64") + 6])
+    assert [p.name for p in cut.packages] == ["nvidia-driver-535"] and cut.incomplete   # the cut row is not read

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuconf.facts.common import is_unavailable, number_value
+from gpuconf.facts.common import is_unavailable, number_value, reads_whole_lines
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 CsvValue = str | int | float | None
@@ -46,6 +46,7 @@ class QueryCsv:
     units: dict[str, str]
     failure: NvidiaSmiFailure | None = None
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     def column(self, name: str) -> tuple[CsvValue, ...]:
         """All values of one field, in row order."""
@@ -63,6 +64,7 @@ def csv_value(field: str, raw: str) -> CsvValue:
     return text if number is None else number
 
 
+@reads_whole_lines
 def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryCsv:
     """Parse ``--query-gpu``/``--query-compute-apps``/``--query-retired-pages`` CSV.
 
@@ -128,8 +130,10 @@ class DmonSamples:
     rows: tuple[dict[str, int | float | None], ...]
     failure: NvidiaSmiFailure | None = None
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
+@reads_whole_lines
 def parse_dmon(text: str) -> DmonSamples:
     """Parse ``nvidia-smi dmon [-c N]`` output (whitespace-separated columns)."""
     failure = detect_nvidia_smi_failure(text)

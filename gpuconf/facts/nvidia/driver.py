@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import Unparseable, unparseable
+from gpuconf.facts.common import Unparseable, is_driver_version, reads_whole_lines, unparseable
 
 OPEN = "open"
 PROPRIETARY = "proprietary"
@@ -45,6 +45,7 @@ _NVRM_PROPRIETARY = re.compile(
 )
 
 
+@reads_whole_lines
 def parse_proc_driver_version(text: str) -> LoadedDriver | Unparseable:
     """Parse ``cat /proc/driver/nvidia/version``, or the kernel log's load banner
     (``NVRM: loading NVIDIA UNIX ...``), which names the same module.
@@ -57,6 +58,9 @@ def parse_proc_driver_version(text: str) -> LoadedDriver | Unparseable:
     for flavour, pattern in ((OPEN, _NVRM_OPEN), (PROPRIETARY, _NVRM_PROPRIETARY)):
         for line in text.splitlines():
             match = pattern.search(line)
+            if match and not is_driver_version(match.group("version")):
+                return unparseable(f"{match.group('version')!r} is not an NVIDIA driver version (a Jetson L4T "
+                                   "release?)", text)
             if match:
                 groups = match.groupdict()
                 return LoadedDriver(
@@ -103,6 +107,7 @@ def _flavour(license_text: str | None) -> str | None:
     return PROPRIETARY if license_text.strip() == "NVIDIA" else None
 
 
+@reads_whole_lines
 def parse_modinfo(text: str) -> ModuleInfo | Unparseable:
     """Parse ``modinfo nvidia`` (``key:   value`` lines, ``firmware``/``parm`` repeated)."""
     missing = _NOT_FOUND.search(text)
@@ -134,6 +139,7 @@ def parse_modinfo(text: str) -> ModuleInfo | Unparseable:
     )
 
 
+@reads_whole_lines
 def parse_modinfo_version(text: str) -> ModuleInfo | Unparseable:
     """Parse ``modinfo -F version MODULE``: one version line, or the not-found error."""
     missing = _NOT_FOUND.search(text)
@@ -156,6 +162,7 @@ class NvccVersion:
     built_on: str | None
 
 
+@reads_whole_lines
 def parse_nvcc_version(text: str) -> NvccVersion | Unparseable:
     """Parse ``nvcc --version`` (``Cuda compilation tools, release 11.0, V11.0.221``)."""
     release = re.search(r"release (\d+\.\d+)(?:, V(\S+))?", text)
@@ -193,6 +200,7 @@ def find_api_mismatch(text: str) -> ApiMismatch | None:
     return ApiMismatch(client.group(1) if client else None, module.group(1) if module else None)
 
 
+@reads_whole_lines
 def parse_proc_driver_params(text: str) -> dict[str, str]:
     """``/proc/driver/nvidia/params``: ``Name: value`` a line (``EnableGpuFirmware: 0``)."""
     params = {}

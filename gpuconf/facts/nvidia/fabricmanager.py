@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import canonical_pci_address, normalise_quotes
+from gpuconf.facts.common import canonical_pci_address, normalise_quotes, reads_whole_lines
 
 CONFIGURED = "configured"            # the last start routed all NVSwitches
 STARTED = "started"                  # the last start is logged but did not finish
@@ -77,6 +77,7 @@ class FabricManagerLog:
     nvlsm_build: str | None = None       # "OpenSM 2025.06.5_..."
     gpu_probes: int = 0                  # "GPU probe request received" (NVL5, healthy)
     multicast_teams: int = 0             # set up minus released
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
 _MISMATCH = re.compile(
@@ -100,6 +101,7 @@ _EXIT = re.compile(r"failed! Exit code: (\d+)")
 _UNKNOWN_OPTION = re.compile(r"Unknown option: (.+?)\s*$")
 
 
+@reads_whole_lines
 def find_version_mismatch(text: str) -> FabricManagerVersionMismatch | None:
     """The last "driver interface version X don't match with driver version Y" in text."""
     found: FabricManagerVersionMismatch | None = None
@@ -110,6 +112,7 @@ def find_version_mismatch(text: str) -> FabricManagerVersionMismatch | None:
     return found
 
 
+@reads_whole_lines
 def parse_fabric_manager_log(text: str) -> FabricManagerLog:
     """Summarise a fabric manager log (or journal excerpt). Never raises."""
     state = UNKNOWN

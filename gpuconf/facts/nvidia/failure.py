@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import normalise_quotes
+from gpuconf.facts.common import normalise_quotes, reads_whole_lines
 
 DRIVER_NOT_LOADED = "driver_not_loaded"
 DRIVER_UNRESPONSIVE = "driver_unresponsive"  # nvidia-smi hung and was killed at its timeout
@@ -73,6 +73,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+@reads_whole_lines
 def detect_nvidia_smi_failure(text: str) -> NvidiaSmiFailure | None:
     """Return the failure nvidia-smi reported in ``text``, or None if it printed data.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import Unparseable, unparseable
+from gpuconf.facts.common import Unparseable, reads_whole_lines, unparseable
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 
@@ -46,6 +46,7 @@ class GpuList:
     gpus: tuple[ListedGpu, ...]
     failure: NvidiaSmiFailure | None = None
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -57,6 +58,7 @@ _GPU_LINE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]+)\))?\s*$")
 _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
 
 
+@reads_whole_lines
 def parse_gpu_list(text: str) -> GpuList:
     """Parse ``nvidia-smi -L``. Never raises; see :class:`GpuList` for partial results."""
     failure = detect_nvidia_smi_failure(text)
@@ -99,6 +101,7 @@ class NvidiaSmiVersion:
     cuda: str | None
 
 
+@reads_whole_lines
 def parse_nvidia_smi_version(text: str) -> NvidiaSmiVersion | NvidiaSmiFailure | Unparseable:
     """Parse ``nvidia-smi --version`` (``NVIDIA-SMI version  : 590.48.01`` lines).
 

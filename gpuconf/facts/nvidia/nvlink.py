@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
 
 LINKS = "links"                   # link lines were printed
@@ -65,6 +66,7 @@ class NvlinkStatus:
     gpus: tuple[GpuNvlinks, ...]
     failure: NvidiaSmiFailure | None = None
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
 _GPU = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]+)\))?\s*$")
@@ -76,6 +78,7 @@ _REASONS = (
 )
 
 
+@reads_whole_lines
 def parse_nvlink_status(text: str) -> NvlinkStatus:
     """Parse ``nvidia-smi nvlink -s [-i N]``. Never raises."""
     failure = detect_nvidia_smi_failure(text)
@@ -137,6 +140,7 @@ class NvlinkInfoReport:
 _INFO_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
 
 
+@reads_whole_lines
 def parse_nvlink_info(text: str) -> NvlinkInfoReport:
     gpus: list[list] = []
     complete = True

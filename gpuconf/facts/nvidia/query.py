@@ -22,6 +22,7 @@ from gpuconf.facts.common import (
     canonical_pci_address,
     int_value,
     is_error_value,
+    reads_whole_lines,
     text_value,
     unparseable,
 )
@@ -38,6 +39,7 @@ from gpuconf.facts.nvidia.query_model import (
 from gpuconf.facts.nvidia.tree import Node, text_tree, xml_tree
 
 
+@reads_whole_lines
 def parse_nvidia_smi_query(text: str) -> NvidiaSmiQuery:
     """Parse ``nvidia-smi -q`` (or ``-q -d ...``) text. Never raises.
 
@@ -165,6 +167,7 @@ class QueryExcerpt:
     gsp_firmware_version: str | None  # as printed: "N/A" when GSP is off (proprietary, EnableGpuFirmware=0)
 
 
+@reads_whole_lines
 def parse_query_excerpt(text: str) -> QueryExcerpt:
     """The Fabric block and the GSP firmware line wherever they sit in an excerpt."""
     fabric_node: Node | None = None

@@ -14,7 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import bool_value, canonical_pci_address, int_value, number_value, text_value
+from gpuconf.facts.common import (
+    bool_value,
+    canonical_pci_address,
+    int_value,
+    number_value,
+    reads_whole_lines,
+    text_value,
+)
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure, is_fatal
 
 
@@ -108,6 +115,7 @@ _PROCESS_ROW = re.compile(
 _TIMESTAMP = re.compile(r"^\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}")
 
 
+@reads_whole_lines
 def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
     """Parse the default ``nvidia-smi`` output. Never raises."""
     failure = detect_nvidia_smi_failure(text)

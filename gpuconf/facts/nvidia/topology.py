@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuconf.facts.common import strip_ansi
+from gpuconf.facts.common import reads_whole_lines, strip_ansi
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
 
 
@@ -35,6 +35,7 @@ class Topology:
     nic_names: dict[str, str]
     failure: NvidiaSmiFailure | None = None
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
     def nvlink_count(self, row: str, column: str) -> int | None:
         """Bonded NVLink count between two GPUs (``NV18`` -> 18), None if not NVLink."""
@@ -49,6 +50,7 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"\t| {2,}", line) if cell.strip()]
 
 
+@reads_whole_lines
 def parse_topology(text: str) -> Topology:
     """Parse ``nvidia-smi topo -m``. Never raises; rows cut short are kept partially."""
     failure = detect_nvidia_smi_failure(text)

@@ -10,6 +10,7 @@ field comes from one shared `--query-gpu` call per host per run
 (`readings.gpu_readings`), under a timeout that kills its process group, so that a
 wedged GPU is a `driver_unresponsive` failure finding on an `unknown` task.
 """
+from gpuconf.tasks.health.dcgm import DcgmDiag
 from gpuconf.tasks.health.fabric import FabricManagerReady, NvlinksActive
 from gpuconf.tasks.health.hardware import DriverLoaded, GpuCountMatches, NouveauAbsent
 from gpuconf.tasks.health.infiniband import InfinibandPortsActive
@@ -23,6 +24,6 @@ from gpuconf.tasks.health.uvm import UvmReady
 HEALTH = (GpuCountMatches(), DriverLoaded(), NouveauAbsent(), TemperatureBelowLimit(), ClocksNotThrottled(),
           PcieLinkAtMax(), NoEccErrors(), NoXidErrors(), NvlinksActive(), FabricManagerReady(),
           InfinibandPortsActive(), PersistenceEnabled(), MemoryUse(), Utilization(), PowerDraw(), HostSizing(),
-          KernelClean(), UvmReady())
+          KernelClean(), UvmReady(), DcgmDiag())
 
 __all__ = ["HEALTH"] + [type(task).__name__ for task in HEALTH]

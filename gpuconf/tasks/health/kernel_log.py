@@ -16,31 +16,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, FileState, Output, command, file_state
-from gpuconf.facts.kernel import (
-    APPLICATION,
-    ECC,
-    FALLEN_OFF_BUS,
-    GSP,
-    NVLINK,
-    UNKNOWN,
-    classify_xid,
-    decode_taint,
-    find_lockups,
-    parse_xid_events,
-    summarise_xid_events,
-)
+from gpuconf.facts.kernel import decode_taint, find_lockups, find_lost_gpus, parse_xid_events, summarise_xid_events
+from gpuconf.facts.xid import FAIL, INFO, LOST_CANDIDATES, WARN, LostGpu, RecoveryAction, recovery_from_text
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, gpu_name, verdict
 from gpuconf.tasks.health.hardware import PCI_FACT
 from gpuconf.tasks.health.pci import index_of, sysfs_gpu_addresses
-from gpuconf.tasks.health.readings import gpu_readings, optional_readings, smi_indexes
+from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, optional_readings, smi_indexes
 
-CANDIDATES = r"Xid|lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl"
+CANDIDATES = r"Xid|lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl|" + LOST_CANDIDATES
 JOURNAL = ["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"]
 
 
@@ -64,7 +53,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
         error = " ".join((out.stderr or out.stdout).strip().splitlines()[:2])
         return KernelLog("", "none", "", error or f"exit {out.rc}")
     source = "journal" if out.argv[:1] == ("journalctl",) else "dmesg"
-    return KernelLog("", source, out.stdout.rstrip("\n"))
+    return KernelLog("", source, out.stdout)  # as printed: a last line without its newline may be cut
 
 
 def kernel_log() -> Fact:
@@ -89,52 +78,89 @@ def read_log(facts: Facts, probe: str, findings: list[Finding] | None = None) ->
 LOG_READS = [kernel_log(), gather.BOOT_ID]
 
 
-CATEGORY_SEVERITY: dict[str, Severity] = {FALLEN_OFF_BUS: FAILURE, ECC: FAILURE, GSP: FAILURE, NVLINK: FAILURE,
-                                          APPLICATION: WARNING, UNKNOWN: WARNING}
+SEVERITY: dict[str, Severity] = {FAIL: FAILURE, WARN: WARNING, INFO: OK}
 
 
 class XidParams(NvidiaSmiParams):
-    severity_by_category: dict[str, Severity] = Field(
-        default_factory=lambda: dict(CATEGORY_SEVERITY),
-        description="severity per Xid category (fallen_off_bus, ecc, gsp, nvlink: failure; application, "
-                    "unknown: warning)")
-    severity_by_code: dict[int, Severity] = Field(default_factory=dict,
-                                                  description="per-code overrides, e.g. {13: ok}")
+    severity_by_code: dict[int, Severity] = Field(
+        default_factory=dict, description="per-code overrides of the Xid catalog's severity, e.g. {13: ok}; a "
+        "recovery action the line names still decides")
 
-    @model_validator(mode="after")
-    def _categories(self) -> XidParams:
-        unknown = sorted(set(self.severity_by_category) - set(CATEGORY_SEVERITY))
-        if unknown:
-            raise ValueError(f"unknown Xid categories {', '.join(unknown)} (known: {', '.join(CATEGORY_SEVERITY)})")
-        return self
+
+def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> Finding:
+    entry, last = summary.first.entry, summary.last
+    severity = SEVERITY[summary.severity]
+    if last.recovery is None and summary.code in params.severity_by_code:
+        severity = params.severity_by_code[summary.code]
+    bus = summary.pci_address or summary.first.bus_id
+    when = summary.first.log.timestamp
+    named = f"{entry.mnemonic}, {entry.description}" if entry.known else "not in NVIDIA's Xid catalog"
+    action = None if summary.action == "none" else summary.action
+    return Finding(probe, severity, f"{gpu_name(index, bus)}: Xid {summary.code} ({named}) x{summary.count} this "
+                   "boot" + (f", first at {when}" if when else "") + (f"; action: {action}" if action else "")
+                   + (f": {last.message[:160]}" if last.message else ""),
+                   gpu=index, bus_id=bus, value=summary.count, action=action)
+
+
+def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], indexes: dict[str, int],
+                   sysfs_order: list[str]) -> list[Finding]:
+    by_gpu: dict[str | None, list[LostGpu]] = {}
+    for line in lost:
+        by_gpu.setdefault(line.pci_address, []).append(line)
+    findings = []
+    for address, lines in by_gpu.items():
+        if address is not None and address in fallen_xid:
+            continue   # the Xid 79 line of the same GPU already fails it
+        index = index_of(address, indexes, sysfs_order)
+        findings.append(Finding("fallen_off_bus", FAILURE, f"{gpu_name(index, address)}: {lines[-1].message[:200]} "
+                                f"(x{len(lines)} this boot; action: {lines[-1].action})", gpu=index, bus_id=address,
+                                value=len(lines), action=lines[-1].action))
+    return findings
 
 
 def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_order: list[str],
                source: str = "dmesg", probe: str = "xid") -> list[Finding]:
+    """One finding per (GPU, Xid code) by NVIDIA's catalog (the recovery action a line
+    names decides over it), and one per GPU the log says was lost without an Xid 79."""
     findings = []
-    for summary in summarise_xid_events(parse_xid_events(text)):
-        info = classify_xid(summary.code)
-        severity = params.severity_by_code.get(summary.code,
-                                               params.severity_by_category.get(summary.category, WARNING))
-        index = index_of(summary.pci_address, indexes, sysfs_order)
-        bus = summary.pci_address or summary.first.bus_id
-        when = summary.first.log.timestamp
-        detail = summary.last.message[:160]
-        findings.append(Finding(
-            probe, severity, f"{gpu_name(index, bus)}: Xid {summary.code} ({info.description}; {summary.category})"
-            f" x{summary.count} this boot" + (f", first at {when}" if when else "") + (f": {detail}" if detail else ""),
-            gpu=index, bus_id=bus, value=summary.count))
+    summaries = summarise_xid_events(parse_xid_events(text))
+    for summary in summaries:
+        findings.append(_xid_finding(summary, params, index_of(summary.pci_address, indexes, sysfs_order), probe))
+    fallen = {s.pci_address for s in summaries if s.code == 79}
+    findings += _lost_findings(find_lost_gpus(text), fallen, indexes, sysfs_order)
     if not findings:
         findings.append(Finding(probe, OK, f"no Xid errors in this boot's kernel log ({source})", value=0))
     return findings
 
 
+def judge_recovery_actions(readings: GpuReadings | None, probe: str = "recovery_action") -> list[Finding]:
+    """nvidia-smi's `gpu_recovery_action` now, per GPU: anything but None fails, naming the
+    action (it persists after the Xid line has rotated away, and DCGM's health watch can say
+    Healthy meanwhile). Nothing when nvidia-smi did not answer or this driver lacks the field."""
+    findings = []
+    for gpu in readings.gpus if readings else ():
+        if gpu.recovery_action is None:
+            continue
+        action = RecoveryAction(recovery_from_text(gpu.recovery_action), gpu.recovery_action)
+        if action.action == "none":
+            findings.append(Finding(probe, OK, f"{gpu.label}: no recovery action pending", gpu=gpu.index,
+                                    bus_id=gpu.bus_id, value=gpu.recovery_action))
+        else:
+            findings.append(Finding(probe, SEVERITY[action.severity], f"{gpu.label}: the driver asks for recovery "
+                                    f"action {gpu.recovery_action} ({action.action})", gpu=gpu.index,
+                                    bus_id=gpu.bus_id, value=gpu.recovery_action, action=action.action))
+    return findings
+
+
 class NoXidErrors(HealthProbe):
     """No NVIDIA Xid errors in this boot's kernel log (`dmesg`, else `journalctl -k -b
-    0`), each (GPU, code) counted once per boot, classified by code
-    (gpuconf.facts.xid): 79 fallen off the bus, 48/63/64/94/95 ECC, 119/120 GSP and
-    32/74 NVLink are failures; 13/31/43/45 (usually the application) and codes not in
-    the table are warnings. Lines from earlier boots are never read."""
+    0`), each (GPU, code) counted once per boot and judged by NVIDIA's Xid catalog
+    (gpuconf/facts/xid_catalog.csv: fail, warn or info, and the action the vendor names);
+    the recovery action a line names (Xid 154 "... to 0x2 (Node Reboot Required)")
+    decides over the catalog, and codes not in it warn. An NVRM line saying a GPU fell
+    off the bus or is lost fails it, with or without an Xid line. nvidia-smi's
+    `gpu_recovery_action` is read on every check: anything but None fails, naming the
+    action. Lines from earlier boots are never read."""
 
     name = "health_xid"
     probe = "xid"
@@ -145,9 +171,10 @@ class NoXidErrors(HealthProbe):
 
     def check(self, params: XidParams, facts: Facts) -> Verdict:
         log = read_log(facts, self.probe)
-        indexes = smi_indexes(optional_readings(facts, params.nvidia_smi_timeout))
+        readings = optional_readings(facts, params.nvidia_smi_timeout)
         order = sysfs_gpu_addresses(facts[PCI_FACT])
-        return verdict(judge_xids(log.text, params, indexes, order, log.source, self.probe), boot_id=log.boot_id)
+        findings = judge_xids(log.text, params, smi_indexes(readings), order, log.source, self.probe)
+        return verdict(findings + judge_recovery_actions(readings), boot_id=log.boot_id)
 
 
 class KernelParams(Params):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuconf.facts.base import DropRefused, Fact, FactUnavailable, Output, command
-from gpuconf.facts.common import canonical_pci_address
+from gpuconf.facts.common import canonical_pci_address, incomplete
 from gpuconf.facts.nvidia import (
     ClockEventReasons,
     NvidiaSmiFailure,
@@ -46,8 +46,9 @@ HEALTH_FIELDS = (
     "utilization.gpu", "memory.used", "memory.total", "power.draw", "power.limit",
     "ecc.errors.uncorrected.volatile.total", "remapped_rows.pending", "remapped_rows.failure",
     "retired_pages.pending", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
-    "pcie.link.width.max", "fabric.state", "fabric.status",
+    "pcie.link.width.max", "fabric.state", "fabric.status", "gpu_recovery_action",
 )
+INCOMPLETE = "incomplete"   # a finding's value when the output it judges was cut short
 MAX_RETRIES = 8  # at most this many unknown fields are dropped before giving up
 QUERY = "--query-gpu="
 
@@ -85,6 +86,7 @@ class GpuReading:
     pcie_width_max: int | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    recovery_action: str | None = None  # as printed: None, Reset, Reboot, Drain P2P ...
 
     @property
     def label(self) -> str:
@@ -99,6 +101,7 @@ class GpuReadings:
     gpus: tuple[GpuReading, ...]
     failure: NvidiaSmiFailure | None = None
     missing_fields: tuple[str, ...] = ()
+    incomplete: str = ""  # the output was cut short: nothing in it is judged (gpuconf.facts.common)
 
     def by_bus(self) -> dict[str, GpuReading]:
         return {g.bus_id: g for g in self.gpus if g.bus_id}
@@ -149,10 +152,11 @@ def readings_from_csv(csv: QueryCsv) -> GpuReadings:
             pcie_width_current=_int(row.get("pcie.link.width.current")),
             pcie_width_max=_int(row.get("pcie.link.width.max")),
             fabric_state=_text(row.get("fabric.state")), fabric_status=_text(row.get("fabric.status")),
+            recovery_action=_text(row.get("gpu_recovery_action")),
         ))
     returned = set(csv.fields) | ({REASONS_FIELD} if OLD_REASONS_FIELD in csv.fields else set())
     missing = tuple(f for f in HEALTH_FIELDS if csv.fields and f not in returned)
-    return GpuReadings(tuple(gpus), csv.failure, missing)
+    return GpuReadings(tuple(gpus), csv.failure, missing, incomplete(csv))
 
 
 def _unresponsive(out: Output, timeout: float, what: str = "nvidia-smi") -> FactUnavailable:
@@ -206,6 +210,8 @@ def require_readings(facts: Facts, probe: str, timeout: float,
         raise unknown_finding(probe, str(exc), findings) from None
     if isinstance(value, NvidiaSmiFailure):
         raise _unknown(probe, value.kind, f"{value.kind}: {value.message}", findings)
+    if value.incomplete:
+        raise _unknown(probe, INCOMPLETE, f"nvidia-smi's output is incomplete: {value.incomplete}", findings)
     return value
 
 
@@ -227,7 +233,7 @@ def optional_readings(facts: Facts, timeout: float) -> GpuReadings | None:
         value = facts[gpu_readings(timeout)]
     except FactUnavailable:
         return None
-    return value if isinstance(value, GpuReadings) else None
+    return value if isinstance(value, GpuReadings) and not value.incomplete else None
 
 
 def smi_indexes(readings: GpuReadings | None) -> dict[str, int]:

@@ -20,6 +20,13 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     dpkg-lock                       a process holds the dpkg locks as apt would
     kmsg TEXT [--level warn]        one arbitrary kernel log line
     lockup                          a soft lockup in the NVIDIA ioctl path (and taint flag L)
+    fallen-off-bus [--gpu N] [--no-xid]   the GPU falls off the bus: NVRM's lines (with Xid 79
+                                    unless --no-xid), and nvidia-smi cannot get its handle any more
+    recovery-action ACTION [--gpu N]      Xid 154 "GPU recovery action changed ..." and nvidia-smi's
+                                    gpu_recovery_action; ACTION: reset, reboot, drain-p2p, drain-reset
+    truncated                       nvidia-smi --query-gpu output cut mid-field (no last newline)
+    dcgm-fail TEST GPU              dcgmi diag fails TEST (software, pcie, memory ...) on GPU
+    dcgmi-hang                      every dcgmi call blocks until killed
     clear [KIND]                    undo one kind, or every fault
 --gpu takes an index, a comma list or "all"; the default is GPU 0.
 """
@@ -59,14 +66,24 @@ XID_MESSAGES = {
     120: "Error in GSP-RM. GSP RM Exception, RM Log: 0x0",
 }
 APP_XIDS = {13, 31, 43, 45}
+# recovery-action ACTION -> (NVML value, the name the driver prints in Xid 154)
+RECOVERY = {"reset": (1, "GPU Reset Required"), "reboot": (2, "Node Reboot Required"), "drain-p2p": (3, "Drain P2P"),
+            "drain-reset": (4, "Drain and Reset")}
 DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 HOLDER = f"{state.RUN}/faults-dpkg-lock.pid"
+
+
+FLAGS = ("--no-xid",)
 
 
 def _options(args: list[str]) -> tuple[list[str], dict]:
     positional, options = [], {}
     i = 0
     while i < len(args):
+        if args[i] in FLAGS:
+            options[args[i][2:]] = True
+            i += 1
+            continue
         if args[i].startswith("--") and i + 1 < len(args):
             options[args[i][2:]] = args[i + 1]
             i += 2
@@ -125,6 +142,31 @@ def xid(code: int, options: dict) -> None:
         logs.kmsg(f"NVRM: Xid (PCI:{pci}): {code}, {who}, {XID_MESSAGES.get(code, 'Unknown error')}", 4)
         if code == 79:
             logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
+
+
+def fallen_off_bus(options: dict, xid_line: bool) -> list[int]:
+    """NVRM's lines for a GPU that fell off the bus (as in the real logs: the Xid 79 line, then
+    the GPU's own line); until the next boot nvidia-smi has no handle for it."""
+    indexes = _gpus(options)
+    buses = state.profile().gpu_buses
+    for index in indexes:
+        pci = f"0000:{buses[index]:02x}:00"
+        if xid_line:
+            logs.kmsg(f"NVRM: Xid (PCI:{pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", 4)
+        logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
+    _per_gpu("volatile", "lost", indexes, True)
+    return indexes
+
+
+def recovery_action(action: str, options: dict) -> list[int]:
+    value, name = RECOVERY[action]
+    indexes = _gpus(options)
+    buses = state.profile().gpu_buses
+    for index in indexes:
+        logs.kmsg(f"NVRM: Xid (PCI:0000:{buses[index]:02x}:00): 154, GPU recovery action changed from 0x0 (None) "
+                  f"to 0x{value:x} ({name})", 4)
+    _per_gpu("volatile", "recovery_action", indexes, value)
+    return indexes
 
 
 def lockup() -> None:
@@ -188,7 +230,10 @@ def clear(kind: str | None) -> None:
         state.remove(HOLDER)
     keys = {"nvidia-smi-hang": [("volatile", "nvidia_smi_hang")], "temp": [("persistent", "temp")],
             "pcie-downgrade": [("persistent", "pcie")], "ecc": [("volatile", "ecc_volatile"), ("persistent", "ecc_aggregate")],
-            "nvlink-down": [("persistent", "nvlink_down")], "util": [("persistent", "util")]}
+            "nvlink-down": [("persistent", "nvlink_down")], "util": [("persistent", "util")],
+            "fallen-off-bus": [("volatile", "lost")], "recovery-action": [("volatile", "recovery_action")],
+            "truncated": [("volatile", "truncated")], "dcgm-fail": [("persistent", "dcgm_fail")],
+            "dcgmi-hang": [("volatile", "dcgmi_hang")]}
     for name, entries in keys.items():
         if kind in (None, name):
             for scope, key in entries:
@@ -251,6 +296,20 @@ def main(argv: list[str]) -> int:
     elif kind == "lockup":
         lockup()
         print("fault lockup: soft lockup logged, kernel tainted (L)")
+    elif kind == "fallen-off-bus":
+        indexes = fallen_off_bus(options, not options.get("no-xid"))
+        print(f"fault fallen-off-bus: {_describe(indexes)} fell off the bus")
+    elif kind == "recovery-action" and positional and positional[0] in RECOVERY:
+        indexes = recovery_action(positional[0], options)
+        print(f"fault recovery-action: {_describe(indexes)} needs {RECOVERY[positional[0]][1]}")
+    elif kind in ("truncated", "dcgmi-hang"):
+        _update("volatile", kind.replace("-", "_"), lambda _c: True)
+        print(f"fault {kind}: on")
+    elif kind == "dcgm-fail" and len(positional) == 2:
+        test, index = positional[0], _gpus({"gpu": positional[1]})[0]
+        _update("persistent", "dcgm_fail", lambda current: {**(current or {}),
+                                                            test: sorted({*(current or {}).get(test, []), index})})
+        print(f"fault dcgm-fail: dcgmi diag test {test} fails on {_describe([index])}")
     elif kind == "dpkg-lock":
         clear("dpkg-lock")
         dpkg_lock()

@@ -124,6 +124,8 @@ class Gpu:
     remap_pending: bool
     nvlinks_down: list = field(default_factory=list)
     fabric_state: str = "N/A"
+    recovery_action: int = 0   # NVML's gpu_recovery_action: 0 None, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset
+    lost: bool = False         # fallen off the bus: nvidia-smi cannot get a handle for it
 
     @property
     def bdf(self) -> str:
@@ -218,6 +220,8 @@ def gpus() -> list[Gpu]:
             ecc_aggregate=int(_per_gpu(found.get("ecc_aggregate"), index) or 0),
             remap_pending=bool(_per_gpu(found.get("ecc_volatile"), index)),
             nvlinks_down=list(links), fabric_state=fabric,
+            recovery_action=int(_per_gpu(found.get("recovery_action"), index) or 0),
+            lost=bool(_per_gpu(found.get("lost"), index)),
         ))
     return result
 

@@ -139,7 +139,17 @@ def main(argv: list[str]) -> int:
                                 ("used_gpu_memory" if n == "used_memory" else n) for n in names))
             return 0
         names = [n.strip() for n in opts["query_gpu"].split(",") if n.strip()]
-        text, code = nvsmi_query.query(gpus, names, driver, "noheader" not in fmt, "nounits" not in fmt)
+        lost = [g for g in gpus if g.lost]
+        text, code = nvsmi_query.query([g for g in gpus if not g.lost], names, driver, "noheader" not in fmt,
+                                       "nounits" not in fmt)
+        if lost:       # the real one reports a GPU that fell off the bus, then the others' rows
+            text = "".join(f"Unable to determine the device handle for GPU {g.bdf}: Unknown Error\n" for g in lost) + \
+                (text if code == 0 else "")
+            code = 15
+        if faults.get("truncated"):   # output cut mid-field: the last row stops inside its fifth value
+            last = text.rstrip("\n").rsplit("\n", 1)[-1]
+            cells = last.split(", ")
+            text = text[: text.rindex(last) + len(", ".join(cells[:4])) + 3]
         sys.stdout.write(text)
         return code
     if opts.get("xml"):
@@ -153,8 +163,11 @@ def main(argv: list[str]) -> int:
         return 0
     if opts.get("list"):
         for g in gpus:
+            if g.lost:
+                print(f"Unable to determine the device handle for GPU {g.bdf}: Unknown Error")
+                continue
             print(f"GPU {g.index}: {g.model.name} (UUID: {g.uuid})")
-        return 0
+        return 15 if any(g.lost for g in gpus) else 0
     sys.stdout.write(nvsmi_report.table(gpus, driver))
     return 0
 

@@ -29,6 +29,10 @@ REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdo
 ECC_PARTS = ("device_memory", "dram", "register_file", "l1_cache", "l2_cache", "texture_memory", "cbu", "sram", "total")
 
 
+# nvidia-smi's spelling of NVML's nvmlDeviceGpuRecoveryAction_t
+RECOVERY_ACTIONS = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
+
+
 def _active(flag: bool) -> str:
     return "Active" if flag else "Not Active"
 
@@ -103,6 +107,7 @@ def fields_for(g: gpu_state.Gpu, driver: str, count: int) -> dict:
         "protected_memory.total": ("0", "MiB"), "protected_memory.used": ("0", "MiB"),
         "protected_memory.free": ("0", "MiB"),
         "hostname": (state.hostname(), ""),
+        "gpu_recovery_action": (RECOVERY_ACTIONS.get(g.recovery_action, "Unknown"), ""),
     }
     for reason in REASONS:
         for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):

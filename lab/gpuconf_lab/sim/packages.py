@@ -228,4 +228,33 @@ def all_packages() -> list[Package]:
     # imported here: nvidia_packages builds on the helpers of this module
     from gpuconf_lab.sim.nvidia_packages import driver_stack
 
-    return driver_stack() + cuda_packages() + infiniband_packages() + other_packages()
+    return driver_stack() + cuda_packages() + infiniband_packages() + other_packages() + dcgm_packages()
+
+
+DCGM_VERSIONS = ("4.5.1-1", "4.5.2-1")
+
+
+def dcgm_packages() -> list[Package]:
+    """DCGM 4 as NVIDIA's CUDA repository ships it: the core (``nv-hostengine``, ``dcgmi`` and
+    the ``nvidia-dcgm`` unit) and one diagnostics package per CUDA major, which must match the
+    driver's (reference section 8)."""
+    unit = _unit("NVIDIA DCGM service", ["User=root", "PrivateTmp=false", "",
+                                         "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm", "",
+                                         "Restart=on-abort"], ["Conflicts=dcgm.service"])
+    packages = []
+    for version in DCGM_VERSIONS:
+        packages.append(Package(
+            "datacenter-gpu-manager-4-core", version, "NVIDIA Datacenter GPU Management Tools (core)\n"
+            "The host engine (nv-hostengine), dcgmi and the nvidia-dcgm service.", section="utils",
+            files={"/usr/bin/nv-hostengine": _tool("dcgm", "hostengine"), "/usr/bin/dcgmi": _tool("dcgm", "dcgmi"),
+                   "/lib/systemd/system/nvidia-dcgm.service": unit},
+            scripts={"postinst": RELOAD, "prerm": _stop("nvidia-dcgm.service"),
+                     "postrm": _disable_on_purge("nvidia-dcgm.service")}))
+        for major in ("12", "13"):
+            packages.append(Package(
+                f"datacenter-gpu-manager-4-cuda{major}", version, f"NVIDIA Datacenter GPU Management Tools (CUDA {major})"
+                f"\nThe diagnostic plugins built for CUDA {major}.", section="utils",
+                depends=[f"datacenter-gpu-manager-4-core (= {version})"],
+                files={f"/usr/share/datacenter-gpu-manager-4/plugins/cuda{major}/README":
+                       (f"gpuconf lab: DCGM {version} diagnostic plugins for CUDA {major}\n", 0o644)}))
+    return packages

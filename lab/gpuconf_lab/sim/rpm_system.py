@@ -150,19 +150,21 @@ def container_toolkit() -> list[Rpm]:
     return packages
 
 
-def from_debian(name: str, deb_name: str, version: str, release: str, summary: str, post: str = "") -> Rpm:
+def from_debian(name: str, deb_name: str, version: str, release: str, summary: str, post: str = "",
+                deb_version: str | None = None, requires: tuple[str, ...] = ()) -> Rpm:
     """An EL package with the files of the lab's Debian package of the same program (docker-ce
     from docker.io, opensm): the same simulators and units, no Debian maintainer scripts. As
     on RHEL, the unit is left disabled (the preset policy); enabling it is the playbook's job."""
-    debian = next(p for p in all_debian() if p.name == deb_name)
+    debian = next(p for p in all_debian() if p.name == deb_name and deb_version in (None, p.version))
     return Rpm(name, version, summary, release=release, epoch=None, license="ASL 2.0",
                files=dict(debian.files), symlinks=dict(debian.symlinks), config=list(debian.conffiles),
+               requires=list(requires),
                scripts={"post": post + "systemctl --system daemon-reload >/dev/null 2>&1 || :\n"})
 
 
 def all_debian() -> list:
-    from gpuconf_lab.sim.packages import infiniband_packages, other_packages
-    return infiniband_packages() + other_packages()
+    from gpuconf_lab.sim.packages import dcgm_packages, infiniband_packages, other_packages
+    return infiniband_packages() + other_packages() + dcgm_packages()
 
 
 def services() -> list[Rpm]:
@@ -170,7 +172,23 @@ def services() -> list[Rpm]:
     return [from_debian("docker-ce", "docker.io", "27.3.1", "1.el9", "The open-source application container engine",
                         post="mkdir -p /etc/docker\n"),
             from_debian("opensm", "opensm", "3.3.24", "3.el9", "OpenIB InfiniBand Subnet Manager and management "
-                        "utilities")]
+                        "utilities")] + dcgm()
+
+
+def dcgm() -> list[Rpm]:
+    """DCGM 4 from NVIDIA's CUDA repository for RHEL 9: the core and one package per CUDA major."""
+    from gpuconf_lab.sim.packages import DCGM_VERSIONS
+    packages = []
+    for deb_version in DCGM_VERSIONS:
+        version, release = deb_version.split("-")
+        core = "datacenter-gpu-manager-4-core"
+        packages.append(from_debian(core, core, version, release, "NVIDIA Datacenter GPU Management Tools (core)",
+                                    deb_version=deb_version))
+        for major in ("12", "13"):
+            name = f"datacenter-gpu-manager-4-cuda{major}"
+            packages.append(from_debian(name, name, version, release, f"DCGM diagnostics for CUDA {major}",
+                                        deb_version=deb_version, requires=(f"{core} = {version}-{release}",)))
+    return packages
 
 
 def repo_packages() -> list[Rpm]:
