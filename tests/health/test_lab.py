@@ -161,9 +161,9 @@ def test_fabric_manager_stopped_fails_and_the_remedy_restarts_it(node):
 
 def test_the_gpu_count_and_driver_pin_are_the_inventory_expectations(node):
     run = node.health("--tags", "gpu_count,driver", "-e", "gpu_health_expected_gpu_count=7",
-                      "-e", "nvidia_driver_version=535.86.05")
+                      "-e", "nvidia_driver_version=580.105.08")
     assert [f["message"] for f in of(run, "gpu_count", "failure")] == ["8 NVIDIA GPU(s) on the PCI bus, expected 7"]
-    assert "driver 535.104.05 is loaded, pinned 535.86.05" in of(run, "driver", "failure")[0]["message"]
+    assert "driver 580.95.05 is loaded, pinned 580.105.08" in of(run, "driver", "failure")[0]["message"]
 
 
 def test_memory_use_warns_above_its_threshold(node):
@@ -196,7 +196,7 @@ def test_nouveau_and_uvm_on_the_converged_node(node):
 
 
 def test_a_fresh_node_fails_nouveau_and_driver_and_cannot_read_the_gpus(node):
-    run = node.health("-e", "nvidia_driver_version=535.104.05", host=FRESH)
+    run = node.health("-e", "nvidia_driver_version=580.95.05", host=FRESH)
     tasks = run.tasks()
     assert run.rc == 4
     assert tasks["Driver loaded at the pinned version"]["status"] == "failed"
