@@ -115,8 +115,8 @@ true
 """)
     toolkit_only, rest = out.split("--- toolkit only")[1].split("--- documented")
     documented, explicit = rest.split("--- explicit 12.4")
-    assert "Inst cuda-toolkit-13-0" in toolkit_only                 # the trap: the newest toolkit gets pulled in
-    assert "Inst cuda (12.2.2-1" in documented and "12-4" not in documented and "13-0" not in documented
+    assert "Inst cuda-toolkit-13-1" in toolkit_only                 # the trap: the newest toolkit gets pulled in
+    assert "Inst cuda (12.2.2-1" in documented and "12-4" not in documented and "13-" not in documented
     assert "Inst" not in explicit.split("real=")[0] and "E:" in explicit
     assert "real=0" in out and "cuda 12.2.2-1" in out and "cuda-toolkit-12-2 12.2.2-1" in out
     assert "no packages found matching cuda-toolkit-12-4" in out
