@@ -58,7 +58,7 @@ def _run(args: Any, verb: str) -> int:
     from gpuconf.engine.runner import Runner
     from gpuconf.patterns import limit_hosts, match_hosts
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
-    from gpuconf.report.text import TextReporter
+    from gpuconf.report.text import TextReporter, stop_writing
 
     if args.forks < 1:
         raise UsageError("--forks must be at least 1")
@@ -104,8 +104,13 @@ def _run(args: Any, verb: str) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
     reporter.recap(result)
-    _retry_file(args, result, human_stream(outputs))
-    write_outputs(result, outputs)
+    # `gpuconf check ... | head`: once the reader leaves, the rest goes nowhere (the report files are still
+    # written) and the exit code still tells the run
+    for step in (lambda: _retry_file(args, result, human_stream(outputs)), lambda: write_outputs(result, outputs)):
+        try:
+            step()
+        except BrokenPipeError:
+            stop_writing(sys.stdout)
     return result.exit_code
 
 
@@ -136,8 +141,14 @@ def validate(args: Any) -> int:
         print(("gpuconf: " if ": warning: " in problem else "gpuconf: error: ") + problem, file=sys.stderr)
     if errors:
         return 1
+    from gpuconf.patterns import limit_hosts, match_hosts
+
     tasks = sum(len(p.tasks) for p in playbook.plays)
-    print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(inventory.hosts)} host(s): valid")
+    hosts: set[str] = set()  # the hosts the plays would run on, not every host of the inventory
+    for play in playbook.plays:
+        matched = match_hosts(inventory, play.hosts)
+        hosts.update(limit_hosts(inventory, matched, args.limit) if args.limit and matched else matched)
+    print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(hosts)} host(s): valid")
     return 0
 
 

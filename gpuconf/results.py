@@ -86,7 +86,8 @@ class TaskResult(Final):
     location: str = ""
     secret: bool = False
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
-    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage" (status unknown)
+    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed"
+    # (status unknown)
     data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only

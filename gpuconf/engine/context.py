@@ -17,7 +17,7 @@ from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
-from gpuconf.templating import Vars, evaluate_when, is_template, render_string
+from gpuconf.templating import Vars, evaluate_when, is_template, render_file
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -52,8 +52,9 @@ class Resolver:
         self._search = search_paths
 
     def template(self, name: str) -> str:
-        text = find_file(name, self._search).read_text()
-        return str(render_string(text, self.vars)) if is_template(text) else text
+        path = find_file(name, self._search)
+        text = path.read_text()
+        return render_file(text, self.vars, str(path)) if is_template(text) else text
 
     def source(self, name: str) -> str:
         return find_file(name, self._search).read_text()
@@ -101,7 +102,8 @@ class HostApply:
                 raise TaskError(f"timed out after {limit:g} s: {op.description} (its process group was killed)")
             if output.rc != 0 and op.request.get("check", True):
                 tail = (output.stderr.strip() or output.stdout.strip())[-800:]
-                raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None)
+                raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None,
+                                data={"rc": output.rc, "stdout": output.stdout, "stderr": output.stderr})
         return outputs
 
     def reboot(self, command: str, timeout: float) -> float:

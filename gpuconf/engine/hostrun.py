@@ -13,6 +13,7 @@ from typing import Any
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
 from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
 from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.validate import Unknowable, contains_unknowable
@@ -78,25 +79,6 @@ def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float
                        not_run=reason) for t in tasks]
 
 
-class KnownOnlyAfterApply(TemplateError):
-    """A template used part of a registered result that check mode cannot have."""
-
-
-class PendingResult(dict[str, Any]):
-    """What check mode registers for a task that would change: its status is
-    known, but what running it yields (rc, stdout, ...) exists only in apply.
-    Using that makes the reading task `unknown`, never a silent empty value."""
-
-    def __init__(self, name: str, task: str, known: dict[str, Any]):
-        super().__init__(known)
-        self._register, self._task = name, task  # underscored: never shadow a key in `probe.task`
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self:
-            return super().__getitem__(key)
-        raise KnownOnlyAfterApply(f"'{self._register}.{key}' is known only after apply runs task '{self._task}'")
-
-
 class PlayOnHost:
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
@@ -115,6 +97,7 @@ class PlayOnHost:
         self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
+        self._seen: dict[str, Any] = {}  # the data of the running task's last check
 
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
@@ -274,6 +257,7 @@ class PlayOnHost:
 
     def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
         started = time.monotonic()
+        self._seen = {}
         try:
             result = self._run_task(task, upcoming)
         except ConnectError as exc:
@@ -283,9 +267,12 @@ class PlayOnHost:
         except KnownOnlyAfterApply as exc:
             result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
-            result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' "
+            where = f"{exc.location}: " if exc.location else ""  # a template file's own file:line
+            result = self._result(task, Status.FAILED, error=f"{where}{exc.message} in task '{task.name}' "
                                   f"({task.location}) on host {self.host}")
-        except (Refused, TaskError, RemoteError) as exc:
+        except (Refused, TaskError) as exc:  # what it read or ran is still registered (a probe's output, an rc)
+            result = self._result(task, Status.FAILED, error=str(exc), data={**self._seen, **exc.data})
+        except RemoteError as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
         except (Unknown, FactUnavailable) as exc:
             result = self._result(task, Status.UNKNOWN, error=str(exc), findings=list(getattr(exc, "findings", [])))
@@ -301,17 +288,8 @@ class PlayOnHost:
 
     def _finish(self, task: TaskDef, result: TaskResult, started: float) -> None:
         result.duration = round(time.monotonic() - started, 3)
-        name = task.keywords.register
-        if name:
-            known = {
-                "status": result.status.value, "changed": result.status in (Status.CHANGED, Status.WOULD_CHANGE),
-                "failed": result.status == Status.FAILED, "skipped": result.status == Status.SKIPPED,
-                "msg": result.message, "error": result.error, "changes": [c.summary for c in result.changes],
-            }
-            if result.status == Status.WOULD_CHANGE:
-                self.registered[name] = PendingResult(name, task.name, known)
-            else:
-                self.registered[name] = {**known, "stdout": result.stdout, "stderr": result.stderr, **result.data}
+        if task.keywords.register:
+            self.registered[task.keywords.register] = registered_value(task.keywords.register, result)
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 
@@ -321,7 +299,9 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        return TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become))
+        verdict = TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become))
+        self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
+        return verdict
 
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
         prepared = self.prepare(task)

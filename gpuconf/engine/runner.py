@@ -2,7 +2,8 @@
 
 Each host keeps one connection for the whole run, reused by every play. A
 play's hosts run in batches (`serial`); when a batch's failed plus
-unreachable hosts exceed `max_fail_percentage`, no further batch starts.
+unreachable hosts exceed `max_fail_percentage`, or every host of a batch
+failed (as Ansible does), no further batch starts.
 Hosts that failed or were unreachable sit out the later plays.
 """
 from __future__ import annotations
@@ -60,7 +61,8 @@ class Runner:
         self.emit = emit
         self.events = events or RunEvents()
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
-        self.budget_spent = ""  # why max_fail_percentage stopped the run, once it has
+        self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
+        self.stop_reason = "max_fail_percentage"  # the not_run reason of the tasks it left out
         self.connect = connect or default_connection
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
@@ -97,7 +99,7 @@ class Runner:
                 self.events.play(play.name, hosts)
                 if not self._run_play(index, play, hosts, result, out_of_play):
                     if self.budget_spent:
-                        self._not_started(index, result, out_of_play, "max_fail_percentage", self.budget_spent)
+                        self._not_started(index, result, out_of_play, self.stop_reason, self.budget_spent)
                     elif self.deadline_reached() and not self.stop_event.is_set():
                         self._not_started(index, result, out_of_play)
                     break
@@ -149,7 +151,8 @@ class Runner:
 
     def _run_play(self, index: int, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
         offset = 0
-        for size in batch_sizes(play.keywords.serial, len(hosts)):
+        sizes = batch_sizes(play.keywords.serial, len(hosts))
+        for number, size in enumerate(sizes, 1):
             if self.stopped():
                 return False
             batch = hosts[offset: offset + size]
@@ -162,6 +165,12 @@ class Runner:
             if limit is not None and batch and 100.0 * len(bad) / len(batch) > limit:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
                                      f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
+                return False
+            if batch and len(bad) == len(batch) and number < len(sizes):
+                # Ansible stops the play when every host of a batch failed: the next batch would only repeat it
+                self.budget_spent = (f"not run: every host of a batch failed in play '{play.name}' "
+                                     f"(serial batch {number}: {', '.join(bad)})")
+                self.stop_reason = "batch_failed"
                 return False
         return True
 

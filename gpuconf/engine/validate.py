@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpuconf.engine.context import Resolver
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
-from gpuconf.errors import GpuconfError, TemplateError
+from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Playbook, TaskDef
-from gpuconf.tasks.registry import build_params
+from gpuconf.tasks.base import Refused
+from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
 
@@ -125,6 +127,14 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
         return exc.message
     except GpuconfError as exc:
         return str(exc)
+    try:  # template files and source files: found, and every variable they use defined
+        rendered = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
+    except TemplateError as exc:
+        return f"{exc.location}: {exc.message}" if exc.location else exc.message
+    except TaskError as exc:  # a file not found, unless its name is known only on the host
+        return None if contains_unknowable(rendered) else exc.message
+    except Refused:
+        return None  # an assertion that already fails here fails the run on the host, with its message
     if contains_unknowable(rendered):
         return None
     try:
