@@ -80,6 +80,7 @@ def _run(args: Any, verb: str) -> int:
     if args.limit:
         all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
         limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty
+    _tags_select_something(playbook, _split(args.tags), _split(args.skip_tags))
     nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts} if slurm else None
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
                          diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
@@ -112,6 +113,26 @@ def _run(args: Any, verb: str) -> int:
         except BrokenPipeError:
             stop_writing(sys.stdout)
     return result.exit_code
+
+
+def _tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None:
+    """A tag filter that selects no task would report "in sync" having checked nothing: a false green
+    on a drift check. Tasks tagged `always` do not count: they run whatever the filter says."""
+    from gpuconf.engine.hostrun import task_selected
+    from gpuconf.suggest import did_you_mean
+
+    if not tags and not skip:
+        return
+    tasks = [t for play in playbook.plays for t in play.tasks]
+    if any(task_selected(t, tags, skip) and not (tags and "always" in t.tags and not t.tags & tags) for t in tasks):
+        return
+    known = sorted({tag for t in tasks for tag in t.tags} - {"always", "never"})
+    special = {"all", "always", "never", "tagged", "untagged"}
+    hints = "".join(did_you_mean(tag, known) for tag in sorted(tags - special) if tag not in known)
+    filters = " ".join(part for part in (f"--tags {','.join(sorted(tags))}" if tags else "",
+                                         f"--skip-tags {','.join(sorted(skip))}" if skip else "") if part)
+    raise UsageError(f"{filters} selects no task of {playbook.path}{hints}; the tags it has: "
+                     f"{', '.join(known) or '(none)'}")
 
 
 def _retry_file(args: Any, result, stream) -> None:

@@ -319,7 +319,7 @@ class PlayOnHost:
             self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
         if task.type == "reboot" and self._reboot_held():
-            result = self._done(task, Status.REBOOT_PENDING, verdict)
+            result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
             return result
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuconf.connection.base import Connection, ConnectionSpec
+from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, ConnectionSpec
 from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
@@ -176,7 +176,9 @@ class Runner:
 
     def connection(self, host: str) -> Connection:
         """A new, unopened connection to `host`, as the run makes them (its session holds it)."""
-        overrides: dict[str, Any] = {}
+        # -e port=2222 (or ansible_port) wins over the inventory, as extra vars do in Ansible
+        overrides: dict[str, Any] = {ALIASES.get(k, k): v for k, v in self.options.extra_vars.items()
+                                     if ALIASES.get(k, k) in CONNECTION_VARS}
         if self.options.connection:
             overrides["connection"] = self.options.connection
         if self.options.become_password is not None:

@@ -24,7 +24,7 @@ from gpuconf.playbook.models import (
     TaskDef,
     TaskKeywords,
 )
-from gpuconf.suggest import did_you_mean, validation_message
+from gpuconf.suggest import ansible_hint, did_you_mean, validation_message
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
 
@@ -56,6 +56,10 @@ class Loader:
         return Playbook(self.playbook, plays)
 
     def _play(self, node: yamlsrc.YDict) -> Play:
+        for key in node:  # before pydantic, whose first error for `host:` would be the missing `hosts:`
+            if key not in PLAY_KEYWORDS:
+                raise PlaybookError(f"unknown play key '{key}'{did_you_mean(str(key), PLAY_KEYWORDS)}",
+                                    node.location(key))
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
@@ -77,7 +81,8 @@ class Loader:
             where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
             ref = self._role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item)
             self._role(ref, where, set(keywords.tags), tasks, handlers, loaded_roles, ())
-        search = [self.playbook.parent]
+        base = self.playbook.parent  # as Ansible: templates/ and files/ beside the playbook, then the folder
+        search = [base / "templates", base / "files", base]
         tasks += self._tasks(node.get("tasks"), node, "tasks", set(keywords.tags), search)
         handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True)
         for task in tasks + handlers:
@@ -106,7 +111,7 @@ class Loader:
                 f"task has no task type (one of: {', '.join(sorted(TASK_TYPES))})", node.location())
         for key in type_keys:
             if key not in TASK_TYPES:
-                hint = did_you_mean(str(key), list(TASK_TYPES) + list(TASK_KEYWORDS))
+                hint = ansible_hint(str(key)) or did_you_mean(str(key), list(TASK_TYPES) + list(TASK_KEYWORDS))
                 raise PlaybookError(f"unknown task type or keyword '{key}'{hint}", node.location(key))
         if len(type_keys) > 1:
             raise PlaybookError(f"a task has exactly one task type, found {', '.join(map(str, type_keys))}",

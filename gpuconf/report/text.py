@@ -52,12 +52,19 @@ def _show(text: str) -> str:
     return escape(printable(text))
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits the program (status 1) when the reader closes the pipe; the run goes on instead."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 class TextReporter(RunEvents):
     def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False, verb: str = "check",
                  live: bool | None = None, console: Console | None = None, slow_after: float = SLOW_AFTER):
         # emoji=False: a task name or command output with ":name:" in it is printed as written
         # (and each line costs a fifth less: rich looks for emoji codes in every line otherwise)
-        self.console = console or Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False)
+        self.console = console or _Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False)
         self.verbose, self.diff = verbose, diff
         self.reader_gone = False
         self.lock = threading.Lock()
