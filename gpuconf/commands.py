@@ -23,16 +23,26 @@ def _project_dirs(playbook: str | None) -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
+def _inventory_spec(args: Any, config: Any) -> str:
+    """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY)."""
+    spec = getattr(args, "inventory", None) or config.inventory
+    if not spec:
+        raise UsageError("no inventory: give -i INVENTORY, or set `inventory` in gpuconf.cfg or GPUCONF_INVENTORY")
+    return str(spec)
+
+
 def _load(args: Any):
+    from gpuconf.config import load_config
     from gpuconf.inventory import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
 
+    config = load_config()
     dirs = _project_dirs(getattr(args, "playbook", None))
-    inventory = load_inventory(args.inventory, dirs)
+    inventory = load_inventory(_inventory_spec(args, config), dirs)
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
-    playbook = load_playbook(args.playbook, project)
-    return inventory, playbook, parse_extra_vars(args.extra_vars)
+    playbook = load_playbook(args.playbook, project, config.roles_path)
+    return inventory, playbook, parse_extra_vars(args.extra_vars), config
 
 
 def _become_password(args: Any) -> str | None:
@@ -60,7 +70,7 @@ def _run(args: Any, verb: str) -> int:
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
     from gpuconf.report.text import TextReporter, stop_writing
 
-    if args.forks < 1:
+    if args.forks is not None and args.forks < 1:
         raise UsageError("--forks must be at least 1")
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
@@ -71,7 +81,7 @@ def _run(args: Any, verb: str) -> int:
         from gpuconf.slurm import DEADLINE
 
         args.deadline = DEADLINE  # Slurm kills a HealthCheckProgram after 60 s
-    inventory, playbook, extra = _load(args)
+    inventory, playbook, extra, config = _load(args)
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
         wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
@@ -83,7 +93,9 @@ def _run(args: Any, verb: str) -> int:
     _tags_select_something(playbook, _split(args.tags), _split(args.skip_tags))
     nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts} if slurm else None
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
-                         diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
+                         diff=args.diff, forks=args.forks or config.forks or 50,
+                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
+                         become=config.become,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
@@ -155,7 +167,7 @@ def _retry_file(args: Any, result, stream) -> None:
 def validate(args: Any) -> int:
     from gpuconf.engine.validate import validate as run_validate
 
-    inventory, playbook, extra = _load(args)
+    inventory, playbook, extra, _ = _load(args)
     problems = run_validate(inventory, playbook, extra, args.limit)
     errors = [p for p in problems if ": warning: " not in p]
     for problem in problems:
@@ -174,11 +186,12 @@ def validate(args: Any) -> int:
 
 
 def inventory(args: Any) -> int:
+    from gpuconf.config import load_config
     from gpuconf.engine.secrets import MASK, secret_values
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
 
-    inv = load_inventory(args.inventory, _project_dirs(None))
+    inv = load_inventory(_inventory_spec(args, load_config()), _project_dirs(None))
     if args.host:
         if args.host not in inv.hosts:
             raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
@@ -218,18 +231,22 @@ def facts(args: Any) -> int:
         width = max(len(name) for name in SUBJECTS)
         print("\n".join(f"{name.ljust(width)}  {subject.summary}" for name, subject in SUBJECTS.items()))
         return 0
-    if not args.host or not args.inventory:
+    from gpuconf.config import load_config
+
+    config = load_config()
+    if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
-    inv = load_inventory(args.inventory, _project_dirs(None))
+    inv = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     if args.host not in inv.hosts:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
     spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
                                     {"connection": args.connection} if args.connection else None)
-    connection = default_connection(spec, RunOptions(accept_new_host_keys=args.accept_new_host_keys))
+    connection = default_connection(spec, RunOptions(
+        accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys)))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
     try:

@@ -173,13 +173,15 @@ def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventor
 
 
 def resolve_inventory(spec: str, search_dirs: list[Path]) -> Path | None:
+    """A path as given (relative to the current directory, as Ansible's -i), else a name under
+    an `inventories/` of the search directories (the current one, then the playbook's project)."""
+    candidate = Path(spec)
+    if candidate.exists():
+        return candidate
     for base in search_dirs:
         named = base / "inventories" / spec
         if "/" not in spec and named.is_dir():
             return named
-    candidate = Path(spec)
-    if candidate.exists():
-        return candidate
     return None
 
 

@@ -47,6 +47,7 @@ class RunOptions:
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
     strict: bool = False  # --strict: health warnings count as failures
     slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
+    become: bool | None = None  # the project configuration's default, below the inventory's `become`
 
     @property
     def check_mode(self) -> bool:

@@ -183,7 +183,8 @@ class Runner:
             overrides["connection"] = self.options.connection
         if self.options.become_password is not None:
             overrides["become_password"] = self.options.become_password
-        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host), overrides)
+        defaults = {} if self.options.become is None else {"become": self.options.become}
+        spec = ConnectionSpec.from_vars(host, {**defaults, **self.inventory.host_vars(host)}, overrides)
         return self.connect(spec, self.options)
 
     def _session(self, host: str) -> HostSession:

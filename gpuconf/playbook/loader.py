@@ -1,7 +1,7 @@
 """Load a playbook and its roles into validated models, with file:line:column errors.
 
-Roles are looked up in `roles/` next to the playbook, then in the project's
-`roles/` (the current directory's). A role's `meta/main.yml` dependencies
+Roles are looked up along a roles path (`roles_path()`): `roles/` next to the
+playbook, the configured roles path, the project's `roles/`, the shipped roles. A role's `meta/main.yml` dependencies
 load before it, each (name, params) pair once per play.
 """
 from __future__ import annotations
@@ -36,11 +36,21 @@ def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, 
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
+SHIPPED_ROLES = Path(__file__).resolve().parents[2] / "roles"  # the roles of a gpuconf checkout
+
+
+def roles_path(playbook: Path, project_dir: Path | None = None, configured: list[Path] | None = None) -> list[Path]:
+    """Where roles are looked up, first match wins: `roles/` beside the playbook, the configured
+    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, and the
+    roles shipped with gpuconf, so that a playbook runs from any directory."""
+    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", SHIPPED_ROLES]
+    return list(dict.fromkeys(p.resolve() for p in dirs))
+
+
 class Loader:
-    def __init__(self, playbook: Path, project_dir: Path | None = None):
+    def __init__(self, playbook: Path, project_dir: Path | None = None, configured_roles: list[Path] | None = None):
         self.playbook = playbook
-        self.role_dirs = [playbook.parent / "roles", (project_dir or Path.cwd()) / "roles"]
-        self.role_dirs = list(dict.fromkeys(p.resolve() for p in self.role_dirs))
+        self.role_dirs = roles_path(playbook, project_dir, configured_roles)
 
     # -- playbook -----------------------------------------------------------
     def load(self) -> Playbook:
@@ -210,8 +220,9 @@ class Loader:
         return None
 
 
-def load_playbook(path: str | Path, project_dir: Path | None = None) -> Playbook:
+def load_playbook(path: str | Path, project_dir: Path | None = None,
+                  configured_roles: list[Path] | None = None) -> Playbook:
     path = Path(path)
     if not path.exists():
         raise PlaybookError(f"playbook not found: {path}")
-    return Loader(path, project_dir).load()
+    return Loader(path, project_dir, configured_roles).load()

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "suggest", "yamlsrc"},
+    {"errors", "suggest", "yamlsrc", "config"},
     {"results"},
     {"facts"},
     {"templating"},
