@@ -64,7 +64,7 @@ def apply(args: Any) -> int:
 
 
 def _run(args: Any, verb: str) -> int:
-    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import Runner
     from gpuconf.patterns import limit_hosts, match_hosts
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
@@ -130,7 +130,7 @@ def _run(args: Any, verb: str) -> int:
 def _tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None:
     """A tag filter that selects no task would report "in sync" having checked nothing: a false green
     on a drift check. Tasks tagged `always` do not count: they run whatever the filter says."""
-    from gpuconf.engine.hostrun import task_selected
+    from gpuconf.engine.options import task_selected
     from gpuconf.suggest import did_you_mean
 
     if not tags and not skip:
@@ -219,7 +219,7 @@ def tasks(args: Any) -> int:
 
 def facts(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import default_connection
     from gpuconf.engine.session import HostSession
     from gpuconf.facts import gather

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
+from gpuconf.engine.entry import read_command, run_entry
+from gpuconf.engine.flow import BlockRun, RunOnce, judge
+from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
 from gpuconf.engine.secrets import redact_result, secret_values
@@ -21,7 +24,7 @@ from gpuconf.engine.variables import task_variables
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
-from gpuconf.playbook.models import Play, TaskDef
+from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -30,54 +33,8 @@ from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 
 
-@dataclass
-class RunOptions:
-    verb: str = "check"
-    tags: set[str] = field(default_factory=set)
-    skip_tags: set[str] = field(default_factory=set)
-    extra_vars: dict[str, Any] = field(default_factory=dict)
-    diff: bool = False
-    forks: int = 50
-    accept_new_host_keys: bool = False
-    connection: str | None = None
-    detailed_exitcodes: bool = False
-    deadline: float | None = None
-    lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
-    become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
-    allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
-    strict: bool = False  # --strict: health warnings count as failures
-    slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
-    become: bool | None = None  # the project configuration's default, below the inventory's `become`
-
-    @property
-    def check_mode(self) -> bool:
-        return self.verb == "check"
-
-
-def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
-    """Ansible's tag rules, including the special tags `always` and `never`."""
-    if task.tags & skip:
-        return False
-    if "never" in task.tags and not (task.tags - {"never"}) & tags and "never" not in tags:
-        return False
-    if not tags or "all" in tags:
-        return True
-    return bool(task.tags & tags) or "always" in task.tags
-
-
 class HostUnreachable(Exception):
     pass
-
-
-def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,
-                    handler: bool = False, reason: str = "deadline", error: str = "") -> list[TaskResult]:
-    """Tasks the run left out (past its deadline, or once max_fail_percentage stopped it):
-    `unknown`, never silently absent from the report."""
-    if not error:
-        error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
-    return [TaskResult(host=host, play=play.name, task=t.name, status=Status.UNKNOWN, type=t.type, role=t.role,
-                       location=str(t.location), secret=bool(t.keywords.no_log), error=error, handler=handler,
-                       not_run=reason) for t in tasks]
 
 
 class PlayOnHost:
@@ -85,7 +42,7 @@ class PlayOnHost:
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
-                 plan_cache: PlanCache | None = None):
+                 plan_cache: PlanCache | None = None, run_once: RunOnce | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
@@ -99,6 +56,7 @@ class PlayOnHost:
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
+        self.run_once = run_once
 
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
@@ -185,6 +143,7 @@ class PlayOnHost:
             self.session.fetch(first)
             self.refresh_facts()
             self.session.fetch(self._facts_of(tasks))  # usually nothing left: no round trip
+            blocks = BlockRun(tasks)
             for index, task in enumerate(tasks):
                 if self.stop():
                     if not self.deadline_reached():
@@ -192,10 +151,16 @@ class PlayOnHost:
                     if not (self.options.check_mode and self._answerable(task)):
                         self.mark_not_run([task])
                         continue
-                self.events.task_started(self.host, task.name)
-                result = self.run_task(task, tasks[index + 1:])
+                why = blocks.why_not(task)
+                if why is not None:  # never silently absent: a rescue that did not run says why
+                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
+                    results: list[TaskResult] = []
+                else:
+                    results = self.run_entry(task, tasks[index + 1:])
                 # A health probe that found a failure has still run fine: the other probes go on.
-                if result.status == Status.FAILED and not task.keywords.ignore_errors and not result.unhealthy:
+                blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
+                                     and not r.unhealthy])
+                if blocks.host_failed:
                     break
             else:
                 self.run_handlers()
@@ -210,6 +175,10 @@ class PlayOnHost:
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             self._gather_failed(*internal_error(exc, self.host, "gather facts"))
         return self.results
+
+    def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
+        """One task of the list: once, once per loop item, or (run_once) on one host for the batch."""
+        return run_entry(self, task, upcoming)
 
     def _gather_failed(self, error: str, trace: str | None = None) -> None:
         result = self._result(None, Status.FAILED, error=error, traceback=trace)
@@ -283,13 +252,15 @@ class PlayOnHost:
             error, trace = internal_error(exc, self.host, task.name, task.role)
             result = self._result(task, Status.FAILED, error=error, traceback=trace)
         result.handler = is_handler
+        if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
+            judge(task, result, self.task_vars(task), self.options.check_mode)
         result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
         self._finish(task, result, started)
         return result
 
-    def _finish(self, task: TaskDef, result: TaskResult, started: float) -> None:
+    def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         result.duration = round(time.monotonic() - started, 3)
-        if task.keywords.register:
+        if task.keywords.register and register:
             self.registered[task.keywords.register] = registered_value(task.keywords.register, result)
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
@@ -305,6 +276,12 @@ class PlayOnHost:
         return verdict
 
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
+        if task.type in ENGINE_ACTIONS:
+            rendered = self.render_task(task)  # only `when`: the action renders its own values
+            if rendered is None:
+                return self._result(task, Status.SKIPPED, message="condition is false")
+            message, data = run_action(task, rendered[0], self.registered)
+            return self._result(task, Status.OK, message=message, data=data)
         prepared = self.prepare(task)
         if prepared is None:
             return self._result(task, Status.SKIPPED, message="condition is false")
@@ -313,6 +290,8 @@ class PlayOnHost:
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
+        if self.options.check_mode and task.keywords.check_mode is False and task.type == "command":
+            return read_command(self, task, verdict)
         if self.options.check_mode:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:

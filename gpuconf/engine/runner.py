@@ -21,7 +21,9 @@ from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
+from gpuconf.engine.flow import RunOnce
+from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
@@ -157,8 +159,9 @@ class Runner:
                 return False
             batch = hosts[offset: offset + size]
             offset += size
+            once = RunOnce()  # run_once: once per batch, as in Ansible
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
-                outcomes = list(pool.map(lambda h: self._host(index, play, h, result), batch))
+                outcomes = list(pool.map(lambda h, once=once: self._host(index, play, h, result, once), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
             limit = play.keywords.max_fail_percentage
@@ -192,14 +195,14 @@ class Runner:
             self.sessions[host] = HostSession(host, self.connection(host), lambda: self._deadline)
         return self.sessions[host]
 
-    def _host(self, index: int, play: Play, host: str, run: RunResult) -> bool:
+    def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
         self._began.add((index, host))
         if self.deadline_reached() and not self.stop_event.is_set():
             self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
             return True
         try:
-            return self._host_play(play, host, run)
+            return self._host_play(play, host, run, once)
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, host, "connect")
             task = TaskResult(host, play.name, "connect", Status.FAILED, error=error, traceback=trace)
@@ -209,7 +212,7 @@ class Runner:
         finally:
             self.events.host_done(host)
 
-    def _host_play(self, play: Play, host: str, run: RunResult) -> bool:
+    def _host_play(self, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
@@ -229,7 +232,7 @@ class Runner:
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache)
+                            plan_cache=self.plan_cache, run_once=once)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

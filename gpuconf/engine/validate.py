@@ -14,7 +14,7 @@ from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, 
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
-from gpuconf.playbook.models import Playbook, TaskDef
+from gpuconf.playbook.models import ENGINE_ACTIONS, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
@@ -91,6 +91,8 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
             problems.append(f"{play.location}: warning: play '{play.name}' matches no hosts ('{play.hosts}')")
             continue
         registered = {t.keywords.register: unknowable for t in play.tasks + play.handlers if t.keywords.register}
+        registered.update({name: unknowable for t in play.tasks + play.handlers if t.type == "set_fact"
+                           for name in t.params})  # set where the task runs: known to the tasks after it
         handler_names = {n for h in play.handlers for n in (h.name, *h.keywords.listen)}
         for task in play.tasks + play.handlers:
             for name in task.keywords.notify:
@@ -119,7 +121,13 @@ UNKNOWABLE = Unknowable()
 
 
 def _check_task(task: TaskDef, variables: Vars) -> str | None:
+    if task.keywords.items is not None:  # a loop: its items must render; each item is known only then
+        control = task.keywords.loop_control
+        variables = variables.child(Verbatim({control.loop_var if control else "item": UNKNOWABLE,
+                                              "ansible_loop": UNKNOWABLE}))
     try:
+        if task.keywords.items is not None:
+            render(task.keywords.items, variables)
         for condition in task.role_when + ([task.keywords.when] if task.keywords.when is not None else []):
             evaluate_when(condition, variables)
         rendered = render(task.params, variables)
@@ -127,6 +135,8 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
         return exc.message
     except GpuconfError as exc:
         return str(exc)
+    if task.type in ENGINE_ACTIONS:
+        return None  # set_fact and debug: their values rendered above are all there is to check
     try:  # template files and source files: found, and every variable they use defined
         rendered = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
     except TemplateError as exc:

@@ -4,7 +4,8 @@ Highest precedence first (docs/variables.md has the table):
 
     magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...)
     extra vars (-e)
-    registered results
+    a loop's item (`item`, or loop_control.loop_var)
+    registered results and set_fact
     task vars
     role parameters
     play vars and vars_files
@@ -88,5 +89,6 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
                    task: TaskDef, play: Play, host_vars: Mapping[str, Any]) -> Vars:
     """The layers of one task on one host, highest precedence first. `magic` is verbatim (never
     rendered as a template): build it once per host and facts, not per task."""
-    return Vars(magic, extra_vars, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
+    item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
+    return Vars(magic, extra_vars, item, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
                 play.role_defaults)

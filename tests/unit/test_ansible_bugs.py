@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf.cli import main
-from gpuconf.engine.hostrun import RunOptions
+from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.inventory import load_inventory
 from gpuconf.playbook.loader import load_playbook
