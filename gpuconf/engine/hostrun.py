@@ -13,7 +13,7 @@ from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
 from gpuconf.engine.entry import read_command, run_entry
-from gpuconf.engine.flow import BlockRun, RunOnce, judge
+from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
@@ -98,6 +98,11 @@ class PlayOnHost:
         carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
+            if task.type in ENGINE_ACTIONS:
+                continue  # set_fact and debug read nothing
+            if task.keywords.items is not None:
+                facts += self._loop_facts(task, speculative)
+                continue
             if speculative:
                 facts += self._speculative_facts(task)
                 continue
@@ -109,10 +114,22 @@ class PlayOnHost:
                 facts += self._reads(task, prepared[1])
         return facts
 
-    def _speculative_facts(self, task: TaskDef) -> list[Any]:
+    def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
+        """The facts of every item of a loop whose items are known now (not from facts, when speculative)."""
+        try:
+            variables = self.task_vars(task, UNKNOWABLE if speculative else None)
+            items = [item_task(task, item, index, variables)
+                     for index, item in enumerate(loop_items(task, variables))]
+        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+            return []
+        if speculative:  # not through the plan cache: an item's task is a new object on every host
+            return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
+        return self._facts_of(items)
+
+    def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
         """The facts of a task rendered with facts unknowable; none if they depend on facts."""
         variables = self.task_vars(task, UNKNOWABLE)
-        if self.plan_cache is not None:
+        if self.plan_cache is not None and use_cache:
             hit, cached = self.plan_cache.get(task, variables)
             if hit:
                 return list(cached)
@@ -128,7 +145,7 @@ class PlayOnHost:
                 facts = self._reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
-        if self.plan_cache is not None and variables.reads is not None:
+        if self.plan_cache is not None and use_cache and variables.reads is not None:
             self.plan_cache.put(task, variables.reads, facts)
         return facts
 
