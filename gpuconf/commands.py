@@ -82,6 +82,15 @@ def _run(args: Any, verb: str) -> int:
 
         args.deadline = DEADLINE  # Slurm kills a HealthCheckProgram after 60 s
     inventory, playbook, extra, config = _load(args)
+    if args.syntax_check:
+        tasks = sum(len(p.tasks) for p in playbook.plays)
+        print(f"{args.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")
+        return 0
+    if args.start_at_task:
+        playbook = _start_at(playbook, args.start_at_task)
+    if args.list_hosts or args.list_tasks:
+        _list(playbook, inventory, args)
+        return 0
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
         wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
@@ -99,7 +108,8 @@ def _run(args: Any, verb: str) -> int:
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
-                         strict=getattr(args, "strict", False), slurm_nodes=nodes)
+                         strict=getattr(args, "strict", False), slurm_nodes=nodes, trace=args.verbose >= 3,
+                         step=_step_gate() if args.step else None)
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
@@ -125,6 +135,61 @@ def _run(args: Any, verb: str) -> int:
         except BrokenPipeError:
             stop_writing(sys.stdout)
     return result.exit_code
+
+
+def _start_at(playbook: Any, name: str) -> Any:
+    """--start-at-task: the playbook from the first task with this name (as `role : name` too) on."""
+    import dataclasses
+
+    from gpuconf.suggest import did_you_mean
+
+    for index, play in enumerate(playbook.plays):
+        for position, task in enumerate(play.tasks):
+            if name in (task.name, f"{task.role} : {task.name}"):
+                first = dataclasses.replace(play, tasks=play.tasks[position:])
+                return dataclasses.replace(playbook, plays=[first, *playbook.plays[index + 1:]])
+    names = [t.name for play in playbook.plays for t in play.tasks]
+    raise UsageError(f"--start-at-task '{name}': no task has that name{did_you_mean(name, names)}")
+
+
+def _list(playbook: Any, inventory: Any, args: Any) -> None:
+    """--list-hosts and --list-tasks, as Ansible prints them."""
+    from gpuconf.engine.options import task_selected
+    from gpuconf.patterns import limit_hosts, match_hosts
+
+    tags, skip = _split(args.tags), _split(args.skip_tags)
+    print(f"playbook: {args.playbook}")
+    for number, play in enumerate(playbook.plays, 1):
+        hosts = match_hosts(inventory, play.hosts)
+        if args.limit and hosts:
+            hosts = limit_hosts(inventory, hosts, args.limit)
+        print(f"\n  play #{number} ({play.hosts}): {play.name}")
+        if args.list_hosts:
+            print(f"    pattern: {play.hosts}\n    hosts ({len(hosts)}):")
+            print("\n".join(f"      {host}" for host in hosts))
+        if args.list_tasks:
+            print("    tasks:")
+            for task in play.tasks:
+                if task_selected(task, tags, skip):
+                    name = f"{task.role} : {task.name}" if task.role else task.name
+                    print(f"      {name}\tTAGS: [{', '.join(sorted(task.tags))}]")
+
+
+def _step_gate() -> Any:
+    """--step: the question, asked on the terminal (never read from a pipe: a script cannot answer it)."""
+    from gpuconf.engine.flow import StepGate
+
+    try:
+        terminal = open("/dev/tty", "r+")  # noqa: SIM115 - open for the whole run
+    except OSError:
+        raise UsageError("--step needs a terminal to ask on") from None
+
+    def ask(task: str) -> str:
+        terminal.write(f"Perform task: {task} (N)o/(y)es/(c)ontinue: ")
+        terminal.flush()
+        return terminal.readline() or "n"
+
+    return StepGate(ask)
 
 
 def _tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None:
@@ -271,3 +336,23 @@ def schedule(args: Any) -> int:
                     if v is not None})
     print(show(options, args.host), end="")
     return 0
+
+
+def run(args: Any) -> int:
+    """Ad hoc: one command on the hosts a pattern selects (gpuconf/adhoc.py)."""
+    from gpuconf.adhoc import run_adhoc
+    from gpuconf.config import load_config
+    from gpuconf.engine.options import RunOptions
+    from gpuconf.inventory import load_inventory, parse_extra_vars
+
+    config = load_config()
+    if args.forks is not None and args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
+    options = RunOptions(verb="apply", extra_vars=parse_extra_vars(args.extra_vars),
+                         forks=args.forks or config.forks or 50, connection=args.connection,
+                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
+                         become_password=_become_password(args), become=config.become, trace=args.verbose >= 3)
+    result = run_adhoc(inventory, args.pattern, args.args, options, args.limit, args.become, args.timeout,
+                       sys.stdout)
+    return result.exit_code

@@ -219,3 +219,6 @@ class RunEvents:
     def task_started(self, host: str, task: str) -> None: ...
 
     def host_done(self, host: str) -> None: ...
+
+    def remote(self, host: str, text: str) -> None:
+        """A connection opened, or a request sent to a host (-vvv shows them)."""

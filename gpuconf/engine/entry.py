@@ -3,6 +3,7 @@ on the first host of the batch that reaches it; and a `check_mode: false` comman
 check mode runs as a read."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,14 +31,18 @@ def run_entry(self: PlayOnHost, task: TaskDef, upcoming: list[TaskDef]) -> list[
             self._finish(task, result, time.monotonic(), register=False)
             return [result]
         try:
-            results = self.run_entry(task.__class__(**{**task.__dict__, "keywords": task.keywords.model_copy(
-                update={"run_once": False})}), upcoming)
+            once = dataclasses.replace(task, keywords=task.keywords.model_copy(update={"run_once": False}))
+            results = run_entry(self, once, upcoming)
             if task.keywords.register and task.keywords.register in self.registered:
                 box.append(self.registered[task.keywords.register])
             return results
         finally:
             done.set()
     self.events.task_started(self.host, task.name)
+    if self.options.step is not None and not self.options.step.allows(task):
+        result = self._result(task, Status.SKIPPED, message="not run: --step answered no")
+        self._finish(task, result, time.monotonic(), register=False)
+        return [result]
     if task.keywords.items is None:
         return [self.run_task(task, upcoming)]
     started = time.monotonic()

@@ -159,3 +159,26 @@ class RunOnce:
         while not done.wait(0.2):
             if stop():
                 return
+
+
+class StepGate:
+    """`--step`: before a task first runs on any host, ask: yes, no (skip it on every host), or
+    continue (run the rest without asking). One question per task, whatever the host count."""
+
+    def __init__(self, ask: Callable[[str], str]):
+        self.ask = ask
+        self.lock = threading.Lock()
+        self.answers: dict[int, bool] = {}
+        self.asking = True
+
+    def allows(self, task: TaskDef) -> bool:
+        with self.lock:
+            if id(task) in self.answers:
+                return self.answers[id(task)]
+            if not self.asking:
+                return True
+            answer = self.ask(task.name).strip().lower()[:1]
+            if answer == "c":
+                self.asking = False
+            self.answers[id(task)] = answer in ("y", "c")
+            return self.answers[id(task)]

@@ -27,6 +27,8 @@ class RunOptions:
     strict: bool = False  # --strict: health warnings count as failures
     slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
+    trace: bool = False  # -vvv: every connection and request is told to the events (RunEvents.remote)
+    step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
 
     @property
     def check_mode(self) -> bool:

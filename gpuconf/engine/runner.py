@@ -192,7 +192,13 @@ class Runner:
 
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
-            self.sessions[host] = HostSession(host, self.connection(host), lambda: self._deadline)
+            connection = self.connection(host)
+            trace = (lambda text: self.events.remote(host, text)) if self.options.trace else None
+            if trace is not None:
+                spec = connection.spec
+                trace(f"connect: {spec.connection} {spec.user + '@' if spec.user else ''}{spec.address}:{spec.port}"
+                      f"{' (become)' if spec.become else ''}")
+            self.sessions[host] = HostSession(host, connection, lambda: self._deadline, trace)
         return self.sessions[host]
 
     def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:

@@ -158,7 +158,7 @@ class Loader:
                 f"task has no task type (one of: {', '.join(sorted(TASK_TYPES))})", node.location())
         for key in type_keys:
             if key not in TASK_TYPES and key not in ENGINE_ACTIONS:
-                hint = ansible_hint(str(key)) or did_you_mean(str(key), list(TASK_TYPES) + list(TASK_KEYWORDS))
+                hint = ansible_hint(str(key)) or did_you_mean(str(key), [*TASK_TYPES, *ENGINE_ACTIONS, *TASK_KEYWORDS])
                 raise PlaybookError(f"unknown task type or keyword '{key}'{hint}", node.location(key))
         if len(type_keys) > 1:
             raise PlaybookError(f"a task has exactly one task type, found {', '.join(map(str, type_keys))}",

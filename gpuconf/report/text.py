@@ -19,7 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
-from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
+from gpuconf.report.redact import (
+    visible_changes,
+    visible_error,
+    visible_findings,
+    visible_message,
+    visible_output,
+)
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 
 STYLE = {
@@ -29,6 +35,7 @@ STYLE = {
 }
 LABEL = {Status.WOULD_CHANGE: "would change", Status.FAILED: "FAILED", Status.UNREACHABLE: "UNREACHABLE",
          Status.UNKNOWN: "UNKNOWN", Status.REBOOT_PENDING: "reboot pending"}
+TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stderr
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -97,6 +104,11 @@ class TextReporter(RunEvents):
         if self.progress:
             self.progress.host_done(host)
 
+    def remote(self, host: str, text: str) -> None:
+        if self.verbose >= 3:
+            with self.lock:
+                self._print(f"[dim]{_show(f'<{host}> {text}')}[/dim]")
+
     # -- task lines ---------------------------------------------------------
     def task(self, result: TaskResult) -> None:
         if self.progress:
@@ -132,6 +144,14 @@ class TextReporter(RunEvents):
             if self.diff and not result.secret:
                 for change in changes:
                     self._diff(change)
+            if self.verbose:  # -v: what the command printed, its last lines (none for no_log)
+                for label, text in zip(("stdout", "stderr"), visible_output(result)):
+                    lines = text.rstrip("\n").splitlines()
+                    if lines:
+                        more = f" (last {TAIL_LINES} of {len(lines)} lines)" if len(lines) > TAIL_LINES else ""
+                        self._print(f"[dim]    {label}{more}:[/dim]")
+                        for line in lines[-TAIL_LINES:]:
+                            self._print(f"[dim]      {_show(line)}[/dim]")
             if self.verbose >= 3 and result.traceback and not result.secret:
                 self._print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
 

@@ -20,7 +20,7 @@ LAYERS = [
     {"report"},
     {"slurm", "retry", "schedule"},
     {"engine"},
-    {"commands"},
+    {"commands", "adhoc"},
     {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
