@@ -14,7 +14,7 @@ LAYERS = [
     {"facts"},
     {"templating"},
     {"tasks"},
-    {"inventory", "patterns"},
+    {"inventory", "inventory_sources", "patterns"},
     {"playbook"},
     {"connection"},
     {"report"},
