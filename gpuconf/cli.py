@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--host")
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")
+    roles = sub.add_parser("roles", help="list the roles, or a role's variables and defaults")
+    roles.add_argument("name", nargs="?")
     facts = sub.add_parser("facts", help="gather a host's facts as JSON (and named subjects: --list)")
     facts.add_argument("host", nargs="?")
     facts.add_argument("-s", "--subject", action="append", default=[], metavar="SUBJECT[,SUBJECT]",

@@ -282,6 +282,16 @@ def tasks(args: Any) -> int:
     return 0
 
 
+def roles(args: Any) -> int:
+    from gpuconf.config import load_config
+    from gpuconf.playbook.loader import roles_path
+    from gpuconf.playbook.roledocs import describe_roles
+
+    dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
+    print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    return 0
+
+
 def facts(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
     from gpuconf.engine.options import RunOptions

@@ -133,3 +133,19 @@ def test_a_relative_inventory_is_relative_to_the_current_directory(tmp_path, cap
     assert code == 0 and "right" in out and "wrong" not in out
 
 
+
+
+def test_roles_lists_the_roles_and_a_roles_documented_variables(project, capsys):
+    role = project / "roles" / "site_ntp"
+    (role / "defaults").mkdir(parents=True)
+    (role / "defaults" / "main.yml").write_text("# site_ntp: the site's time servers.\n\n"
+                                                "# Servers, in order of preference.\nntp_servers: [a, b]\n"
+                                                "ntp_iburst: true   # faster first sync\n")
+    code, out, _ = gpuconf(capsys, "roles")
+    assert code == 0 and "site_ntp" in out and "nvidia_driver" in out   # the project's, and the shipped ones
+    code, out, _ = gpuconf(capsys, "roles", "site_ntp")
+    assert "the site's time servers." in out
+    assert 'ntp_servers = ["a", "b"]\n      Servers, in order of preference.' in out
+    assert "ntp_iburst = true\n      faster first sync" in out
+    code, _, err = gpuconf(capsys, "roles", "site_ntpp")
+    assert code == 1 and "did you mean 'site_ntp'" in err
