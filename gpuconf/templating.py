@@ -56,8 +56,8 @@ def _make_env() -> jinja2.Environment:
     )
     env.filters.update(
         bool=_to_bool,
-        to_json=lambda v: json.dumps(v, sort_keys=True),
-        to_nice_json=lambda v: json.dumps(v, indent=2, sort_keys=True),
+        to_json=lambda v: json.dumps(v, sort_keys=True, default=str),  # str: a value validate cannot know yet
+        to_nice_json=lambda v: json.dumps(v, indent=2, sort_keys=True, default=str),
         to_yaml=lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=False),
         regex_replace=lambda v, pat, rep="": re.sub(pat, rep, str(v)),
         quote=lambda v: __import__("shlex").quote(str(v)),
@@ -312,12 +312,21 @@ def render_string(text: str, variables: Mapping[str, Any]) -> Any:
     return _guard(text, full)
 
 
+def undefined_hint(name: str) -> str:
+    """A pointer for an Ansible fact name gpuconf does not have."""
+    if name.startswith("ansible_"):
+        return (" (gpuconf's facts are facts.* (also ansible_facts.*): `gpuconf facts HOST` lists them; "
+                "ansible_hostname, ansible_kernel, ansible_distribution and a few more are set too)")
+    return ""
+
+
 def _guard(text: str, func: Any) -> Any:
     try:
         return func()
     except jinja2.UndefinedError as exc:
         name = _undefined_name(exc)
-        raise TemplateError(f"undefined variable '{name}'" if name else f"template error: {exc}") from None
+        raise TemplateError(f"undefined variable '{name}'{undefined_hint(name)}" if name else
+                            f"template error: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error in '{text.strip()}': {exc.message}") from None
     except TemplateError:
@@ -340,7 +349,7 @@ def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:
             from None
     except jinja2.UndefinedError as exc:
         name = _undefined_name(exc)
-        message = f"undefined variable '{name}'" if name else f"template error: {exc}"
+        message = f"undefined variable '{name}'{undefined_hint(name)}" if name else f"template error: {exc}"
         raise TemplateError(message, Location(path, _template_line(exc, template, path))) from None
     except Exception as exc:  # a filter or test raising on bad data
         raise TemplateError(f"template failed: {type(exc).__name__}: {exc}",

@@ -20,7 +20,7 @@ from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
 from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.engine.variables import task_variables
+from gpuconf.engine.variables import fact_aliases, task_variables
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
@@ -42,7 +42,8 @@ class PlayOnHost:
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
-                 plan_cache: PlanCache | None = None, run_once: RunOnce | None = None):
+                 plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
+                 host_facts: dict[str, Any] | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
@@ -57,12 +58,13 @@ class PlayOnHost:
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         self.run_once = run_once
+        self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
 
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
-            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts))
+            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
                               self.host_vars)
 
@@ -208,6 +210,7 @@ class PlayOnHost:
         if all(v is not None for v in values.values()):
             self.facts.clear()
             self.facts.update(gather.assemble(values))
+            self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
 
     def run_handlers(self) -> None:
         for handler in self.play.handlers:

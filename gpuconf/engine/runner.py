@@ -69,7 +69,8 @@ class Runner:
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
-        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
+        self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
+        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, self.host_facts)}
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
@@ -238,7 +239,7 @@ class Runner:
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache, run_once=once)
+                            plan_cache=self.plan_cache, run_once=once, host_facts=self.host_facts)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

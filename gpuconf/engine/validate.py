@@ -82,7 +82,8 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
     """Problems found, as readable lines (empty: valid)."""
     problems: list[str] = []
     unknowable = UNKNOWABLE
-    shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
+    every_host = {name: UNKNOWABLE for name in inventory.hosts}  # hostvars[x].facts: known only on a run
+    shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, every_host)}
     for play in playbook.plays:
         hosts = match_hosts(inventory, play.hosts)
         if limit:
