@@ -55,6 +55,13 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
     parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
     parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    _vault_options(parser)
+
+
+def _vault_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
+                        help="Ansible Vault password (its first line; an executable prints it); repeatable")
+    parser.add_argument("-J", "--ask-vault-pass", action="store_true", help="prompt for the vault password")
 
 
 def _adhoc_options(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +79,7 @@ def _adhoc_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept-new-host-keys", action="store_true")
     parser.add_argument("-K", "--ask-become-pass", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
+    _vault_options(parser)
 
 
 def _schedule_options(parser: argparse.ArgumentParser) -> None:
@@ -113,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("-i", "--inventory")
     validate.add_argument("-l", "--limit")
     validate.add_argument("-e", "--extra-vars", action="append", default=[])
+    _vault_options(validate)
     inventory = sub.add_parser("inventory", help="show the merged inventory")
     inventory.add_argument("-i", "--inventory")
     inventory.add_argument("--host")
+    _vault_options(inventory)
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")
     roles = sub.add_parser("roles", help="list the roles, or a role's variables and defaults")

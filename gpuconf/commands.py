@@ -31,12 +31,29 @@ def _inventory_spec(args: Any, config: Any) -> str:
     return str(spec)
 
 
+def _unlock_vaults(args: Any, config: Any) -> None:
+    """The vault passwords, before any file is read: --vault-password-file (else gpuconf.cfg's
+    vault_password_file or GPUCONF_VAULT_PASSWORD_FILE), and --ask-vault-pass."""
+    import getpass
+
+    from gpuconf.vault import KEYRING, read_password_file
+
+    KEYRING.clear()
+    files = list(getattr(args, "vault_password_file", None) or []) or \
+        ([config.vault_password_file] if config.vault_password_file else [])
+    for path in files:
+        KEYRING.add(read_password_file(path))
+    if getattr(args, "ask_vault_pass", False):
+        KEYRING.add(getpass.getpass("Vault password: "))
+
+
 def _load(args: Any):
     from gpuconf.config import load_config
     from gpuconf.inventory import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
 
     config = load_config()
+    _unlock_vaults(args, config)
     dirs = _project_dirs(getattr(args, "playbook", None))
     inventory = load_inventory(_inventory_spec(args, config), dirs)
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
@@ -256,7 +273,9 @@ def inventory(args: Any) -> int:
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
 
-    inv = load_inventory(_inventory_spec(args, load_config()), _project_dirs(None))
+    config = load_config()
+    _unlock_vaults(args, config)
+    inv = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     if args.host:
         if args.host not in inv.hosts:
             raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
@@ -358,6 +377,7 @@ def run(args: Any) -> int:
     config = load_config()
     if args.forks is not None and args.forks < 1:
         raise UsageError("--forks must be at least 1")
+    _unlock_vaults(args, config)
     inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     options = RunOptions(verb="apply", extra_vars=parse_extra_vars(args.extra_vars),
                          forks=args.forks or config.forks or 50, connection=args.connection,

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "suggest", "yamlsrc", "config"},
+    {"errors", "suggest", "vault", "yamlsrc", "config"},
     {"results"},
     {"facts"},
     {"templating"},
