@@ -19,6 +19,7 @@ from gpuconf.playbook.actions import action_param_errors
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
 from gpuconf.playbook.models import (
     ENGINE_ACTIONS,
+    PLAY_HINTS,
     PLAY_KEYWORDS,
     REFUSED_KEYWORDS,
     TASK_KEYWORDS,
@@ -81,6 +82,8 @@ class Loader:
 
     def _play(self, node: yamlsrc.YDict) -> Play:
         for key in node:  # before pydantic, whose first error for `host:` would be the missing `hosts:`
+            if key in PLAY_HINTS:
+                raise PlaybookError(f"'{key}' is not supported: {PLAY_HINTS[key]}", node.location(key))
             if key not in PLAY_KEYWORDS:
                 raise PlaybookError(f"unknown play key '{key}'{did_you_mean(str(key), PLAY_KEYWORDS)}",
                                     node.location(key))

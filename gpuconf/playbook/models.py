@@ -98,7 +98,19 @@ REFUSED_KEYWORDS = {
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "until": "use a probe, or a task's own wait (ib_ports `wait`)",
+    "retries": "use a probe, or a task's own wait (ib_ports `wait`)",
+    "delay": "use a probe, or a task's own wait (ib_ports `wait`)",
     "environment": "give `env:` to a command",
+}
+# Ansible play keys gpuconf does not take, and what to use instead
+PLAY_HINTS = {
+    "strategy": "hosts run in parallel (--forks), each through its tasks in order; `serial` makes batches",
+    "remote_user": "set `user` (or ansible_user) in the inventory, or -e user=NAME",
+    "connection": "set `connection` in the inventory, or -c local",
+    "any_errors_fatal": "use max_fail_percentage: 0",
+    "environment": "give `env:` to a command",
+    "collections": "task types are gpuconf's own (gpuconf tasks)",
+    "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
 }
 BLOCK_KEYWORDS = ("name", "when", "tags", "become", "vars", "ignore_errors", "block", "rescue", "always")
 INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "vars")
