@@ -70,6 +70,8 @@ class HostSession:
 
     def _store(self, facts: list[Fact], replies: list[dict[str, Any]]) -> None:
         for fact, reply in zip(facts, replies):
+            if reply.get("skipped"):  # an op before it failed (a command's exit code): not read, not cached
+                continue
             if reply.get("lost"):
                 self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
                 continue

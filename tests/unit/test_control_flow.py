@@ -89,7 +89,7 @@ def test_a_rescued_block_does_not_fail_the_host_and_always_runs(tmp_path, capsys
                   debug: {{msg: no}}
               rescue:
                 - name: rescue
-                  debug: {{msg: rescued}}
+                  file: {{path: "{tmp_path}/rescued", content: "x"}}
               always:
                 - name: always
                   command: {{cmd: "touch {marker}", creates: "{marker}"}}
@@ -98,9 +98,24 @@ def test_a_rescued_block_does_not_fail_the_host_and_always_runs(tmp_path, capsys
         """)
     code, data, _ = run(tmp_path, capsys, "apply", playbook)
     assert code == 0, statuses(data)
-    assert statuses(data) == [("breaks", "failed"), ("skipped after the failure", "skipped"), ("rescue", "ok"),
+    assert statuses(data) == [("breaks", "failed"), ("skipped after the failure", "skipped"), ("rescue", "changed"),
                               ("always", "changed"), ("after the block", "ok")]
     assert marker.exists()
+    code, data, _ = run(tmp_path, capsys, "apply", playbook)   # what the rescue wrote is read again, not guessed
+    assert [s for t, s in statuses(data) if t in ("rescue", "always")] == ["ok", "ok"]
+
+
+def test_after_a_failed_command_the_next_task_reads_the_host_afresh(tmp_path, capsys):
+    (tmp_path / "present").write_text("x")
+    playbook = write(tmp_path, "site.yml", f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - {{name: fails, command: {{cmd: "exit 1"}}, ignore_errors: true}}
+            - {{name: present, file: {{path: "{tmp_path}/present", content: "x"}}}}
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook)
+    assert statuses(data) == [("fails", "failed"), ("present", "ok")]
 
 
 def test_in_check_mode_a_block_with_rescue_reports_what_would_run(tmp_path, capsys):
