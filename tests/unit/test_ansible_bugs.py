@@ -231,3 +231,16 @@ def test_a_held_reboot_is_marked_reboot_required_in_the_json(tmp_path, capsys, r
     code, _, _ = local(capsys, "apply", playbook, "--report", str(tmp_path / "report.json"))
     task = report(tmp_path)["hosts"]["h1"]["tasks"][0]
     assert code == 16 and task["status"] == "reboot_pending" and task["reboot_required"] is True
+
+
+def test_the_infiniband_role_honours_every_listed_module_and_says_when_there_is_no_hca(tmp_path, capsys):
+    """This machine has no HCA: the role says so instead of waiting for ports that cannot come."""
+    playbook = write(tmp_path, "- hosts: all\n  roles: [infiniband]\n")
+    code, out, _ = local(capsys, "check", playbook, "-e", '{"infiniband_modules": [ib_uverbs, ib_ipoib]}',
+                         "--report", str(tmp_path / "report.json"))
+    tasks = {t["task"]: t for t in report(tmp_path)["hosts"]["h1"]["tasks"]}
+    assert {"InfiniBand module loaded now and at boot (item=ib_uverbs)",
+            "InfiniBand module loaded now and at boot (item=ib_ipoib)"} <= set(tasks)
+    hca = tasks["An InfiniBand HCA is present"]
+    assert hca["status"] == "failed" and "no InfiniBand HCA on this node" in hca["error"]
+    assert code & 4
