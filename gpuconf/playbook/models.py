@@ -185,7 +185,7 @@ class TaskDef:
     raw: Any = None  # the YAML node, for locating param errors
     role: str | None = None
     role_params: dict[str, Any] = field(default_factory=dict)
-    role_when: list[Any] = field(default_factory=list)
+    role_when: list[Any] = field(default_factory=list)  # the `when` of its role, blocks and includes, outermost first
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
     become: bool | None = None
