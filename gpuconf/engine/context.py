@@ -53,14 +53,25 @@ class Resolver:
 
     def template(self, name: str) -> str:
         path = find_file(name, self._search)
-        text = path.read_text()
+        text = _text(path)
         return render_file(text, self.vars, str(path)) if is_template(text) else text
 
     def source(self, name: str) -> str:
-        return find_file(name, self._search).read_text()
+        return _text(find_file(name, self._search))
 
     def holds(self, condition: str) -> bool:
         return evaluate_when(condition, self.vars)
+
+
+def _text(path: Path) -> str:
+    """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                        "gpuconf writes text files") from None
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read it: {exc.strerror or exc}") from None
 
 
 def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None) -> Facts:
