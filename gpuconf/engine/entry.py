@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuconf.engine.flow import RunOnce, item_task, loop_items, loop_registered
 from gpuconf.errors import TaskError, TemplateError
@@ -15,11 +15,10 @@ from gpuconf.results import Status, TaskResult
 from gpuconf.tasks.base import Verdict
 from gpuconf.templating import evaluate_when
 
-if TYPE_CHECKING:
-    from gpuconf.engine.hostrun import PlayOnHost
+# `self` below is the host's PlayOnHost (gpuconf/engine/hostrun.py), typed Any: hostrun imports
+# this module, and an import back, even for types only, would be a circle (tests/unit/test_layers.py).
 
-
-def run_entry(self: PlayOnHost, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
+def run_entry(self: Any, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
     """One task of the list: once, once per loop item, or (run_once) on one host for the batch."""
     if task.keywords.run_once and self.run_once is not None:
         first, owner, done, box = self.run_once.claim(task, self.host)
@@ -67,7 +66,7 @@ def run_entry(self: PlayOnHost, task: TaskDef, upcoming: list[TaskDef]) -> list[
     return results
 
 
-def read_command(self: PlayOnHost, task: TaskDef, verdict: Verdict) -> TaskResult:
+def read_command(self: Any, task: TaskDef, verdict: Verdict) -> TaskResult:
     """`check_mode: false` on a command: its author says it only reads, so check mode runs it,
     as a read (a read-only request, under the shared run lock): ok, with its output registered."""
     text = verdict.changes[0].ops[0].request["cmd"]
@@ -76,6 +75,6 @@ def read_command(self: PlayOnHost, task: TaskDef, verdict: Verdict) -> TaskResul
     data = {"rc": out.rc, "stdout": out.stdout, "stderr": out.stderr}
     if out.rc != 0 or out.timed_out:
         raise TaskError(f"{text} failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[-800:]}", data=data)
-    result = self._result(task, Status.OK, message=f"ran (check_mode: false): {text}", data=data)
+    result: TaskResult = self._result(task, Status.OK, message=f"ran (check_mode: false): {text}", data=data)
     result.stdout, result.stderr = out.stdout, out.stderr
     return result

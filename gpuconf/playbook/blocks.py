@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -21,9 +21,9 @@ from gpuconf.playbook.models import BLOCK_KEYWORDS, INCLUDE_KEYWORDS, Condition,
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.templating import is_template
 
-if TYPE_CHECKING:
-    from gpuconf.playbook.loader import Loader
-
+# `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
+# imports this module, and an import back would be a circle (tests/unit/test_layers.py).
+Loader = Any
 INCLUDES = ("import_tasks", "include_tasks", "import_role", "include_role")
 
 
@@ -148,8 +148,6 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
 
 
 def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
-    from gpuconf.playbook.loader import Loader as PlaybookLoader
-
     for key in node:
         if key not in ("import_playbook", "name"):
             raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name)", node.location(key))
@@ -162,9 +160,7 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
         raise PlaybookError(f"import_playbook: '{target}' not found (looked for {path})", where)
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
-    inner = PlaybookLoader(path, loader.project_dir, loader.configured_roles, loader.stack)
-    inner.block_ids = loader.block_ids
-    return inner.load().plays
+    return loader.nested(path).load().plays
 
 
 def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:

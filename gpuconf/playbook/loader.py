@@ -64,6 +64,12 @@ class Loader:
         self.defaults: dict[str, Any] = {}
         self.included_handlers: list[TaskDef] = []
 
+    def nested(self, playbook: Path) -> Loader:
+        """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
+        inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
+        inner.block_ids = self.block_ids
+        return inner
+
     # -- playbook -----------------------------------------------------------
     def load(self) -> Playbook:
         data = yamlsrc.load_file(self.playbook)
