@@ -64,7 +64,8 @@ def generate(directory: Path, hosts: int) -> None:
 
 def plan(inventory, playbook) -> int:
     """Plan every play on every host; returns the number of fact requests planned."""
-    from gpuconf.engine.hostrun import PlayOnHost, RunOptions, task_selected
+    from gpuconf.engine.hostrun import PlayOnHost
+    from gpuconf.engine.options import RunOptions, task_selected
     from gpuconf.engine.runner import Runner
     from gpuconf.engine.variables import magic_variables
 

@@ -26,12 +26,13 @@ def _date(text: str) -> datetime.date:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
-    parser.add_argument("-i", "--inventory", required=True, help="inventory name, path, or host list 'a,b,'")
+    parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
+                        "inventory, or GPUCONF_INVENTORY)")
     parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
-    parser.add_argument("-f", "--forks", type=int, default=50, help="hosts in parallel (default 50)")
+    parser.add_argument("-f", "--forks", type=int, help="hosts in parallel (default: gpuconf.cfg's forks, or 50)")
     parser.add_argument("-D", "--diff", action="store_true", help="show what would change")
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--report", metavar="FILE", help="also write a JSON report (docs/report-schema.json)")
@@ -57,7 +58,38 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                        help="where to list the failed and unreachable hosts (default: the playbook's path "
                             "with .retry for .yml); the next run takes --limit @PATH")
     retry.add_argument("--no-retry-file", action="store_true", help="write no retry file")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v: command output tails; -vvv: connections and the requests sent to hosts")
+    parser.add_argument("--list-hosts", action="store_true", help="list each play's hosts, run nothing")
+    parser.add_argument("--list-tasks", action="store_true", help="list each play's tasks (with tags), run nothing")
+    parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
+    parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
+    parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    _vault_options(parser)
+
+
+def _vault_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
+                        help="Ansible Vault password (its first line; an executable prints it); repeatable")
+    parser.add_argument("-J", "--ask-vault-pass", action="store_true", help="prompt for the vault password")
+
+
+def _adhoc_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pattern", help="hosts or groups, as a play's hosts: (all, gpu:!t4, node0*)")
+    parser.add_argument("-a", "--args", required=True, metavar="COMMAND", help="the command (run by /bin/sh)")
+    parser.add_argument("-m", "--module", default="command", choices=["command", "shell"],
+                        help="command (the default; shell is the same: a string runs in /bin/sh)")
+    parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
+    parser.add_argument("-l", "--limit", help="restrict hosts further")
+    parser.add_argument("-b", "--become", action="store_true", help="run it as root (sudo)")
+    parser.add_argument("-f", "--forks", type=int, help="hosts in parallel (default: gpuconf.cfg's forks, or 50)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
+    parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds the command may run (default 60)")
+    parser.add_argument("--accept-new-host-keys", action="store_true")
+    parser.add_argument("-K", "--ask-become-pass", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
+    _vault_options(parser)
 
 
 def _schedule_options(parser: argparse.ArgumentParser) -> None:
@@ -90,16 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(apply)
     apply.add_argument("--reboot", action="store_true",
                        help="with -c local, allow a reboot a task requires (otherwise: reboot pending, exit 16)")
+    _adhoc_options(sub.add_parser("run", help="ad hoc: one command on hosts, output grouped by identical result",
+                                  description="Run one command on the hosts PATTERN selects (Ansible's "
+                                              "`ansible PATTERN -a CMD`); hosts with the same result share one "
+                                              "block of output."))
     validate = sub.add_parser("validate", help="static checks, no connection")
     validate.add_argument("playbook")
-    validate.add_argument("-i", "--inventory", required=True)
+    validate.add_argument("-i", "--inventory")
     validate.add_argument("-l", "--limit")
     validate.add_argument("-e", "--extra-vars", action="append", default=[])
+    _vault_options(validate)
     inventory = sub.add_parser("inventory", help="show the merged inventory")
-    inventory.add_argument("-i", "--inventory", required=True)
+    inventory.add_argument("-i", "--inventory")
     inventory.add_argument("--host")
+    _vault_options(inventory)
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")
+    roles = sub.add_parser("roles", help="list the roles, or a role's variables and defaults")
+    roles.add_argument("name", nargs="?")
     facts = sub.add_parser("facts", help="gather a host's facts as JSON (and named subjects: --list)")
     facts.add_argument("host", nargs="?")
     facts.add_argument("-s", "--subject", action="append", default=[], metavar="SUBJECT[,SUBJECT]",

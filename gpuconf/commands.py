@@ -25,16 +25,43 @@ def _project_dirs(playbook: str | None) -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
+def _inventory_spec(args: Any, config: Any) -> str:
+    """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY)."""
+    spec = getattr(args, "inventory", None) or config.inventory
+    if not spec:
+        raise UsageError("no inventory: give -i INVENTORY, or set `inventory` in gpuconf.cfg or GPUCONF_INVENTORY")
+    return str(spec)
+
+
+def _unlock_vaults(args: Any, config: Any) -> None:
+    """The vault passwords, before any file is read: --vault-password-file (else gpuconf.cfg's
+    vault_password_file or GPUCONF_VAULT_PASSWORD_FILE), and --ask-vault-pass."""
+    import getpass
+
+    from gpuconf.vault import KEYRING, read_password_file
+
+    KEYRING.clear()
+    files = list(getattr(args, "vault_password_file", None) or []) or \
+        ([config.vault_password_file] if config.vault_password_file else [])
+    for path in files:
+        KEYRING.add(read_password_file(path))
+    if getattr(args, "ask_vault_pass", False):
+        KEYRING.add(getpass.getpass("Vault password: "))
+
+
 def _load(args: Any):
+    from gpuconf.config import load_config
     from gpuconf.inventory import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
 
+    config = load_config()
+    _unlock_vaults(args, config)
     dirs = _project_dirs(getattr(args, "playbook", None))
-    inventory = load_inventory(args.inventory, dirs)
+    inventory = load_inventory(_inventory_spec(args, config), dirs)
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
-    playbook = load_playbook(args.playbook, project)
-    return inventory, playbook, parse_extra_vars(args.extra_vars)
+    playbook = load_playbook(args.playbook, project, config.roles_path)
+    return inventory, playbook, parse_extra_vars(args.extra_vars), config
 
 
 def run_day(given: datetime.date | None) -> datetime.date:
@@ -69,13 +96,13 @@ def apply(args: Any) -> int:
 
 
 def _run(args: Any, verb: str) -> int:
-    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import Runner
     from gpuconf.patterns import limit_hosts, match_hosts
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
-    from gpuconf.report.text import TextReporter
+    from gpuconf.report.text import TextReporter, stop_writing
 
-    if args.forks < 1:
+    if args.forks is not None and args.forks < 1:
         raise UsageError("--forks must be at least 1")
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
@@ -86,7 +113,16 @@ def _run(args: Any, verb: str) -> int:
         from gpuconf.slurm import DEADLINE
 
         args.deadline = DEADLINE  # Slurm kills a HealthCheckProgram after 60 s
-    inventory, playbook, extra = _load(args)
+    inventory, playbook, extra, config = _load(args)
+    if args.syntax_check:
+        tasks = sum(len(p.tasks) for p in playbook.plays)
+        print(f"{args.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")
+        return 0
+    if args.start_at_task:
+        playbook = _start_at(playbook, args.start_at_task)
+    if args.list_hosts or args.list_tasks:
+        _list(playbook, inventory, args)
+        return 0
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
         wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
@@ -95,14 +131,17 @@ def _run(args: Any, verb: str) -> int:
     if args.limit:
         all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
         limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty
+    _tags_select_something(playbook, _split(args.tags), _split(args.skip_tags))
     nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts} if slurm else None
     options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
-                         diff=args.diff, forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
+                         diff=args.diff, forks=args.forks or config.forks or 50,
+                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
+                         become=config.become,
                          connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
                          deadline=args.deadline, lock_wait=args.lock_wait,
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
-                         strict=getattr(args, "strict", False), slurm_nodes=nodes,
-                         today=run_day(getattr(args, "today", None)))
+                         strict=getattr(args, "strict", False), slurm_nodes=nodes, trace=args.verbose >= 3,
+                         step=_step_gate() if args.step else None, today=run_day(getattr(args, "today", None)))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
@@ -120,9 +159,89 @@ def _run(args: Any, verb: str) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
     reporter.recap(result)
-    _retry_file(args, result, human_stream(outputs))
-    write_outputs(result, outputs)
+    # `gpuconf check ... | head`: once the reader leaves, the rest goes nowhere (the report files are still
+    # written) and the exit code still tells the run
+    for step in (lambda: _retry_file(args, result, human_stream(outputs)), lambda: write_outputs(result, outputs)):
+        try:
+            step()
+        except BrokenPipeError:
+            stop_writing(sys.stdout)
     return result.exit_code
+
+
+def _start_at(playbook: Any, name: str) -> Any:
+    """--start-at-task: the playbook from the first task with this name (as `role : name` too) on."""
+    import dataclasses
+
+    from gpuconf.suggest import did_you_mean
+
+    for index, play in enumerate(playbook.plays):
+        for position, task in enumerate(play.tasks):
+            if name in (task.name, f"{task.role} : {task.name}"):
+                first = dataclasses.replace(play, tasks=play.tasks[position:])
+                return dataclasses.replace(playbook, plays=[first, *playbook.plays[index + 1:]])
+    names = [t.name for play in playbook.plays for t in play.tasks]
+    raise UsageError(f"--start-at-task '{name}': no task has that name{did_you_mean(name, names)}")
+
+
+def _list(playbook: Any, inventory: Any, args: Any) -> None:
+    """--list-hosts and --list-tasks, as Ansible prints them."""
+    from gpuconf.engine.options import task_selected
+    from gpuconf.patterns import limit_hosts, match_hosts
+
+    tags, skip = _split(args.tags), _split(args.skip_tags)
+    print(f"playbook: {args.playbook}")
+    for number, play in enumerate(playbook.plays, 1):
+        hosts = match_hosts(inventory, play.hosts)
+        if args.limit and hosts:
+            hosts = limit_hosts(inventory, hosts, args.limit)
+        print(f"\n  play #{number} ({play.hosts}): {play.name}")
+        if args.list_hosts:
+            print(f"    pattern: {play.hosts}\n    hosts ({len(hosts)}):")
+            print("\n".join(f"      {host}" for host in hosts))
+        if args.list_tasks:
+            print("    tasks:")
+            for task in play.tasks:
+                if task_selected(task, tags, skip):
+                    name = f"{task.role} : {task.name}" if task.role else task.name
+                    print(f"      {name}\tTAGS: [{', '.join(sorted(task.tags))}]")
+
+
+def _step_gate() -> Any:
+    """--step: the question, asked on the terminal (never read from a pipe: a script cannot answer it)."""
+    from gpuconf.engine.flow import StepGate
+
+    try:
+        terminal = open("/dev/tty", "r+")  # noqa: SIM115 - open for the whole run
+    except OSError:
+        raise UsageError("--step needs a terminal to ask on") from None
+
+    def ask(task: str) -> str:
+        terminal.write(f"Perform task: {task} (N)o/(y)es/(c)ontinue: ")
+        terminal.flush()
+        return terminal.readline() or "n"
+
+    return StepGate(ask)
+
+
+def _tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None:
+    """A tag filter that selects no task would report "in sync" having checked nothing: a false green
+    on a drift check. Tasks tagged `always` do not count: they run whatever the filter says."""
+    from gpuconf.engine.options import task_selected
+    from gpuconf.suggest import did_you_mean
+
+    if not tags and not skip:
+        return
+    tasks = [t for play in playbook.plays for t in play.tasks]
+    if any(task_selected(t, tags, skip) and not (tags and "always" in t.tags and not t.tags & tags) for t in tasks):
+        return
+    known = sorted({tag for t in tasks for tag in t.tags} - {"always", "never"})
+    special = {"all", "always", "never", "tagged", "untagged"}
+    hints = "".join(did_you_mean(tag, known) for tag in sorted(tags - special) if tag not in known)
+    filters = " ".join(part for part in (f"--tags {','.join(sorted(tags))}" if tags else "",
+                                         f"--skip-tags {','.join(sorted(skip))}" if skip else "") if part)
+    raise UsageError(f"{filters} selects no task of {playbook.path}{hints}; the tags it has: "
+                     f"{', '.join(known) or '(none)'}")
 
 
 def _retry_file(args: Any, result, stream) -> None:
@@ -145,24 +264,33 @@ def _retry_file(args: Any, result, stream) -> None:
 def validate(args: Any) -> int:
     from gpuconf.engine.validate import validate as run_validate
 
-    inventory, playbook, extra = _load(args)
+    inventory, playbook, extra, _ = _load(args)
     problems = run_validate(inventory, playbook, extra, args.limit)
     errors = [p for p in problems if ": warning: " not in p]
     for problem in problems:
         print(("gpuconf: " if ": warning: " in problem else "gpuconf: error: ") + problem, file=sys.stderr)
     if errors:
         return 1
+    from gpuconf.patterns import limit_hosts, match_hosts
+
     tasks = sum(len(p.tasks) for p in playbook.plays)
-    print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(inventory.hosts)} host(s): valid")
+    hosts: set[str] = set()  # the hosts the plays would run on, not every host of the inventory
+    for play in playbook.plays:
+        matched = match_hosts(inventory, play.hosts)
+        hosts.update(limit_hosts(inventory, matched, args.limit) if args.limit and matched else matched)
+    print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(hosts)} host(s): valid")
     return 0
 
 
 def inventory(args: Any) -> int:
+    from gpuconf.config import load_config
     from gpuconf.engine.secrets import MASK, secret_values
     from gpuconf.inventory import load_inventory
     from gpuconf.suggest import did_you_mean
 
-    inv = load_inventory(args.inventory, _project_dirs(None))
+    config = load_config()
+    _unlock_vaults(args, config)
+    inv = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     if args.host:
         if args.host not in inv.hosts:
             raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
@@ -188,9 +316,19 @@ def tasks(args: Any) -> int:
     return 0
 
 
+def roles(args: Any) -> int:
+    from gpuconf.config import load_config
+    from gpuconf.playbook.loader import roles_path
+    from gpuconf.playbook.roledocs import describe_roles
+
+    dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
+    print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    return 0
+
+
 def facts(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.hostrun import RunOptions
+    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import default_connection
     from gpuconf.engine.session import HostSession
     from gpuconf.facts import gather
@@ -202,18 +340,22 @@ def facts(args: Any) -> int:
         width = max(len(name) for name in SUBJECTS)
         print("\n".join(f"{name.ljust(width)}  {subject.summary}" for name, subject in SUBJECTS.items()))
         return 0
-    if not args.host or not args.inventory:
+    from gpuconf.config import load_config
+
+    config = load_config()
+    if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
-    inv = load_inventory(args.inventory, _project_dirs(None))
+    inv = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     if args.host not in inv.hosts:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
     spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
                                     {"connection": args.connection} if args.connection else None)
-    connection = default_connection(spec, RunOptions(accept_new_host_keys=args.accept_new_host_keys))
+    connection = default_connection(spec, RunOptions(
+        accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys)))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
     try:
@@ -238,3 +380,24 @@ def schedule(args: Any) -> int:
                     if v is not None})
     print(show(options, args.host), end="")
     return 0
+
+
+def run(args: Any) -> int:
+    """Ad hoc: one command on the hosts a pattern selects (gpuconf/adhoc.py)."""
+    from gpuconf.adhoc import run_adhoc
+    from gpuconf.config import load_config
+    from gpuconf.engine.options import RunOptions
+    from gpuconf.inventory import load_inventory, parse_extra_vars
+
+    config = load_config()
+    if args.forks is not None and args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    _unlock_vaults(args, config)
+    inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
+    options = RunOptions(verb="apply", extra_vars=parse_extra_vars(args.extra_vars),
+                         forks=args.forks or config.forks or 50, connection=args.connection,
+                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
+                         become_password=_become_password(args), become=config.become, trace=args.verbose >= 3)
+    result = run_adhoc(inventory, args.pattern, args.args, options, args.limit, args.become, args.timeout,
+                       sys.stdout)
+    return result.exit_code

@@ -80,9 +80,14 @@ class RemoteError(GpuconfError):
 
 
 class TaskError(GpuconfError):
-    """A task that cannot do its job on a host (refused, failed command)."""
+    """A task that cannot do its job on a host (refused, failed command). `data` is what the
+    failure leaves to `register` (a failed command's rc, stdout and stderr)."""
 
     exit_bit = 4
+
+    def __init__(self, message: str, location: Location | None = None, data: dict[str, object] | None = None):
+        super().__init__(message, location)
+        self.data = dict(data or {})
 
 
 class Interrupted(GpuconfError):

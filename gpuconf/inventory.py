@@ -1,4 +1,5 @@
-"""Inventories: hosts, groups and their variables, in Ansible's YAML shape.
+"""Inventories: hosts, groups and their variables, in Ansible's YAML shape (INI files and
+executable inventories are read by inventory_sources.py into the same model).
 
 Variable merge order for a host, lowest first (documented in the README):
 the `all` group, then every other group the host belongs to ordered by depth
@@ -8,12 +9,14 @@ are applied on top of the inline variables of the same group or host.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuconf import yamlsrc
 from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError
+from gpuconf.inventory_sources import load_executable, load_ini, looks_like_ini
 from gpuconf.suggest import did_you_mean
 
 GROUP_KEYS = ("hosts", "vars", "children")
@@ -158,14 +161,15 @@ def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventor
         raise InventoryError(f"inventory '{spec}' not found (looked for a file or directory '{spec}', and {looked})")
     inventory = Inventory(str(path))
     if path.is_dir():
-        hosts_file = next((path / n for n in ("hosts.yml", "hosts.yaml") if (path / n).exists()), None)
+        names = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts")
+        hosts_file = next((path / n for n in names if (path / n).is_file()), None)
         if hosts_file is None:
-            raise InventoryError(f"inventory directory {path} has no hosts.yml")
-        _load_hosts_file(inventory, hosts_file)
+            raise InventoryError(f"inventory directory {path} has no hosts.yml (or hosts.ini, hosts)")
+        _load_source(inventory, hosts_file)
         _load_vars_dir(inventory, path / "group_vars", "group")
         _load_vars_dir(inventory, path / "host_vars", "host")
     else:
-        _load_hosts_file(inventory, path)
+        _load_source(inventory, path)
         _load_vars_dir(inventory, path.parent / "group_vars", "group")
         _load_vars_dir(inventory, path.parent / "host_vars", "host")
     inventory.finish()
@@ -173,13 +177,15 @@ def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventor
 
 
 def resolve_inventory(spec: str, search_dirs: list[Path]) -> Path | None:
+    """A path as given (relative to the current directory, as Ansible's -i), else a name under
+    an `inventories/` of the search directories (the current one, then the playbook's project)."""
+    candidate = Path(spec)
+    if candidate.exists():
+        return candidate
     for base in search_dirs:
         named = base / "inventories" / spec
         if "/" not in spec and named.is_dir():
             return named
-    candidate = Path(spec)
-    if candidate.exists():
-        return candidate
     return None
 
 
@@ -194,6 +200,16 @@ def _adhoc(spec: str) -> Inventory:
 
 def _as_error(exc: PlaybookError) -> InventoryError:
     return InventoryError(exc.message, exc.location)
+
+
+def _load_source(inventory: Inventory, path: Path) -> None:
+    """A hosts file in Ansible's YAML or INI format, or an executable inventory script."""
+    if path.suffix not in (".yml", ".yaml", ".json", ".ini") and os.access(path, os.X_OK):
+        load_executable(inventory, path)
+    elif looks_like_ini(path):
+        load_ini(inventory, path)
+    else:
+        _load_hosts_file(inventory, path)
 
 
 def _load_hosts_file(inventory: Inventory, path: Path) -> None:

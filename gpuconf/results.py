@@ -89,7 +89,8 @@ class TaskResult(Final):
     location: str = ""
     secret: bool = False
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
-    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage" (status unknown)
+    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed"
+    # (status unknown)
     data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
@@ -221,3 +222,6 @@ class RunEvents:
     def task_started(self, host: str, task: str) -> None: ...
 
     def host_done(self, host: str) -> None: ...
+
+    def remote(self, host: str, text: str) -> None:
+        """A connection opened, or a request sent to a host (-vvv shows them)."""

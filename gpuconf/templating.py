@@ -1,7 +1,8 @@
 """The one Jinja2 environment, with StrictUndefined and native single expressions.
 
 A value that is exactly one `{{ expression }}` keeps its native type
-(`"{{ 8 }}"` is the int 8); anything else renders to a string. Variables are
+(`"{{ 8 }}"` is the int 8); anything else renders to a string, a trailing
+newline included. Variables are
 looked up lazily through `Vars`, so a variable may refer to another one, and
 a cycle is reported instead of recursing forever.
 """
@@ -16,9 +17,11 @@ import jinja2
 import jinja2.sandbox
 import yaml
 
-from gpuconf.errors import TemplateError
+from gpuconf.errors import Location, TemplateError
 
-_SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.S)
+# One expression, with spaces around it at most: a line break around it is text, and kept
+# (`content: |` with one `{{ x }}` line renders to "value\n", as a file's last line should).
+_SINGLE = re.compile(r"^[ \t]*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}[ \t]*\Z", re.S)
 
 
 def _to_bool(value: Any) -> bool:
@@ -53,8 +56,8 @@ def _make_env() -> jinja2.Environment:
     )
     env.filters.update(
         bool=_to_bool,
-        to_json=lambda v: json.dumps(v, sort_keys=True),
-        to_nice_json=lambda v: json.dumps(v, indent=2, sort_keys=True),
+        to_json=lambda v: json.dumps(v, sort_keys=True, default=str),  # str: a value validate cannot know yet
+        to_nice_json=lambda v: json.dumps(v, indent=2, sort_keys=True, default=str),
         to_yaml=lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=False),
         regex_replace=lambda v, pat, rep="": re.sub(pat, rep, str(v)),
         quote=lambda v: __import__("shlex").quote(str(v)),
@@ -309,18 +312,59 @@ def render_string(text: str, variables: Mapping[str, Any]) -> Any:
     return _guard(text, full)
 
 
+def undefined_hint(name: str) -> str:
+    """A pointer for an Ansible fact name gpuconf does not have."""
+    if name.startswith("ansible_"):
+        return (" (gpuconf's facts are facts.* (also ansible_facts.*): `gpuconf facts HOST` lists them; "
+                "ansible_hostname, ansible_kernel, ansible_distribution and a few more are set too)")
+    return ""
+
+
 def _guard(text: str, func: Any) -> Any:
     try:
         return func()
     except jinja2.UndefinedError as exc:
         name = _undefined_name(exc)
-        raise TemplateError(f"undefined variable '{name}'" if name else f"template error: {exc}") from None
+        raise TemplateError(f"undefined variable '{name}'{undefined_hint(name)}" if name else
+                            f"template error: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error in '{text.strip()}': {exc.message}") from None
     except TemplateError:
         raise
     except Exception as exc:  # a filter or test raising on bad data
         raise TemplateError(f"template '{text.strip()}' failed: {type(exc).__name__}: {exc}") from None
+
+
+def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:
+    """Render a template file (a role's templates/): always a string, its trailing newline kept,
+    and an error says the file and line where it happened, not only the task that used it."""
+    try:
+        template = jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None))
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error: {exc.message}", Location(path, exc.lineno)) from None
+    try:
+        return "".join(template.root_render_func(_run(template, variables)))
+    except TemplateError as exc:
+        raise TemplateError(exc.message, exc.location or Location(path, _template_line(exc, template, path))) \
+            from None
+    except jinja2.UndefinedError as exc:
+        name = _undefined_name(exc)
+        message = f"undefined variable '{name}'{undefined_hint(name)}" if name else f"template error: {exc}"
+        raise TemplateError(message, Location(path, _template_line(exc, template, path))) from None
+    except Exception as exc:  # a filter or test raising on bad data
+        raise TemplateError(f"template failed: {type(exc).__name__}: {exc}",
+                            Location(path, _template_line(exc, template, path))) from None
+
+
+def _template_line(exc: BaseException, template: jinja2.Template, path: str) -> int | None:
+    """The template line of the innermost frame of the compiled template in `exc`'s traceback."""
+    line = None
+    trace = exc.__traceback__
+    while trace is not None:
+        if trace.tb_frame.f_code.co_filename == path:
+            line = template.get_corresponding_lineno(trace.tb_lineno)
+        trace = trace.tb_next
+    return line
 
 
 def render(value: Any, variables: Mapping[str, Any]) -> Any:

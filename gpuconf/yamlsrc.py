@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from gpuconf import vault
 from gpuconf.errors import Location, PlaybookError
 
 try:  # the C loader composes nodes much faster; construction stays in Python
@@ -100,6 +101,18 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> YList:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))  # type: ignore[arg-type]
+
+
+def _construct_vault(loader: Any, node: Any) -> Secret:
+    """`!vault |` (a value encrypted by `ansible-vault encrypt_string`): decrypted, and secret."""
+    try:
+        return Secret(vault.KEYRING.open(str(loader.construct_scalar(node))))
+    except vault.VaultError as exc:
+        line, column = _mark(node)
+        raise PlaybookError(str(exc), Location(loader.filename, line, column)) from None
+
+
+_Loader.add_constructor("!vault", _construct_vault)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
@@ -149,7 +162,26 @@ def load_file(path: str | Path) -> Any:
         line, column = _position(data, exc.start)
         raise PlaybookError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded; save the file "
                             "as UTF-8", Location(str(path), line, column)) from None
+    if vault.is_vault(text):  # an encrypted variables file: every string in it is a secret
+        try:
+            text = vault.KEYRING.open(text)
+        except vault.VaultError as exc:
+            raise PlaybookError(f"{exc}", Location(str(path), 1, 1)) from None
+        return _all_secret(load_text(text, str(path)))
     return load_text(text, str(path))
+
+
+def _all_secret(value: Any) -> Any:
+    """Every string of a decrypted vault, as `Secret` (in place: locations are kept)."""
+    if isinstance(value, dict):
+        for key in value:
+            value[key] = _all_secret(value[key])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = _all_secret(item)
+    elif isinstance(value, str) and not isinstance(value, Secret):
+        return Secret(value)
+    return value
 
 
 def locate(root: Any, path: tuple | list, fallback: Location | None = None) -> Location | None:

@@ -18,7 +18,7 @@ from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
-from gpuconf.templating import Vars, evaluate_when, is_template, render_string
+from gpuconf.templating import Vars, evaluate_when, is_template, render_file
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -53,14 +53,26 @@ class Resolver:
         self._search = search_paths
 
     def template(self, name: str) -> str:
-        text = find_file(name, self._search).read_text()
-        return str(render_string(text, self.vars)) if is_template(text) else text
+        path = find_file(name, self._search)
+        text = _text(path)
+        return render_file(text, self.vars, str(path)) if is_template(text) else text
 
     def source(self, name: str) -> str:
-        return find_file(name, self._search).read_text()
+        return _text(find_file(name, self._search))
 
     def holds(self, condition: str) -> bool:
         return evaluate_when(condition, self.vars)
+
+
+def _text(path: Path) -> str:
+    """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                        "gpuconf writes text files") from None
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read it: {exc.strerror or exc}") from None
 
 
 def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None,
@@ -103,7 +115,8 @@ class HostApply:
                 raise TaskError(f"timed out after {limit:g} s: {op.description} (its process group was killed)")
             if output.rc != 0 and op.request.get("check", True):
                 tail = (output.stderr.strip() or output.stdout.strip())[-800:]
-                raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None)
+                raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None,
+                                data={"rc": output.rc, "stdout": output.stdout, "stderr": output.stderr})
         return outputs
 
     def reboot(self, command: str, timeout: float) -> float:

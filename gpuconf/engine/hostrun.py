@@ -5,23 +5,26 @@ failed (or unknown) task, a lost connection makes the host unreachable.
 """
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
+from gpuconf.engine.entry import read_command, run_entry
+from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
+from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
 from gpuconf.engine.secrets import redact_result, secret_values
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.engine.variables import task_variables
+from gpuconf.engine.variables import fact_aliases, task_variables
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
-from gpuconf.playbook.models import Play, TaskDef
+from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -30,73 +33,8 @@ from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 
 
-@dataclass
-class RunOptions:
-    verb: str = "check"
-    tags: set[str] = field(default_factory=set)
-    skip_tags: set[str] = field(default_factory=set)
-    extra_vars: dict[str, Any] = field(default_factory=dict)
-    diff: bool = False
-    forks: int = 50
-    accept_new_host_keys: bool = False
-    connection: str | None = None
-    detailed_exitcodes: bool = False
-    deadline: float | None = None
-    lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
-    become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
-    allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
-    strict: bool = False  # --strict: health warnings count as failures
-    slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
-    today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
-
-    @property
-    def check_mode(self) -> bool:
-        return self.verb == "check"
-
-
-def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
-    """Ansible's tag rules, including the special tags `always` and `never`."""
-    if task.tags & skip:
-        return False
-    if "never" in task.tags and not (task.tags - {"never"}) & tags and "never" not in tags:
-        return False
-    if not tags or "all" in tags:
-        return True
-    return bool(task.tags & tags) or "always" in task.tags
-
-
 class HostUnreachable(Exception):
     pass
-
-
-def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,
-                    handler: bool = False, reason: str = "deadline", error: str = "") -> list[TaskResult]:
-    """Tasks the run left out (past its deadline, or once max_fail_percentage stopped it):
-    `unknown`, never silently absent from the report."""
-    if not error:
-        error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
-    return [TaskResult(host=host, play=play.name, task=t.name, status=Status.UNKNOWN, type=t.type, role=t.role,
-                       location=str(t.location), secret=bool(t.keywords.no_log), error=error, handler=handler,
-                       not_run=reason) for t in tasks]
-
-
-class KnownOnlyAfterApply(TemplateError):
-    """A template used part of a registered result that check mode cannot have."""
-
-
-class PendingResult(dict[str, Any]):
-    """What check mode registers for a task that would change: its status is
-    known, but what running it yields (rc, stdout, ...) exists only in apply.
-    Using that makes the reading task `unknown`, never a silent empty value."""
-
-    def __init__(self, name: str, task: str, known: dict[str, Any]):
-        super().__init__(known)
-        self._register, self._task = name, task  # underscored: never shadow a key in `probe.task`
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self:
-            return super().__getitem__(key)
-        raise KnownOnlyAfterApply(f"'{self._register}.{key}' is known only after apply runs task '{self._task}'")
 
 
 class PlayOnHost:
@@ -104,7 +42,8 @@ class PlayOnHost:
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
-                 plan_cache: PlanCache | None = None):
+                 plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
+                 host_facts: dict[str, Any] | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
@@ -117,12 +56,15 @@ class PlayOnHost:
         self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
+        self._seen: dict[str, Any] = {}  # the data of the running task's last check
+        self.run_once = run_once
+        self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
 
     # -- variables ------------------------------------------------------------
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
-            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts))
+            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
                               self.host_vars)
 
@@ -158,6 +100,11 @@ class PlayOnHost:
         carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
+            if task.type in ENGINE_ACTIONS:
+                continue  # set_fact and debug read nothing
+            if task.keywords.items is not None:
+                facts += self._loop_facts(task, speculative)
+                continue
             if speculative:
                 facts += self._speculative_facts(task)
                 continue
@@ -169,10 +116,22 @@ class PlayOnHost:
                 facts += self._reads(task, prepared[1])
         return facts
 
-    def _speculative_facts(self, task: TaskDef) -> list[Any]:
+    def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
+        """The facts of every item of a loop whose items are known now (not from facts, when speculative)."""
+        try:
+            variables = self.task_vars(task, UNKNOWABLE if speculative else None)
+            items = [item_task(task, item, index, variables)
+                     for index, item in enumerate(loop_items(task, variables))]
+        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+            return []
+        if speculative:  # not through the plan cache: an item's task is a new object on every host
+            return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
+        return self._facts_of(items)
+
+    def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
         """The facts of a task rendered with facts unknowable; none if they depend on facts."""
         variables = self.task_vars(task, UNKNOWABLE)
-        if self.plan_cache is not None:
+        if self.plan_cache is not None and use_cache:
             hit, cached = self.plan_cache.get(task, variables)
             if hit:
                 return list(cached)
@@ -188,7 +147,7 @@ class PlayOnHost:
                 facts = self._reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
-        if self.plan_cache is not None and variables.reads is not None:
+        if self.plan_cache is not None and use_cache and variables.reads is not None:
             self.plan_cache.put(task, variables.reads, facts)
         return facts
 
@@ -203,6 +162,7 @@ class PlayOnHost:
             self.session.fetch(first)
             self.refresh_facts()
             self.session.fetch(self._facts_of(tasks))  # usually nothing left: no round trip
+            blocks = BlockRun(tasks)
             for index, task in enumerate(tasks):
                 if self.stop():
                     if not self.deadline_reached():
@@ -210,10 +170,16 @@ class PlayOnHost:
                     if not (self.options.check_mode and self._answerable(task)):
                         self.mark_not_run([task])
                         continue
-                self.events.task_started(self.host, task.name)
-                result = self.run_task(task, tasks[index + 1:])
+                why = blocks.why_not(task)
+                if why is not None:  # never silently absent: a rescue that did not run says why
+                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
+                    results: list[TaskResult] = []
+                else:
+                    results = self.run_entry(task, tasks[index + 1:])
                 # A health probe that found a failure has still run fine: the other probes go on.
-                if result.status == Status.FAILED and not task.keywords.ignore_errors and not result.unhealthy:
+                blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
+                                     and not r.unhealthy])
+                if blocks.host_failed:
                     break
             else:
                 self.run_handlers()
@@ -229,6 +195,10 @@ class PlayOnHost:
             self._gather_failed(*internal_error(exc, self.host, "gather facts"))
         return self.results
 
+    def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
+        """One task of the list: once, once per loop item, or (run_once) on one host for the batch."""
+        return run_entry(self, task, upcoming)
+
     def _gather_failed(self, error: str, trace: str | None = None) -> None:
         result = self._result(None, Status.FAILED, error=error, traceback=trace)
         result.task = "gather facts"
@@ -240,6 +210,7 @@ class PlayOnHost:
         if all(v is not None for v in values.values()):
             self.facts.clear()
             self.facts.update(gather.assemble(values))
+            self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
 
     def run_handlers(self) -> None:
         for handler in self.play.handlers:
@@ -276,6 +247,7 @@ class PlayOnHost:
 
     def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
         started = time.monotonic()
+        self._seen = {}
         try:
             result = self._run_task(task, upcoming)
         except ConnectError as exc:
@@ -285,9 +257,12 @@ class PlayOnHost:
         except KnownOnlyAfterApply as exc:
             result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
-            result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' "
+            where = f"{exc.location}: " if exc.location else ""  # a template file's own file:line
+            result = self._result(task, Status.FAILED, error=f"{where}{exc.message} in task '{task.name}' "
                                   f"({task.location}) on host {self.host}")
-        except (Refused, TaskError, RemoteError) as exc:
+        except (Refused, TaskError) as exc:  # what it read or ran is still registered (a probe's output, an rc)
+            result = self._result(task, Status.FAILED, error=str(exc), data={**self._seen, **exc.data})
+        except RemoteError as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
         except (Unknown, FactUnavailable) as exc:
             result = self._result(task, Status.UNKNOWN, error=str(exc), findings=list(getattr(exc, "findings", [])))
@@ -297,23 +272,16 @@ class PlayOnHost:
             error, trace = internal_error(exc, self.host, task.name, task.role)
             result = self._result(task, Status.FAILED, error=error, traceback=trace)
         result.handler = is_handler
+        if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
+            judge(task, result, self.task_vars(task), self.options.check_mode)
         result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
         self._finish(task, result, started)
         return result
 
-    def _finish(self, task: TaskDef, result: TaskResult, started: float) -> None:
+    def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         result.duration = round(time.monotonic() - started, 3)
-        name = task.keywords.register
-        if name:
-            known = {
-                "status": result.status.value, "changed": result.status in (Status.CHANGED, Status.WOULD_CHANGE),
-                "failed": result.status == Status.FAILED, "skipped": result.status == Status.SKIPPED,
-                "msg": result.message, "error": result.error, "changes": [c.summary for c in result.changes],
-            }
-            if result.status == Status.WOULD_CHANGE:
-                self.registered[name] = PendingResult(name, task.name, known)
-            else:
-                self.registered[name] = {**known, "stdout": result.stdout, "stderr": result.stderr, **result.data}
+        if task.keywords.register and register:
+            self.registered[task.keywords.register] = registered_value(task.keywords.register, result)
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 
@@ -323,10 +291,18 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        return TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become,
-                                                                       self.options.today))
+        verdict = TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become,
+                                                                 self.options.today))
+        self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
+        return verdict
 
     def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
+        if task.type in ENGINE_ACTIONS:
+            rendered = self.render_task(task)  # only `when`: the action renders its own values
+            if rendered is None:
+                return self._result(task, Status.SKIPPED, message="condition is false")
+            message, data = run_action(task, rendered[0], self.registered)
+            return self._result(task, Status.OK, message=message, data=data)
         prepared = self.prepare(task)
         if prepared is None:
             return self._result(task, Status.SKIPPED, message="condition is false")
@@ -335,6 +311,8 @@ class PlayOnHost:
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
+        if self.options.check_mode and task.keywords.check_mode is False and task.type == "command":
+            return read_command(self, task, verdict)
         if self.options.check_mode:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
@@ -342,7 +320,7 @@ class PlayOnHost:
             self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
         if task.type == "reboot" and self._reboot_held():
-            result = self._done(task, Status.REBOOT_PENDING, verdict)
+            result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
             return result
 

@@ -2,7 +2,8 @@
 
 Each host keeps one connection for the whole run, reused by every play. A
 play's hosts run in batches (`serial`); when a batch's failed plus
-unreachable hosts exceed `max_fail_percentage`, no further batch starts.
+unreachable hosts exceed `max_fail_percentage`, or every host of a batch
+failed (as Ansible does), no further batch starts.
 Hosts that failed or were unreachable sit out the later plays.
 """
 from __future__ import annotations
@@ -15,12 +16,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuconf.connection.base import Connection, ConnectionSpec
+from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, ConnectionSpec
 from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.hostrun import PlayOnHost, RunOptions, not_run_results, task_selected
+from gpuconf.engine.flow import RunOnce
+from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
@@ -60,12 +63,14 @@ class Runner:
         self.emit = emit
         self.events = events or RunEvents()
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
-        self.budget_spent = ""  # why max_fail_percentage stopped the run, once it has
+        self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
+        self.stop_reason = "max_fail_percentage"  # the not_run reason of the tasks it left out
         self.connect = connect or default_connection
         self.stop_event = threading.Event()
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
-        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
+        self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
+        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, self.host_facts)}
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
@@ -97,7 +102,7 @@ class Runner:
                 self.events.play(play.name, hosts)
                 if not self._run_play(index, play, hosts, result, out_of_play):
                     if self.budget_spent:
-                        self._not_started(index, result, out_of_play, "max_fail_percentage", self.budget_spent)
+                        self._not_started(index, result, out_of_play, self.stop_reason, self.budget_spent)
                     elif self.deadline_reached() and not self.stop_event.is_set():
                         self._not_started(index, result, out_of_play)
                     break
@@ -149,13 +154,15 @@ class Runner:
 
     def _run_play(self, index: int, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
         offset = 0
-        for size in batch_sizes(play.keywords.serial, len(hosts)):
+        sizes = batch_sizes(play.keywords.serial, len(hosts))
+        for number, size in enumerate(sizes, 1):
             if self.stopped():
                 return False
             batch = hosts[offset: offset + size]
             offset += size
+            once = RunOnce()  # run_once: once per batch, as in Ansible
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
-                outcomes = list(pool.map(lambda h: self._host(index, play, h, result), batch))
+                outcomes = list(pool.map(lambda h, once=once: self._host(index, play, h, result, once), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
             limit = play.keywords.max_fail_percentage
@@ -163,31 +170,46 @@ class Runner:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
                                      f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
                 return False
+            if batch and len(bad) == len(batch) and number < len(sizes):
+                # Ansible stops the play when every host of a batch failed: the next batch would only repeat it
+                self.budget_spent = (f"not run: every host of a batch failed in play '{play.name}' "
+                                     f"(serial batch {number}: {', '.join(bad)})")
+                self.stop_reason = "batch_failed"
+                return False
         return True
 
     def connection(self, host: str) -> Connection:
         """A new, unopened connection to `host`, as the run makes them (its session holds it)."""
-        overrides: dict[str, Any] = {}
+        # -e port=2222 (or ansible_port) wins over the inventory, as extra vars do in Ansible
+        overrides: dict[str, Any] = {ALIASES.get(k, k): v for k, v in self.options.extra_vars.items()
+                                     if ALIASES.get(k, k) in CONNECTION_VARS}
         if self.options.connection:
             overrides["connection"] = self.options.connection
         if self.options.become_password is not None:
             overrides["become_password"] = self.options.become_password
-        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host), overrides)
+        defaults = {} if self.options.become is None else {"become": self.options.become}
+        spec = ConnectionSpec.from_vars(host, {**defaults, **self.inventory.host_vars(host)}, overrides)
         return self.connect(spec, self.options)
 
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
-            self.sessions[host] = HostSession(host, self.connection(host), lambda: self._deadline)
+            connection = self.connection(host)
+            trace = (lambda text: self.events.remote(host, text)) if self.options.trace else None
+            if trace is not None:
+                spec = connection.spec
+                trace(f"connect: {spec.connection} {spec.user + '@' if spec.user else ''}{spec.address}:{spec.port}"
+                      f"{' (become)' if spec.become else ''}")
+            self.sessions[host] = HostSession(host, connection, lambda: self._deadline, trace)
         return self.sessions[host]
 
-    def _host(self, index: int, play: Play, host: str, run: RunResult) -> bool:
+    def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
         self._began.add((index, host))
         if self.deadline_reached() and not self.stop_event.is_set():
             self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
             return True
         try:
-            return self._host_play(play, host, run)
+            return self._host_play(play, host, run, once)
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, host, "connect")
             task = TaskResult(host, play.name, "connect", Status.FAILED, error=error, traceback=trace)
@@ -197,7 +219,7 @@ class Runner:
         finally:
             self.events.host_done(host)
 
-    def _host_play(self, play: Play, host: str, run: RunResult) -> bool:
+    def _host_play(self, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
@@ -217,7 +239,7 @@ class Runner:
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache)
+                            plan_cache=self.plan_cache, run_once=once, host_facts=self.host_facts)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

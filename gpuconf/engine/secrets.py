@@ -1,7 +1,8 @@
 """Secrets never reach output: console, --diff, JSON, JUnit, Prometheus, errors.
 
-A value is secret when it is tagged `!secret` in YAML, or when its variable's
-name is listed in the `secret_vars` variable (a list, set at any level).
+A value is secret when it is tagged `!secret` in YAML, when it comes from an Ansible
+Vault (a `!vault` value, or any string of an encrypted file: gpuconf/vault.py), or when
+its variable's name is listed in the `secret_vars` variable (a list, set at any level).
 Results are redacted where they are made, so no reporter can leak one.
 """
 from __future__ import annotations
@@ -29,7 +30,20 @@ def secret_values(layers: list[Mapping[str, Any]]) -> set[str]:
             if isinstance(value, Secret) or (key in names and isinstance(value, (str, int, float))):
                 if len(str(value)) >= MIN_LENGTH:
                     values.add(str(value))
+            elif isinstance(value, (dict, list)):
+                values.update(s for s in _nested_secrets(value) if len(s) >= MIN_LENGTH)
     return values
+
+
+def _nested_secrets(value: Any) -> list[str]:
+    """`!secret` and vault strings inside lists and mappings (a vault file's every string)."""
+    if isinstance(value, Secret):
+        return [str(value)]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for item in value for s in _nested_secrets(item)]
+    return []
 
 
 def redact_text(text: Any, secrets: set[str]) -> Any:

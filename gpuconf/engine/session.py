@@ -18,8 +18,10 @@ CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is aba
 
 
 class HostSession:
-    def __init__(self, host: str, connection: Connection, deadline: Callable[[], float | None] = lambda: None):
+    def __init__(self, host: str, connection: Connection, deadline: Callable[[], float | None] = lambda: None,
+                 trace: Callable[[str], None] | None = None):
         self.host = host
+        self.trace = trace  # -vvv: told every request before it is sent
         self.connection = connection
         self.cache: dict[str, Any] = {}
         self.deadline = deadline
@@ -53,6 +55,9 @@ class HostSession:
     def call(self, ops: list[dict[str, Any]], readonly: bool, become: bool | None = None) -> list[dict[str, Any]]:
         if not ops:
             return []
+        if self.trace is not None:
+            kinds = ", ".join(_describe(op) for op in ops[:8]) + (f", +{len(ops) - 8} more" if len(ops) > 8 else "")
+            self.trace(f"{'read' if readonly else 'write'} request, {len(ops)} op(s): {kinds}")
         return self.connection.call(ops, readonly, self._timeout(ops), become,
                                     self.read_lock if readonly else None)
 
@@ -65,6 +70,8 @@ class HostSession:
 
     def _store(self, facts: list[Fact], replies: list[dict[str, Any]]) -> None:
         for fact, reply in zip(facts, replies):
+            if reply.get("skipped"):  # an op before it failed (a command's exit code): not read, not cached
+                continue
             if reply.get("lost"):
                 self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
                 continue
@@ -101,6 +108,15 @@ class HostSession:
         self.connection.close()
         self.cache.clear()
         self.connection.open()
+
+
+def _describe(op: dict[str, Any]) -> str:
+    """One op, shortly: its kind and what it names (a path, a command), for -vvv."""
+    what = op.get("path") or op.get("cmd") or op.get("argv") or op.get("patterns") or ""
+    if isinstance(what, list):
+        what = " ".join(str(part) for part in what)
+    text = str(what)
+    return f"{op.get('op', '?')} {text[:60] + ('…' if len(text) > 60 else '')}".strip()
 
 
 __all__ = ["HostSession", "ConnectError", "RemoteError"]

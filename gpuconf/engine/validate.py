@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpuconf.engine.context import Resolver
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
-from gpuconf.errors import GpuconfError, TemplateError
+from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
-from gpuconf.playbook.models import Playbook, TaskDef
-from gpuconf.tasks.registry import build_params
+from gpuconf.playbook.models import ENGINE_ACTIONS, Playbook, TaskDef
+from gpuconf.tasks.base import Refused
+from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
 
@@ -80,7 +82,8 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
     """Problems found, as readable lines (empty: valid)."""
     problems: list[str] = []
     unknowable = UNKNOWABLE
-    shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
+    every_host = {name: UNKNOWABLE for name in inventory.hosts}  # hostvars[x].facts: known only on a run
+    shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, every_host)}
     for play in playbook.plays:
         hosts = match_hosts(inventory, play.hosts)
         if limit:
@@ -89,6 +92,8 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
             problems.append(f"{play.location}: warning: play '{play.name}' matches no hosts ('{play.hosts}')")
             continue
         registered = {t.keywords.register: unknowable for t in play.tasks + play.handlers if t.keywords.register}
+        registered.update({name: unknowable for t in play.tasks + play.handlers if t.type == "set_fact"
+                           for name in t.params})  # set where the task runs: known to the tasks after it
         handler_names = {n for h in play.handlers for n in (h.name, *h.keywords.listen)}
         for task in play.tasks + play.handlers:
             for name in task.keywords.notify:
@@ -117,7 +122,13 @@ UNKNOWABLE = Unknowable()
 
 
 def _check_task(task: TaskDef, variables: Vars) -> str | None:
+    if task.keywords.items is not None:  # a loop: its items must render; each item is known only then
+        control = task.keywords.loop_control
+        variables = variables.child(Verbatim({control.loop_var if control else "item": UNKNOWABLE,
+                                              "ansible_loop": UNKNOWABLE}))
     try:
+        if task.keywords.items is not None:
+            render(task.keywords.items, variables)
         for condition in task.role_when + ([task.keywords.when] if task.keywords.when is not None else []):
             evaluate_when(condition, variables)
         rendered = render(task.params, variables)
@@ -125,6 +136,16 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
         return exc.message
     except GpuconfError as exc:
         return str(exc)
+    if task.type in ENGINE_ACTIONS:
+        return None  # set_fact and debug: their values rendered above are all there is to check
+    try:  # template files and source files: found, and every variable they use defined
+        rendered = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
+    except TemplateError as exc:
+        return f"{exc.location}: {exc.message}" if exc.location else exc.message
+    except TaskError as exc:  # a file not found, unless its name is known only on the host
+        return None if contains_unknowable(rendered) else exc.message
+    except Refused:
+        return None  # an assertion that already fails here fails the run on the host, with its message
     if contains_unknowable(rendered):
         return None
     try:

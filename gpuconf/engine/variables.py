@@ -4,7 +4,8 @@ Highest precedence first (docs/variables.md has the table):
 
     magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...)
     extra vars (-e)
-    registered results
+    a loop's item (`item`, or loop_control.loop_var)
+    registered results and set_fact
     task vars
     role parameters
     play vars and vars_files
@@ -46,15 +47,21 @@ class LazyGroups(Mapping[str, list[str]]):
 
 
 class LazyHostvars(Mapping[str, Any]):
-    """`hostvars`: every host's inventory variables, merged when a template asks for one."""
+    """`hostvars`: every host's inventory variables, merged when a template asks for one, with
+    `facts` (and `ansible_facts`) once the run has gathered that host's facts."""
 
-    def __init__(self, inventory: Inventory):
+    def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None):
         self.inventory = inventory
+        self.host_facts = host_facts if host_facts is not None else {}
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self.inventory.hosts:
             raise KeyError(name)
-        return self.inventory.host_vars(name)
+        facts = self.host_facts.get(name)
+        if not facts:
+            return self.inventory.host_vars(name)
+        return {**self.inventory.host_vars(name), "inventory_hostname": name, "facts": facts,
+                "ansible_facts": facts, **fact_aliases(facts)}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.inventory.hosts)
@@ -64,6 +71,36 @@ class LazyHostvars(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+# Ansible's top-level fact names, where gpuconf has the fact (facts.* is the whole set)
+ANSIBLE_FACTS = {
+    "ansible_hostname": ("hostname",), "ansible_nodename": ("hostname",), "ansible_architecture": ("architecture",),
+    "ansible_kernel": ("kernel",), "ansible_processor_vcpus": ("cpus",), "ansible_memtotal_mb": ("memory_mb",),
+    "ansible_distribution_version": ("os", "version_id"),
+}
+DISTRIBUTIONS = {"debian": ("Debian", "Debian"), "ubuntu": ("Ubuntu", "Debian"), "rhel": ("RedHat", "RedHat"),
+                 "rocky": ("Rocky", "RedHat"), "almalinux": ("AlmaLinux", "RedHat"), "centos": ("CentOS", "RedHat"),
+                 "fedora": ("Fedora", "RedHat")}  # os-release ID -> Ansible's distribution and os_family
+
+
+def fact_aliases(facts: Any) -> dict[str, Any]:
+    """`ansible_hostname` and the others, from gathered facts (unknowable facts give unknowable ones)."""
+    if not isinstance(facts, Mapping):
+        names = [*ANSIBLE_FACTS, "ansible_distribution", "ansible_os_family"]
+        return {name: facts for name in names} if facts is not None else {}
+    aliases: dict[str, Any] = {}
+    for name, path in ANSIBLE_FACTS.items():
+        value: Any = facts
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is not None:
+            aliases[name] = value
+    os_id = (facts.get("os") or {}).get("id") if isinstance(facts.get("os"), Mapping) else None
+    if os_id:
+        distribution, family = DISTRIBUTIONS.get(os_id, (os_id.capitalize(), os_id.capitalize()))
+        aliases.update(ansible_distribution=distribution, ansible_os_family=family)
+    return aliases
 
 
 def group_names(inventory: Inventory, host: str) -> list[str]:
@@ -80,7 +117,7 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "inventory_hostname": host, "inventory_hostname_short": host.split(".", 1)[0],
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": play_hosts, "ansible_play_hosts": play_hosts, "ansible_play_batch": play_hosts,
-        "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts,
+        "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
 
 
@@ -88,5 +125,6 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
                    task: TaskDef, play: Play, host_vars: Mapping[str, Any]) -> Vars:
     """The layers of one task on one host, highest precedence first. `magic` is verbatim (never
     rendered as a template): build it once per host and facts, not per task."""
-    return Vars(magic, extra_vars, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
+    item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
+    return Vars(magic, extra_vars, item, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
                 play.role_defaults)

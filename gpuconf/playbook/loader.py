@@ -1,11 +1,12 @@
 """Load a playbook and its roles into validated models, with file:line:column errors.
 
-Roles are looked up in `roles/` next to the playbook, then in the project's
-`roles/` (the current directory's). A role's `meta/main.yml` dependencies
+Roles are looked up along a roles path (`roles_path()`): `roles/` next to the
+playbook, the configured roles path, the project's `roles/`, the shipped roles. A role's `meta/main.yml` dependencies
 load before it, each (name, params) pair once per play.
 """
 from __future__ import annotations
 
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,13 @@ from pydantic import BaseModel, ValidationError
 from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
 from gpuconf.inventory import load_vars_file
+from gpuconf.playbook.actions import action_param_errors
+from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
 from gpuconf.playbook.models import (
+    ENGINE_ACTIONS,
+    PLAY_HINTS,
     PLAY_KEYWORDS,
+    REFUSED_KEYWORDS,
     TASK_KEYWORDS,
     Play,
     Playbook,
@@ -24,7 +30,7 @@ from gpuconf.playbook.models import (
     TaskDef,
     TaskKeywords,
 )
-from gpuconf.suggest import did_you_mean, validation_message
+from gpuconf.suggest import ansible_hint, did_you_mean, validation_message
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
 
@@ -36,11 +42,33 @@ def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, 
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
+SHIPPED_ROLES = Path(__file__).resolve().parents[2] / "roles"  # the roles of a gpuconf checkout
+
+
+def roles_path(playbook: Path, project_dir: Path | None = None, configured: list[Path] | None = None) -> list[Path]:
+    """Where roles are looked up, first match wins: `roles/` beside the playbook, the configured
+    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, and the
+    roles shipped with gpuconf, so that a playbook runs from any directory."""
+    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", SHIPPED_ROLES]
+    return list(dict.fromkeys(p.resolve() for p in dirs))
+
+
 class Loader:
-    def __init__(self, playbook: Path, project_dir: Path | None = None):
+    def __init__(self, playbook: Path, project_dir: Path | None = None, configured_roles: list[Path] | None = None,
+                 stack: tuple[Path, ...] = ()):
         self.playbook = playbook
-        self.role_dirs = [playbook.parent / "roles", (project_dir or Path.cwd()) / "roles"]
-        self.role_dirs = list(dict.fromkeys(p.resolve() for p in self.role_dirs))
+        self.project_dir, self.configured_roles = project_dir, configured_roles
+        self.role_dirs = roles_path(playbook, project_dir, configured_roles)
+        self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
+        self.block_ids = count(1)
+        self.defaults: dict[str, Any] = {}
+        self.included_handlers: list[TaskDef] = []
+
+    def nested(self, playbook: Path) -> Loader:
+        """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
+        inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
+        inner.block_ids = self.block_ids
+        return inner
 
     # -- playbook -----------------------------------------------------------
     def load(self) -> Playbook:
@@ -52,10 +80,19 @@ class Loader:
         for index, node in enumerate(data):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("each play must be a mapping with 'hosts:'", data.location(index))
-            plays.append(self._play(node))
+            if "import_playbook" in node:
+                plays += import_playbook(self, node)
+            else:
+                plays.append(self._play(node))
         return Playbook(self.playbook, plays)
 
     def _play(self, node: yamlsrc.YDict) -> Play:
+        for key in node:  # before pydantic, whose first error for `host:` would be the missing `hosts:`
+            if key in PLAY_HINTS:
+                raise PlaybookError(f"'{key}' is not supported: {PLAY_HINTS[key]}", node.location(key))
+            if key not in PLAY_KEYWORDS:
+                raise PlaybookError(f"unknown play key '{key}'{did_you_mean(str(key), PLAY_KEYWORDS)}",
+                                    node.location(key))
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
@@ -71,15 +108,22 @@ class Loader:
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         loaded_roles: set[str] = set()
-        self.defaults: dict[str, Any] = {}
+        self.defaults = {}
+        self.included_handlers = []  # the handlers of roles that include_role brought in
         roles_node = node.get("roles", yamlsrc.YList())
         for index, item in enumerate(keywords.roles):
             where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
             ref = self._role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item)
             self._role(ref, where, set(keywords.tags), tasks, handlers, loaded_roles, ())
-        search = [self.playbook.parent]
-        tasks += self._tasks(node.get("tasks"), node, "tasks", set(keywords.tags), search)
-        handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True)
+        base = self.playbook.parent  # as Ansible: templates/ and files/ beside the playbook, then the folder
+        search = [base / "templates", base / "files", base]
+        play_tags = set(keywords.tags)
+        # Ansible's order: pre_tasks, roles, tasks, post_tasks (handlers run once, at the end of the play)
+        tasks[:0] = self._tasks(node.get("pre_tasks"), node, "pre_tasks", play_tags, search, here=base)
+        tasks += self._tasks(node.get("tasks"), node, "tasks", play_tags, search, here=base)
+        tasks += self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
+        handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True, here=base)
+        handlers += self.included_handlers
         for task in tasks + handlers:
             if task.become is None:
                 task.become = keywords.become
@@ -87,26 +131,43 @@ class Loader:
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
-               handler: bool = False, role: str | None = None) -> list[TaskDef]:
+               handler: bool = False, role: str | None = None, here: Path | None = None,
+               blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]:
         if items is None:
             return []
         if not isinstance(items, yamlsrc.YList):
             raise PlaybookError(f"'{key}' must be a list of tasks", parent.location(key))
-        result = []
+        context = Context(tags, search, role, here or self.playbook.parent, blocks)
+        result: list[TaskDef] = []
         for index, node in enumerate(items):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("a task must be a mapping", items.location(index))
-            result.append(self._task(node, tags, search, role))
+            if handler and any(k in node for k in ("block", *INCLUDES)):
+                raise PlaybookError("a handler is one task: no block or include", node.location())
+            result += self._entry(node, context)
         return result
 
-    def _task(self, node: yamlsrc.YDict, tags: set[str], search: list[Path], role: str | None) -> TaskDef:
+    def _entry(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
+        """One item of a task list: a task, a block, or an include (blocks.py)."""
+        if "block" in node:
+            return load_block(self, node, context)
+        for key in INCLUDES:
+            if key in node:
+                return load_include(self, node, key, context)
+        return [self._task(node, context.tags, context.search, context.role, context.blocks)]
+
+    def _task(self, node: yamlsrc.YDict, tags: set[str], search: list[Path], role: str | None,
+              blocks: tuple[tuple[int, str], ...] = ()) -> TaskDef:
+        for key in node:
+            if key in REFUSED_KEYWORDS:
+                raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:
             raise PlaybookError(
                 f"task has no task type (one of: {', '.join(sorted(TASK_TYPES))})", node.location())
         for key in type_keys:
-            if key not in TASK_TYPES:
-                hint = did_you_mean(str(key), list(TASK_TYPES) + list(TASK_KEYWORDS))
+            if key not in TASK_TYPES and key not in ENGINE_ACTIONS:
+                hint = ansible_hint(str(key)) or did_you_mean(str(key), [*TASK_TYPES, *ENGINE_ACTIONS, *TASK_KEYWORDS])
                 raise PlaybookError(f"unknown task type or keyword '{key}'{hint}", node.location(key))
         if len(type_keys) > 1:
             raise PlaybookError(f"a task has exactly one task type, found {', '.join(map(str, type_keys))}",
@@ -119,7 +180,9 @@ class Loader:
             params_node = yamlsrc.YDict()
         if not isinstance(params_node, dict):
             raise PlaybookError(f"the parameters of '{type_name}' must be a mapping", node.location(type_name))
-        problem = static_param_errors(type_name, yamlsrc.plain(params_node))
+        check_keywords(type_name, keywords, node)
+        problem = action_param_errors(type_name, yamlsrc.plain(params_node)) if type_name in ENGINE_ACTIONS \
+            else static_param_errors(type_name, yamlsrc.plain(params_node))
         if problem:
             loc, message = problem
             raise PlaybookError(f"{type_name}: {message}", yamlsrc.locate(params_node, loc, node.location(type_name)))
@@ -128,7 +191,7 @@ class Loader:
         return TaskDef(
             name=name.strip(), type=type_name, params=yamlsrc.plain(params_node), keywords=keywords,
             location=node.location(), raw=params_node, role=role, tags=set(keywords.tags) | tags,
-            search_paths=list(search), become=keywords.become,
+            search_paths=list(search), become=keywords.become, blocks=blocks,
         )
 
     # -- roles --------------------------------------------------------------
@@ -151,7 +214,8 @@ class Loader:
         raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
 
     def _role(self, ref: RoleRef, where: Location, tags: set[str], tasks: list[TaskDef], handlers: list[TaskDef],
-              loaded: set[str], stack: tuple[str, ...]) -> None:
+              loaded: set[str], stack: tuple[str, ...], tasks_from: str = "main",
+              blocks: tuple[tuple[int, str], ...] = ()) -> None:
         if ref.role in stack:
             raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
         identity = ref.role + repr(sorted(ref.params.items()))
@@ -176,18 +240,22 @@ class Loader:
                                 Location(str(path / "defaults" / "main.yml"), 1, 1))
         search = [path / "templates", path / "files", path, self.playbook.parent]
         role_tags = tags | set(ref.tags)
-        role_tasks = self._role_file(path / "tasks" / "main.yml", role_tags, search, ref.role)
+        task_file = path / "tasks" / (tasks_from if tasks_from.endswith((".yml", ".yaml")) else f"{tasks_from}.yml")
+        if tasks_from != "main" and self._optional(task_file) is None:
+            raise PlaybookError(f"role '{ref.role}' has no tasks file {task_file}", where)
+        role_tasks = self._role_file(task_file, role_tags, search, ref.role, blocks)
         role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
         self.defaults.update(yamlsrc.plain(defaults))
         for task in role_tasks + role_handlers:
             task.role_params = ref.params
-            task.role_when = [ref.when] if ref.when is not None else []
+            task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
             if task.become is None:
                 task.become = ref.become
         tasks += role_tasks
         handlers += role_handlers
 
-    def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str) -> list[TaskDef]:
+    def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str,
+                   blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]:
         data = self._optional(path)
         if data is None:
             return []
@@ -195,7 +263,7 @@ class Loader:
             raise PlaybookError("a role's task file must be a list of tasks", Location(str(path), 1, 1))
         holder = yamlsrc.YDict({"tasks": data})
         holder.file = str(path)
-        return self._tasks(data, holder, "tasks", tags, search, role=role)
+        return self._tasks(data, holder, "tasks", tags, search, role=role, here=path.parent, blocks=blocks)
 
     @staticmethod
     def _optional(path: Path) -> Any:
@@ -205,8 +273,9 @@ class Loader:
         return None
 
 
-def load_playbook(path: str | Path, project_dir: Path | None = None) -> Playbook:
+def load_playbook(path: str | Path, project_dir: Path | None = None,
+                  configured_roles: list[Path] | None = None) -> Playbook:
     path = Path(path)
     if not path.exists():
         raise PlaybookError(f"playbook not found: {path}")
-    return Loader(path, project_dir).load()
+    return Loader(path, project_dir, configured_roles).load()

@@ -29,6 +29,25 @@ def _as_list(value: Any) -> Any:
 warnings.filterwarnings("ignore", message='Field name "register"', category=UserWarning)  # ABC.register
 
 
+class LoopControl(BaseModel):
+    """Ansible's `loop_control`: what an item is called, and how its result line names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    loop_var: str = "item"
+    label: str | None = None
+
+    @field_validator("loop_var")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not IDENTIFIER.match(value):
+            raise ValueError(f"'{value}' is not a valid variable name")
+        return value
+
+
+Condition = str | bool | list[str | bool] | None
+
+
 class TaskKeywords(BaseModel):
     """Every key of a task except its one task type."""
 
@@ -45,8 +64,20 @@ class TaskKeywords(BaseModel):
     timeout: float | None = Field(None, gt=0)
     vars: dict[str, Any] = Field(default_factory=dict)
     no_log: bool = False
+    loop: str | list[Any] | None = None
+    with_items: str | list[Any] | None = None
+    loop_control: LoopControl | None = None
+    changed_when: Condition = None
+    failed_when: Condition = None
+    check_mode: bool | None = None
+    run_once: bool = False
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
+
+    @property
+    def items(self) -> str | list[Any] | None:
+        """`loop`, or its older spelling `with_items`."""
+        return self.loop if self.loop is not None else self.with_items
 
     @field_validator("register")
     @classmethod
@@ -57,6 +88,32 @@ class TaskKeywords(BaseModel):
 
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
+# Actions the engine carries out itself (they read and set variables; no host is asked anything)
+ENGINE_ACTIONS = ("set_fact", "debug")
+# Ansible keywords gpuconf refuses, and why (README, "Coming from Ansible")
+REFUSED_KEYWORDS = {
+    "delegate_to": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
+    "local_action": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
+    "become_user": "gpuconf becomes root (become: true) or runs as the connection's user",
+    "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
+    "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
+    "until": "use a probe, or a task's own wait (ib_ports `wait`)",
+    "retries": "use a probe, or a task's own wait (ib_ports `wait`)",
+    "delay": "use a probe, or a task's own wait (ib_ports `wait`)",
+    "environment": "give `env:` to a command",
+}
+# Ansible play keys gpuconf does not take, and what to use instead
+PLAY_HINTS = {
+    "strategy": "hosts run in parallel (--forks), each through its tasks in order; `serial` makes batches",
+    "remote_user": "set `user` (or ansible_user) in the inventory, or -e user=NAME",
+    "connection": "set `connection` in the inventory, or -c local",
+    "any_errors_fatal": "use max_fail_percentage: 0",
+    "environment": "give `env:` to a command",
+    "collections": "task types are gpuconf's own (gpuconf tasks)",
+    "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
+}
+BLOCK_KEYWORDS = ("name", "when", "tags", "become", "vars", "ignore_errors", "block", "rescue", "always")
+INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "vars")
 
 
 class RoleRef(BaseModel):
@@ -87,6 +144,8 @@ class PlayKeywords(BaseModel):
     tasks: list[Any] = Field(default_factory=list)
     handlers: list[Any] = Field(default_factory=list)
     become: bool | None = None
+    pre_tasks: list[Any] = Field(default_factory=list)
+    post_tasks: list[Any] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     serial: int | str | list[int | str] | None = None
     max_fail_percentage: float | None = Field(None, ge=0, le=100)
@@ -126,10 +185,13 @@ class TaskDef:
     raw: Any = None  # the YAML node, for locating param errors
     role: str | None = None
     role_params: dict[str, Any] = field(default_factory=dict)
-    role_when: list[Any] = field(default_factory=list)
+    role_when: list[Any] = field(default_factory=list)  # the `when` of its role, blocks and includes, outermost first
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
     become: bool | None = None
+    # the blocks around the task, outermost first: (block id, "block" | "rescue" | "always")
+    blocks: tuple[tuple[int, str], ...] = ()
+    item_vars: dict[str, Any] = field(default_factory=dict)  # one item of a loop (never rendered again)
 
 
 @dataclass

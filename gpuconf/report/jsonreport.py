@@ -84,7 +84,6 @@ def host_in_sync(run: RunResult, host: HostResult) -> bool:
 def write_atomic(path: str | Path, text: str) -> None:
     """Write a file via a temp file in the same directory and a rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:

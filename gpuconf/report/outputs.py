@@ -40,8 +40,8 @@ class OutputOptions:
             if target.is_dir():
                 raise UsageError(f"{option} {path}: is a directory; give a file name")
             parent = target.parent
-            while not parent.exists() and parent != parent.parent:
-                parent = parent.parent
+            if not parent.exists():  # a typo in a path must not become a directory tree
+                raise UsageError(f"{option} {path}: the directory {parent} does not exist; create it first")
             if not parent.is_dir():
                 raise UsageError(f"{option} {path}: {parent} is not a directory")
             if not os.access(parent, os.W_OK | os.X_OK):

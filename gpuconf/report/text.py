@@ -8,16 +8,24 @@ are shown escaped (`\\x1b`), so a log never carries a terminal sequence.
 """
 from __future__ import annotations
 
+import io
+import os
 import re
 import sys
 import threading
-from typing import TextIO
+from typing import IO, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
-from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
+from gpuconf.report.redact import (
+    visible_changes,
+    visible_error,
+    visible_findings,
+    visible_message,
+    visible_output,
+)
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 
 STYLE = {
@@ -27,7 +35,19 @@ STYLE = {
 }
 LABEL = {Status.WOULD_CHANGE: "would change", Status.FAILED: "FAILED", Status.UNREACHABLE: "UNREACHABLE",
          Status.UNKNOWN: "UNKNOWN", Status.REBOOT_PENDING: "reboot pending"}
+TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stderr
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def stop_writing(stream: IO[str]) -> None:
+    """Point a stream whose reader closed the pipe at /dev/null, so that no later write or the
+    interpreter's final flush fails again (Python's own advice for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a file descriptor (a StringIO): nothing to redirect
+        pass
 
 
 def printable(text: str) -> str:
@@ -39,21 +59,40 @@ def _show(text: str) -> str:
     return escape(printable(text))
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits the program (status 1) when the reader closes the pipe; the run goes on instead."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 class TextReporter(RunEvents):
     def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False, verb: str = "check",
                  live: bool | None = None, console: Console | None = None, slow_after: float = SLOW_AFTER):
         # emoji=False: a task name or command output with ":name:" in it is printed as written
         # (and each line costs a fifth less: rich looks for emoji codes in every line otherwise)
-        self.console = console or Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False)
+        self.console = console or _Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False)
         self.verbose, self.diff = verbose, diff
+        self.reader_gone = False
         self.lock = threading.Lock()
         use_live = self.console.is_terminal if live is None else live
         self.progress = LiveProgress(self.console, verb, slow_after) if use_live else None
 
+    def _print(self, text: str) -> None:
+        """One line; once the reader has gone (`gpuconf check ... | head`), the rest of the run's
+        lines go nowhere and the run goes on: its exit code still tells drift from failure."""
+        if self.reader_gone:
+            return
+        try:
+            self.console.print(text)
+        except BrokenPipeError:
+            self.reader_gone = True
+            stop_writing(self.console.file)
+
     # -- run events (from the runner's threads) -----------------------------
     def play(self, name: str, hosts: list[str] | None = None) -> None:
         with self.lock:
-            self.console.print(f"\n[bold]{_show(f'PLAY [{name}]')}[/bold]")
+            self._print(f"\n[bold]{_show(f'PLAY [{name}]')}[/bold]")
         if self.progress:
             self.progress.play(name, hosts or [])
 
@@ -65,6 +104,11 @@ class TextReporter(RunEvents):
         if self.progress:
             self.progress.host_done(host)
 
+    def remote(self, host: str, text: str) -> None:
+        if self.verbose >= 3:
+            with self.lock:
+                self._print(f"[dim]{_show(f'<{host}> {text}')}[/dim]")
+
     # -- task lines ---------------------------------------------------------
     def task(self, result: TaskResult) -> None:
         if self.progress:
@@ -72,50 +116,61 @@ class TextReporter(RunEvents):
         if result.status == Status.SKIPPED and not self.verbose:
             return
         label = LABEL.get(result.status, result.status.value)
+        style = STYLE[result.status]
+        if result.ignored:  # ignore_errors: Ansible's "...ignoring"; not a failure of the run
+            label, style = "failed, ignored", "dim"
         name = f"{result.role} : {result.task}" if result.role else result.task
         detail = visible_error(result) or visible_message(result)
         if result.handler:
             name = f"handler {name}"
-        line = f"[{STYLE[result.status]}]{label}[/]: {_show(f'[{result.host}]')} {_show(name)}"
+        line = f"[{style}]{label}[/]: {_show(f'[{result.host}]')} {_show(name)}"
         if detail:
             line += f" [dim]-[/dim] {_show(detail)}"
         with self.lock:
-            self.console.print(line)
+            self._print(line)
             changes = visible_changes(result)
             if len(changes) > 1 or (changes and self.verbose):
                 for change in changes:
-                    self.console.print(f"    - {_show(change.summary)}")
+                    self._print(f"    - {_show(change.summary)}")
                     if self.verbose:
                         for op in change.ops:
-                            self.console.print(f"[dim]        {_show(op)}[/dim]")
+                            self._print(f"[dim]        {_show(op)}[/dim]")
             for finding in visible_findings(result):
                 if finding.severity != "ok":
                     where = "" if finding.gpu is None else f" gpu {finding.gpu}"
                     style = "red" if finding.severity == "failure" else "yellow"
-                    self.console.print(f"    [{style}]{finding.severity}[/]: "
+                    self._print(f"    [{style}]{finding.severity}[/]: "
                                        f"{_show(f'{finding.probe}{where}: {finding.message}')}")
             if self.diff and not result.secret:
                 for change in changes:
                     self._diff(change)
+            if self.verbose:  # -v: what the command printed, its last lines (none for no_log)
+                for label, text in zip(("stdout", "stderr"), visible_output(result)):
+                    lines = text.rstrip("\n").splitlines()
+                    if lines:
+                        more = f" (last {TAIL_LINES} of {len(lines)} lines)" if len(lines) > TAIL_LINES else ""
+                        self._print(f"[dim]    {label}{more}:[/dim]")
+                        for line in lines[-TAIL_LINES:]:
+                            self._print(f"[dim]      {_show(line)}[/dim]")
             if self.verbose >= 3 and result.traceback and not result.secret:
-                self.console.print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
+                self._print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
 
     def _diff(self, change) -> None:
         if change.diff:
             for line in change.diff.splitlines():
                 style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                          else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "dim")
-                self.console.print(f"[{style}]    {_show(line)}[/]")
+                self._print(f"[{style}]    {_show(line)}[/]")
         elif change.before is not None or change.after is not None:
-            self.console.print(f"[red]    before: {_show(str(change.before))}[/]")
-            self.console.print(f"[green]    after:  {_show(str(change.after))}[/]")
+            self._print(f"[red]    before: {_show(str(change.before))}[/]")
+            self._print(f"[green]    after:  {_show(str(change.after))}[/]")
 
     # -- the end ------------------------------------------------------------
     def recap(self, run: RunResult) -> None:
         if self.progress:
             self.progress.stop()
         with self.lock:
-            self.console.print("\n[bold]PLAY RECAP[/bold]")
+            self._print("\n[bold]PLAY RECAP[/bold]")
             width = max((len(h) for h in run.hosts), default=4)
             for name, host in run.hosts.items():
                 cells = "  ".join(f"[{style}]{key}={value}[/]" if value else f"{key}={value}"
@@ -125,10 +180,10 @@ class TextReporter(RunEvents):
                     reboot = "  [bold yellow]reboot pending[/]"
                 elif host.reboot_required:
                     reboot = "  [yellow]reboot required[/]"
-                self.console.print(f"[{_host_style(host)}]{_show(name.ljust(width))}[/] : {cells}{reboot}")
+                self._print(f"[{_host_style(host)}]{_show(name.ljust(width))}[/] : {cells}{reboot}")
             for action in run.slurm or []:
-                self.console.print(_slurm_line(action))
-            self.console.print("\n" + _show(summary(run)))
+                self._print(_slurm_line(action))
+            self._print("\n" + _show(summary(run)))
 
 
 def _slurm_line(action) -> str:
@@ -164,9 +219,10 @@ def _short(text: str, most: int = 100) -> str:
 
 
 def _first_reason(host: HostResult) -> str:
-    for task in host.tasks:
-        if task.status in (Status.FAILED, Status.UNKNOWN) and not task.ignored:
-            return _short(f"{task.task}: {visible_error(task) or task.status.value}")
+    for wanted in (Status.FAILED, Status.UNKNOWN):  # the first failure names the host's problem, not a later unknown
+        for task in host.tasks:
+            if task.status == wanted and not task.ignored:
+                return _short(f"{task.task}: {visible_error(task) or task.status.value}")
     for task in host.tasks:
         if task.status == Status.WOULD_CHANGE:
             changes = visible_changes(task)
@@ -210,8 +266,10 @@ def summary(run: RunResult) -> str:
         not_run = sum(1 for h in hosts for t in h.tasks if t.not_run)
         text += f"; deadline of {run.deadline:g} s reached ({not_run} tasks not run)"
     if run.budget_spent:
-        left = sorted({h.host for h in hosts for t in h.tasks if t.not_run == "max_fail_percentage"})
-        text += f"; max_fail_percentage exceeded: {len(left)} hosts not started"
+        left = sorted({h.host for h in hosts for t in h.tasks if t.not_run in ("max_fail_percentage", "batch_failed")})
+        what = "max_fail_percentage exceeded" if "max_fail_percentage" in run.budget_spent else \
+            "every host of a serial batch failed"
+        text += f"; {what}: {len(left)} hosts not started"
     if run.interrupted:
         text += "; interrupted"
     return text

@@ -125,7 +125,12 @@ class Unknown(Exception):
 
 
 class Refused(Exception):
-    """The task refuses to act (an unsafe or impossible request): status `failed`."""
+    """The task refuses to act (an unsafe or impossible request): status `failed`. `data` is
+    what it read, for `register` (a probe's output that did not match)."""
+
+    def __init__(self, message: str = "", data: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.data = dict(data or {})
 
 
 # -- what check() and apply() see ----------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 
 from pydantic_core import PydanticUndefined
 
@@ -29,7 +30,11 @@ def describe(name: str) -> str:
     if name not in TASK_TYPES:
         raise UsageError(f"unknown task type '{name}'{did_you_mean(name, TASK_TYPES)}")
     task = TASK_TYPES[name]
-    lines = [f"{name}", "", inspect.cleandoc(type(task).__doc__ or ""), "", "Parameters:"]
+    lines = [f"{name}", "", inspect.cleandoc(type(task).__doc__ or "")]
+    module_doc = inspect.cleandoc(sys.modules[type(task).__module__].__doc__ or "")
+    if f"`gpuconf tasks {name}`" in module_doc:  # the module keeps a table for this page (cuda's)
+        lines += ["", module_doc.split("\n\n", 1)[-1]]
+    lines += ["", "Parameters:"]
     for field_name, info in task.Params.model_fields.items():
         default = "required" if info.is_required() else (
             "default: " + repr(info.get_default(call_default_factory=True))

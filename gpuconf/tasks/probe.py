@@ -61,4 +61,4 @@ class Probe(TaskType):
         if params.pending_in_check:
             # the tasks before it have not run in a check: what apply will verify
             return drift(Change(f"verify `{params.command}`: {problem}"), **registered)
-        raise Refused(f"`{params.command}`: {problem}")
+        raise Refused(f"`{params.command}`: {problem}", data=registered)

@@ -1,6 +1,7 @@
 """The task types, by name. Explicit imports: no magic lookup."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import ValidationError
@@ -90,11 +91,35 @@ def _first_literal_error(model: Any, raw: dict, templated: set[str]) -> tuple[tu
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
 
 
-def build_params(type_name: str, rendered: dict[str, Any]) -> Any:
+def build_params(type_name: str, rendered: dict[str, Any], numbers_as_text: bool = True) -> Any:
     """Validate rendered params; raise ValueError with a readable message."""
     model = TASK_TYPES[type_name].Params
     try:
         return model.model_validate(rendered)
     except ValidationError as exc:
+        numbers = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and _is_number(e["input"])]
+        if numbers and numbers_as_text:  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
+            return build_params(type_name, _as_text(rendered, numbers), numbers_as_text=False)
         _, message = validation_message(exc, param_names(type_name))
         raise ValueError(message) from None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _as_text(values: Any, locations: list[tuple[Any, ...]]) -> Any:
+    """A copy of `values` with the numbers at `locations` (pydantic error locations, whose union
+    members' names are not keys) as strings."""
+    values = copy.deepcopy(values)
+    for loc in locations:
+        holder: Any = None
+        key: Any = None
+        current = values
+        for part in loc:
+            if isinstance(current, dict) and part in current or \
+                    isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+                holder, key, current = current, part, current[part]
+        if holder is not None and _is_number(current):
+            holder[key] = str(current)
+    return values

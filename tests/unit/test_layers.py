@@ -9,18 +9,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "suggest", "yamlsrc"},
+    {"errors", "suggest", "vault", "yamlsrc", "config"},
     {"results"},
     {"facts", "driver"},
     {"templating"},
     {"tasks"},
-    {"inventory", "patterns"},
+    {"inventory", "inventory_sources", "patterns"},
     {"playbook"},
     {"connection"},
     {"report"},
     {"slurm", "retry", "schedule"},
     {"engine"},
-    {"commands"},
+    {"commands", "adhoc"},
     {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -51,7 +51,7 @@ PLAY = """\
     # the shape of tasks and plays
     (PLAY + "      when: true\n", "3:7", ["task has no task type"]),
     (PLAY + "      file: {path: /x}\n      service: {name: x}\n", "5:7", ["exactly one task type"]),
-    ("- hosts: all\n  taks: []\n", "2:3", ["unknown key 'taks'", "did you mean 'tasks'"]),
+    ("- hosts: all\n  taks: []\n", "2:3", ["unknown play key 'taks'", "did you mean 'tasks'"]),
     ("- name: no hosts\n", "1:3", ["missing required key 'hosts'"]),
     ("hosts: all\n", "1:1", ["a playbook is a list of plays"]),
 ])

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.engine.hostrun import PlayOnHost, RunOptions
+from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.options import RunOptions
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.runner import Runner
 from gpuconf.engine.variables import magic_variables

@@ -1,0 +1,25 @@
+"""The actions the engine carries out itself, in check mode and apply alike: `set_fact`
+sets host variables for the rest of the run (as a registered result does), `debug` shows
+a message or a variable. Neither asks the host anything."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuconf.playbook.models import TaskDef
+from gpuconf.templating import Vars, evaluate, render
+
+
+def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Carry out `set_fact` or `debug`: the result's message and data."""
+    if task.type == "set_fact":
+        values = {name: render(value, variables) for name, value in task.params.items()}
+        registered.update(values)
+        return f"set {', '.join(values)}", {"ansible_facts": values}
+    if "var" in task.params:
+        name = str(task.params["var"])
+        value = evaluate(name, variables)
+        return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
+    message = render(task.params["msg"], variables)
+    text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)
+    return text, {"msg": message}

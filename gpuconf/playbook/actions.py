@@ -1,0 +1,31 @@
+"""The parameters of the actions the engine carries out itself: `set_fact` and `debug`.
+
+They are no task types (docs/task-contract.md): they read no host and change none; they
+set or show variables, in check mode and apply alike (gpuconf/engine/actions.py runs them).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gpuconf.playbook.models import IDENTIFIER
+
+
+def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
+    """What is wrong with an action's parameters, as (path, message), or None."""
+    if action == "set_fact":
+        if not params:
+            return (), "give at least one NAME: VALUE"
+        for name in params:
+            if name == "cacheable":
+                return (name,), "'cacheable' is not supported: facts set by set_fact last for the run"
+            if not IDENTIFIER.match(str(name)):
+                return (name,), f"'{name}' is not a valid variable name"
+        return None
+    unknown = [k for k in params if k not in ("msg", "var", "verbosity")]
+    if unknown:
+        return (unknown[0],), f"unknown parameter '{unknown[0]}' (debug takes msg, var and verbosity)"
+    if ("msg" in params) == ("var" in params):
+        return (), "give one of msg and var"
+    if "var" in params and not isinstance(params["var"], str):
+        return ("var",), "var names a variable (or an expression), as a string"
+    return None

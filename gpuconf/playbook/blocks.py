@@ -1,0 +1,179 @@
+"""Blocks, includes and imports, loaded into plain task lists with Ansible's names.
+
+- `block`/`rescue`/`always`: each task records the blocks around it (`TaskDef.blocks`),
+  and the engine runs rescue and always as Ansible does (gpuconf/engine/blocks.py);
+- `import_tasks`/`include_tasks`, `import_role`/`include_role`: the file or role is read
+  when the playbook loads (its name cannot be a template), and the include's `when`,
+  `tags`, `become` and `vars` apply to every task it brings;
+- `import_playbook`: the plays of another playbook, in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuconf import yamlsrc
+from gpuconf.errors import Location, PlaybookError
+from gpuconf.playbook.models import BLOCK_KEYWORDS, INCLUDE_KEYWORDS, Condition, Play, RoleRef, TaskDef, TaskKeywords
+from gpuconf.suggest import did_you_mean, validation_message
+from gpuconf.templating import is_template
+
+# `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
+# imports this module, and an import back would be a circle (tests/unit/test_layers.py).
+Loader = Any
+INCLUDES = ("import_tasks", "include_tasks", "import_role", "include_role")
+
+
+@dataclass
+class Context:
+    """Where a task list is being read: the tags and blocks around it, its role and folder."""
+
+    tags: set[str]
+    search: list[Path]
+    role: str | None
+    here: Path  # the folder of the file being read: include_tasks names files relative to it
+    blocks: tuple[tuple[int, str], ...]
+
+
+class Wrapper(BaseModel):
+    """The keywords a block or an include passes on to the tasks inside it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    when: Condition = None
+    tags: list[str] = Field(default_factory=list)
+    become: bool | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    ignore_errors: bool | None = None
+
+    _tags = field_validator("tags", mode="before")(
+        lambda cls, v: [p.strip() for p in v.split(",")] if isinstance(v, str) else (v or []))
+
+
+def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrapper:
+    for key in node:
+        if key not in allowed:
+            raise PlaybookError(f"unknown {what} key '{key}'{did_you_mean(str(key), allowed)}", node.location(key))
+    try:
+        return Wrapper.model_validate({k: v for k, v in node.items() if k in allowed})
+    except ValidationError as exc:
+        loc, message = validation_message(exc, allowed)
+        raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
+
+
+def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
+    """The block's or include's keywords onto its tasks: its condition before theirs, its
+    vars below theirs, its become and ignore_errors where they set none."""
+    for task in tasks:
+        if outer.when is not None:
+            task.role_when = [outer.when] + task.role_when
+        if task.become is None:
+            task.become = outer.become
+        update: dict[str, Any] = {}
+        if outer.vars:
+            update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
+        if outer.ignore_errors is not None and "ignore_errors" not in task.keywords.model_fields_set:
+            update["ignore_errors"] = outer.ignore_errors
+        if update:
+            task.keywords = task.keywords.model_copy(update=update)
+    return tasks
+
+
+def load_block(loader: Loader, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
+    outer = _wrapper(node, BLOCK_KEYWORDS, "block")
+    block_id = next(loader.block_ids)
+    tags = context.tags | set(outer.tags)
+    tasks: list[TaskDef] = []
+    for section in ("block", "rescue", "always"):
+        inner = context.blocks + ((block_id, section),)
+        tasks += loader._tasks(node.get(section), node, section, tags, context.search, role=context.role,
+                               here=context.here, blocks=inner)
+    if not any(t.blocks[len(context.blocks)][1] == "block" for t in tasks):
+        raise PlaybookError("a block needs at least one task under 'block:'", node.location("block"))
+    return wrap(tasks, outer)
+
+
+def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context) -> list[TaskDef]:
+    outer = _wrapper(node, (key, *INCLUDE_KEYWORDS), key)
+    tags = context.tags | set(outer.tags)
+    where = node.location(key)
+    if key in ("import_role", "include_role"):
+        return wrap(_include_role(loader, node[key], where, tags, context), outer)
+    target = node[key]
+    if isinstance(target, dict):
+        target = target.get("file")
+    if not isinstance(target, str) or not target:
+        raise PlaybookError(f"{key} names a task file: `{key}: FILE.yml`", where)
+    if is_template(target):
+        raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
+                            "playbook loads (use `when:` on the include to choose)", where)
+    path = Path(target) if Path(target).is_absolute() else context.here / target
+    if not path.is_file():
+        raise PlaybookError(f"{key}: task file '{target}' not found (looked for {path})", where)
+    if path.resolve() in loader.stack:
+        raise PlaybookError(f"{key}: '{target}' includes itself: "
+                            f"{' -> '.join(p.name for p in loader.stack)} -> {path.name}", where)
+    data = yamlsrc.load_file(path)
+    if data is None:
+        return []
+    if not isinstance(data, yamlsrc.YList):
+        raise PlaybookError("a task file is a list of tasks", Location(str(path), 1, 1))
+    holder = yamlsrc.YDict({"tasks": data})
+    holder.file = str(path)
+    loader.stack += (path.resolve(),)
+    try:
+        tasks = loader._tasks(data, holder, "tasks", tags, context.search, role=context.role, here=path.parent,
+                              blocks=context.blocks)
+    finally:
+        loader.stack = loader.stack[:-1]
+    return wrap(tasks, outer)
+
+
+def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context) -> list[TaskDef]:
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise PlaybookError("include_role needs the role's name: `include_role: {name: ROLE}`", where)
+    unknown = [k for k in spec if k not in ("name", "tasks_from")]
+    if unknown:
+        raise PlaybookError(f"include_role: unknown key '{unknown[0]}' (it takes name and tasks_from)", where)
+    tasks: list[TaskDef] = []
+    loader._role(RoleRef(role=spec["name"]), where, tags, tasks, loader.included_handlers, set(), (),
+                 tasks_from=str(spec.get("tasks_from", "main")), blocks=context.blocks)
+    return tasks
+
+
+def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
+    for key in node:
+        if key not in ("import_playbook", "name"):
+            raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name)", node.location(key))
+    target = node["import_playbook"]
+    where = node.location("import_playbook")
+    if not isinstance(target, str) or is_template(target):
+        raise PlaybookError("import_playbook names a playbook file (not a template)", where)
+    path = Path(target) if Path(target).is_absolute() else loader.playbook.parent / target
+    if not path.is_file():
+        raise PlaybookError(f"import_playbook: '{target}' not found (looked for {path})", where)
+    if path.resolve() in loader.stack:
+        raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
+    return loader.nested(path).load().plays
+
+
+def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
+    """Keywords that only some tasks can take."""
+    if keywords.check_mode is True:
+        raise PlaybookError("check_mode: true is not supported: `gpuconf check` is the dry run",
+                            node.location("check_mode"))
+    if keywords.check_mode is False and type_name not in ("command", "probe"):
+        raise PlaybookError("check_mode: false runs a task in check mode too: gpuconf allows it for a command that "
+                            "only reads (and a probe, which always runs)", node.location("check_mode"))
+    if keywords.loop is not None and keywords.with_items is not None:
+        raise PlaybookError("give loop or with_items, not both", node.location("with_items"))
+    if keywords.loop_control is not None and keywords.items is None:
+        raise PlaybookError("loop_control without loop", node.location("loop_control"))
+    if type_name == "set_fact" and keywords.register:
+        raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
