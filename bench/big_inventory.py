@@ -50,8 +50,8 @@ def generate(directory: Path, hosts: int) -> None:
     group_vars.mkdir()
     (group_vars / "all.yml").write_text("connect_timeout: 10\nntp_servers: [10.0.0.1, 10.0.0.2]\n"
                                         "site: {name: dc1, region: eu-west}\n")
-    (group_vars / "a100.yml").write_text("nvidia_driver_branch: 535\nnvidia_driver_version: '535.104.05'\n"
-                                         "cuda_version: '12.2'\ncuda_package_version: '12.2.2-1'\n")
+    (group_vars / "a100.yml").write_text("nvidia_driver_branch: 580\nnvidia_driver_version: '580.95.05'\n"
+                                         "cuda_version: '13.0'\ncuda_package_version: '13.0.2-1'\n")
     (group_vars / "subnet_managers.yml").write_text("infiniband_subnet_manager: true\n")
     for rack in range(racks):
         (group_vars / f"rack{rack:03d}.yml").write_text(

@@ -15,12 +15,17 @@ from pyinfra.facts.server import Command, KernelModules
 from pyinfra.operations import apt, files, server, systemd
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
-BRANCH = 535
-DRIVER = "535.104.05"
+BRANCH = 580
+DRIVER = "580.95.05"
 DRIVER_PACKAGE = DRIVER + "-1"
-CUDA = "12.2"
-CUDA_PACKAGE = "cuda-toolkit-12-2"
-CUDA_PACKAGE_VERSION = "12.2.2-1"
+# the stack gpuconf's nvidia_driver_stack installs for an A100 on 580 (open modules, DKMS)
+STACK = [f"nvidia-kernel-common-{BRANCH}", f"nvidia-dkms-{BRANCH}-open", f"libnvidia-compute-{BRANCH}",
+         f"nvidia-utils-{BRANCH}"]
+CUDA = "13.0"
+CUDA_PACKAGE = "cuda-toolkit-13-0"
+CUDA_PACKAGE_VERSION = "13.0.2-1"
+CONTAINER_TOOLKIT = "1.17.8-1"
+DCGM = "4.5.2-1"
 CUDA_HOME = f"/usr/local/cuda-{CUDA}"
 RDMA_MODULES = ["ib_uverbs", "ib_umad", "mlx5_ib", "rdma_ucm"]
 DAEMON_JSON = "/etc/docker/daemon.json"
@@ -68,15 +73,14 @@ if "blacklist nouveau" not in initramfs.splitlines():
 server.modprobe(name="nouveau not loaded", module="nouveau", present=False, **SUDO)
 
 # -- nvidia_driver ----------------------------------------------------------------------------------
-branches = check("dpkg-query -W -f='${Package}\\n' 'nvidia-driver-*'").split()
-other = [p for p in branches if p != f"nvidia-driver-{BRANCH}"]
-if other:
-    apt.packages(name="Only one driver branch", packages=other, present=False, **SUDO)
 apt.packages(name="DKMS installed", packages=["dkms"], **SUDO)
-driver_packages = [f"nvidia-driver-{BRANCH}", f"nvidia-dkms-{BRANCH}", f"nvidia-utils-{BRANCH}"]
-apt.packages(name="Driver packages at the pinned version",
-             packages=[f"{p}={DRIVER_PACKAGE}" for p in driver_packages], **SUDO)
-hold(driver_packages)
+other = [p for p in check("dpkg-query -W -f='${Package}\\n' 'nvidia-driver-*' 'nvidia-dkms-*'").split()
+         if p not in STACK]
+if other:
+    apt.packages(name="Only one driver stack", packages=other, present=False, **SUDO)
+apt.packages(name="One driver stack at the pinned version and flavour",
+             packages=[f"{p}={DRIVER_PACKAGE}" for p in STACK], **SUDO)
+hold(STACK)
 if "installed" not in check(f'dkms status -m nvidia -v {DRIVER} -k "$(uname -r)"'):
     server.shell(name="DKMS module built for the running kernel",
                  commands=[f'dkms install nvidia/{DRIVER} -k "$(uname -r)"'], **SUDO)
@@ -84,7 +88,7 @@ if DRIVER not in check("cat /proc/driver/nvidia/version"):
     server.modprobe(name="Driver loaded at the installed version", module="nvidia", **SUDO)
 
 # -- cuda -------------------------------------------------------------------------------------------
-assert tuple(int(x) for x in DRIVER.split(".")) >= (535, 54, 3), "CUDA 12.2 needs driver >= 535.54.03"
+assert tuple(int(x) for x in DRIVER.split(".")) >= (580, 65), "CUDA 13.0 needs driver >= 580.65"
 files.template(name="apt pin for the toolkit", src=str(ROLES / "cuda/templates/cuda.pref.j2"),
                dest="/etc/apt/preferences.d/gpuconf-cuda.pref", mode="644", cuda_version=CUDA,
                cuda_package_version=CUDA_PACKAGE_VERSION, cuda_package=CUDA_PACKAGE, **SUDO)
@@ -106,7 +110,9 @@ if "blacklist nouveau" not in initramfs.splitlines() or "nouveau" in host.get_fa
     server.reboot(name="Reboot if required", reboot_timeout=600, **SUDO)
 
 # -- persistence --------------------------------------------------------------------------------------
-apt.packages(name="nvidia-persistenced installed", packages=["nvidia-persistenced"], **SUDO)
+apt.packages(name="nvidia-persistenced at the driver's version", packages=[f"nvidia-persistenced={DRIVER_PACKAGE}"],
+             **SUDO)
+hold(["nvidia-persistenced"])
 systemd.service(name="nvidia-persistenced enabled and running", service="nvidia-persistenced",
                 running=True, enabled=True, **SUDO)
 modes = check("nvidia-smi --query-gpu=index,pci.bus_id,persistence_mode --format=csv,noheader,nounits")
@@ -115,11 +121,17 @@ if not modes or "Disabled" in modes:
 
 # -- fabricmanager (NVSwitch systems only) --------------------------------------------------------------
 if nvswitch:
-    apt.packages(name="Fabric manager at the driver's version",
-                 packages=[f"nvidia-fabricmanager-{BRANCH}={DRIVER_PACKAGE}"], **SUDO)
-    hold([f"nvidia-fabricmanager-{BRANCH}"])
+    apt.packages(name="Fabric manager and NSCQ at the driver's version",
+                 packages=[f"nvidia-fabricmanager-{BRANCH}={DRIVER_PACKAGE}", f"libnvidia-nscq-{BRANCH}={DRIVER_PACKAGE}"],
+                 **SUDO)
+    hold([f"nvidia-fabricmanager-{BRANCH}", f"libnvidia-nscq-{BRANCH}"])
     systemd.service(name="Fabric manager enabled and active", service="nvidia-fabricmanager",
                     running=True, enabled=True, **SUDO)
+
+# -- dcgm ---------------------------------------------------------------------------------------------
+apt.packages(name="DCGM 4 for the driver's CUDA major",
+             packages=[f"datacenter-gpu-manager-4-core={DCGM}", f"datacenter-gpu-manager-4-cuda13={DCGM}"], **SUDO)
+systemd.service(name="nvidia-dcgm enabled and running", service="nvidia-dcgm", running=True, enabled=True, **SUDO)
 
 # -- opensm (only where infiniband_subnet_manager is true) ------------------------------------------
 if flag("infiniband_subnet_manager", False):
@@ -140,7 +152,9 @@ if flag("infiniband_expect_subnet_manager", True):
 
 # -- container_toolkit ----------------------------------------------------------------------------------
 apt.packages(name="Docker engine installed", packages=["docker.io"], **SUDO)
-apt.packages(name="NVIDIA container toolkit installed", packages=["nvidia-container-toolkit"], **SUDO)
+apt.packages(name="NVIDIA container toolkit at the pinned version",
+             packages=[f"nvidia-container-toolkit={CONTAINER_TOOLKIT}"], **SUDO)
+hold(["nvidia-container-toolkit"])
 current = host.get_fact(FileContents, path=DAEMON_JSON, **SUDO)
 merged = merge(json.loads("\n".join(current)) if current else {}, DAEMON_MERGE)
 daemon = files.put(name="Docker has the nvidia runtime (merged, other keys kept)",
