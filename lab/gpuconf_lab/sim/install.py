@@ -98,11 +98,8 @@ def install_shims(root: Path) -> None:
         write_file(root, tool_path, shim_text(module, *args), 0o755)
 
 
-def record_machine_units(root: Path) -> None:
-    """Unit names present before the lab added anything (kept across re-installs)."""
-    target = root / MACHINE_UNITS.lstrip("/")
-    if target.exists():
-        return
+def machine_unit_names(root: Path) -> list[str]:
+    """The unit files under `root` (the machine's own `/`)."""
     names = set()
     for directory in ("usr/lib/systemd/system", "lib/systemd/system", "etc/systemd/system"):
         base = root / directory
@@ -111,8 +108,16 @@ def record_machine_units(root: Path) -> None:
         for entry in base.rglob("*"):
             if entry.name.endswith((".service", ".socket", ".timer", ".target", ".mount", ".path")):
                 names.add(entry.name)
+    return sorted(names)
+
+
+def record_machine_units(root: Path, target: Path | None = None) -> None:
+    """Unit names present before the lab added anything (kept across re-installs)."""
+    target = target or root / MACHINE_UNITS.lstrip("/")
+    if target.exists():
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(sorted(names), indent=0) + "\n")
+    target.write_text(json.dumps(machine_unit_names(root), indent=0) + "\n")
 
 
 def run_sim(root: Path, module: str, *args: str) -> None:
