@@ -85,7 +85,8 @@ def _script(source, path: Path) -> None:
     listing = {name: {"hosts": list(g.hosts), "vars": g.vars, "children": list(g.children)}
                for name, g in source.groups.items() if name != "ungrouped"}
     listing["_meta"] = {"hostvars": {name: host.vars for name, host in source.hosts.items()}}
-    path.write_text(f"#!{sys.executable}\nimport sys\nprint({json.dumps(json.dumps(listing))})\n")
+    # not sys.executable: a shebang cannot hold a path with a space (the checkout may live in one)
+    path.write_text(f"#!/usr/bin/env python3\nimport sys\nprint({json.dumps(json.dumps(listing))})\n")
     path.chmod(0o755)
 
 
