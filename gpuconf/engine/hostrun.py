@@ -223,6 +223,10 @@ class PlayOnHost:
             elif self.deadline_reached():
                 self.mark_not_run([handler], handler=True)
 
+    def session_for(self, task: TaskDef) -> HostSession:
+        """The session that reads and writes for `task`: as its `become_user` (with become), or the host's."""
+        return self.session.as_user(task.become_user)
+
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
         try:
@@ -291,8 +295,8 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        verdict = TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become,
-                                                                 self.options.today))
+        facts = read_facts(self.session_for(task), reads, self.facts, task.become, self.options.today)
+        verdict = TASK_TYPES[task.type].check(params, facts)
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
         return verdict
 
@@ -329,7 +333,7 @@ class PlayOnHost:
             # handlers this play will run need, so that none of them costs a round trip of its own
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
-        apply = HostApply(self.session, task.become, task.keywords.timeout, refresh,
+        apply = HostApply(self.session_for(task), task.become, task.keywords.timeout, refresh,
                           on_reboot=lambda _: self.refresh_after_reboot(refresh))
         data = task_type.apply(apply, params, list(verdict.changes)) or {}
         self.refresh_facts()

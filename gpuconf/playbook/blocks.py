@@ -4,7 +4,7 @@
   and the engine runs rescue and always as Ansible does (gpuconf/engine/blocks.py);
 - `import_tasks`/`include_tasks`, `import_role`/`include_role`: the file or role is read
   when the playbook loads (its name cannot be a template), and the include's `when`,
-  `tags`, `become` and `vars` apply to every task it brings;
+  `tags`, `become`, `become_user` and `vars` apply to every task it brings;
 - `import_playbook`: the plays of another playbook, in place.
 """
 from __future__ import annotations
@@ -17,7 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
-from gpuconf.playbook.models import BLOCK_KEYWORDS, INCLUDE_KEYWORDS, Condition, Play, RoleRef, TaskDef, TaskKeywords
+from gpuconf.playbook.models import (
+    BLOCK_KEYWORDS,
+    INCLUDE_KEYWORDS,
+    Condition,
+    Play,
+    RoleRef,
+    TaskDef,
+    TaskKeywords,
+    UserName,
+)
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.templating import is_template
 
@@ -47,6 +56,7 @@ class Wrapper(BaseModel):
     when: Condition = None
     tags: list[str] = Field(default_factory=list)
     become: bool | None = None
+    become_user: UserName | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     ignore_errors: bool | None = None
 
@@ -73,6 +83,8 @@ def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
             task.role_when = [outer.when] + task.role_when
         if task.become is None:
             task.become = outer.become
+        if task.become_user is None:
+            task.become_user = outer.become_user
         update: dict[str, Any] = {}
         if outer.vars:
             update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
