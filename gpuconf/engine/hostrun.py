@@ -12,6 +12,7 @@ from typing import Any
 from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
+from gpuconf.engine.delegate import Delegates, reads_elsewhere, task_session
 from gpuconf.engine.entry import read_command, run_entry
 from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
@@ -43,8 +44,9 @@ class PlayOnHost:
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
                  plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
-                 host_facts: dict[str, Any] | None = None):
+                 host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
+        self.delegates = Delegates(delegate)  # delegate_to: a session per target (engine/delegate.py)
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.deadline_reached = deadline_reached
@@ -100,8 +102,8 @@ class PlayOnHost:
         carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
-            if task.type in ENGINE_ACTIONS:
-                continue  # set_fact and debug read nothing
+            if task.type in ENGINE_ACTIONS or task.become_user or task.keywords.delegate_to:
+                continue  # set_fact and debug read nothing; the others read as someone else, or elsewhere
             if task.keywords.items is not None:
                 facts += self._loop_facts(task, speculative)
                 continue
@@ -193,6 +195,8 @@ class PlayOnHost:
             self._gather_failed(str(exc))
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             self._gather_failed(*internal_error(exc, self.host, "gather facts"))
+        finally:
+            self.delegates.close()
         return self.results
 
     def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
@@ -224,8 +228,7 @@ class PlayOnHost:
                 self.mark_not_run([handler], handler=True)
 
     def session_for(self, task: TaskDef) -> HostSession:
-        """The session that reads and writes for `task`: as its `become_user` (with become), or the host's."""
-        return self.session.as_user(task.become_user)
+        return task_session(self, task)
 
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
@@ -315,8 +318,9 @@ class PlayOnHost:
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
-        if self.options.check_mode and task.keywords.check_mode is False and task.type == "command":
-            return read_command(self, task, verdict)
+        if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
+                and task.type == "command":
+            return read_command(self, task, verdict)  # a read: in check mode, or delegated to another host
         if self.options.check_mode:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
@@ -331,6 +335,8 @@ class PlayOnHost:
         def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
+            if self.session_for(task) is not self.session:  # it ran elsewhere or as another user
+                return self._reads(task, params)
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
         apply = HostApply(self.session_for(task), task.become, task.keywords.timeout, refresh,

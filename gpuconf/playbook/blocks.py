@@ -19,6 +19,9 @@ from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
 from gpuconf.playbook.models import (
     BLOCK_KEYWORDS,
+    DELEGATE_LOCAL,
+    DELEGATE_TO_CONTROLLER,
+    DELEGATE_TO_HOST,
     INCLUDE_KEYWORDS,
     Condition,
     Play,
@@ -189,3 +192,21 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
         raise PlaybookError("loop_control without loop", node.location("loop_control"))
     if type_name == "set_fact" and keywords.register:
         raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
+    if keywords.delegate_to is not None:
+        check_delegation(type_name, keywords, node)
+
+
+def check_delegation(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
+    """delegate_to, the supported subset: controller-side steps on localhost, reads on another host."""
+    target = str(keywords.delegate_to).strip()
+    if target in DELEGATE_LOCAL:
+        if type_name not in DELEGATE_TO_CONTROLLER:
+            raise PlaybookError(f"delegate_to: {target} is supported for {', '.join(DELEGATE_TO_CONTROLLER)} "
+                                f"(steps the controller runs), not for '{type_name}'", node.location("delegate_to"))
+        return
+    if type_name not in DELEGATE_TO_HOST or (type_name == "command" and keywords.check_mode is not False):
+        raise PlaybookError(
+            f"delegate_to another host is supported for reads only: a probe, or a command marked "
+            f"`check_mode: false` (its author's word that it only reads); '{type_name}' would change "
+            f"{target}, not this task's host: run it in a play for {target}, or delegate it to localhost",
+            node.location("delegate_to"))

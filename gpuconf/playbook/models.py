@@ -74,6 +74,7 @@ class TaskKeywords(BaseModel):
     failed_when: Condition = None
     check_mode: bool | None = None
     run_once: bool = False
+    delegate_to: str | None = Field(None, min_length=1)
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
 
@@ -93,10 +94,14 @@ class TaskKeywords(BaseModel):
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
 ENGINE_ACTIONS = ("set_fact", "debug")
+# delegate_to, the documented subset (docs/task-contract.md): the controller runs these ...
+DELEGATE_LOCAL = ("localhost", "127.0.0.1")
+DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
+# ... and another inventory host only reads for these (a command there must say `check_mode: false`)
+DELEGATE_TO_HOST = ("command", "probe")
 # Ansible keywords gpuconf refuses, and why (README, "Coming from Ansible")
 REFUSED_KEYWORDS = {
-    "delegate_to": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
-    "local_action": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
+    "local_action": "write `delegate_to: localhost` on the task (command, probe, assert, debug, set_fact)",
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "until": "use a probe, or a task's own wait (ib_ports `wait`)",
