@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from gpuconf.engine.delegate import task_session
 from gpuconf.engine.flow import RunOnce, item_task, loop_items, loop_registered
 from gpuconf.errors import TaskError, TemplateError
 from gpuconf.facts.base import user_command
@@ -71,7 +72,7 @@ def read_command(self: Any, task: TaskDef, verdict: Verdict) -> TaskResult:
     as a read (a read-only request, under the shared run lock): ok, with its output registered."""
     text = verdict.changes[0].ops[0].request["cmd"]
     read = user_command(str(text), lambda output: output, timeout=task.keywords.timeout or 60)
-    out = self.session_for(task).get(read, task.become)
+    out = task_session(self, task).get(read, task.become)
     data = {"rc": out.rc, "stdout": out.stdout, "stderr": out.stderr}
     if out.rc != 0 or out.timed_out:
         raise TaskError(f"{text} failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[-800:]}", data=data)

@@ -227,9 +227,6 @@ class PlayOnHost:
             elif self.deadline_reached():
                 self.mark_not_run([handler], handler=True)
 
-    def session_for(self, task: TaskDef) -> HostSession:
-        return task_session(self, task)
-
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
         try:
@@ -258,9 +255,12 @@ class PlayOnHost:
         try:
             result = self._run_task(task, upcoming)
         except ConnectError as exc:
-            result = self._result(task, Status.UNREACHABLE, error=exc.message)
-            self._finish(task, result, started)
-            raise HostUnreachable() from None
+            if task.keywords.delegate_to:  # the delegate is unreachable, not this host: the task failed
+                result = self._result(task, Status.FAILED, error=f"delegate_to: {exc.message}")
+            else:
+                result = self._result(task, Status.UNREACHABLE, error=exc.message)
+                self._finish(task, result, started)
+                raise HostUnreachable() from None
         except KnownOnlyAfterApply as exc:
             result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
@@ -298,7 +298,7 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        facts = read_facts(self.session_for(task), reads, self.facts, task.become, self.options.today)
+        facts = read_facts(task_session(self, task), reads, self.facts, task.become, self.options.today)
         verdict = TASK_TYPES[task.type].check(params, facts)
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
         return verdict
@@ -335,11 +335,11 @@ class PlayOnHost:
         def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
-            if self.session_for(task) is not self.session:  # it ran elsewhere or as another user
+            if task_session(self, task) is not self.session:  # it ran elsewhere or as another user
                 return self._reads(task, params)
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
-        apply = HostApply(self.session_for(task), task.become, task.keywords.timeout, refresh,
+        apply = HostApply(task_session(self, task), task.become, task.keywords.timeout, refresh,
                           on_reboot=lambda _: self.refresh_after_reboot(refresh))
         data = task_type.apply(apply, params, list(verdict.changes)) or {}
         self.refresh_facts()

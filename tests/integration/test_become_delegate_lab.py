@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 WHO, OWNED = "/tmp/gpuconf-become-who", "/tmp/gpuconf-become-owned"
 

@@ -177,3 +177,30 @@ def test_delegated_writes_are_refused_at_load_saying_what_is_supported(tmp_path,
     assert main(["validate", str(playbook), "-i", "h1,h2"]) == 1
     err = capsys.readouterr().err
     assert "site.yml:4:7:" in err and words in err
+
+
+def test_an_unreachable_delegate_fails_the_task_and_the_host_goes_on(tmp_path, capsys):
+    inventory = write(tmp_path, "hosts.yml", """\
+        all:
+          hosts:
+            h1: {connection: local}
+            h2: {address: 127.0.0.1, port: 9, connect_retries: 0, connect_timeout: 2}
+        """)
+    playbook = write(tmp_path, "site.yml", """\
+        - hosts: h1
+          gather_facts: false
+          tasks:
+            - probe: {command: "true"}
+              delegate_to: h2
+              name: asked
+              ignore_errors: true
+            - probe: {command: "true"}
+              name: after
+        """)
+    report = tmp_path / "report.json"
+    code = main(["apply", str(playbook), "-i", str(inventory), "--no-retry-file", "--report", str(report)])
+    data = json.loads(report.read_text())
+    assert code == 0, data
+    assert statuses(data) == [("asked", "failed"), ("after", "ok")]
+    assert data["hosts"]["h1"]["tasks"][0]["error"].startswith("delegate_to h2: ")
+    assert not data["hosts"]["h1"].get("unreachable")
