@@ -204,3 +204,27 @@ def test_an_unreachable_delegate_fails_the_task_and_the_host_goes_on(tmp_path, c
     assert statuses(data) == [("asked", "failed"), ("after", "ok")]
     assert data["hosts"]["h1"]["tasks"][0]["error"].startswith("delegate_to h2: ")
     assert not data["hosts"]["h1"].get("unreachable")
+
+
+def test_become_user_of_a_role_and_an_include_reaches_their_tasks(tmp_path, capsys, shared_dir):
+    (tmp_path / "roles" / "whoami" / "tasks").mkdir(parents=True)
+    write(tmp_path, "roles/whoami/tasks/main.yml", f"""\
+        - command: {{cmd: "id -un > {shared_dir}/role", creates: "{shared_dir}/role"}}
+        """)
+    write(tmp_path, "more.yml", f"""\
+        - command: {{cmd: "id -un > {shared_dir}/included", creates: "{shared_dir}/included"}}
+        """)
+    playbook = write(tmp_path, "site.yml", """\
+        - hosts: all
+          gather_facts: false
+          become: true
+          roles:
+            - {role: whoami, become_user: nobody}
+          tasks:
+            - include_tasks: more.yml
+              become_user: nobody
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook)
+    assert code == 0, data
+    assert (shared_dir / "role").read_text() == "nobody\n"
+    assert (shared_dir / "included").read_text() == "nobody\n"
