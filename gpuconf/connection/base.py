@@ -107,19 +107,24 @@ class ConnectionSpec(BaseModel):
             raise InventoryError(f"host {host}: bad connection variable '{field}': {first['msg']}") from None
 
 
-def uses_sudo(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None) -> bool:
-    return bool(spec.become if become is None else become) and remote_user != "root"
+def uses_sudo(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None,
+              become_user: str | None = None) -> bool:
+    """Whether the runner starts through sudo: become is on and it would run as someone else
+    (root, or `become_user`)."""
+    return bool(spec.become if become is None else become) and remote_user != (become_user or "root")
 
 
-def sudo_prefix(spec: ConnectionSpec) -> str:
+def sudo_prefix(spec: ConnectionSpec, become_user: str | None = None) -> str:
     # -n never prompts; with a password, -S reads it from stdin and -p '' prints no prompt
-    return "sudo -S -p '' -- " if spec.become_password is not None else "sudo -n -- "
+    user = f"-u {shlex.quote(become_user)} " if become_user else ""
+    return f"sudo -S -p '' {user}-- " if spec.become_password is not None else f"sudo -n {user}-- "
 
 
-def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None) -> str:
+def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None,
+                   become_user: str | None = None) -> str:
     command = f"{shlex.quote(spec.python)} -B -c {shlex.quote(BOOTSTRAP)}"
-    if uses_sudo(spec, remote_user, become):
-        command = sudo_prefix(spec) + command
+    if uses_sudo(spec, remote_user, become, become_user):
+        command = sudo_prefix(spec, become_user) + command
     return command
 
 
@@ -185,10 +190,11 @@ class Connection:
         raise NotImplementedError
 
     def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
         """Run `ops` on the host in one round trip; replies align with ops.
 
         `become` overrides the host's own setting for this call (sudo -n);
+        `become_user` makes that sudo run the runner as this user instead of root (sudo -u);
         `lock` makes the runner take the run lock shared first (checks)."""
         raise NotImplementedError
 

@@ -29,12 +29,12 @@ class LocalConnection(Connection):
         self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
 
     def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
         if not self.connects:
             self.open()
         self.round_trips += 1
-        command = runner_command(self.spec, self.remote_user, become)
-        request = payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become))
+        command = runner_command(self.spec, self.remote_user, become, become_user)
+        request = payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become, become_user))
         try:
             # Its own session, so an abandoned call (the run's deadline) ends the runner too: a runner
             # left waiting on a hung probe would keep the host's run lock until that probe timed out.

@@ -159,14 +159,15 @@ class SSHConnection(Connection):
 
     # -- calls --------------------------------------------------------------
     def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
         if self.client is None:
             self.open()
         host = self.spec.host
         try:
             channel = self._transport(self.client).open_session(timeout=self.spec.connect_timeout)
-            channel.exec_command(runner_command(self.spec, self.remote_user, become))
-            channel.sendall(payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become)))
+            channel.exec_command(runner_command(self.spec, self.remote_user, become, become_user))
+            sudo = uses_sudo(self.spec, self.remote_user, become, become_user)
+            channel.sendall(payload(ops, readonly, lock, self.spec, sudo))
             channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
             self.close()

@@ -128,7 +128,7 @@ class HostApply:
         session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
         session.release_lock()
         session.connection.close()
-        session.cache.clear()
+        session.forget()
         time.sleep(2)
         last_error = "no answer"
         while time.monotonic() - started < timeout:
@@ -140,12 +140,12 @@ class HostApply:
                         session.take_lock(*session.lock_args)
                     session.reboot_required = False
                     session.reboot_reasons.clear()
-                    session.cache.clear()
+                    session.forget()
                     self._on_reboot(time.monotonic() - started)
                     return time.monotonic() - started
                 last_error = "still the same boot id"
                 session.connection.close()
-                session.cache.clear()
+                session.forget()
             except ConnectError as exc:
                 last_error = exc.message
                 session.connection.close()

@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from gpuconf.engine.delegate import task_session
 from gpuconf.engine.flow import RunOnce, item_task, loop_items, loop_registered
 from gpuconf.errors import TaskError, TemplateError
 from gpuconf.facts.base import user_command
@@ -70,8 +71,8 @@ def read_command(self: Any, task: TaskDef, verdict: Verdict) -> TaskResult:
     """`check_mode: false` on a command: its author says it only reads, so check mode runs it,
     as a read (a read-only request, under the shared run lock): ok, with its output registered."""
     text = verdict.changes[0].ops[0].request["cmd"]
-    out = self.session.get(user_command(str(text), lambda output: output, timeout=task.keywords.timeout or 60),
-                           task.become)
+    read = user_command(str(text), lambda output: output, timeout=task.keywords.timeout or 60)
+    out = task_session(self, task).get(read, task.become)
     data = {"rc": out.rc, "stdout": out.stdout, "stderr": out.stderr}
     if out.rc != 0 or out.timed_out:
         raise TaskError(f"{text} failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[-800:]}", data=data)

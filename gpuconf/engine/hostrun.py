@@ -12,6 +12,7 @@ from typing import Any
 from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
+from gpuconf.engine.delegate import Delegates, reads_elsewhere, task_session
 from gpuconf.engine.entry import read_command, run_entry
 from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
@@ -43,8 +44,9 @@ class PlayOnHost:
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
                  plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
-                 host_facts: dict[str, Any] | None = None):
+                 host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
+        self.delegates = Delegates(delegate)  # delegate_to: a session per target (engine/delegate.py)
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.deadline_reached = deadline_reached
@@ -100,8 +102,8 @@ class PlayOnHost:
         carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
-            if task.type in ENGINE_ACTIONS:
-                continue  # set_fact and debug read nothing
+            if task.type in ENGINE_ACTIONS or task.become_user or task.keywords.delegate_to:
+                continue  # set_fact and debug read nothing; the others read as someone else, or elsewhere
             if task.keywords.items is not None:
                 facts += self._loop_facts(task, speculative)
                 continue
@@ -193,6 +195,8 @@ class PlayOnHost:
             self._gather_failed(str(exc))
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             self._gather_failed(*internal_error(exc, self.host, "gather facts"))
+        finally:
+            self.delegates.close()
         return self.results
 
     def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
@@ -251,9 +255,12 @@ class PlayOnHost:
         try:
             result = self._run_task(task, upcoming)
         except ConnectError as exc:
-            result = self._result(task, Status.UNREACHABLE, error=exc.message)
-            self._finish(task, result, started)
-            raise HostUnreachable() from None
+            if task.keywords.delegate_to:  # the delegate is unreachable, not this host: the task failed
+                result = self._result(task, Status.FAILED, error=f"delegate_to: {exc.message}")
+            else:
+                result = self._result(task, Status.UNREACHABLE, error=exc.message)
+                self._finish(task, result, started)
+                raise HostUnreachable() from None
         except KnownOnlyAfterApply as exc:
             result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
@@ -291,8 +298,8 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        verdict = TASK_TYPES[task.type].check(params, read_facts(self.session, reads, self.facts, task.become,
-                                                                 self.options.today))
+        facts = read_facts(task_session(self, task), reads, self.facts, task.become, self.options.today)
+        verdict = TASK_TYPES[task.type].check(params, facts)
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
         return verdict
 
@@ -311,8 +318,9 @@ class PlayOnHost:
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
-        if self.options.check_mode and task.keywords.check_mode is False and task.type == "command":
-            return read_command(self, task, verdict)
+        if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
+                and task.type == "command":
+            return read_command(self, task, verdict)  # a read: in check mode, or delegated to another host
         if self.options.check_mode:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
@@ -327,9 +335,11 @@ class PlayOnHost:
         def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
+            if task_session(self, task) is not self.session:  # it ran elsewhere or as another user
+                return self._reads(task, params)
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
-        apply = HostApply(self.session, task.become, task.keywords.timeout, refresh,
+        apply = HostApply(task_session(self, task), task.become, task.keywords.timeout, refresh,
                           on_reboot=lambda _: self.refresh_after_reboot(refresh))
         data = task_type.apply(apply, params, list(verdict.changes)) or {}
         self.refresh_facts()

@@ -27,10 +27,10 @@ from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
-from gpuconf.errors import ConnectError, GpuconfError
+from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
-from gpuconf.playbook.models import Play, Playbook
+from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 from gpuconf.slurm import reconcile_all
 
@@ -202,6 +202,24 @@ class Runner:
             self.sessions[host] = HostSession(host, connection, lambda: self._deadline, trace)
         return self.sessions[host]
 
+    def delegate_session(self, target: str) -> HostSession:
+        """A new, opened session to a `delegate_to` target: an inventory host as the run reaches it,
+        else localhost (or 127.0.0.1) as `-c local`. It takes no run lock (engine/delegate.py)."""
+        if target in self.inventory.hosts:
+            connection = self.connection(target)
+        elif target in DELEGATE_LOCAL:
+            become = {} if self.options.become is None else {"become": self.options.become}
+            password = {} if self.options.become_password is None else {"become_password": self.options.become_password}
+            connection = self.connect(ConnectionSpec.model_validate(
+                {"host": target, "connection": "local", **become, **password}), self.options)
+        else:
+            raise TaskError(f"delegate_to: '{target}' is not in the inventory "
+                            f"(delegate to localhost, 127.0.0.1 or an inventory host)")
+        trace = (lambda text: self.events.remote(target, text)) if self.options.trace else None
+        session = HostSession(target, connection, lambda: self._deadline, trace)
+        connection.open()
+        return session
+
     def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
         self._began.add((index, host))
@@ -239,7 +257,8 @@ class Runner:
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache, run_once=once, host_facts=self.host_facts)
+                            plan_cache=self.plan_cache, run_once=once, host_facts=self.host_facts,
+                            delegate=self.delegate_session)
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):

@@ -3,6 +3,11 @@
 Facts are requested in batches. A change invalidates the cache, and the same
 round trip that applies a change also re-reads the facts the re-check and the
 following tasks need, so an apply costs one round trip per changed task.
+
+A task with `become_user` talks to the host through the session's user session
+(`as_user`): the same connection, the runner started as that user (sudo -u), and a fact
+cache of its own, since the same file or command can read differently as another user.
+A change made as any user invalidates every user's cache.
 """
 from __future__ import annotations
 
@@ -19,8 +24,12 @@ CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is aba
 
 class HostSession:
     def __init__(self, host: str, connection: Connection, deadline: Callable[[], float | None] = lambda: None,
-                 trace: Callable[[str], None] | None = None):
+                 trace: Callable[[str], None] | None = None, become_user: str | None = None,
+                 parent: HostSession | None = None):
         self.host = host
+        self.become_user = become_user
+        self.parent = parent
+        self.users: dict[str, HostSession] = {}  # the user sessions, opened lazily (the first session only)
         self.trace = trace  # -vvv: told every request before it is sent
         self.connection = connection
         self.cache: dict[str, Any] = {}
@@ -30,6 +39,23 @@ class HostSession:
         self.read_lock: dict[str, Any] | None = None  # check: take the run lock shared in each request
         self.lock_handle: LockHandle | None = None  # apply: the run lock, held exclusively
         self.lock_args: tuple[Any, ...] | None = None
+        if parent is not None:
+            self.reboot_reasons = parent.reboot_reasons  # one host: a reboot pending is pending for every user
+
+    def as_user(self, user: str | None) -> HostSession:
+        """The session whose reads and ops run as `user` (with become); this one for no user."""
+        first = self.parent or self
+        if not user or user == first.become_user:
+            return first
+        if user not in first.users:
+            first.users[user] = HostSession(first.host, first.connection, first.deadline, first.trace, user, first)
+        return first.users[user]
+
+    def forget(self) -> None:
+        """Drop every user's cached facts: the host has changed."""
+        first = self.parent or self
+        for session in [first, *first.users.values()]:
+            session.cache.clear()
 
     def take_lock(self, path: str, wait: float, owner: str) -> None:
         """Hold the host's run lock exclusively (again, after a reboot dropped it)."""
@@ -57,9 +83,12 @@ class HostSession:
             return []
         if self.trace is not None:
             kinds = ", ".join(_describe(op) for op in ops[:8]) + (f", +{len(ops) - 8} more" if len(ops) > 8 else "")
-            self.trace(f"{'read' if readonly else 'write'} request, {len(ops)} op(s): {kinds}")
-        return self.connection.call(ops, readonly, self._timeout(ops), become,
-                                    self.read_lock if readonly else None)
+            who = f" as {self.become_user}" if self.become_user else ""
+            self.trace(f"{'read' if readonly else 'write'} request{who}, {len(ops)} op(s): {kinds}")
+        read_lock = (self.parent or self).read_lock if readonly else None
+        if self.become_user is None:
+            return self.connection.call(ops, readonly, self._timeout(ops), become, read_lock)
+        return self.connection.call(ops, readonly, self._timeout(ops), become, read_lock, become_user=self.become_user)
 
     def fetch(self, facts: list[Fact], become: bool | None = None) -> None:
         """Gather every fact not yet cached, in one read-only round trip."""
@@ -90,7 +119,7 @@ class HostSession:
 
     def execute(self, ops: list[dict[str, Any]], refresh: list[Fact], become: bool | None = None) -> list[Output]:
         """Run write ops, then re-read `refresh` facts, in one round trip."""
-        self.cache.clear()
+        self.forget()
         unique = list({f.key: f for f in refresh}.values())
         replies = self.call(ops + [dict(f.request) for f in unique], readonly=False, become=become)
         op_replies, fact_replies = replies[: len(ops)], replies[len(ops):]
@@ -106,7 +135,7 @@ class HostSession:
 
     def reconnect(self) -> None:
         self.connection.close()
-        self.cache.clear()
+        self.forget()
         self.connection.open()
 
 

@@ -4,7 +4,7 @@
   and the engine runs rescue and always as Ansible does (gpuconf/engine/blocks.py);
 - `import_tasks`/`include_tasks`, `import_role`/`include_role`: the file or role is read
   when the playbook loads (its name cannot be a template), and the include's `when`,
-  `tags`, `become` and `vars` apply to every task it brings;
+  `tags`, `become`, `become_user` and `vars` apply to every task it brings;
 - `import_playbook`: the plays of another playbook, in place.
 """
 from __future__ import annotations
@@ -17,7 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
-from gpuconf.playbook.models import BLOCK_KEYWORDS, INCLUDE_KEYWORDS, Condition, Play, RoleRef, TaskDef, TaskKeywords
+from gpuconf.playbook.models import (
+    BLOCK_KEYWORDS,
+    DELEGATE_LOCAL,
+    DELEGATE_TO_CONTROLLER,
+    DELEGATE_TO_HOST,
+    INCLUDE_KEYWORDS,
+    Condition,
+    Play,
+    RoleRef,
+    TaskDef,
+    TaskKeywords,
+    UserName,
+)
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.templating import is_template
 
@@ -47,6 +59,7 @@ class Wrapper(BaseModel):
     when: Condition = None
     tags: list[str] = Field(default_factory=list)
     become: bool | None = None
+    become_user: UserName | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     ignore_errors: bool | None = None
 
@@ -73,6 +86,8 @@ def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
             task.role_when = [outer.when] + task.role_when
         if task.become is None:
             task.become = outer.become
+        if task.become_user is None:
+            task.become_user = outer.become_user
         update: dict[str, Any] = {}
         if outer.vars:
             update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
@@ -177,3 +192,21 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
         raise PlaybookError("loop_control without loop", node.location("loop_control"))
     if type_name == "set_fact" and keywords.register:
         raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
+    if keywords.delegate_to is not None:
+        check_delegation(type_name, keywords, node)
+
+
+def check_delegation(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
+    """delegate_to, the supported subset: controller-side steps on localhost, reads on another host."""
+    target = str(keywords.delegate_to).strip()
+    if target in DELEGATE_LOCAL:
+        if type_name not in DELEGATE_TO_CONTROLLER:
+            raise PlaybookError(f"delegate_to: {target} is supported for {', '.join(DELEGATE_TO_CONTROLLER)} "
+                                f"(steps the controller runs), not for '{type_name}'", node.location("delegate_to"))
+        return
+    if type_name not in DELEGATE_TO_HOST or (type_name == "command" and keywords.check_mode is not False):
+        raise PlaybookError(
+            f"delegate_to another host is supported for reads only: a probe, or a command marked "
+            f"`check_mode: false` (its author's word that it only reads); '{type_name}' would change "
+            f"{target}, not this task's host: run it in a play for {target}, or delegate it to localhost",
+            node.location("delegate_to"))

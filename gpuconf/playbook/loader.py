@@ -127,6 +127,8 @@ class Loader:
         for task in tasks + handlers:
             if task.become is None:
                 task.become = keywords.become
+            if task.become_user is None:
+                task.become_user = keywords.become_user
         return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults)
 
     # -- tasks --------------------------------------------------------------
@@ -191,7 +193,7 @@ class Loader:
         return TaskDef(
             name=name.strip(), type=type_name, params=yamlsrc.plain(params_node), keywords=keywords,
             location=node.location(), raw=params_node, role=role, tags=set(keywords.tags) | tags,
-            search_paths=list(search), become=keywords.become, blocks=blocks,
+            search_paths=list(search), become=keywords.become, become_user=keywords.become_user, blocks=blocks,
         )
 
     # -- roles --------------------------------------------------------------
@@ -202,7 +204,7 @@ class Loader:
             data = dict(item)
             if "role" not in data and "name" in data:
                 data["role"] = data.pop("name")
-            return _validate(RoleRef, data, node, ("role", "tags", "when", "become"), "role")
+            return _validate(RoleRef, data, node, ("role", "tags", "when", "become", "become_user"), "role")
         raise PlaybookError("a role is a name or a mapping with 'role:'", where)
 
     def find_role(self, name: str, where: Location) -> Path:
@@ -251,6 +253,8 @@ class Loader:
             task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
             if task.become is None:
                 task.become = ref.become
+            if task.become_user is None:
+                task.become_user = ref.become_user
         tasks += role_tasks
         handlers += role_handlers
 

@@ -9,9 +9,9 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from gpuconf.errors import Location
 
@@ -46,6 +46,8 @@ class LoopControl(BaseModel):
 
 
 Condition = str | bool | list[str | bool] | None
+# `become_user`: a plain account name (sudo -u NAME), never a template
+UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")]
 
 
 class TaskKeywords(BaseModel):
@@ -60,6 +62,7 @@ class TaskKeywords(BaseModel):
     tags: list[str] = Field(default_factory=list)
     register: str | None = None
     become: bool | None = None
+    become_user: UserName | None = None
     ignore_errors: bool = False
     timeout: float | None = Field(None, gt=0)
     vars: dict[str, Any] = Field(default_factory=dict)
@@ -71,6 +74,7 @@ class TaskKeywords(BaseModel):
     failed_when: Condition = None
     check_mode: bool | None = None
     run_once: bool = False
+    delegate_to: str | None = Field(None, min_length=1)
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
 
@@ -90,11 +94,14 @@ class TaskKeywords(BaseModel):
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
 ENGINE_ACTIONS = ("set_fact", "debug")
+# delegate_to, the documented subset (docs/task-contract.md): the controller runs these ...
+DELEGATE_LOCAL = ("localhost", "127.0.0.1")
+DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
+# ... and another inventory host only reads for these (a command there must say `check_mode: false`)
+DELEGATE_TO_HOST = ("command", "probe")
 # Ansible keywords gpuconf refuses, and why (README, "Coming from Ansible")
 REFUSED_KEYWORDS = {
-    "delegate_to": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
-    "local_action": "a task runs on its own host; for a command on the controller use `-c local` in its own play",
-    "become_user": "gpuconf becomes root (become: true) or runs as the connection's user",
+    "local_action": "write `delegate_to: localhost` on the task (command, probe, assert, debug, set_fact)",
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "until": "use a probe, or a task's own wait (ib_ports `wait`)",
@@ -112,8 +119,8 @@ PLAY_HINTS = {
     "collections": "task types are gpuconf's own (gpuconf tasks)",
     "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
 }
-BLOCK_KEYWORDS = ("name", "when", "tags", "become", "vars", "ignore_errors", "block", "rescue", "always")
-INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "vars")
+BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always")
+INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars")
 
 
 class RoleRef(BaseModel):
@@ -125,6 +132,7 @@ class RoleRef(BaseModel):
     tags: list[str] = Field(default_factory=list)
     when: str | bool | list[str | bool] | None = None
     become: bool | None = None
+    become_user: UserName | None = None
 
     _lists = field_validator("tags", mode="before")(lambda cls, v: _as_list(v))
 
@@ -144,6 +152,7 @@ class PlayKeywords(BaseModel):
     tasks: list[Any] = Field(default_factory=list)
     handlers: list[Any] = Field(default_factory=list)
     become: bool | None = None
+    become_user: UserName | None = None
     pre_tasks: list[Any] = Field(default_factory=list)
     post_tasks: list[Any] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
@@ -189,6 +198,7 @@ class TaskDef:
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
     become: bool | None = None
+    become_user: UserName | None = None  # with become: the reads and ops run as this user (sudo -u)
     # the blocks around the task, outermost first: (block id, "block" | "rescue" | "always")
     blocks: tuple[tuple[int, str], ...] = ()
     item_vars: dict[str, Any] = field(default_factory=dict)  # one item of a loop (never rendered again)
