@@ -113,3 +113,14 @@ def test_levels_and_their_timeouts():
     assert build_params("health_dcgm_diag", {"level": 3}).timeout == 2400
     with pytest.raises(ValueError):
         build_params("health_dcgm_diag", {"level": 5})
+
+
+def test_a_schedule_over_a_mixed_fleet_passes_nodes_without_dcgm_and_diagnoses_the_others():
+    from tests.health.fakes import stat
+    check, _ = run_probe("health_dcgm_diag", {"required": False}, {**diag("", rc=127), **pci(), **smi(),
+                                                                    **stat("/usr/bin/dcgmi", None)})
+    (finding,) = check.findings
+    assert (finding.severity, finding.value) == ("ok", "not_installed") and "dcgm role" in finding.message
+    check, _ = run_probe("health_dcgm_diag", {"required": False}, {**diag(FAIL, rc=226), **pci(), **smi(),
+                                                                    **stat("/usr/bin/dcgmi", "ELF")})
+    assert [f.severity for f in check.findings] == ["failure"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuconf.facts.base import FactUnavailable, Output, command
+from gpuconf.facts.base import FactUnavailable, Output, command, file_state
 from gpuconf.facts.dcgm import DiagReport, parse_dcgmi_diag_json
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
@@ -19,6 +19,7 @@ from gpuconf.tasks.health.readings import gpu_readings, optional_readings, smi_i
 
 # seconds a level normally takes, with room: the scheduled level 1 must never hold a run for long
 DEFAULT_TIMEOUTS = {1: 120.0, 2: 600.0, 3: 2400.0, 4: 7200.0}
+DCGMI = file_state("/usr/bin/dcgmi")
 RESULTS = {"pass": OK, "skip": OK, "not run": OK, "warn": WARNING, "fail": FAILURE}
 
 
@@ -28,6 +29,9 @@ class DcgmDiagParams(Params):
     timeout: float | None = Field(None, gt=0, le=14400, description="seconds dcgmi may take before it counts as "
                                   "hung (unknown); default by level: 120, 600, 2400, 7200")
     nvidia_smi_timeout: float = Field(10, gt=0, description="seconds for nvidia-smi (only the GPUs' bus ids)")
+    required: bool = Field(True, description="false: a node without DCGM (no dcgmi) passes with an ok finding that "
+                           "says so, instead of being unknown; for a schedule over a fleet where only some nodes "
+                           "run the dcgm role")
 
     @model_validator(mode="after")
     def _timeout(self) -> DcgmDiagParams:
@@ -87,9 +91,13 @@ class DcgmDiag(HealthProbe):
     Params = DcgmDiagParams
 
     def reads(self, params: DcgmDiagParams):
-        return [diag_fact(params), gpu_readings(params.nvidia_smi_timeout)]
+        return [diag_fact(params), gpu_readings(params.nvidia_smi_timeout), DCGMI]
 
     def check(self, params: DcgmDiagParams, facts: Facts) -> Verdict:
+        if not params.required and not facts[DCGMI].exists:
+            return verdict([Finding(self.probe, OK, "DCGM is not installed on this node (no /usr/bin/dcgmi; the dcgm "
+                                    "role installs it): no diagnostic to run", value="not_installed")],
+                           level=params.level)
         try:
             report = facts[diag_fact(params)]
         except FactUnavailable as exc:
