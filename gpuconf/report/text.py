@@ -199,7 +199,9 @@ class TextReporter(RunEvents):
         its point, as in Ansible); a play beyond PER_HOST_MOST hosts prints none."""
         if self.play_hosts > PER_HOST_MOST:
             return False
-        return result.status not in (Status.OK, Status.SKIPPED) or result.type == "debug"
+        if result.status == Status.OK:
+            return result.type == "debug"
+        return result.status != Status.SKIPPED
 
     def _diff(self, change) -> None:
         if change.diff:
