@@ -63,7 +63,8 @@ def to_data(run: RunResult) -> dict:
         for task in host.tasks:
             if task.task != "connect" and _role(task) not in roles:
                 roles.append(_role(task))
-    rows, cells = [], {}
+    rows: list[list] = []
+    cells: dict[str, list[dict]] = {}
     for name, host in run.hosts.items():
         states, in_sync = _row(host, roles)
         rows.append([name, states, in_sync])
