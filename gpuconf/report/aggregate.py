@@ -35,6 +35,7 @@ class TaskGroup:
     changes: tuple[str, ...]
     findings: tuple[str, ...]
     hosts: list[str] = field(default_factory=list)
+    first: TaskResult | None = None  # the first host's result: its diff stands for the group's (--diff)
 
     @property
     def host_list(self) -> str:
@@ -64,7 +65,7 @@ def group_tasks(run: RunResult) -> list[TaskGroup]:
                 continue
             key = _key(result)
             if key not in groups:
-                groups[key] = TaskGroup(*key)
+                groups[key] = TaskGroup(*key, first=result)
             if host.host not in groups[key].hosts:
                 groups[key].hosts.append(host.host)
     return sorted(groups.values(), key=lambda g: (ORDER[g.status], -len(g.hosts)))

@@ -253,6 +253,12 @@ class TextReporter(RunEvents):
                 self._print(f"    - {_show(item)}")
             if len(items) > ITEMS_SHOWN:
                 self._print(f"[dim]    +{len(items) - ITEMS_SHOWN} more[/dim]")
+            if self.diff and group.first is not None and not group.first.secret:
+                changes = visible_changes(group.first)
+                if any(change.diff or change.before is not None or change.after is not None for change in changes):
+                    self._print(f"[dim]    diff on {_show(group.first.host)}:[/dim]")
+                for change in changes:
+                    self._diff(change)
         if len(groups) > GROUPS_SHOWN:
             self._print(f"[dim]+{len(groups) - GROUPS_SHOWN} more groups (-v, --report or --html show every "
                         f"host)[/dim]")
