@@ -47,7 +47,7 @@ def task_name(result: TaskResult) -> str:
     return f"handler {name}" if result.handler else name
 
 
-def _key(result: TaskResult) -> tuple:
+def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[str, ...]]:
     detail = first_line(visible_error(result) or visible_message(result))
     changes = tuple(first_line(c.summary) for c in visible_changes(result))
     findings = tuple(f"{f.severity}: {f.probe}{'' if f.gpu is None else f' gpu {f.gpu}'}: {first_line(f.message)}"
@@ -65,7 +65,8 @@ def group_tasks(run: RunResult) -> list[TaskGroup]:
                 continue
             key = _key(result)
             if key not in groups:
-                groups[key] = TaskGroup(*key, first=result)
+                status, name, detail, changes, findings = key
+                groups[key] = TaskGroup(status, name, detail, changes, findings, first=result)
             if host.host not in groups[key].hosts:
                 groups[key].hosts.append(host.host)
     return sorted(groups.values(), key=lambda g: (ORDER[g.status], -len(g.hosts)))
