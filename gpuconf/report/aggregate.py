@@ -17,7 +17,7 @@ from gpuconf.results import HostResult, RunResult, Status, TaskResult
 
 # failures first, then what needs a person, then drift and changes
 ORDER = {Status.UNREACHABLE: 0, Status.FAILED: 1, Status.UNKNOWN: 2, Status.REBOOT_PENDING: 3,
-         Status.WOULD_CHANGE: 4, Status.CHANGED: 5}
+         Status.WOULD_CHANGE: 4, Status.CHANGED: 5, Status.OK: 6}  # ok: only a task with a health warning
 
 
 def first_line(text: str, most: int = 160) -> str:
@@ -47,6 +47,14 @@ def task_name(result: TaskResult) -> str:
     return f"handler {name}" if result.handler else name
 
 
+def says_something(result: TaskResult) -> bool:
+    """Not in sync, or in sync with a finding that is not ok (a health warning, a driver near its end
+    of life): what an operator must see without -v."""
+    if result.status not in (Status.OK, Status.SKIPPED):
+        return True
+    return any(finding.severity != "ok" for finding in result.findings)
+
+
 def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[str, ...]]:
     detail = first_line(visible_error(result) or visible_message(result))
     changes = tuple(first_line(c.summary) for c in visible_changes(result))
@@ -56,12 +64,12 @@ def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[s
 
 
 def group_tasks(run: RunResult) -> list[TaskGroup]:
-    """Every result that is not in sync (ignored failures and skips left out), grouped, failures first;
+    """Every result that says something (ignored failures and skips left out), grouped, failures first;
     within a status, the group with the most hosts first."""
     groups: dict[tuple, TaskGroup] = {}
     for host in run.hosts.values():
         for result in host.tasks:
-            if result.status not in ORDER or result.ignored:
+            if result.status not in ORDER or result.ignored or not says_something(result):
                 continue
             key = _key(result)
             if key not in groups:

@@ -22,7 +22,7 @@ from typing import IO, TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from gpuconf.report.aggregate import group_recap, group_tasks, host_state, reboot_note, recap_counts
+from gpuconf.report.aggregate import group_recap, group_tasks, host_state, reboot_note, recap_counts, says_something
 from gpuconf.report.hostlist import compress
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
 from gpuconf.report.redact import (
@@ -195,13 +195,11 @@ class TextReporter(RunEvents):
                 self._print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
 
     def _per_host_line(self, result: TaskResult) -> bool:
-        """Without -v: a small play prints what is not in sync, and what `debug` says (its output is
-        its point, as in Ansible); a play beyond PER_HOST_MOST hosts prints none."""
+        """Without -v: a small play prints what is not in sync or has a health warning, and what
+        `debug` says (its output is its point, as in Ansible); a play beyond PER_HOST_MOST prints none."""
         if self.play_hosts > PER_HOST_MOST:
             return False
-        if result.status == Status.OK:
-            return result.type == "debug"
-        return result.status != Status.SKIPPED
+        return says_something(result) or (result.type == "debug" and result.status == Status.OK)
 
     def _diff(self, change) -> None:
         if change.diff:

@@ -79,3 +79,21 @@ def test_ten_hosts_or_fewer_show_the_lines_of_what_is_not_in_sync_and_v_shows_ev
     assert "TASK SUMMARY" not in lines  # the lines above already say it
     verbose = printed(synthetic_run(10, drifted=(2,), failed=(5,)), verbose=1)
     assert sum("ok: [a100-" in line for line in verbose) == 10 * 30 - 3
+
+
+def test_a_health_warning_on_a_task_in_sync_is_shown_at_any_fleet_size():
+    from gpuconf.results import Finding, Status, TaskResult
+
+    def with_warning(hosts: int) -> RunResult:
+        run = synthetic_run(hosts)
+        run.hosts[host_name(2)].tasks.append(TaskResult(
+            host_name(2), "a100 nodes", "driver branch", Status.OK, role="nvidia_driver",
+            findings=[Finding("driver_eol", "warning", "535 reached its end of life")]))
+        return run
+
+    small = printed(with_warning(3))
+    assert "ok: [a100-002] nvidia_driver : driver branch" in small
+    assert "    warning: driver_eol: 535 reached its end of life" in small
+    large = printed(with_warning(50))
+    assert "ok: nvidia_driver : driver branch (1 host: a100-002)" in large
+    assert "    - warning: driver_eol: 535 reached its end of life" in large
