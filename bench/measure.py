@@ -39,6 +39,7 @@ class Row:
     self_counted: dict = field(default_factory=dict)  # gpuconf's own report: round trips, connections
     command: str = ""
     note: str = ""
+    lines_printed: int = -1        # lines the tool wrote on stdout (-1: not counted, an older results file)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -59,9 +60,12 @@ def run_tool(tool: str, workload: str, command: list[str], lab, names: list[str]
     window.start()
     busy_before, total_before = cpu_jiffies()
     full_env = dict(os.environ, **(env or {}))
-    with open(log or os.devnull, "ab") as sink:
+    with tempfile.TemporaryFile() as stdout, open(log or os.devnull, "ab") as sink:
         subprocess.run([sys.executable, str(BENCH / "tree.py"), out_path, "--", *command], cwd=cwd, env=full_env,
-                       stdout=sink, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+                       stdout=stdout, stderr=sink, timeout=timeout, check=False)
+        stdout.seek(0)
+        printed = stdout.read()
+        sink.write(printed)
     busy_after, total_after = cpu_jiffies()
     time.sleep(0.5)  # sshd writes "Transferred" as the connection closes
     measured = json.loads(Path(out_path).read_text())
@@ -72,7 +76,7 @@ def run_tool(tool: str, workload: str, command: list[str], lab, names: list[str]
                machine_busy=(busy_after - busy_before) / max(1, total_after - total_before),
                connections=counts["connections"], round_trips=counts["round_trips"],
                round_trips_max=counts["round_trips_max"], kib_to_host=counts["kib_received"],
-               command=" ".join(command))
+               command=" ".join(command), lines_printed=printed.count(b"\n"))
 
 
 def gpuconf_counts(report: Path) -> dict:

@@ -41,6 +41,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (one testsuite per host)")
     parser.add_argument("--prometheus", metavar="FILE",
                         help="also write a node_exporter textfile (docs/metrics.md), atomically")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write an HTML fleet report: hosts x roles, one self-contained file")
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust unknown host keys on first use (changed keys are always refused)")
     parser.add_argument("--detailed-exitcodes", action="store_true", help="apply: exit 2 when something changed")

@@ -142,7 +142,7 @@ def _run(args: Any, verb: str) -> int:
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
                          strict=getattr(args, "strict", False), slurm_nodes=nodes, trace=args.verbose >= 3,
                          step=_step_gate() if args.step else None, today=run_day(getattr(args, "today", None)))
-    outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus)
+    outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
     runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, events=reporter)

@@ -2,7 +2,7 @@
 
 `--format` picks what stdout carries. With `json` or `junit` the stdout is
 exactly that document, so it can be piped or redirected, and the human lines
-go to stderr instead. `--report`, `--junit` and `--prometheus` write files
+go to stderr instead. `--report`, `--junit`, `--prometheus` and `--html` write files
 (atomically) whatever the format.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpuconf.errors import GpuconfError, UsageError
-from gpuconf.report import jsonreport, junit, prometheus
+from gpuconf.report import html, jsonreport, junit, prometheus
 from gpuconf.results import RunResult
 
 FORMATS = ("text", "json", "junit")
@@ -27,10 +27,11 @@ class OutputOptions:
     report: str | None = None
     junit: str | None = None
     prometheus: str | None = None
-
+    html: str | None = None
 
     def files(self) -> dict[str, str]:
-        named = {"--report": self.report, "--junit": self.junit, "--prometheus": self.prometheus}
+        named = {"--report": self.report, "--junit": self.junit, "--prometheus": self.prometheus,
+                 "--html": self.html}
         return {option: path for option, path in named.items() if path}
 
     def preflight(self) -> None:
@@ -55,7 +56,8 @@ def human_stream(options: OutputOptions) -> TextIO:
 
 def write_outputs(run: RunResult, options: OutputOptions, stdout: TextIO | None = None) -> None:
     stdout = stdout or sys.stdout
-    writers = {"--report": jsonreport.write, "--junit": junit.write, "--prometheus": prometheus.write}
+    writers = {"--report": jsonreport.write, "--junit": junit.write, "--prometheus": prometheus.write,
+               "--html": html.write}
     for option, path in options.files().items():
         try:
             writers[option](run, path)

@@ -1,6 +1,10 @@
-"""Human output: one line per task and host, a PLAY RECAP, a summary paragraph.
+"""Human output: a progress line, a summary by task across hosts, a PLAY RECAP, a summary paragraph.
 
-This is the one human reporter. On a TTY the lines are coloured (rich), a
+This is the one human reporter. By default it prints per-host, per-task lines
+only for the tasks that are not in sync, and only on plays of 10 hosts or fewer;
+beyond that, the task summary says the same once per group of hosts
+(`aggregate.py`), and the PLAY RECAP folds hosts with the same counts beyond 20
+hosts. `-v` prints every line of every host. On a TTY the lines are coloured (rich), a
 live progress display (`live.py`) sits at the bottom, and `--diff` is
 coloured. Elsewhere (CI logs, cron, a pipe) the same lines are plain text:
 no colour, no cursor movement, and control characters that a command printed
@@ -18,6 +22,8 @@ from typing import IO, TextIO
 from rich.console import Console
 from rich.markup import escape
 
+from gpuconf.report.aggregate import group_recap, group_tasks, host_state, reboot_note, recap_counts, says_something
+from gpuconf.report.hostlist import compress
 from gpuconf.report.live import SLOW_AFTER, LiveProgress
 from gpuconf.report.redact import (
     visible_changes,
@@ -35,6 +41,11 @@ STYLE = {
 }
 LABEL = {Status.WOULD_CHANGE: "would change", Status.FAILED: "FAILED", Status.UNREACHABLE: "UNREACHABLE",
          Status.UNKNOWN: "UNKNOWN", Status.REBOOT_PENDING: "reboot pending"}
+PER_HOST_MOST = 10  # plays this small print each host's lines that are not in sync
+RECAP_FOLD_AFTER = 20  # beyond this many hosts, the PLAY RECAP gives one line per distinct set of counts
+GROUPS_SHOWN = 15  # task groups in the summary; the rest are counted (the reports carry everything)
+ITEMS_SHOWN = 3  # changes or findings listed under one group
+PROGRESS_STEPS = 4  # without a TTY, a progress line at each quarter of the hosts
 TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stderr
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -77,6 +88,12 @@ class TextReporter(RunEvents):
         self.lock = threading.Lock()
         use_live = self.console.is_terminal if live is None else live
         self.progress = LiveProgress(self.console, verb, slow_after) if use_live else None
+        self.verb = verb
+        self.play_name, self.play_hosts = "", 0
+        self.largest_play = 0
+        self.done: set[str] = set()
+        self.drifted: set[str] = set()
+        self.failed: set[str] = set()
 
     def _print(self, text: str) -> None:
         """One line; once the reader has gone (`gpuconf check ... | head`), the rest of the run's
@@ -93,6 +110,9 @@ class TextReporter(RunEvents):
     def play(self, name: str, hosts: list[str] | None = None) -> None:
         with self.lock:
             self._print(f"\n[bold]{_show(f'PLAY [{name}]')}[/bold]")
+            self.play_name, self.play_hosts = name, len(hosts or [])
+            self.largest_play = max(self.largest_play, self.play_hosts)
+            self.done = set()
         if self.progress:
             self.progress.play(name, hosts or [])
 
@@ -103,6 +123,20 @@ class TextReporter(RunEvents):
     def host_done(self, host: str) -> None:
         if self.progress:
             self.progress.host_done(host)
+            return
+        with self.lock:
+            if host in self.done:
+                return
+            self.done.add(host)
+            total = self.play_hosts
+            if total <= PER_HOST_MOST:
+                return  # a small play shows its hosts' lines: no progress lines needed
+            step = max(1, -(-total // PROGRESS_STEPS))
+            if len(self.done) % step == 0 or len(self.done) == total:
+                line = f"{self.verb} [{self.play_name}]: {len(self.done)}/{total} hosts done"
+                if self.verb == "check":
+                    line += f", {len(self.drifted)} drifted"
+                self._print(f"[dim]{_show(line + f', {len(self.failed)} failed')}[/dim]")
 
     def remote(self, host: str, text: str) -> None:
         if self.verbose >= 3:
@@ -113,8 +147,13 @@ class TextReporter(RunEvents):
     def task(self, result: TaskResult) -> None:
         if self.progress:
             self.progress.task_finished(result)
-        if result.status == Status.SKIPPED and not self.verbose:
-            return
+        with self.lock:
+            if result.status in (Status.FAILED, Status.UNKNOWN, Status.UNREACHABLE) and not result.ignored:
+                self.failed.add(result.host)
+            elif result.status == Status.WOULD_CHANGE:
+                self.drifted.add(result.host)
+        if not self.verbose and not self._per_host_line(result):
+            return  # the recap and the task summary say it once for every host
         label = LABEL.get(result.status, result.status.value)
         style = STYLE[result.status]
         if result.ignored:  # ignore_errors: Ansible's "...ignoring"; not a failure of the run
@@ -155,6 +194,13 @@ class TextReporter(RunEvents):
             if self.verbose >= 3 and result.traceback and not result.secret:
                 self._print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
 
+    def _per_host_line(self, result: TaskResult) -> bool:
+        """Without -v: a small play prints what is not in sync or has a health warning, and what
+        `debug` says (its output is its point, as in Ansible); a play beyond PER_HOST_MOST prints none."""
+        if self.play_hosts > PER_HOST_MOST:
+            return False
+        return says_something(result) or (result.type == "debug" and result.status == Status.OK)
+
     def _diff(self, change) -> None:
         if change.diff:
             for line in change.diff.splitlines():
@@ -170,20 +216,67 @@ class TextReporter(RunEvents):
         if self.progress:
             self.progress.stop()
         with self.lock:
+            if not self.verbose and self.largest_play > PER_HOST_MOST:
+                self._task_summary(run)
             self._print("\n[bold]PLAY RECAP[/bold]")
-            width = max((len(h) for h in run.hosts), default=4)
-            for name, host in run.hosts.items():
-                cells = "  ".join(f"[{style}]{key}={value}[/]" if value else f"{key}={value}"
-                                  for key, value, style in _counts(run, host))
-                reboot = ""
-                if host.reboot_pending:
-                    reboot = "  [bold yellow]reboot pending[/]"
-                elif host.reboot_required:
-                    reboot = "  [yellow]reboot required[/]"
-                self._print(f"[{_host_style(host)}]{_show(name.ljust(width))}[/] : {cells}{reboot}")
+            if len(run.hosts) > RECAP_FOLD_AFTER:
+                self._folded_recap(run)
+            else:
+                width = max((len(h) for h in run.hosts), default=4)
+                for name, host in run.hosts.items():
+                    reboot = reboot_note(host)
+                    style = "bold yellow" if host.reboot_pending else "yellow"
+                    note = f"  [{style}]{reboot}[/]" if reboot else ""
+                    self._print(f"[{host_state(host)}]{_show(name.ljust(width))}[/] : "
+                                f"{_cells(recap_counts(run, host))}{note}")
             for action in run.slurm or []:
                 self._print(_slurm_line(action))
             self._print("\n" + _show(summary(run)))
+
+    def _task_summary(self, run: RunResult) -> None:
+        groups = group_tasks(run)
+        self._print("\n[bold]TASK SUMMARY[/bold]")
+        if not groups:
+            self._print(f"[green]{len(run.hosts)} hosts: every task in sync[/]")
+        for group in groups[:GROUPS_SHOWN]:
+            label = LABEL.get(group.status, group.status.value)
+            count = f"{len(group.hosts)} host{'s' if len(group.hosts) > 1 else ''}"
+            line = f"[{STYLE[group.status]}]{label}[/]: {_show(group.task)} ({count}: {_show(_cut(group.host_list))})"
+            if group.detail:
+                line += f" [dim]-[/dim] {_show(group.detail)}"
+            self._print(line)
+            items = list(group.changes) if len(group.changes) > 1 else []
+            items += list(group.findings)
+            for item in items[:ITEMS_SHOWN]:
+                self._print(f"    - {_show(item)}")
+            if len(items) > ITEMS_SHOWN:
+                self._print(f"[dim]    +{len(items) - ITEMS_SHOWN} more[/dim]")
+            if self.diff and group.first is not None and not group.first.secret:
+                changes = visible_changes(group.first)
+                if any(change.diff or change.before is not None or change.after is not None for change in changes):
+                    self._print(f"[dim]    diff on {_show(group.first.host)}:[/dim]")
+                for change in changes:
+                    self._diff(change)
+        if len(groups) > GROUPS_SHOWN:
+            self._print(f"[dim]+{len(groups) - GROUPS_SHOWN} more groups (-v, --report or --html show every "
+                        f"host)[/dim]")
+
+    def _folded_recap(self, run: RunResult) -> None:
+        for line in group_recap(run):
+            note = f"  [yellow]{line.reboot}[/]" if line.reboot else ""
+            hosts = f"{_cut(compress(line.hosts))} ({len(line.hosts)} hosts)"
+            self._print(f"[{line.state}]{_show(hosts)}[/] : {_cells(line.counts)}{note}")
+
+
+def _cut(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _cells(counts: list[tuple[str, int]]) -> str:
+    style = {"ok": "green", "would_change": "yellow", "changed": "yellow", "unreachable": "bold red",
+             "failed": "bold red", "skipped": "cyan", "unknown": "magenta", "ignored": "dim",
+             "reboot_pending": "bold yellow"}
+    return "  ".join(f"[{style[key]}]{key}={value}[/]" if value else f"{key}={value}" for key, value in counts)
 
 
 def _slurm_line(action) -> str:
@@ -192,25 +285,6 @@ def _slurm_line(action) -> str:
             "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
     style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "kept") else "green"
     return f"[{style}]slurm[/]: {_show(f'[{action.node}] {what}')}"
-
-
-def _counts(run: RunResult, host: HostResult) -> list[tuple[str, int, str]]:
-    ignored = sum(1 for t in host.tasks if t.ignored)
-    changed = ("would_change", Status.WOULD_CHANGE) if run.verb == "check" else ("changed", Status.CHANGED)
-    counts = [("ok", host.count(Status.OK), "green"), (changed[0], host.count(changed[1]), "yellow"),
-              ("unreachable", int(host.unreachable), "bold red"),
-              ("failed", host.count(Status.FAILED) - ignored, "bold red"),
-              ("skipped", host.count(Status.SKIPPED), "cyan"), ("unknown", host.count(Status.UNKNOWN), "magenta"),
-              ("ignored", ignored, "dim")]
-    if run.verb == "apply":
-        counts.append(("reboot_pending", host.count(Status.REBOOT_PENDING), "bold yellow"))
-    return counts
-
-
-def _host_style(host: HostResult) -> str:
-    if host.unreachable or host.failed:
-        return "red"
-    return "yellow" if host.changed or host.drifted or host.reboot_pending else "green"
 
 
 def _short(text: str, most: int = 100) -> str:

@@ -1,0 +1,126 @@
+"""A run's results folded across hosts: what a fleet's output shows by default.
+
+At 100 hosts a line per host and task is 3,000 lines that nobody reads. Here
+the task results that are not in sync are grouped by what they say (status,
+task, first line of the error or message, the change summaries, the findings),
+each group with its hosts in compressed form (`a100-[001-097,099]`), failures
+first. The PLAY RECAP folds the same way: hosts with identical counts share a
+line. Both are pure functions of a `RunResult`; `text.py` prints them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuconf.report.hostlist import compress
+from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
+
+# failures first, then what needs a person, then drift and changes
+ORDER = {Status.UNREACHABLE: 0, Status.FAILED: 1, Status.UNKNOWN: 2, Status.REBOOT_PENDING: 3,
+         Status.WOULD_CHANGE: 4, Status.CHANGED: 5, Status.OK: 6}  # ok: only a task with a health warning
+
+
+def first_line(text: str, most: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= most else line[: most - 1] + "…"
+
+
+@dataclass
+class TaskGroup:
+    """One thing that happened on one or more hosts, said once."""
+
+    status: Status
+    task: str  # "role : task", "handler role : task", or "connect"
+    detail: str  # the first line of the error, or the task's message
+    changes: tuple[str, ...]
+    findings: tuple[str, ...]
+    hosts: list[str] = field(default_factory=list)
+    first: TaskResult | None = None  # the first host's result: its diff stands for the group's (--diff)
+
+    @property
+    def host_list(self) -> str:
+        return compress(self.hosts)
+
+
+def task_name(result: TaskResult) -> str:
+    name = f"{result.role} : {result.task}" if result.role else result.task
+    return f"handler {name}" if result.handler else name
+
+
+def says_something(result: TaskResult) -> bool:
+    """Not in sync, or in sync with a finding that is not ok (a health warning, a driver near its end
+    of life): what an operator must see without -v."""
+    if result.status not in (Status.OK, Status.SKIPPED):
+        return True
+    return any(finding.severity != "ok" for finding in result.findings)
+
+
+def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[str, ...]]:
+    detail = first_line(visible_error(result) or visible_message(result))
+    changes = tuple(first_line(c.summary) for c in visible_changes(result))
+    findings = tuple(f"{f.severity}: {f.probe}{'' if f.gpu is None else f' gpu {f.gpu}'}: {first_line(f.message)}"
+                     for f in visible_findings(result) if f.severity != "ok")
+    return result.status, task_name(result), detail, changes, findings
+
+
+def group_tasks(run: RunResult) -> list[TaskGroup]:
+    """Every result that says something (ignored failures and skips left out), grouped, failures first;
+    within a status, the group with the most hosts first."""
+    groups: dict[tuple, TaskGroup] = {}
+    for host in run.hosts.values():
+        for result in host.tasks:
+            if result.status not in ORDER or result.ignored or not says_something(result):
+                continue
+            key = _key(result)
+            if key not in groups:
+                status, name, detail, changes, findings = key
+                groups[key] = TaskGroup(status, name, detail, changes, findings, first=result)
+            if host.host not in groups[key].hosts:
+                groups[key].hosts.append(host.host)
+    return sorted(groups.values(), key=lambda g: (ORDER[g.status], -len(g.hosts)))
+
+
+def recap_counts(run: RunResult, host: HostResult) -> list[tuple[str, int]]:
+    ignored = sum(1 for t in host.tasks if t.ignored)
+    changed = ("would_change", Status.WOULD_CHANGE) if run.verb == "check" else ("changed", Status.CHANGED)
+    counts = [("ok", host.count(Status.OK)), (changed[0], host.count(changed[1])),
+              ("unreachable", int(host.unreachable)), ("failed", host.count(Status.FAILED) - ignored),
+              ("skipped", host.count(Status.SKIPPED)), ("unknown", host.count(Status.UNKNOWN)),
+              ("ignored", ignored)]
+    if run.verb == "apply":
+        counts.append(("reboot_pending", host.count(Status.REBOOT_PENDING)))
+    return counts
+
+
+def host_state(host: HostResult) -> str:
+    """red (failed, unknown, unreachable), yellow (changed, drifted, reboot pending) or green."""
+    if host.unreachable or host.failed:
+        return "red"
+    return "yellow" if host.changed or host.drifted or host.reboot_pending else "green"
+
+
+def reboot_note(host: HostResult) -> str:
+    if host.reboot_pending:
+        return "reboot pending"
+    return "reboot required" if host.reboot_required else ""
+
+
+@dataclass
+class RecapLine:
+    hosts: list[str]
+    counts: list[tuple[str, int]]
+    state: str
+    reboot: str
+
+
+def group_recap(run: RunResult) -> list[RecapLine]:
+    """Hosts with the same counts share a line; red lines first, then yellow, then green."""
+    lines: dict[tuple, RecapLine] = {}
+    for name, host in run.hosts.items():
+        counts, state, reboot = recap_counts(run, host), host_state(host), reboot_note(host)
+        key = (tuple(counts), state, reboot)
+        if key not in lines:
+            lines[key] = RecapLine([], counts, state, reboot)
+        lines[key].hosts.append(name)
+    rank = {"red": 0, "yellow": 1, "green": 2}
+    return sorted(lines.values(), key=lambda line: rank[line.state])
