@@ -41,6 +41,9 @@ def test_hgx_fabric_completes_only_once_fabric_manager_runs(make_node, profile):
     before = fabric_of(node)
     assert {(f.state, f.status) for f in before} == {("In Progress", None)}
     node.install("nvidia-fabricmanager-580", DRIVER)
+    if profile == "b200":   # NVLink5: what the fabricmanager role puts first
+        node.run("kmod", "modprobe", "ib_umad", check=True)
+        node.install("nvlsm", DRIVER)
     node.systemctl("start", "nvidia-fabricmanager", check=True)
     assert parse_fabric_manager_log(node.read("/var/log/fabricmanager.log")).state == "configured"
     after = fabric_of(node)
@@ -88,3 +91,19 @@ def test_fabric_section_layout_follows_the_branch(make_node, driver, health):
         assert keys == ["State", "Status"]
     else:
         assert keys == ["State", "Status", "CliqueId", "ClusterUUID", "Health", *health]
+
+
+def test_nvlink5_fabric_manager_needs_ib_umad_then_nvlsm(make_node):
+    node = booted_with_driver(make_node, "b200")
+    node.install("nvidia-fabricmanager-580", DRIVER)
+    assert node.systemctl("start", "nvidia-fabricmanager").returncode == 1
+    journal = node.run("journalctl", "journalctl", "-u", "nvidia-fabricmanager").stdout
+    assert 'Kernel module "ib_umad" has not been loaded, fabric manager cannot be started' in journal
+    node.run("kmod", "modprobe", "ib_umad", check=True)
+    assert node.systemctl("start", "nvidia-fabricmanager").returncode == 1
+    assert "NV_WARN_NOTHING_TO_DO" in node.run("journalctl", "journalctl", "-u", "nvidia-fabricmanager").stdout
+    assert {f.state for f in fabric_of(node)} == {"In Progress"}
+    node.install("nvlsm", DRIVER)
+    node.install("libnvsdm-580", DRIVER)
+    node.systemctl("start", "nvidia-fabricmanager", check=True)
+    assert {(f.state, f.status) for f in fabric_of(node)} == {("Completed", "Success")}
