@@ -1,6 +1,7 @@
-"""Issue 14 on lab nodes over SSH: an HGX B200 node and two GB200 NVL72 trays, one small lab
-for the session. Fresh nodes check as drift (exit 2), converge with the held reboot, and check
-clean; then the fabric faults are reported naming the GPU, never as ok."""
+"""Issue 14 on lab nodes over SSH: an HGX B200 node, two GB200 NVL72 trays and an HGX H100,
+one small lab for the session. Fresh nodes check as drift (exit 2), converge with the held
+reboot, and check clean; then the fabric faults are reported naming the GPU or the service,
+never as ok."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,11 @@ from tests.lab_fixtures import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = ("fabric-" + os.environ.get("GPUCONF_TEST_LAB", "test"))[:31]
-B200, GB200 = "b200-01", "gb200-01"
+B200, GB200, H100 = "b200-01", "gb200-01", "h100-01"
+# The H100 runs the newer 580 release, so fabric manager can be put one release behind it;
+# its InfiniBand has no subnet manager in this lab.
+H100_VARS = ("-e", "nvidia_driver_version=580.105.08", "-e", "infiniband_subnet_manager=false",
+             "-e", "infiniband_expect_subnet_manager=false")
 
 
 @dataclass
@@ -64,13 +69,14 @@ def fabric_lab(tmp_path_factory):
     lab = Lab(NAME, boot_delay=0.5)
     if lab.exists():
         lab.down()
-    lab.up({"b200": 1, "gb200": 2})
+    lab.up({"b200": 1, "gb200": 2, "h100": 1})
     state = FabricLab(lab, tmp_path_factory.mktemp("fabric"), {}, {}, {})
     try:
         for kind in ("b200", "gb200"):
             state.first[kind] = state.gpuconf("check", kind)
             state.applied[kind] = state.gpuconf("apply", kind)
             state.second[kind] = state.gpuconf("check", kind)
+        state.applied["h100"] = state.gpuconf("apply", "h100", *H100_VARS)
         yield state
     finally:
         lab.down()
@@ -130,3 +136,24 @@ def test_fabric_stuck_in_progress_fails_naming_the_gpu_in_check_and_apply(fabric
             assert "GPU 1 (0000:" in task["message"] and "fabric state In Progress" in task["message"]
     finally:
         fabric_lab.fault(host, "clear", "fabric-in-progress")
+
+
+def test_fabric_manager_one_release_behind_the_driver_is_drift_and_repaired(fabric_lab):
+    assert fabric_lab.applied["h100"].rc == 0, fabric_lab.applied["h100"].stdout[-3000:]
+    behind = fabric_lab.sh(H100, "apt-mark unhold nvidia-fabricmanager-580 >/dev/null; apt-get install -y -q "
+                                 "--allow-downgrades nvidia-fabricmanager-580=580.95.05-1 >/dev/null 2>&1; "
+                                 "systemctl restart nvidia-fabricmanager; journalctl -u nvidia-fabricmanager")
+    assert "version 580.95.05 don't match with driver version 580.105.08" in behind   # the refusal itself
+    check = fabric_lab.gpuconf("check", "h100", "--limit", H100, *H100_VARS)
+    assert check.rc != 0, check.stdout[-2000:]
+    tasks = check.tasks(H100)
+    package = tasks["Fabric manager at the driver's version, held"]
+    assert package["status"] == "would_change"
+    assert "nvidia-fabricmanager-580 580.95.05-1 installed, the driver is 580.105.08-1" in package["message"]
+    assert tasks["Fabric manager enabled and active"]["status"] == "would_change"
+    fabric = tasks["Every GPU registered with the NVLink fabric (Completed, Success)"]
+    assert fabric["status"] == "failed" and "GPU 0 (0000:" in fabric["message"] and "In Progress" in fabric["message"]
+    repaired = fabric_lab.gpuconf("apply", "h100", "--limit", H100, *H100_VARS)
+    assert repaired.rc == 0, repaired.stdout[-3000:]
+    again = fabric_lab.gpuconf("check", "h100", "--limit", H100, *H100_VARS)
+    assert again.rc == 0, again.stdout[-3000:]
