@@ -6,6 +6,8 @@ import pytest
 
 from gpuconf.facts.nvidia.fabricmanager import parse_fabric_manager_log
 from gpuconf.facts.nvidia.query import parse_nvidia_smi_query
+from gpuconf.facts.nvlink_fabric import NVSWITCH
+from gpuconf.tasks.health.fabric_state import judge_fabric_state
 
 DRIVER = "580.95.05"
 ZERO = "00000000-0000-0000-0000-000000000000"
@@ -107,3 +109,12 @@ def test_nvlink5_fabric_manager_needs_ib_umad_then_nvlsm(make_node):
     node.install("libnvsdm-580", DRIVER)
     node.systemctl("start", "nvidia-fabricmanager", check=True)
     assert {(f.state, f.status) for f in fabric_of(node)} == {("Completed", "Success")}
+
+
+def test_the_probe_passes_an_hgx_a100_and_fails_an_h200_without_fabric_manager(make_node):
+    a100, h200 = booted_with_driver(make_node, "a100", "a100"), booted_with_driver(make_node, "h200", "h200")
+    a100_report = parse_nvidia_smi_query(a100.smi("-q", version=DRIVER).stdout)
+    assert all(f.severity == "ok" for f in judge_fabric_state(a100_report, NVSWITCH))
+    h200_report = parse_nvidia_smi_query(h200.smi("-q", version=DRIVER).stdout)
+    failed = judge_fabric_state(h200_report, NVSWITCH)
+    assert len(failed) == 8 and all(f.severity == "failure" and "In Progress" in f.message for f in failed)

@@ -64,3 +64,13 @@ def test_a_stuck_gpu_is_named_among_good_ones():
     findings = judge_fabric_state(replace(report, gpus=tuple(gpus)), NVSWITCH)
     assert [f.severity for f in findings][:1] == ["failure"] and findings[0].gpu == 0
     assert "In Progress" in findings[0].message and findings[0].bus_id
+
+
+def test_an_hgx_a100_reports_no_fabric_state_and_passes_but_a_hopper_without_one_fails():
+    report = parse_nvidia_smi_query(real("nvidia-smi/q-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt"))
+    na = Fabric(None, None)
+    ampere = replace(report, gpus=tuple(replace(g, fabric=na, architecture="Ampere") for g in report.gpus))
+    assert all(f.severity == "ok" and "reports no fabric state" in f.message
+               for f in judge_fabric_state(ampere, NVSWITCH))
+    hopper = replace(report, gpus=tuple(replace(g, fabric=na) for g in report.gpus))
+    assert all(f.severity == "failure" and "no fabric state" in f.message for f in judge_fabric_state(hopper, NVSWITCH))

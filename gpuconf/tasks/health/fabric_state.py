@@ -20,6 +20,8 @@ from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, drift
 from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# GPUs on NVSwitch boards before Hopper (HGX A100) print Fabric State N/A: nothing to judge there.
+BEFORE_FABRIC_STATE = ("Volta", "Ampere")
 
 
 def fabric_query(timeout: float) -> Fact:
@@ -57,6 +59,11 @@ def judge_fabric_state(report: NvidiaSmiQuery, kind: str, probe: str = "fabric_s
         label = gpu_name(index, gpu.pci_address or gpu.bus_id)
         where: dict[str, Any] = dict(gpu=index, bus_id=gpu.pci_address or gpu.bus_id,
                                      value=gpu.fabric.state if gpu.fabric else None)
+        reported = gpu.fabric is not None and gpu.fabric.state is not None
+        if not reported and (gpu.architecture or "") in BEFORE_FABRIC_STATE:
+            findings.append(Finding(probe, OK, f"{label}: {gpu.architecture} reports no fabric state "
+                                    "(Hopper and later do); the fabric manager service is the evidence", **where))
+            continue
         problem = fabric_problem(gpu.fabric, rack)
         if problem:
             findings.append(Finding(probe, FAILURE, f"{label}: {problem}", **where))

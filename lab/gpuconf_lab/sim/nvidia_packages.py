@@ -48,7 +48,7 @@ PRECOMPILED_KERNELS = ("6.1.0-18-amd64", "6.1.0-21-amd64")
 TRANSITIONAL = (("nvidia-driver-535", "580.95.05-0ubuntu1", "580", "580.95.05"),)
 LIB = "/usr/lib/x86_64-linux-gnu"
 KINDS = ("nvidia-kernel-common", "nvidia-dkms", "nvidia-utils", "libnvidia-compute", "nvidia-fabricmanager",
-         "libnvidia-nscq", "libnvsdm")
+         "libnvidia-nscq")
 NVLSM_BUILD = "OpenSM 2025.06.5"   # nvlsm names itself as an OpenSM build (reference section 5)
 
 
