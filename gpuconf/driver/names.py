@@ -24,6 +24,10 @@ COMPANIONS = {
     "persistenced": ("nvidia-persistenced", "nvidia-persistenced", "nvidia-persistenced"),
     "fabricmanager": ("nvidia-fabricmanager-{branch}", "nvidia-fabricmanager", "nvidia-fabric-manager"),
     "nscq": ("libnvidia-nscq-{branch}", "libnvidia-nscq", "libnvidia-nscq"),
+    # NVLink5 (HGX B200/B300): the NVLink subnet manager and the NVSwitch device-management
+    # library it and fabric manager use, released with the driver (reference section 5)
+    "nvlsm": ("nvlsm", "nvlsm", "nvlsm"),
+    "nvsdm": ("libnvsdm-{branch}", "libnvsdm", "libnvsdm"),
 }
 
 
@@ -95,5 +99,5 @@ def is_driver_package(name: str) -> bool:
     prefixes = ("nvidia-driver", "nvidia-dkms", "nvidia-utils", "nvidia-kernel-common", "nvidia-kernel-source",
                 "nvidia-compute-utils", "libnvidia-compute", "linux-modules-nvidia-", "nvidia-open",
                 "nvidia-kmod-common", "kmod-nvidia-", "nvidia-fabricmanager", "nvidia-fabric-manager",
-                "libnvidia-nscq", "nvidia-persistenced", "nvidia-firmware-")
+                "libnvidia-nscq", "nvidia-persistenced", "nvidia-firmware-", "nvlsm", "libnvsdm")
     return name.startswith(prefixes) and not name.startswith("nvidia-driver-pinning-")

@@ -11,6 +11,7 @@ from typing import Any
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state, host_info
 from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
+from gpuconf.facts.nvlink_fabric import nvlink_fabric
 
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
 BRIDGE_CLASS = "0x068000"  # NVSwitch
@@ -146,5 +147,6 @@ def assemble(values: dict[str, Any]) -> dict[str, Any]:
     facts["gpu_count"] = len(pci["gpus"])
     facts["nvswitch"] = bool(pci["nvswitches"])
     facts["nvswitch_count"] = len(pci["nvswitches"])
+    facts["nvlink_fabric"] = nvlink_fabric(pci["gpus"], pci["nvswitches"])
     facts["infiniband"] = facts["infiniband"] or []
     return facts

@@ -207,7 +207,7 @@ class PowerLimit(TaskType):
 
 
 class CompanionParams(Params):
-    package: Literal["persistenced", "fabricmanager", "nscq"]
+    package: Literal["persistenced", "fabricmanager", "nscq", "nvlsm", "nvsdm"]
     branch: int = Field(gt=0)
     version: str
     hold: bool = True
@@ -215,8 +215,8 @@ class CompanionParams(Params):
 
 class DriverCompanion(TaskType):
     """A package that must match the driver exactly (`nvidia-persistenced`, fabric manager,
-    `libnvidia-nscq`), installed at the driver's `version` under its name for this OS family and
-    branch, and held. Another version is drift naming both."""
+    `libnvidia-nscq`, and on NVLink5 `nvlsm` and `libnvsdm`), installed at the driver's
+    `version` under its name for this OS family and branch, and held. Another version is drift naming both."""
 
     name = "nvidia_driver_companion"
     Params = CompanionParams

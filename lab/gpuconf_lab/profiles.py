@@ -83,6 +83,7 @@ class Profile:
     cpus: int = 128
     memory_gib: int = 2048
     description: str = ""
+    nvlink_domain: str = ""   # "rack": multi-node NVLink (GB200 NVL72), the switches sit in the rack
     extra: dict = field(default_factory=dict)
 
     @property
@@ -140,6 +141,51 @@ TESLA_T4 = GpuModel(
     nvlinks=0, nvlink_speed="", fabric_probe=False, serial_prefix="1322020",
 )
 
+H200_SXM_141GB = GpuModel(
+    name="NVIDIA H200", lspci_name="GH100 [H200 SXM 141GB]",
+    architecture="Hopper", brand="NVIDIA", device_id=0x2335, subsystem=0x18BE10DE,
+    vbios="96.00.A5.00.03", board_part="695-2G520-0280-001", gpu_part="2335-895-A1",
+    inforom=("G520.0280.02.02", "2.1", "7.16"),
+    memory_mib=143771, memory_reserved_mib=614, bar1_mib=262144, pcie_gen=5, pcie_width=16,
+    power_default_w=700.0, power_min_w=200.0, power_max_w=700.0, power_idle_w=77.88,
+    temp_idle_c=28, temp_memory_c=32, temp_max_operating_c=87, temp_slowdown_c=89,
+    temp_shutdown_c=95, temp_limit_style=True,
+    clocks_idle=(345, 345, 3201, 765), clocks_max=(1980, 1980, 3201, 1545),
+    clocks_applications=(1980, 3201), compute_cap="9.0",
+    nvlinks=18, nvlink_speed="26.562", fabric_probe=True, serial_prefix="1654224",
+)
+
+# No real capture of a Blackwell ``nvidia-smi -q`` is in ../shared/fixtures/real/: the B200 and
+# GB200 values below are the products' published figures (memory, power, NVLink5 at 50 GB/s per
+# link); the layout of every section is the 590 H200 capture's.
+B200_SXM_180GB = GpuModel(
+    name="NVIDIA B200", lspci_name="GB100 [B200]",
+    architecture="Blackwell", brand="NVIDIA", device_id=0x2901, subsystem=0x199910DE,
+    vbios="97.00.71.00.0E", board_part="699-2G525-0200-000", gpu_part="2901-886-A1",
+    inforom=("G525.0200.00.03", "2.1", "7.17"),
+    memory_mib=183359, memory_reserved_mib=648, bar1_mib=262144, pcie_gen=5, pcie_width=16,
+    power_default_w=1000.0, power_min_w=200.0, power_max_w=1000.0, power_idle_w=139.5,
+    temp_idle_c=30, temp_memory_c=34, temp_max_operating_c=87, temp_slowdown_c=90,
+    temp_shutdown_c=95, temp_limit_style=True,
+    clocks_idle=(120, 120, 3996, 600), clocks_max=(1965, 1965, 3996, 1650),
+    clocks_applications=(1965, 3996), compute_cap="10.0",
+    nvlinks=18, nvlink_speed="50", fabric_probe=True, serial_prefix="1655325",
+)
+
+GB200_186GB = GpuModel(
+    name="NVIDIA GB200", lspci_name="GB100 [GB200]",
+    architecture="Blackwell", brand="NVIDIA", device_id=0x2941, subsystem=0x20CA10DE,
+    vbios="97.00.82.00.0C", board_part="699-2G548-0200-000", gpu_part="2941-886-A1",
+    inforom=("G548.0201.00.06", "2.1", "7.17"),
+    memory_mib=189471, memory_reserved_mib=690, bar1_mib=262144, pcie_gen=5, pcie_width=16,
+    power_default_w=1200.0, power_min_w=200.0, power_max_w=1200.0, power_idle_w=152.3,
+    temp_idle_c=31, temp_memory_c=35, temp_max_operating_c=87, temp_slowdown_c=90,
+    temp_shutdown_c=95, temp_limit_style=True,
+    clocks_idle=(120, 120, 3996, 600), clocks_max=(2062, 2062, 3996, 1650),
+    clocks_applications=(2062, 3996), compute_cap="10.0",
+    nvlinks=18, nvlink_speed="50", fabric_probe=True, serial_prefix="1656425",
+)
+
 CONNECTX6_HDR = HcaModel(
     ca_type="MT4123", lspci_name="Mellanox Technologies MT28908 Family [ConnectX-6]",
     device_id=0x101B, vendor_part_id=4123, firmware="20.35.1012", board_id="MT_0000000223",
@@ -170,6 +216,36 @@ PROFILES: dict[str, Profile] = {
         hca=CONNECTX7_NDR, hca_buses=(0x18, 0x2A, 0x3A, 0x5C, 0x9A, 0xAB, 0xBA, 0xDA),
         cpus=224, memory_gib=2048,
         description="HGX H100 8-GPU: 8x H100 80GB HBM3, 4 NVSwitches, 8x ConnectX-7 NDR 400",
+    ),
+    "h200": Profile(
+        name="h200", gpu=H200_SXM_141GB,
+        gpu_buses=(0x19, 0x3B, 0x4C, 0x5D, 0x9B, 0xBB, 0xCB, 0xDB),
+        nvswitch_device_id=0x22A3, nvswitch_lspci_name="GH100 [H100 NVSwitch]",
+        nvswitch_buses=(0x05, 0x06, 0x07, 0x08),
+        hca=CONNECTX7_NDR, hca_buses=(0x18, 0x2A, 0x3A, 0x5C, 0x9A, 0xAB, 0xBA, 0xDA),
+        cpus=224, memory_gib=2048,
+        description="HGX H200 8-GPU: 8x H200 141GB HBM3e, 4 NVSwitches (NVLink4), 8x ConnectX-7 NDR 400",
+    ),
+    # HGX B200: two NVLink5 switch chips on the baseboard, PCI bridges like earlier HGX boards.
+    # Their PCI device id is the lab's own (no pci.ids name was at hand); gpuconf tells the
+    # generation from the GPUs, and from the bridges only that NVSwitches are present.
+    "b200": Profile(
+        name="b200", gpu=B200_SXM_180GB,
+        gpu_buses=(0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF),
+        nvswitch_device_id=0x22A5, nvswitch_lspci_name="GB100 [B200 NVSwitch]",
+        nvswitch_buses=(0x05, 0x06),
+        hca=CONNECTX7_NDR, hca_buses=(0x1A, 0x3C, 0x4D, 0x5E, 0x9C, 0xBC, 0xCC, 0xDC),
+        cpus=224, memory_gib=2048,
+        description="HGX B200 8-GPU: 8x B200 180GB, 2 NVLink5 switches, 8x ConnectX-7 NDR 400",
+    ),
+    # GB200 NVL72 compute tray: 4 GPUs whose NVLinks leave the tray for the rack's switch trays,
+    # so the node itself has no NVSwitch device; the rack assigns the clique and cluster ids.
+    "gb200": Profile(
+        name="gb200", gpu=GB200_186GB,
+        gpu_buses=(0x01, 0x02, 0x03, 0x04),
+        hca=CONNECTX7_NDR, hca_buses=(0x11, 0x12, 0x13, 0x14),
+        cpus=144, memory_gib=960, nvlink_domain="rack",
+        description="GB200 NVL72 compute tray: 4x GB200 (NVLink5 to the rack's switch trays), 4x ConnectX-7",
     ),
     "t4": Profile(
         name="t4", gpu=TESLA_T4, gpu_buses=(0x3B,),

@@ -27,7 +27,7 @@ IMAGES_DIR = Path(os.environ.get("GPUCONF_LAB_IMAGES") or STATE_ROOT / "images")
 ADDRESS_PREFIX = "127.77"
 SSH_PORT = 2222
 MAX_NODES = 254
-PROFILES = ("a100", "h100", "t4")
+PROFILES = ("a100", "h100", "h200", "b200", "gb200", "t4")
 # The node OS: "debian" (Debian 12, apt) or "el9" (Rocky Linux 9.4, rpm and dnf; see image_el9.py).
 OSES = ("debian", "el9")
 USER = "gpuadmin"

@@ -12,6 +12,7 @@ wedged GPU is a `driver_unresponsive` failure finding on an `unknown` task.
 """
 from gpuconf.tasks.health.dcgm import DcgmDiag
 from gpuconf.tasks.health.fabric import FabricManagerReady, NvlinksActive
+from gpuconf.tasks.health.fabric_state import FabricStateCompleted
 from gpuconf.tasks.health.hardware import DriverLoaded, GpuCountMatches, NouveauAbsent
 from gpuconf.tasks.health.infiniband import InfinibandPortsActive
 from gpuconf.tasks.health.kernel_log import KernelClean, NoXidErrors
@@ -23,6 +24,7 @@ from gpuconf.tasks.health.uvm import UvmReady
 
 HEALTH = (GpuCountMatches(), DriverLoaded(), NouveauAbsent(), TemperatureBelowLimit(), ClocksNotThrottled(),
           PcieLinkAtMax(), NoEccErrors(), NoXidErrors(), NvlinksActive(), FabricManagerReady(),
+          FabricStateCompleted(),
           InfinibandPortsActive(), PersistenceEnabled(), MemoryUse(), Utilization(), PowerDraw(), HostSizing(),
           KernelClean(), UvmReady(), DcgmDiag())
 

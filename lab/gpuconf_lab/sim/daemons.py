@@ -83,6 +83,23 @@ def _fm_log(level: str, message: str) -> None:
         handle.write(f"{time.strftime('[%b %d %Y %H:%M:%S]')} [{level}] [tid {os.getpid()}] {message}\n")
 
 
+NVLSM = "/opt/nvidia/nvlsm/sbin/nvlsm"
+
+
+def nvlink5_precheck(profile) -> str:
+    """What ``nvidia-fabricmanager-start.sh --mode precheck`` stops an NVLink5 (HGX Blackwell)
+    start for: no ``ib_umad`` (its own message), or no NVLink subnet manager to route the
+    switches, where FM finds nothing to do and the GPUs stay In Progress (reference section 5)."""
+    if profile.gpu.architecture != "Blackwell":
+        return ""
+    if not state.exists("/sys/class/infiniband_mad/abi_version"):
+        return 'Kernel module "ib_umad" has not been loaded, fabric manager cannot be started'
+    if not state.exists(NVLSM):
+        return ("request to query NVSwitch device information from NVSwitch driver failed with "
+                "error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]")
+    return ""
+
+
 def fabricmanager(version: str, args: list[str]) -> int:
     unit = "nvidia-fabricmanager.service"
     profile = state.profile()
@@ -98,7 +115,7 @@ def fabricmanager(version: str, args: list[str]) -> int:
         message = (f"fabric manager NVIDIA GPU driver interface version {version} don't match with "
                    f"driver version {driver}. Please update with matching NVIDIA driver package.")
     else:
-        message = ""
+        message = nvlink5_precheck(profile)
     if message:
         _fm_log("ERROR", message)
         _err("nv-fabricmanager", message, unit)

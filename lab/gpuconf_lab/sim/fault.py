@@ -10,6 +10,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     pcie-downgrade [--gpu N] [--gen G]         link trained at gen G (default 3) below the slot's
     ecc COUNT [--gpu N]             uncorrectable DRAM ECC errors (volatile, and in the aggregate)
     nvlink-down GPU [LINK ...]      NVLinks inactive (all of them without LINK)
+    fabric-in-progress [--gpu N]    the GPU's NVLink fabric registration never completes
+                                    (Fabric State "In Progress" whatever runs)
     util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
@@ -230,7 +232,8 @@ def clear(kind: str | None) -> None:
         state.remove(HOLDER)
     keys = {"nvidia-smi-hang": [("volatile", "nvidia_smi_hang")], "temp": [("persistent", "temp")],
             "pcie-downgrade": [("persistent", "pcie")], "ecc": [("volatile", "ecc_volatile"), ("persistent", "ecc_aggregate")],
-            "nvlink-down": [("persistent", "nvlink_down")], "util": [("persistent", "util")],
+            "nvlink-down": [("persistent", "nvlink_down")],
+            "fabric-in-progress": [("persistent", "fabric_in_progress")], "util": [("persistent", "util")],
             "fallen-off-bus": [("volatile", "lost")], "recovery-action": [("volatile", "recovery_action")],
             "truncated": [("volatile", "truncated")], "dcgm-fail": [("persistent", "dcgm_fail")],
             "dcgmi-hang": [("volatile", "dcgmi_hang")]}
@@ -275,6 +278,10 @@ def main(argv: list[str]) -> int:
         index, links = int(positional[0]), positional[1:] or ["all"]
         _per_gpu("persistent", "nvlink_down", _gpus({"gpu": str(index)}), links)
         print(f"fault nvlink-down: {_describe([index])} links {' '.join(links)} inactive")
+    elif kind == "fabric-in-progress":
+        indexes = _gpus(options)
+        _per_gpu("persistent", "fabric_in_progress", indexes, True)
+        print(f"fault fabric-in-progress: {_describe(indexes)} stuck in fabric state In Progress")
     elif kind == "util" and positional:
         indexes = _gpus(options)
         _per_gpu("persistent", "util", indexes, max(0, min(100, int(positional[0]))))

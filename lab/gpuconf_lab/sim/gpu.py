@@ -124,6 +124,9 @@ class Gpu:
     remap_pending: bool
     nvlinks_down: list = field(default_factory=list)
     fabric_state: str = "N/A"
+    fabric_status: str = "N/A"
+    clique_id: str = "N/A"
+    cluster_uuid: str = "N/A"
     recovery_action: int = 0   # NVML's gpu_recovery_action: 0 None, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset
     lost: bool = False         # fallen off the bus: nvidia-smi cannot get a handle for it
 
@@ -189,6 +192,29 @@ def persistenced_enables() -> bool:
     return bool(info) and info.get("persistence", True) and modules.alive(info.get("pid", 0))
 
 
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def fabric_registration(profile) -> tuple[str, str, str, str]:
+    """State, status, clique id and cluster UUID of the node's GPUs in the NVLink fabric.
+
+    On HGX boards the node's own fabric manager registers the GPUs; until it runs they stay
+    "In Progress" (reference section 5), and the ids stay zero (no multi-node domain). A GB200
+    tray is registered by the rack, which assigns a non-zero clique and the domain's UUID.
+    """
+    if not profile.gpu.fabric_probe:
+        return "N/A", "N/A", "N/A", "N/A"
+    if profile.nvlink_domain == "rack":
+        done, clique, cluster = True, "32766", identity.rack_cluster_uuid()
+    elif profile.has_nvswitch:
+        done, clique, cluster = fabric_manager_running(), "0", ZERO_UUID
+    else:
+        return "N/A", "N/A", "N/A", "N/A"
+    if not done:
+        return "In Progress", "N/A", clique, cluster
+    return "Completed", "Success", clique, cluster
+
+
 def gpus() -> list[Gpu]:
     """The node's GPUs in index order (by PCI bus, as nvidia-smi enumerates them)."""
     profile = state.profile()
@@ -196,9 +222,7 @@ def gpus() -> list[Gpu]:
     current = settings()
     found = faults()
     daemon = persistenced_enables()
-    fabric = "N/A"
-    if model.fabric_probe and profile.has_nvswitch:
-        fabric = "Completed" if fabric_manager_running() else "In Progress"
+    fabric, status, clique, cluster = fabric_registration(profile)
     result = []
     for index, bus in enumerate(profile.gpu_buses):
         key = str(index)
@@ -208,6 +232,7 @@ def gpus() -> list[Gpu]:
             temp = model.temp_idle_c + (util * 3) // 10 + (index % 3)
         pcie = _per_gpu(found.get("pcie"), index) or model.pcie_gen
         links = _per_gpu(found.get("nvlink_down"), index) or []
+        stuck = fabric != "N/A" and _per_gpu(found.get("fabric_in_progress"), index)   # never finishes
         result.append(Gpu(
             index=index, bus=bus, model=model, uuid=identity.gpu_uuid(index),
             serial=identity.gpu_serial(index),
@@ -219,7 +244,9 @@ def gpus() -> list[Gpu]:
             ecc_volatile=int(_per_gpu(found.get("ecc_volatile"), index) or 0),
             ecc_aggregate=int(_per_gpu(found.get("ecc_aggregate"), index) or 0),
             remap_pending=bool(_per_gpu(found.get("ecc_volatile"), index)),
-            nvlinks_down=list(links), fabric_state=fabric,
+            nvlinks_down=list(links), fabric_state="In Progress" if stuck else fabric,
+            fabric_status="N/A" if stuck else status,
+            clique_id=clique, cluster_uuid=cluster,
             recovery_action=int(_per_gpu(found.get("recovery_action"), index) or 0),
             lost=bool(_per_gpu(found.get("lost"), index)),
         ))

@@ -22,6 +22,12 @@ def gpu_uuid(index: int) -> str:
     return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def rack_cluster_uuid() -> str:
+    """The NVLink domain's ClusterUUID: one per lab, so every GB200 tray of a lab shares it."""
+    h = hashlib.sha256(f"{state.node()['lab']}/nvl72".encode()).hexdigest()
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
 def gpu_serial(index: int) -> str:
     prefix = state.profile().gpu.serial_prefix
     return prefix + str(int(_digest("serial", index)[:8], 16) % 1000000).zfill(6)

@@ -49,6 +49,7 @@ TRANSITIONAL = (("nvidia-driver-535", "580.95.05-0ubuntu1", "580", "580.95.05"),
 LIB = "/usr/lib/x86_64-linux-gnu"
 KINDS = ("nvidia-kernel-common", "nvidia-dkms", "nvidia-utils", "libnvidia-compute", "nvidia-fabricmanager",
          "libnvidia-nscq")
+NVLSM_BUILD = "OpenSM 2025.06.5"   # nvlsm names itself as an OpenSM build (reference section 5)
 
 
 def name(kind: str, branch: str, open_modules: bool = False) -> str:
@@ -196,6 +197,34 @@ def nscq(branch: str, version: str) -> Package:
                    symlinks={f"{LIB}/libnvidia-nscq.so.2": f"libnvidia-nscq.so.{version}"})
 
 
+def nvlsm_script(version: str) -> tuple[str, int]:
+    """nvlsm's only behaviour the lab needs is being there: the fabric manager's NVLink5
+    precheck looks for it. Run by hand, it names its build like the real one."""
+    return (f"#!/bin/sh\necho '-------------------------------------------------'\n"
+            f"echo '{NVLSM_BUILD}_{version}'\n", 0o755)
+
+
+NVLSM_CONF = "# NVLink Subnet Manager configuration (lab)\nlog_file /var/log/nvlsm.log\n"
+
+
+def nvlink5(branch: str, version: str) -> list[Package]:
+    """HGX B200/B300: the NVLink subnet manager and the NVSwitch device-management library,
+    released with the driver and installed at its exact version."""
+    own = name("libnvsdm", branch)
+    return [
+        Package("nvlsm", version + DRIVER_REVISION, "NVLink Subnet Manager\n"
+                "Routes NVLink5 switches for the fabric manager (HGX Blackwell).",
+                files={"/opt/nvidia/nvlsm/sbin/nvlsm": nvlsm_script(version),
+                       "/usr/share/nvidia/nvlsm/nvlsm.conf": (NVLSM_CONF, 0o644)},
+                conffiles=["/usr/share/nvidia/nvlsm/nvlsm.conf"]),
+        Package(own, version + DRIVER_REVISION, f"NVSwitch device management library ({branch})\n"
+                "Used by nvlsm and the fabric manager on NVLink5 systems; must match the driver version.",
+                conflicts=_others("libnvsdm", own), replaces=_others("libnvsdm", own),
+                files={f"{LIB}/libnvsdm.so.{version}": (shared_object("libnvsdm.so.1"), 0o644)},
+                symlinks={f"{LIB}/libnvsdm.so.1": f"libnvsdm.so.{version}"}),
+    ]
+
+
 def persistenced(version: str) -> Package:
     unit = _unit("NVIDIA Persistence Daemon",
                  ["Type=forking", "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
@@ -242,7 +271,7 @@ def driver_stack() -> list[Package]:
         for version in versions:
             packages += [kernel_common(branch, version), dkms(branch, version, False), dkms(branch, version, True),
                          *userspace(branch, version), *metas(branch, version), fabricmanager(branch, version),
-                         nscq(branch, version), persistenced(version)]
+                         nscq(branch, version), *nvlink5(branch, version), persistenced(version)]
             packages += [precompiled(branch, version, open_modules, kernel)
                          for open_modules in (False, True) for kernel in PRECOMPILED_KERNELS]
     packages += [pinning(branch) for branch in PINNED_BRANCHES]

@@ -103,7 +103,7 @@ def fields_for(g: gpu_state.Gpu, driver: str, count: int) -> dict:
         "mig.mode.current": ("Disabled" if m.architecture != "Turing" else NA, ""),
         "mig.mode.pending": ("Disabled" if m.architecture != "Turing" else NA, ""),
         "fabric.state": (g.fabric_state if m.fabric_probe else NA, ""),
-        "fabric.status": (("Success" if g.fabric_state == "Completed" else "N/A") if m.fabric_probe else NA, ""),
+        "fabric.status": (g.fabric_status if m.fabric_probe else NA, ""),
         "protected_memory.total": ("0", "MiB"), "protected_memory.used": ("0", "MiB"),
         "protected_memory.free": ("0", "MiB"),
         "hostname": (state.hostname(), ""),

@@ -157,17 +157,35 @@ def gpu_blocks(g: gpu_state.Gpu, driver: str) -> list[tuple[str, list[str]]]:
               k(1, "Max Customer Boost Clocks"), k(2, "Graphics", f"{m.clocks_max[0]} MHz"),
               k(1, "Clock Policy"), k(2, "Auto Boost", "N/A"), k(2, "Auto Boost Default", "N/A")]
     voltage = [k(1, "Voltage"), k(2, "Graphics", "N/A" if turing else "718.750 mV")]
-    state_ = g.fabric_state if m.fabric_probe else "N/A"
-    status = ("Success" if state_ == "Completed" else "N/A") if m.fabric_probe else "N/A"
-    fabric = [k(1, "Fabric"), k(2, "State", state_), k(2, "Status", status)]
-    if new:
-        fabric += [k(2, "CliqueId", "N/A"), k(2, "ClusterUUID", "N/A"), k(2, "Health"), k(3, "Bandwidth", "N/A")]
+    fabric = fabric_block(g, driver, k)
     return [("", ident), ("PERFORMANCE", performance), ("", [k(1, "Sparse Operation Mode", "Disabled")]),
             ("MEMORY", mem), ("COMPUTE", [k(1, "Compute Mode", "Default")]), ("UTILIZATION", util),
             ("ENCODER_STATS", stats("Encoder Stats")), ("FBC_STATS", stats("FBC Stats")), ("ECC", ecc),
             ("PAGE_RETIREMENT", retired), ("ROW_REMAPPER", remap), ("TEMPERATURE", temperature),
             ("POWER", power), ("CLOCK", clocks), ("VOLTAGE", voltage), ("", fabric),
             ("PIDS", [k(1, "Processes", "None")])]
+
+
+def fabric_block(g: gpu_state.Gpu, driver: str, k) -> list[str]:
+    """The Fabric section: 535 prints State and Status only; 550 and 565 add the ids and a
+    Health/Bandwidth line, 570 the route lines, 590 a Summary first and Incorrect Configuration
+    last (the 535.161.08, 565.57.01, 570.124.06 and 590.48.01 captures)."""
+    lines = [k(1, "Fabric"), k(2, "State", g.fabric_state), k(2, "Status", g.fabric_status)]
+    major = int(driver.split(".")[0])
+    if major < 550:
+        return lines
+    lines += [k(2, "CliqueId", g.clique_id), k(2, "ClusterUUID", g.cluster_uuid), k(2, "Health")]
+    rack = g.cluster_uuid not in ("N/A", gpu_state.ZERO_UUID)
+    flag, summary, bandwidth = ("False", "Healthy", "Full") if rack else ("N/A", "N/A", "N/A")
+    if major >= 580:
+        lines.append(k(3, "Summary", summary))
+    lines.append(k(3, "Bandwidth", bandwidth))
+    if major >= 570:
+        lines += [k(3, "Route Recovery in progress", flag), k(3, "Route Unhealthy", flag),
+                  k(3, "Access Timeout Recovery", flag)]
+    if major >= 580:
+        lines.append(k(3, "Incorrect Configuration", flag))
+    return lines
 
 
 def query_report(gpus: list, driver: str, sections: set | None, attached: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuconf_lab.sim.elf import shared_object
+from gpuconf_lab.sim.nvidia_packages import NVLSM_CONF, nvlsm_script
 from gpuconf_lab.sim.packages import FABRICMANAGER_CFG, _tool, _unit, dkms_conf
 
 # branch -> versions, oldest first (real releases)
@@ -207,6 +208,7 @@ def fabric_manager(branch: str, version: str) -> list[Rpm]:
                  ["After=network-online.target", "Requires=network-online.target"])
     service = "nvidia-fabricmanager.service"
     nscq, nscq_links = library("libnvidia-nscq", version, "libnvidia-nscq.so.2")
+    nvsdm, nvsdm_links = library("libnvsdm", version, "libnvsdm.so.1")
     both = streams_for(branch, "both")
     return [
         Rpm("nvidia-fabric-manager", version, "Fabric Manager for NVSwitch based systems",
@@ -218,6 +220,13 @@ def fabric_manager(branch: str, version: str) -> list[Rpm]:
                      "postun": systemd_postun(service)}, streams=both),
         Rpm("libnvidia-nscq", version, "NVSwitch Configuration and Query (NSCQ) library",
             files=nscq, symlinks=nscq_links, scripts={"post": "/sbin/ldconfig\n", "postun": "/sbin/ldconfig\n"},
+            streams=both),
+        Rpm("nvlsm", version, "NVLink Subnet Manager",
+            files={"/opt/nvidia/nvlsm/sbin/nvlsm": nvlsm_script(version),
+                   "/usr/share/nvidia/nvlsm/nvlsm.conf": (NVLSM_CONF, 0o644)},
+            config=["/usr/share/nvidia/nvlsm/nvlsm.conf"], streams=both),
+        Rpm("libnvsdm", version, "NVSwitch device management library",
+            files=nvsdm, symlinks=nvsdm_links, scripts={"post": "/sbin/ldconfig\n", "postun": "/sbin/ldconfig\n"},
             streams=both),
     ]
 

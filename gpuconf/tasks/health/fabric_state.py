@@ -1,0 +1,110 @@
+"""Each GPU's NVLink fabric registration, read from `nvidia-smi -q`'s Fabric section.
+
+On an NVLink fabric (an NVSwitch board, or a GB200 tray in its rack) a GPU is usable for
+NVLink only once its registration is `State: Completed` with `Status: Success`; until then CUDA
+answers "system not yet initialized". A rack tray must also be in a domain: a non-zero clique
+id and cluster UUID. Pass rule and failure signatures: reference section 5.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command
+from gpuconf.facts.gather import PCI_FACT
+from gpuconf.facts.nvidia.query import parse_nvidia_smi_query
+from gpuconf.facts.nvidia.query_model import Fabric, NvidiaSmiQuery
+from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.facts.nvlink_fabric import NONE, RACK, nvlink_fabric
+from gpuconf.results import Finding
+from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, drift
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# GPUs on NVSwitch boards before Hopper (HGX A100) print Fabric State N/A: nothing to judge there.
+BEFORE_FABRIC_STATE = ("Volta", "Ampere")
+
+
+def fabric_query(timeout: float) -> Fact:
+    def parse(out: Output) -> NvidiaSmiQuery:
+        if out.timed_out:
+            raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi -q did not answer within {timeout:g} s "
+                                  "(its process group was killed)")
+        if out.rc == 127:
+            raise FactUnavailable("nvidia-smi is not installed")
+        return parse_nvidia_smi_query(out.stdout)
+
+    return command(["nvidia-smi", "-q"], parse, timeout=timeout, key="nvsmi:-q")
+
+
+def fabric_problem(fabric: Fabric | None, rack: bool) -> str | None:
+    """Why this GPU's registration is not complete, or None when it is."""
+    if fabric is None or fabric.state is None:
+        return "no fabric state in nvidia-smi -q (a driver too old for this GPU's fabric?)"
+    if fabric.state != "Completed":
+        waiting = "the rack's NVLink fabric" if rack else "the fabric manager (running at the driver's version?)"
+        return f"fabric state {fabric.state}, status {fabric.status or 'N/A'}: not registered by {waiting}"
+    if fabric.status != "Success":
+        return f"fabric state Completed with status {fabric.status or 'N/A'}, want Success"
+    if fabric.health_summary == "Unhealthy":
+        return f"fabric health Unhealthy (bandwidth {fabric.health_bandwidth or 'N/A'})"
+    if rack and (fabric.clique_id in (None, "0") or fabric.cluster_uuid in (None, ZERO_UUID)):
+        return f"in no NVLink domain (clique {fabric.clique_id}, cluster {fabric.cluster_uuid})"
+    return None
+
+
+def judge_fabric_state(report: NvidiaSmiQuery, kind: str, probe: str = "fabric_state") -> list[Finding]:
+    rack = kind == RACK
+    findings = []
+    for index, gpu in enumerate(report.gpus):
+        label = gpu_name(index, gpu.pci_address or gpu.bus_id)
+        where: dict[str, Any] = dict(gpu=index, bus_id=gpu.pci_address or gpu.bus_id,
+                                     value=gpu.fabric.state if gpu.fabric else None)
+        reported = gpu.fabric is not None and gpu.fabric.state is not None
+        if not reported and (gpu.architecture or "") in BEFORE_FABRIC_STATE:
+            findings.append(Finding(probe, OK, f"{label}: {gpu.architecture} reports no fabric state "
+                                    "(Hopper and later do); the fabric manager service is the evidence", **where))
+            continue
+        problem = fabric_problem(gpu.fabric, rack)
+        if problem:
+            findings.append(Finding(probe, FAILURE, f"{label}: {problem}", **where))
+        else:
+            domain = f", clique {gpu.fabric.clique_id}, cluster {gpu.fabric.cluster_uuid}" \
+                if rack and gpu.fabric else ""
+            findings.append(Finding(probe, OK, f"{label}: fabric Completed, Success{domain}", **where))
+    if not findings:
+        findings.append(Finding(probe, FAILURE, "nvidia-smi -q reported no GPU"))
+    return findings
+
+
+class FabricStateCompleted(HealthProbe):
+    """On an NVLink fabric (NVSwitch board or GB200 rack tray), every GPU's fabric
+    registration (`nvidia-smi -q`, Fabric) is Completed with Success, health not Unhealthy,
+    and on a rack tray in a domain (clique id and cluster UUID not zero). Anything else fails,
+    naming the GPU and the reason. Nodes without a fabric pass, saying so. With a reboot
+    pending (a fresh driver) the judgement waits for it."""
+
+    name = "health_fabric_state"
+    probe = "fabric_state"
+    Params = NvidiaSmiParams
+
+    def reads(self, params: NvidiaSmiParams):
+        return [PCI_FACT, fabric_query(params.nvidia_smi_timeout)]
+
+    def check(self, params: NvidiaSmiParams, facts: Facts) -> Verdict:
+        pci = facts[PCI_FACT]
+        kind = nvlink_fabric(pci["gpus"], pci["nvswitches"])
+        if kind == NONE:
+            return verdict([Finding(self.probe, OK, "no NVSwitch and no rack NVLink: no fabric to register with")])
+        if facts.reboot_pending:
+            return drift(Change(f"fabric state: judged after the pending reboot ({', '.join(facts.reboot_pending)})",
+                                reboot=True))
+        try:
+            report = facts[fabric_query(params.nvidia_smi_timeout)]
+        except FactUnavailable as exc:
+            raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"fabric state cannot be read: {exc}")]) \
+                from None
+        if report.failure is not None and not report.gpus:
+            message = f"{report.failure.kind}: {report.failure.message}"
+            raise Unknown(message, findings=[Finding(self.probe, FAILURE, f"fabric state cannot be read: {message}",
+                                                     value=report.failure.kind)])
+        return verdict(judge_fabric_state(report, kind, self.probe))

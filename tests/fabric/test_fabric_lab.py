@@ -1,0 +1,159 @@
+"""Issue 14 on lab nodes over SSH: an HGX B200 node, two GB200 NVL72 trays and an HGX H100,
+one small lab for the session. Fresh nodes check as drift (exit 2), converge with the held
+reboot, and check clean; then the fabric faults are reported naming the GPU or the service,
+never as ok."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuconf_lab.fleet import Lab
+from tests.lab_fixtures import lab_unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = ("fabric-" + os.environ.get("GPUCONF_TEST_LAB", "test"))[:31]
+B200, GB200, H100 = "b200-01", "gb200-01", "h100-01"
+# The H100 runs the newer 580 release, so fabric manager can be put one release behind it;
+# its InfiniBand has no subnet manager in this lab.
+H100_VARS = ("-e", "nvidia_driver_version=580.105.08", "-e", "infiniband_subnet_manager=false",
+             "-e", "infiniband_expect_subnet_manager=false")
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    report: dict
+
+    def tasks(self, host: str) -> dict[str, dict]:
+        return {t["task"]: t for t in self.report["hosts"][host]["tasks"]}
+
+
+@dataclass
+class FabricLab:
+    lab: Lab
+    tmp: Path
+    first: dict[str, Run]
+    applied: dict[str, Run]
+    second: dict[str, Run]
+
+    def gpuconf(self, verb: str, playbook: str, *args: str) -> Run:
+        report = self.tmp / f"{verb}-{len(list(self.tmp.iterdir()))}.json"
+        proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, f"playbooks/{playbook}-node.yml", "-i", NAME,
+                               "--report", str(report), *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=600)
+        data = json.loads(report.read_text()) if report.exists() else {}
+        return Run(proc.returncode, proc.stdout + proc.stderr, data)
+
+    def fault(self, host: str, *args: str) -> None:
+        rc, out, err = self.lab.fault(host, *args)
+        assert rc == 0, out + err
+
+    def sh(self, host: str, command: str) -> str:
+        """Set-up and inspection inside the node (the lab's root shell, not gpuconf's SSH)."""
+        _rc, out, err = self.lab.exec(host, command, timeout=120)
+        return out + err
+
+
+@pytest.fixture(scope="session")
+def fabric_lab(tmp_path_factory):
+    why = lab_unavailable()
+    if why:
+        pytest.skip(why)
+    lab = Lab(NAME, boot_delay=0.5)
+    if lab.exists():
+        lab.down()
+    lab.up({"b200": 1, "gb200": 2, "h100": 1})
+    state = FabricLab(lab, tmp_path_factory.mktemp("fabric"), {}, {}, {})
+    try:
+        for kind in ("b200", "gb200"):
+            state.first[kind] = state.gpuconf("check", kind)
+            state.applied[kind] = state.gpuconf("apply", kind)
+            state.second[kind] = state.gpuconf("check", kind)
+        state.applied["h100"] = state.gpuconf("apply", "h100", *H100_VARS)
+        yield state
+    finally:
+        lab.down()
+
+
+@pytest.mark.parametrize("kind", ["b200", "gb200"])
+def test_fresh_nodes_drift_converge_and_check_clean(fabric_lab, kind):
+    first, applied, second = fabric_lab.first[kind], fabric_lab.applied[kind], fabric_lab.second[kind]
+    assert first.rc == 2, first.stdout[-2000:]
+    assert applied.rc == 0, applied.stdout[-3000:]
+    assert second.rc == 0, second.stdout[-3000:]
+    host = B200 if kind == "b200" else GB200
+    fabric = second.tasks(host)["Every GPU registered with the NVLink fabric (Completed, Success)"]
+    assert fabric["status"] == "ok" and "GPU 0 (0000:" in fabric["message"]
+
+
+def test_b200_gets_nvlsm_its_library_and_ib_umad_at_boot(fabric_lab):
+    tasks = fabric_lab.applied["b200"].tasks(B200)
+    for name in ("ib_umad loaded now and at boot (fabric manager's NVLink5 precheck needs it)",
+                 "NVLink subnet manager (nvlsm) at the driver's version, held",
+                 "NVSwitch device-management library at the driver's version, held",
+                 "Fabric manager enabled and active"):
+        assert tasks[name]["status"] == "changed", (name, tasks[name])
+    listed = fabric_lab.sh(B200, "dpkg-query -W nvlsm libnvsdm-580; cat /etc/modules-load.d/ib_umad.conf")
+    assert "nvlsm\t580.95.05-1" in listed and "libnvsdm-580\t580.95.05-1" in listed and "ib_umad" in listed
+
+
+def test_gb200_runs_no_fabric_manager_and_a_tray_without_nvswitch_says_why(fabric_lab):
+    tasks = fabric_lab.second["gb200"].tasks(GB200)
+    assert tasks["No fabric manager on a rack NVLink tray (the rack routes the fabric)"]["status"] == "ok"
+    assert "Fabric manager at the driver's version, held" not in tasks or \
+        tasks["Fabric manager at the driver's version, held"]["status"] == "skipped"
+
+
+def test_fabric_manager_enabled_on_a_gb200_tray_is_drift(fabric_lab):
+    fabric_lab.sh(GB200, "apt-get install -y -q nvidia-fabricmanager-580=580.95.05-1 >/dev/null 2>&1; "
+                         "systemctl enable nvidia-fabricmanager")
+    try:
+        run = fabric_lab.gpuconf("check", "gb200", "--limit", GB200)
+        assert run.rc == 2, run.stdout[-2000:]
+        task = run.tasks(GB200)["No fabric manager on a rack NVLink tray (the rack routes the fabric)"]
+        assert task["status"] == "would_change" and "disable nvidia-fabricmanager" in task["message"]
+    finally:
+        fabric_lab.sh(GB200, "systemctl disable nvidia-fabricmanager; apt-get purge -y -q nvidia-fabricmanager-580 "
+                             ">/dev/null 2>&1")
+
+
+@pytest.mark.parametrize("kind, host", [("gb200", GB200), ("b200", B200)])
+def test_fabric_stuck_in_progress_fails_naming_the_gpu_in_check_and_apply(fabric_lab, kind, host):
+    fabric_lab.fault(host, "fabric-in-progress", "--gpu", "1")
+    try:
+        for verb in ("check", "apply"):
+            run = fabric_lab.gpuconf(verb, kind, "--limit", host)
+            assert run.rc not in (0, 2), run.stdout[-2000:]
+            task = run.tasks(host)["Every GPU registered with the NVLink fabric (Completed, Success)"]
+            assert task["status"] == "failed", task
+            assert "GPU 1 (0000:" in task["message"] and "fabric state In Progress" in task["message"]
+    finally:
+        fabric_lab.fault(host, "clear", "fabric-in-progress")
+
+
+def test_fabric_manager_one_release_behind_the_driver_is_drift_and_repaired(fabric_lab):
+    assert fabric_lab.applied["h100"].rc == 0, fabric_lab.applied["h100"].stdout[-3000:]
+    behind = fabric_lab.sh(H100, "apt-mark unhold nvidia-fabricmanager-580 >/dev/null; apt-get install -y -q "
+                                 "--allow-downgrades nvidia-fabricmanager-580=580.95.05-1 >/dev/null 2>&1; "
+                                 "systemctl restart nvidia-fabricmanager; journalctl -u nvidia-fabricmanager")
+    assert "version 580.95.05 don't match with driver version 580.105.08" in behind   # the refusal itself
+    check = fabric_lab.gpuconf("check", "h100", "--limit", H100, *H100_VARS)
+    assert check.rc != 0, check.stdout[-2000:]
+    tasks = check.tasks(H100)
+    package = tasks["Fabric manager at the driver's version, held"]
+    assert package["status"] == "would_change"
+    assert "nvidia-fabricmanager-580 580.95.05-1 installed, the driver is 580.105.08-1" in package["message"]
+    assert tasks["Fabric manager enabled and active"]["status"] == "would_change"
+    fabric = tasks["Every GPU registered with the NVLink fabric (Completed, Success)"]
+    assert fabric["status"] == "failed" and "GPU 0 (0000:" in fabric["message"] and "In Progress" in fabric["message"]
+    repaired = fabric_lab.gpuconf("apply", "h100", "--limit", H100, *H100_VARS)
+    assert repaired.rc == 0, repaired.stdout[-3000:]
+    again = fabric_lab.gpuconf("check", "h100", "--limit", H100, *H100_VARS)
+    assert again.rc == 0, again.stdout[-3000:]
