@@ -102,7 +102,7 @@ class DriverStack(TaskType):
             raise Refused("nvidia_driver_modules: precompiled means Canonical's signed linux-modules-nvidia packages "
                           "(Ubuntu); on the RHEL family use dkms (the <branch>-open or <branch>-dkms module streams)")
         want = names.stack(family, params.branch, params.version, flavour, params.modules, kernels, os_major)
-        findings = self._findings(packages, branch, facts, gpus, params)
+        findings = self._findings(packages, branch, facts, gpus)
         self._secure_boot(params, facts, packages.family)
         changes = self._changes(want, packages, facts, params)
         if not changes:
@@ -112,9 +112,10 @@ class DriverStack(TaskType):
         return Verdict(changes, "; ".join(c.summary for c in changes), findings=findings)
 
     # -- what is wrong -------------------------------------------------------
-    def _findings(self, packages: PackageSet, branch: catalog.Branch, facts: Facts, gpus: list[catalog.Gpu],
-                  params: DriverStackParams) -> list[Finding]:
-        """A warning for each end-of-life branch found installed, and for the wanted one when allowed."""
+    def _findings(self, packages: PackageSet, branch: catalog.Branch, facts: Facts,
+                  gpus: list[catalog.Gpu]) -> list[Finding]:
+        """A warning for each end-of-life branch found installed, and for the wanted one (which
+        can be past its end only when nvidia_driver_allow_eol said so)."""
         found = {b for p in packages.packages.values() if p.installed and names.is_driver_package(p.name)
                  and (b := _branch_of(p))} | {branch.branch}
         warnings = []
@@ -122,9 +123,7 @@ class DriverStack(TaskType):
             row = catalog.catalog().get(number)
             message = catalog.end_of_life(row, facts.today, gpus) if row else None
             if message:
-                installed = number != branch.branch or params.allow_eol
-                warnings.append(Finding("driver_branch_eol", "warning",
-                                        message + ("" if installed else " (installed now)"), value=number))
+                warnings.append(Finding("driver_branch_eol", "warning", message, value=number))
         return warnings
 
     @staticmethod
