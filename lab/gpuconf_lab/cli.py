@@ -14,7 +14,8 @@ from gpuconf_lab.runtime import PROFILES, SSH_PORT, LabError, parse_profiles, re
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all
 of these, boot a hung node, and pass `clear` on to the simulators). Every other kind
-(nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock, ...)
+(nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock,
+secure-boot on|off, ...)
 is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS."""
 
 
