@@ -14,9 +14,10 @@ from gpuconf_lab.runtime import OSES, PROFILES, SSH_PORT, LabError, parse_profil
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all
 of these, boot a hung node, and pass `clear` on to the simulators). Every other kind
-(nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock, ...)
-is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS. On an el9 node, kernel-upgrade
-without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64 (its BLS entry made the default, its rpms recorded)."""
+(nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock,
+secure-boot on|off, ...) is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS. On an el9
+node, kernel-upgrade without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64 (its BLS entry made the
+default, its rpms recorded)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

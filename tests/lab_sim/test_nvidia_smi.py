@@ -186,3 +186,12 @@ def test_hang_fault_blocks_until_killed(gpu_node):
     assert gpu_node.read("/proc/driver/nvidia/version").startswith("NVRM version:")   # procfs never hangs
     gpu_node.run("fault", "clear", "nvidia-smi-hang", check=True)
     assert gpu_node.smi("-L").returncode == 0
+
+
+def test_each_container_toolkit_reports_its_own_version(node):
+    for version in ("1.16.2", "1.17.8", "1.18.2"):
+        node.install("nvidia-container-toolkit", version)
+        assert node.tool("/usr/bin/nvidia-ctk", "--version").stdout.startswith(
+            f"NVIDIA Container Toolkit CLI version {version}\n")
+        assert node.tool("/usr/bin/nvidia-container-runtime", "--version").stdout == \
+            f"NVIDIA Container Runtime version {version}\n"

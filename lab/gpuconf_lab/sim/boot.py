@@ -10,8 +10,10 @@ devices in ``/sys``.
 1. the initramfs stage loads nouveau for the GPUs unless the *initramfs snapshot* of
    ``modprobe.d`` blacklists it (a blacklist only in ``/etc`` is not seen yet);
 2. ``systemd-modules-load`` loads ``/etc/modules-load.d`` (and ``/etc/modules``);
-3. udev coldplug: mlx5_core for the HCAs; for the GPUs nvidia if DKMS built it for this
-   kernel and nouveau is not loaded, else nouveau if the live config does not blacklist it;
+3. udev coldplug: mlx5_core for the HCAs; for the GPUs nvidia if this kernel has it (a DKMS
+   build or a precompiled package) and it may load (nouveau not loaded, a signature under
+   Secure Boot, a flavour the GPU supports), else nouveau if the live config does not
+   blacklist it;
 4. every enabled unit starts (``*.wants`` of the default targets).
 """
 from __future__ import annotations
