@@ -41,6 +41,17 @@ def lab_unavailable() -> str | None:
     return None
 
 
+def el9_unavailable() -> str | None:
+    """Why an EL 9 lab cannot start here (what lab_unavailable says, or the missing rpm/dnf tools)."""
+    why = lab_unavailable()
+    if why is None:
+        try:
+            require_el9_tools()
+        except LabError as exc:
+            why = str(exc)
+    return why
+
+
 @pytest.fixture(scope="session")
 def lab():
     """The session's lab (2 × a100, 1 × t4), torn down at the end of the session."""
@@ -60,12 +71,7 @@ def lab():
 def el9_lab():
     """The session's EL 9 lab (1 × a100 on Rocky Linux 9.4), torn down at the end of the session.
     Tests that change its node put it back with `el9_lab.reset(EL9_NODE)`."""
-    why = lab_unavailable()
-    if why is None:
-        try:
-            require_el9_tools()
-        except LabError as exc:
-            why = str(exc)
+    why = el9_unavailable()
     if why:
         pytest.skip(why)
     session_lab = Lab(EL9_LAB_NAME, boot_delay=0.5)

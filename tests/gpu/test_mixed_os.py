@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from gpuconf_lab.runtime import LabError, require_el9_tools
 from tests.gpu.conftest import ROOT, Run
-from tests.lab_fixtures import LAB_NAME, lab_unavailable, wait_until
+from tests.lab_fixtures import LAB_NAME, el9_unavailable, wait_until
 
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
@@ -56,12 +55,7 @@ class Mixed:
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    why = lab_unavailable()
-    if why is None:
-        try:
-            require_el9_tools()
-        except LabError as exc:
-            why = str(exc)
+    why = el9_unavailable()
     if why:
         pytest.skip(why)
     lab = Lab(NAME, boot_delay=0.5)
