@@ -47,13 +47,18 @@ class Stack:
 
     def package_version(self) -> str:
         """The version the package manager reports for every package of the stack."""
-        return f"{self.version}-1" if self.family == "Debian" else f"3:{self.version}-1.el{self.el}"
+        return package_version(self.family, self.version, self.el)
 
     def spec(self, name: str) -> str:
         """`name=version` (apt) or `name-3:version-1.elN` (dnf): the exact install argument."""
         if self.family == "Debian":
             return f"{name}={self.package_version()}"
         return f"{name}-{self.package_version()}"
+
+
+def package_version(family: Family, version: str, el: str = "9") -> str:
+    """`580.95.05` as apt (`580.95.05-1`) or dnf (`3:580.95.05-1.el9`) reports a driver package."""
+    return f"{version}-1" if family == "Debian" else f"3:{version}-1.el{el}"
 
 
 def debian_names(branch: int, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> tuple[str, ...]:

@@ -228,7 +228,7 @@ class DriverCompanion(TaskType):
         packages = package_set(facts, facts.host)
         family: names.Family = "RedHat" if packages.family == "RedHat" else "Debian"
         name = names.companion(family, params.package, params.branch)
-        version = names.stack(family, params.branch, params.version, "open", "dkms", []).package_version()
+        version = names.package_version(family, params.version, str((facts.host.get("os") or {}).get("major") or "9"))
         backend = backend_for(packages)
         current = packages.installed(name)
         install = [backend.install([backend.spec(name, version)], True)]
