@@ -57,6 +57,7 @@ PROC_OVERRIDES = (
     ("/run/gpuconf-lab/proc/boot_id", "/proc/sys/kernel/random/boot_id"),
     ("/run/gpuconf-lab/proc/version", "/proc/version"),
     ("/run/gpuconf-lab/proc/cmdline", "/proc/cmdline"),
+    ("/run/gpuconf-lab/proc/devices", "/proc/devices"),
 )
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 PROC_MASKED = ("kcore", "keys", "timer_list", "kallsyms", "kmsg")

@@ -24,6 +24,7 @@ import time
 import uuid
 
 import catalog
+import chardev
 import el
 import entry
 import initramfs
@@ -55,6 +56,7 @@ def prepare() -> None:
     state.write_in_place(f"{proc}/tainted", "0\n")
     state.write_in_place(f"{proc}/cmdline", kernel_cmdline(release))
     modules.clear()
+    chardev.boot_reset()
     for directory in ("/run/systemd/system", "/run/lock", "/run/user"):
         os.makedirs(state.path(directory), exist_ok=True)
     profile = state.profile()

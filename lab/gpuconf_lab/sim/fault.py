@@ -12,6 +12,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     nvlink-down GPU [LINK ...]      NVLinks inactive (all of them without LINK)
     fabric-in-progress [--gpu N]    the GPU's NVLink fabric registration never completes
                                     (Fabric State "In Progress" whatever runs)
+    imex-peer-down                  this node's IMEX daemon stops answering its peers: they see
+                                    it as not connected (kept in the lab's shared fabric directory)
     util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
@@ -43,6 +45,7 @@ import el
 import entry
 import gpu
 import identity
+import imex
 import kernels
 import logs
 import state
@@ -243,6 +246,8 @@ def clear(kind: str | None) -> None:
                 _update(scope, key, lambda _current: None)
     if kind in (None, "pcie-downgrade"):
         sysfs.render_pci()
+    if kind in (None, "imex-peer-down"):
+        imex.set_answering(state.hostname(), True)
     if kind in (None, "secure-boot"):
         state.remove(state.FIRMWARE_JSON)   # back to the node's own setting, at the next boot
 
@@ -282,6 +287,9 @@ def main(argv: list[str]) -> int:
         indexes = _gpus(options)
         _per_gpu("persistent", "fabric_in_progress", indexes, True)
         print(f"fault fabric-in-progress: {_describe(indexes)} stuck in fabric state In Progress")
+    elif kind == "imex-peer-down":
+        imex.set_answering(state.hostname(), False)
+        print(f"fault imex-peer-down: the IMEX daemon of {state.hostname()} no longer answers its peers")
     elif kind == "util" and positional:
         indexes = _gpus(options)
         _per_gpu("persistent", "util", indexes, max(0, min(100, int(positional[0]))))

@@ -132,6 +132,9 @@ TAINT_BITS = {"P": 1, "O": 4096, "E": 8192}
 def _save(entries: list[dict]) -> None:
     state.write_json(MODULES_JSON, {"loaded": entries})
     render_proc_modules(entries)
+    import chardev
+
+    chardev.render({entry["name"] for entry in entries})
     # /proc/sys/kernel/tainted of the simulated kernel (P, O, E once nvidia has loaded;
     # taint stays after unloading, as the real flag does)
     taint = int((state.read_text(f"{state.RUN}/proc/tainted", "0") or "0").strip() or 0)
@@ -196,6 +199,10 @@ def insert(name: str, node_path: str, fields: dict, params: list[str], *, users:
         entries.insert(0, entry)
         _save(entries)
         _announce(name, entry)
+        if name == "nvidia":
+            import chardev
+
+            chardev.nvidia_loaded(params)
     if render:
         import sysfs
 

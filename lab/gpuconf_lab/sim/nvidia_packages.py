@@ -225,6 +225,43 @@ def nvlink5(branch: str, version: str) -> list[Package]:
     ]
 
 
+IMEX_CONFIG = """# NVIDIA IMEX configuration file (gpuconf lab: the keys the simulated daemon reads).
+LOG_LEVEL=4
+LOG_FILE_NAME=/var/log/nvidia-imex.log
+LOG_APPEND_TO_LOG=1
+LOG_FILE_MAX_SIZE=1024
+LOG_USE_SYSLOG=0
+DAEMONIZE=1
+SERVER_PORT=50000
+IMEX_CMD_PORT=50005
+IMEX_CMD_ENABLED=1
+IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg
+IMEX_WAIT_FOR_QUORUM=RECOVERY
+"""
+IMEX_NODES = "# One IP address per line: the nodes of this node's NVLink domain.\n"
+IMEX_UNIT_LINES = ["Type=forking", "TimeoutStartSec=240",
+                   "ExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg", "", "LimitCORE=infinity"]
+
+
+def imex_files(version: str, unit_dir: str) -> dict:
+    """What ``nvidia-imex`` installs: the daemon, its client, its configuration and its unit."""
+    unit = _unit("NVIDIA IMEX service", IMEX_UNIT_LINES, ["After=network-online.target", "Requires=network-online.target"])
+    return {"/usr/bin/nvidia-imex": _tool("imex", "daemon", version), "/usr/bin/nvidia-imex-ctl": _tool("imex", "ctl"),
+            "/etc/nvidia-imex/config.cfg": (IMEX_CONFIG, 0o644), "/etc/nvidia-imex/nodes_config.cfg": (IMEX_NODES, 0o644),
+            f"{unit_dir}/nvidia-imex.service": unit}
+
+
+def imex(version: str) -> Package:
+    """GB200/GB300 NVL72: the IMEX daemon, released with the driver and needing its exact
+    version (reference section 5). Not enabled on install: the service needs its peer list."""
+    return Package("nvidia-imex", version + DRIVER_REVISION, "NVIDIA Internode Memory Exchange service\n"
+                   "Shares GPU memory across the nodes of a multi-node NVLink domain; must match the driver version.",
+                   files=imex_files(version, "/lib/systemd/system"),
+                   conffiles=["/etc/nvidia-imex/config.cfg", "/etc/nvidia-imex/nodes_config.cfg"],
+                   scripts={"postinst": RELOAD, "prerm": _stop("nvidia-imex.service"),
+                            "postrm": _disable_on_purge("nvidia-imex.service")})
+
+
 def persistenced(version: str) -> Package:
     unit = _unit("NVIDIA Persistence Daemon",
                  ["Type=forking", "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
@@ -271,7 +308,7 @@ def driver_stack() -> list[Package]:
         for version in versions:
             packages += [kernel_common(branch, version), dkms(branch, version, False), dkms(branch, version, True),
                          *userspace(branch, version), *metas(branch, version), fabricmanager(branch, version),
-                         nscq(branch, version), *nvlink5(branch, version), persistenced(version)]
+                         nscq(branch, version), *nvlink5(branch, version), persistenced(version), imex(version)]
             packages += [precompiled(branch, version, open_modules, kernel)
                          for open_modules in (False, True) for kernel in PRECOMPILED_KERNELS]
     packages += [pinning(branch) for branch in PINNED_BRANCHES]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuconf_lab.sim.elf import shared_object
-from gpuconf_lab.sim.nvidia_packages import NVLSM_CONF, nvlsm_script
+from gpuconf_lab.sim.nvidia_packages import NVLSM_CONF, imex_files, nvlsm_script
 from gpuconf_lab.sim.packages import FABRICMANAGER_CFG, _tool, _unit, dkms_conf
 
 # branch -> versions, oldest first (real releases)
@@ -231,6 +231,15 @@ def fabric_manager(branch: str, version: str) -> list[Rpm]:
     ]
 
 
+def imex(branch: str, version: str) -> Rpm:
+    service = "nvidia-imex.service"
+    return Rpm("nvidia-imex", version, "NVIDIA Internode Memory Exchange service",
+               files=imex_files(version, UNIT_DIR),
+               config=["/etc/nvidia-imex/config.cfg", "/etc/nvidia-imex/nodes_config.cfg"],
+               scripts={"post": systemd_post(service), "preun": systemd_preun(service),
+                        "postun": systemd_postun(service)}, streams=streams_for(branch, "both"))
+
+
 def open_meta(branch: str, version: str) -> Rpm:
     return Rpm("nvidia-open", version, "NVIDIA open kernel module driver metapackage",
                requires=[exact("nvidia-driver", version), exact("nvidia-driver-cuda", version),
@@ -246,6 +255,7 @@ def driver_packages() -> list[Rpm]:
             packages += [kmod_common(branch, version), kmod_package(branch, version, "open"),
                          kmod_package(branch, version, "dkms"), persistenced(branch, version)]
             packages += fabric_manager(branch, version)
+            packages.append(imex(branch, version))
             if int(branch) >= OPEN_META_SINCE:
                 packages.append(open_meta(branch, version))
     return packages
