@@ -186,9 +186,10 @@ def op_glob(op):
     return {"files": files}
 
 
-def newc_members(data, pattern, found):
+def newc_members(data, pattern, found, names_only=False):
     """Members of one or more concatenated newc cpio archives (an early microcode archive
-    first, then the main one) whose names match `pattern`. Returns where parsing stopped."""
+    first, then the main one) whose names match `pattern` (with `names_only`, their names
+    with empty contents: a kernel module is megabytes). Returns where parsing stopped."""
     import fnmatch
     pos = 0
     while pos + 110 <= len(data) and data[pos:pos + 6] in (b"070701", b"070702"):
@@ -202,7 +203,7 @@ def newc_members(data, pattern, found):
                 pos += 1
             continue
         if fnmatch.fnmatch(name, pattern) and int(header[14:22], 16) & 0o170000 == 0o100000:
-            found[name] = data[body:body + size].decode("utf-8", "replace")
+            found[name] = "" if names_only else data[body:body + size].decode("utf-8", "replace")
         pos = (body + size + 3) & ~3
     return pos
 
@@ -230,7 +231,7 @@ def op_cpio(op):
     while pos < len(data):
         rest = data[pos:]
         if rest[:6] in (b"070701", b"070702"):
-            pos += newc_members(rest, op["members"], found) or len(rest)
+            pos += newc_members(rest, op["members"], found, op.get("names_only", False)) or len(rest)
             continue
         if rest[:2] == b"\x1f\x8b":
             import gzip
@@ -243,7 +244,7 @@ def op_cpio(op):
                                   timeout=float(op.get("timeout", 60))).stdout
         else:
             return {"error": "%s: unknown format at byte %d" % (path, pos)}
-        newc_members(rest, op["members"], found)
+        newc_members(rest, op["members"], found, op.get("names_only", False))
         break
     return {"exists": True, "path": path, "files": found}
 

@@ -28,6 +28,8 @@ COMPANIONS = {
     # library it and fabric manager use, released with the driver (reference section 5)
     "nvlsm": ("nvlsm", "nvlsm", "nvlsm"),
     "nvsdm": ("libnvsdm-{branch}", "libnvsdm", "libnvsdm"),
+    # GB200/GB300 NVL72: the IMEX daemon, one package name on every branch (reference section 5)
+    "imex": ("nvidia-imex", "nvidia-imex", "nvidia-imex"),
 }
 
 
@@ -104,5 +106,5 @@ def is_driver_package(name: str) -> bool:
     prefixes = ("nvidia-driver", "nvidia-dkms", "nvidia-utils", "nvidia-kernel-common", "nvidia-kernel-source",
                 "nvidia-compute-utils", "libnvidia-compute", "linux-modules-nvidia-", "nvidia-open",
                 "nvidia-kmod-common", "kmod-nvidia-", "nvidia-fabricmanager", "nvidia-fabric-manager",
-                "libnvidia-nscq", "nvidia-persistenced", "nvidia-firmware-", "nvlsm", "libnvsdm")
+                "libnvidia-nscq", "nvidia-persistenced", "nvidia-firmware-", "nvlsm", "libnvsdm", "nvidia-imex")
     return name.startswith(prefixes) and not name.startswith("nvidia-driver-pinning-")

@@ -207,7 +207,7 @@ class PowerLimit(TaskType):
 
 
 class CompanionParams(Params):
-    package: Literal["persistenced", "fabricmanager", "nscq", "nvlsm", "nvsdm"]
+    package: Literal["persistenced", "fabricmanager", "nscq", "nvlsm", "nvsdm", "imex"]
     branch: int = Field(gt=0)
     version: str
     hold: bool = True
@@ -215,7 +215,7 @@ class CompanionParams(Params):
 
 class DriverCompanion(TaskType):
     """A package that must match the driver exactly (`nvidia-persistenced`, fabric manager,
-    `libnvidia-nscq`, and on NVLink5 `nvlsm` and `libnvsdm`), installed at the driver's
+    `libnvidia-nscq`, on NVLink5 `nvlsm` and `libnvsdm`, on GB200 racks `nvidia-imex`), installed at the driver's
     `version` under its name for this OS family and branch, and held. Another version is drift naming both."""
 
     name = "nvidia_driver_companion"

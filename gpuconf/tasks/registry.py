@@ -15,6 +15,7 @@ from gpuconf.tasks.driver import DriverStack
 from gpuconf.tasks.files import Directory, File, Line
 from gpuconf.tasks.gsp import GspFirmware
 from gpuconf.tasks.health import HEALTH
+from gpuconf.tasks.imex import ImexChannel
 from gpuconf.tasks.infiniband import IbPorts
 from gpuconf.tasks.initramfs import Initramfs
 from gpuconf.tasks.jsonfile import JsonMerge
@@ -35,7 +36,7 @@ from gpuconf.templating import is_template
 GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
            Probe(), Reboot(), Assert(), KernelCmdline())
 GPU = (DriverStack(), DriverCompanion(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(),
-       PersistenceMode(), PowerLimit(), GspFirmware(), IbPorts(), *HEALTH)
+       PersistenceMode(), PowerLimit(), GspFirmware(), IbPorts(), ImexChannel(), *HEALTH)
 TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
 
 

@@ -14,6 +14,7 @@ from gpuconf.tasks.health.dcgm import DcgmDiag
 from gpuconf.tasks.health.fabric import FabricManagerReady, NvlinksActive
 from gpuconf.tasks.health.fabric_state import FabricStateCompleted
 from gpuconf.tasks.health.hardware import DriverLoaded, GpuCountMatches, NouveauAbsent
+from gpuconf.tasks.health.imex_domain import ImexDomainConnected
 from gpuconf.tasks.health.infiniband import InfinibandPortsActive
 from gpuconf.tasks.health.kernel_log import KernelClean, NoXidErrors
 from gpuconf.tasks.health.memory import MemoryUse, NoEccErrors
@@ -24,7 +25,7 @@ from gpuconf.tasks.health.uvm import UvmReady
 
 HEALTH = (GpuCountMatches(), DriverLoaded(), NouveauAbsent(), TemperatureBelowLimit(), ClocksNotThrottled(),
           PcieLinkAtMax(), NoEccErrors(), NoXidErrors(), NvlinksActive(), FabricManagerReady(),
-          FabricStateCompleted(),
+          FabricStateCompleted(), ImexDomainConnected(),
           InfinibandPortsActive(), PersistenceEnabled(), MemoryUse(), Utilization(), PowerDraw(), HostSizing(),
           KernelClean(), UvmReady(), DcgmDiag())
 
