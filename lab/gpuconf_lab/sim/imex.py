@@ -251,14 +251,19 @@ def ctl(args: list[str]) -> int:
     peers = peer_addresses(config) or []
     status, matrix, domain_state = domain(peers)
     now = time.time()
-    lines = [LEGEND, f"{time.strftime('%-m/%-d/%Y %H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d}",
-             "Nodes:"]
+    stamp = f"{time.strftime('%-m/%-d/%Y %H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d}"
+    print(render_domain(stamp, peers, status, matrix, domain_state), end="")
+    return 0
+
+
+def render_domain(stamp: str, peers: list[str], status: list[str], matrix: list[list[str]], domain_state: str) -> str:
+    """``nvidia-imex-ctl -N``'s text, laid out as the real capture is."""
+    lines = [LEGEND, stamp, "Nodes:"]
     lines += [f"Node #{i:<4}- {address:<16}- {status[i]}" for i, address in enumerate(peers)]
     lines += ["", " Nodes From\\To" + "".join(f"{j:>3}" for j in range(len(peers)))]
     lines += [f"{i:>8}{'':8}" + "  ".join(row) for i, row in enumerate(matrix)]
     lines.append(f"Domain State: {domain_state}")
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
