@@ -1,7 +1,7 @@
 """Issue 14 on lab nodes over SSH: an HGX B200 node, two GB200 NVL72 trays and an HGX H100,
 one small lab for the session. Fresh nodes check as drift (exit 2), converge with the held
-reboot, and check clean; then the fabric faults are reported naming the GPU or the service,
-never as ok."""
+reboot, and check clean; then the fabric faults are reported naming the GPU, the service or
+the IMEX peer, never as ok. The two GB200 trays form one IMEX domain (group gb200)."""
 from __future__ import annotations
 
 import json
@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import lab_unavailable
+from tests.lab_fixtures import lab_unavailable, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = ("fabric-" + os.environ.get("GPUCONF_TEST_LAB", "test"))[:31]
-B200, GB200, H100 = "b200-01", "gb200-01", "h100-01"
+B200, GB200, GB200_PEER, H100 = "b200-01", "gb200-01", "gb200-02", "h100-01"
+IMEX_DOMAIN = "Every IMEX peer of the domain READY and connected"
+IMEX_CHANNEL = "IMEX channel 0 now and after every reboot"
+CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 # The H100 runs the newer 580 release, so fabric manager can be put one release behind it;
 # its InfiniBand has no subnet manager in this lab.
 H100_VARS = ("-e", "nvidia_driver_version=580.105.08", "-e", "infiniband_subnet_manager=false",
@@ -157,3 +160,58 @@ def test_fabric_manager_one_release_behind_the_driver_is_drift_and_repaired(fabr
     assert repaired.rc == 0, repaired.stdout[-3000:]
     again = fabric_lab.gpuconf("check", "h100", "--limit", H100, *H100_VARS)
     assert again.rc == 0, again.stdout[-3000:]
+
+
+def test_gb200_trays_converge_imex_and_their_domain_is_up(fabric_lab):
+    applied = fabric_lab.applied["gb200"].tasks(GB200)
+    for name in ("nvidia-imex at the driver's version, held", "IMEX peer list from the domain group (nodes_config.cfg)",
+                 "IMEX enabled and running", IMEX_CHANNEL):
+        assert applied[name]["status"] == "changed", (name, applied[name])
+    peers = [fabric_lab.lab.node(name).address for name in (GB200, GB200_PEER)]
+    second = fabric_lab.second["gb200"]
+    for host in (GB200, GB200_PEER):
+        tasks = second.tasks(host)
+        assert tasks[IMEX_CHANNEL]["status"] == "ok" and tasks[IMEX_DOMAIN]["status"] == "ok", tasks[IMEX_DOMAIN]
+        assert tasks[IMEX_DOMAIN]["message"] == f"IMEX domain UP: 2 nodes READY and connected ({', '.join(peers)})"
+    listed = fabric_lab.sh(GB200, "grep -v '^#' /etc/nvidia-imex/nodes_config.cfg; dpkg-query -W nvidia-imex; "
+                                  f"stat -c %F {CHANNEL0}; cat /etc/modprobe.d/nvidia-imex-channels.conf")
+    assert listed.split("\n")[:2] == peers and "nvidia-imex\t580.95.05-1" in listed
+    assert "character special file" in listed and "options nvidia NVreg_CreateImexChannel0=1" in listed
+
+
+def test_a_rebooted_gb200_tray_has_its_channel_and_checks_clean(fabric_lab):
+    lab = fabric_lab.lab
+    boots = lab.node_state(GB200)["boots"]
+    lab.reboot(GB200)
+    assert wait_until(lambda: lab.node_state(GB200).get("boots") == boots + 1
+                      and lab.node_state(GB200).get("state") == "up", timeout=60)
+    lab.wait_ssh(GB200, timeout=30)
+    assert "character special file" in fabric_lab.sh(GB200, f"stat -c %F {CHANNEL0}")
+    run = fabric_lab.gpuconf("check", "gb200", "--limit", GB200)
+    assert run.rc == 0, run.stdout[-3000:]
+    assert run.tasks(GB200)[IMEX_DOMAIN]["status"] == "ok"
+
+
+def test_an_imex_peer_down_is_drift_on_its_peer_naming_it_and_a_failure_with_strict(fabric_lab):
+    peer = fabric_lab.lab.node(GB200_PEER).address
+    fabric_lab.fault(GB200_PEER, "imex-peer-down")
+    try:
+        check = fabric_lab.gpuconf("check", "gb200", "--limit", GB200)
+        assert check.rc == 2, check.stdout[-2000:]
+        task = check.tasks(GB200)[IMEX_DOMAIN]
+        assert task["status"] == "would_change" and f"IMEX peer not connected: {peer} (node #1, UNAVAILABLE" \
+            in task["message"], task
+        assert [f["severity"] for f in task["findings"]] == ["warning"]
+        strict = fabric_lab.gpuconf("check", "gb200", "--limit", GB200, "--strict")
+        assert strict.rc & 4 and strict.tasks(GB200)[IMEX_DOMAIN]["status"] != "ok", strict.stdout[-2000:]
+        assert peer in strict.tasks(GB200)[IMEX_DOMAIN]["message"]
+    finally:
+        fabric_lab.fault(GB200_PEER, "clear", "imex-peer-down")
+
+
+def test_an_imex_domain_group_missing_from_the_inventory_is_refused_clearly(fabric_lab):
+    run = fabric_lab.gpuconf("check", "gb200", "--limit", GB200, "-e", "imex_domain_group=rack_nowhere")
+    assert run.rc & 4, run.stdout[-2000:]
+    task = run.tasks(GB200)["The IMEX domain's inventory group lists this node"]
+    assert task["status"] == "failed" and "inventory group 'rack_nowhere' (imex_domain_group) does not exist" \
+        in (task["error"] or ""), task

@@ -5,6 +5,7 @@ NVreg_CreateImexChannel0=1 is configured (gone after a reboot otherwise)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from gpuconf.tasks.health.imex_domain import judge_domain
 DRIVER = "580.95.05"
 REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
             or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
+SIM = Path(__file__).resolve().parents[2] / "lab/gpuconf_lab/sim"
 ADDRESSES = {"tray1": "10.0.0.1", "tray2": "10.0.0.2"}
 CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 
@@ -24,13 +26,12 @@ def test_ctl_layout_is_the_real_captures():
     capture = REAL / "imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt"
     if not capture.is_file():
         pytest.skip(f"real capture not present under {REAL}")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab/gpuconf_lab/sim"))
-    try:
-        import imex   # the simulator module, stdlib only, as installed in a node
-    finally:
-        sys.path.pop(0)
-    text = imex.render_domain("3/25/2025 10:42:08.082", ["10.136.206.47", "10.136.206.48"], ["READY", "READY"],
-                              [["C", "C"], ["C", "C"]], "UP")
+    # the simulator module as installed in a node (stdlib only), in its own interpreter: its
+    # sibling modules (state, gpu, ...) must not land in this process's sys.modules
+    code = ("import sys; import imex; sys.stdout.write(imex.render_domain('3/25/2025 10:42:08.082', "
+            "['10.136.206.47', '10.136.206.48'], ['READY', 'READY'], [['C', 'C'], ['C', 'C']], 'UP'))")
+    text = subprocess.run([sys.executable, "-B", "-c", code], cwd=SIM, capture_output=True, text=True, timeout=30,
+                          check=True).stdout
     assert text.rstrip("\n") == capture.read_text().rstrip("\n")
 
 
