@@ -79,12 +79,15 @@ def test_probe_on_a_rack_tray_is_drift_naming_the_peer_and_ok_when_up():
     assert not verdict.changes and verdict.findings[0].severity == "ok"
 
 
-def test_probe_says_why_when_the_daemon_does_not_answer_and_is_unknown_without_the_tool():
+def test_probe_says_why_when_the_daemon_does_not_answer_and_waits_for_the_tool():
     down = shell(rc=1, err="Connection to the IMEX command service failed\n")
     verdict, _ = run_probe("health_imex_domain", {}, {**gb200_pci(), "imex:-N": down})
     assert verdict.changes and "does not answer nvidia-imex-ctl -N: Connection to the IMEX" in verdict.message
-    _, unknown = run_probe("health_imex_domain", {}, {**gb200_pci(), "imex:-N": shell(rc=127)})
-    assert unknown is not None and "not installed" in str(unknown)
+    verdict, _ = run_probe("health_imex_domain", {}, {**gb200_pci(), "imex:-N": shell(rc=127)})
+    assert [c.summary for c in verdict.changes] == [
+        "IMEX domain: judged once nvidia-imex is installed (no nvidia-imex-ctl yet)"]
+    _, unknown = run_probe("health_imex_domain", {}, {**gb200_pci(), "imex:-N": shell(timed_out=True, rc=-9)})
+    assert unknown is not None and "did not answer within 10 s" in str(unknown)
 
 
 def test_probe_passes_on_a_node_that_is_no_rack_tray():

@@ -28,12 +28,13 @@ class ImexDomainParams(Params):
 
 
 def imex_domain_fact(timeout: float) -> Fact:
-    def parse(out: Output) -> ImexDomain | str:
+    def parse(out: Output) -> ImexDomain | str | None:
+        """The domain; the daemon's complaint when it does not answer; None: no nvidia-imex-ctl."""
         if out.timed_out:
             raise FactUnavailable(f"nvidia-imex-ctl -N did not answer within {timeout:g} s "
                                   "(its process group was killed)")
         if out.rc == 127:
-            raise FactUnavailable("nvidia-imex-ctl is not installed (package nvidia-imex)")
+            return None
         if out.rc != 0:   # the daemon is not running or does not answer: said on stderr
             text = (out.stderr or out.stdout).strip()
             return text.splitlines()[-1] if text else f"exit status {out.rc}"
@@ -99,6 +100,8 @@ class ImexDomainConnected(HealthProbe):
         except FactUnavailable as exc:
             raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"IMEX domain cannot be read: {exc}")]) \
                 from None
+        if domain is None:   # check mode, before the imex role's package task has run
+            return drift(Change("IMEX domain: judged once nvidia-imex is installed (no nvidia-imex-ctl yet)"))
         findings = judge_domain(domain, self.probe)
         problems = [f.message for f in findings if f.severity != OK]
         if problems:
@@ -114,6 +117,6 @@ class ImexDomainConnected(HealthProbe):
                 domain = ctx.read(imex_domain_fact(params.timeout))
             except FactUnavailable:
                 return
-            if not isinstance(domain, str) and domain.complete and not peers_down(domain):
+            if isinstance(domain, ImexDomain) and domain.complete and not peers_down(domain):
                 return
             time.sleep(2)
