@@ -106,3 +106,20 @@ def test_an_initramfs_with_early_microcode_then_gzip_is_read_by_the_runner(tmp_p
                      "etc/modprobe.d/nvidia.conf": "options nvidia NVreg_X=1\n"}
     assert absent is None
     assert Path(image).read_bytes() == early + main
+
+
+def test_the_nvidia_module_in_an_initramfs_is_found_by_name_without_its_content(tmp_path):
+    """imex_channel asks whether nvidia loads from the initramfs: a module is megabytes, so only
+    its name comes back (`names_only`)."""
+    from gpuconf.facts.base import Fact
+    from gpuconf.tasks.imex import NVIDIA_IN_INITRAMFS
+
+    module = "usr/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst"
+    image = tmp_path / "initrd.img-6.8.0-45-generic"
+    image.write_bytes(gzip.compress(newc({module: b"\x7fELF" + b"\0" * 4096, "etc/modprobe.d/x.conf": b"x\n"})))
+    fact = Fact(NVIDIA_IN_INITRAMFS.key, dict(NVIDIA_IN_INITRAMFS.request, paths=[str(image)]),
+                NVIDIA_IN_INITRAMFS.parse)
+    connection = LocalConnection(ConnectionSpec.from_vars("localhost", {"python": sys.executable}))
+    reply = connection.call([dict(fact.request)], True, 30)[0]
+    assert reply["files"] == {module: ""}
+    assert fact.parse(reply) == [module]
