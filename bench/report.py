@@ -144,6 +144,10 @@ def controller_targets(rows: list[Row], profiles: dict) -> str:
         parts = [verdict(f"CPU per host {1000 * check['cpu'] / hosts:.0f} ms ÷ floor's {1000 * floor['cpu'] / hosts:.0f}"
                          f" ms = {cpu_ratio:.2f}", cpu_ratio <= CPU_TARGET,
                          f"target ≤ {CPU_TARGET:g}, over by {cpu_ratio / CPU_TARGET:.2f}×")]
+        replay = by.get((hosts, "no-op check", "floor+request"))
+        if replay and replay["cpu"]:
+            parts.append(f"CPU ÷ floor+request's {check['cpu'] / replay['cpu']:.2f} (the same reply received, "
+                         "not parsed or judged)")
         if check["ratio"] is not None:
             parts.append(verdict(f"wall ÷ floor {check['ratio']:.2f}", check["ratio"] <= WALL_TARGET,
                                  f"target ≤ {WALL_TARGET:g}, over by {check['ratio'] / WALL_TARGET:.2f}×"))

@@ -20,6 +20,7 @@ raw rows as JSON. --profile adds a yappi profile of one no-op check at the large
 every count of 20 hosts or more: where the controller's CPU goes, and the share of it spent printing.
 --skip-above ansible=1 runs a peer only up to that many hosts (ansible-core takes many minutes at 20).
 --lab names the lab (and its work folder under /tmp), so that two people can bench at once.
+--rewrite-doc writes the doc's blocks again from the last run's bench/results/latest.json.
 """
 from __future__ import annotations
 
@@ -196,7 +197,15 @@ def main() -> int:
     parser.add_argument("--peers-fresh", action="store_true", help="also run the peers on fresh nodes")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser.add_argument("--rewrite-doc", action="store_true",
+                        help="measure nothing: write the doc's blocks again from bench/results/latest.json")
     args = parser.parse_args()
+    if args.rewrite_doc:
+        results = json.loads((BENCH / "results" / "latest.json").read_text())
+        rows = [Row(**row) for row in results["rows"]]
+        report.write_doc(Path(args.out), results, report.table(rows))
+        print(f"written: {args.out} from bench/results/latest.json")
+        return 0
     global LAB, WORK
     LAB, WORK = args.lab, Path(f"/tmp/gpuconf-{args.lab}")
     if os.geteuid() != 0:
