@@ -146,7 +146,7 @@ def controller_targets(rows: list[Row], profiles: dict) -> str:
                          f"target ≤ {CPU_TARGET:g}, over by {cpu_ratio / CPU_TARGET:.2f}×")]
         replay = by.get((hosts, "no-op check", "floor+request"))
         if replay and replay["cpu"]:
-            parts.append(f"CPU ÷ floor+request's {check['cpu'] / replay['cpu']:.2f} (the same reply received, "
+            parts.append(f"CPU ÷ floor+request CPU {check['cpu'] / replay['cpu']:.2f} (the same reply received, "
                          "not parsed or judged)")
         if check["ratio"] is not None:
             parts.append(verdict(f"wall ÷ floor {check['ratio']:.2f}", check["ratio"] <= WALL_TARGET,
