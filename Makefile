@@ -18,7 +18,11 @@ $(STAMP): pyproject.toml lab/pyproject.toml
 	$(BIN)/pip install -q -e '.[test]' -e ./lab
 	@touch $(STAMP)
 
+# The package's bytecode, compiled here once (incremental: only changed sources): an editable install
+# gets none from pip, and an environment with PYTHONDONTWRITEBYTECODE (CI, shells) would otherwise
+# compile every module on every run, a third of a small check's CPU. The nodes keep -B (never write there).
 venv: $(STAMP)
+	@$(BIN)/python -m compileall -q gpuconf
 
 deps: system-deps venv
 

@@ -124,6 +124,45 @@ def targets(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# issue 17: the controller's own cost, against the paramiko floor measured in the same run
+CPU_TARGET = 2.0        # controller CPU per host ÷ the floor's CPU per host
+WALL_TARGET = 1.5       # no-op check wall ÷ the floor's
+PRINTING_TARGET = 0.10  # printing's share of the controller's CPU at 100 hosts (the profile)
+
+
+def controller_targets(rows: list[Row], profiles: dict) -> str:
+    """One line per host count: the no-op check's CPU and wall against the floor (after apply) of the
+    same run, and the profile's printing share where one was taken."""
+    by = {(g["hosts"], g["workload"], g["tool"]): g for g in grouped(rows)}
+    profiles = {int(hosts): profile for hosts, profile in (profiles or {}).items()}
+    lines = []
+    for hosts in sorted({g["hosts"] for g in by.values()}):
+        check, floor = by.get((hosts, "no-op check", "gpuconf")), by.get((hosts, "after apply", "floor"))
+        if check is None or floor is None or not floor["cpu"]:
+            continue
+        cpu_ratio = check["cpu"] / floor["cpu"]
+        parts = [verdict(f"CPU per host {1000 * check['cpu'] / hosts:.0f} ms ÷ floor's {1000 * floor['cpu'] / hosts:.0f}"
+                         f" ms = {cpu_ratio:.2f}", cpu_ratio <= CPU_TARGET,
+                         f"target ≤ {CPU_TARGET:g}, over by {cpu_ratio / CPU_TARGET:.2f}×")]
+        replay = by.get((hosts, "no-op check", "floor+request"))
+        if replay and replay["cpu"]:
+            parts.append(f"CPU ÷ floor+request CPU {check['cpu'] / replay['cpu']:.2f} (the same reply received, "
+                         "not parsed or judged)")
+        if check["ratio"] is not None:
+            parts.append(verdict(f"wall ÷ floor {check['ratio']:.2f}", check["ratio"] <= WALL_TARGET,
+                                 f"target ≤ {WALL_TARGET:g}, over by {check['ratio'] / WALL_TARGET:.2f}×"))
+        profile = profiles.get(hosts)
+        if profile:
+            share = profile["printing_share"]
+            text = f"printing {100 * share:.1f}% of the profiled CPU (imports {100 * profile['imports_share']:.0f}%)"
+            parts.append(verdict(text, share < PRINTING_TARGET, f"target < {100 * PRINTING_TARGET:.0f}%")
+                         if hosts >= 100 else text)
+        if check["lines"] >= 0:
+            parts.append(f"{check['lines']:.0f} lines printed")
+        lines.append(f"* **{hosts} hosts, controller (no-op check):** " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def verdict(text: str, ok: bool, miss: str) -> str:
     return f"{text} (met)" if ok else f"{text} (**missed**: {miss})"
 
@@ -151,7 +190,7 @@ def write_doc(path: Path, results: dict, table_text: str) -> None:
               f"{m['gpuconf']} at commit {m.get('commit', '?')} (plus any uncommitted changes), paramiko {m['paramiko']}, {m['ansible']}, {m['pyinfra']}, {m['openssh']}.")
     parts = {
         "table": header + "\n\n" + table_text,
-        "targets": targets(rows),
+        "targets": "\n".join(filter(None, [targets(rows), controller_targets(rows, results.get("profiles", {}))])),
         "commands": "```sh\n" + commands(rows) + "\n```",
         "inventory": "```\n" + results["big_inventory"] + "\n```",
     }

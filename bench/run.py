@@ -1,7 +1,8 @@
 """`make bench`: gpuconf against the paramiko floor, ansible-core and pyinfra, on the same lab nodes.
 
     .venv/bin/python bench/run.py [--counts 1,20,100] [--repeat 3] [--skip ansible,pyinfra]
-                                  [--peers-fresh] [--profile] [--out docs/performance.md]
+                                  [--skip-above ansible=1] [--peers-fresh] [--profile]
+                                  [--lab bench] [--out docs/performance.md]
 
 For each host count, in one run on one lab (`bench`, N a100 nodes, always taken down at the end):
 
@@ -15,7 +16,11 @@ For each host count, in one run on one lab (`bench`, N a100 nodes, always taken 
 
 Each tool's time is a ratio to the median floor of the same phase. The table goes to stdout and,
 between its markers, into docs/performance.md, with the exact commands; bench/results/ keeps the
-raw rows as JSON. --profile adds a yappi profile of one no-op check at the largest count.
+raw rows as JSON. --profile adds a yappi profile of one no-op check at the largest count and at
+every count of 20 hosts or more: where the controller's CPU goes, and the share of it spent printing.
+--skip-above ansible=1 runs a peer only up to that many hosts (ansible-core takes many minutes at 20).
+--lab names the lab (and its work folder under /tmp), so that two people can bench at once.
+--rewrite-doc writes the doc's blocks again from the last run's bench/results/latest.json.
 """
 from __future__ import annotations
 
@@ -42,9 +47,9 @@ from sshd_log import enable_verbose  # noqa: E402
 import inventories  # noqa: E402
 from gpuconf_lab.fleet import Lab  # noqa: E402
 
-LAB = "bench"
-PLAYBOOK = "playbooks/a100-node.yml"
+LAB = "bench"  # --lab changes both
 WORK = Path("/tmp/gpuconf-bench")
+PLAYBOOK = "playbooks/a100-node.yml"
 GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
 PEERS_BIN = BENCH / ".venv" / "bin"
 
@@ -55,6 +60,7 @@ class Bench:
         self.rows: list[Row] = []
         self.log = WORK / "tools.log"
         self.profile_text = ""
+        self.profiles: dict[int, dict] = {}  # hosts -> profile_check.py's areas and shares
 
     def say(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -96,10 +102,13 @@ class Bench:
                          "--dry", "--parallel", str(self.args.forks)])
 
     def peers(self, lab, names, files, workload):
-        if "ansible" not in self.args.skip:
+        if self.wanted("ansible", len(names)):
             self.ansible(lab, names, files, workload)
-        if "pyinfra" not in self.args.skip:
+        if self.wanted("pyinfra", len(names)):
             self.pyinfra(lab, names, files, workload)
+
+    def wanted(self, tool: str, hosts: int) -> bool:
+        return tool not in self.args.skip and hosts <= self.args.skip_above.get(tool, hosts)
 
     # -- one host count ---------------------------------------------------------------------------
     def count(self, hosts: int) -> None:
@@ -131,7 +140,7 @@ class Bench:
                               "--stdin-file", str(request / "stdin")])
             self.peers(lab, names, files, "no-op check")
             self.floor(lab, names, files, "after apply")
-            if self.args.profile and hosts == max(self.args.counts):
+            if self.args.profile and (hosts >= 20 or hosts == max(self.args.counts)):
                 self.profile(lab, names, hosts)
         finally:
             self.say("lab down")
@@ -149,14 +158,19 @@ class Bench:
         """One more no-op check under yappi (bench/profile_check.py); not a row of the table."""
         out = BENCH / "results" / f"profile-{hosts}.md"
         env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / '.venv/lib/python3.11/site-packages'}")
+        for stale in (out, out.with_suffix(".json")):
+            stale.unlink(missing_ok=True)
         self.say("profiling one no-op check (yappi, CPU clock, every thread)")
         with open(self.log, "a") as handle:
             subprocess.run([str(PEERS_BIN / "python"), str(BENCH / "profile_check.py"), str(out), "check", PLAYBOOK,
                             "-i", LAB, "--forks", str(self.args.forks)], cwd=ROOT, env=env, stdout=handle,
                            stderr=subprocess.STDOUT, check=False)
-        if out.exists():
+        if out.exists():  # the largest count first in the doc
             self.profile_text = (f"One no-op check of {hosts} hosts under yappi (bench/profile_check.py, "
-                                 f"bench/results/{out.name}):\n\n" + out.read_text())
+                                 f"bench/results/{out.name}):\n\n" + out.read_text()
+                                 + ("\n" + self.profile_text if self.profile_text else ""))
+        if out.with_suffix(".json").exists():
+            self.profiles[hosts] = json.loads(out.with_suffix(".json").read_text())
 
     # -- the 10,000-host inventory ----------------------------------------------------------------
     def big_inventory(self) -> str:
@@ -176,10 +190,24 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--forks", type=int, default=50)
     parser.add_argument("--skip", default="", type=lambda s: set(filter(None, s.split(","))))
+    parser.add_argument("--skip-above", default={}, metavar="TOOL=HOSTS[,TOOL=HOSTS]",
+                        type=lambda s: {k: int(v) for k, v in (p.split("=") for p in s.split(",") if p)},
+                        help="run a peer only at host counts up to this (ansible=1: not at 20 and 100)")
+    parser.add_argument("--lab", default="bench", help="the lab's name (default bench)")
     parser.add_argument("--peers-fresh", action="store_true", help="also run the peers on fresh nodes")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser.add_argument("--rewrite-doc", action="store_true",
+                        help="measure nothing: write the doc's blocks again from bench/results/latest.json")
     args = parser.parse_args()
+    if args.rewrite_doc:
+        results = json.loads((BENCH / "results" / "latest.json").read_text())
+        rows = [Row(**row) for row in results["rows"]]
+        report.write_doc(Path(args.out), results, report.table(rows))
+        print(f"written: {args.out} from bench/results/latest.json")
+        return 0
+    global LAB, WORK
+    LAB, WORK = args.lab, Path(f"/tmp/gpuconf-{args.lab}")
     if os.geteuid() != 0:
         print("bench: the lab needs root", file=sys.stderr)
         return 1
@@ -195,7 +223,7 @@ def main() -> int:
         bench.count(hosts)
     results = {"started": started, "ended": time.time(), "argv": sys.argv, "machine": report.machine(),
                "rows": [row.to_json() for row in bench.rows], "big_inventory": inventory_line,
-               "profile": bench.profile_text}
+               "profile": bench.profile_text, "profiles": bench.profiles}
     (BENCH / "results" / "latest.json").write_text(json.dumps(results, indent=1))
     table = report.table(bench.rows)
     print("\n" + table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -335,11 +336,30 @@ def _guard(text: str, func: Any) -> Any:
         raise TemplateError(f"template '{text.strip()}' failed: {type(exc).__name__}: {exc}") from None
 
 
+_FILES: dict[tuple[str, str], jinja2.Template] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _file_template(text: str, path: str) -> jinja2.Template:
+    """A template file compiled once per run, not once per host: every host of a fleet renders the
+    same role's file, and compiling it (lexer, parser, code generator) costs far more than rendering.
+    The lock makes the hosts that ask at the same moment wait for the one compile."""
+    key = (path, text)
+    template = _FILES.get(key)
+    if template is None:
+        with _FILES_LOCK:
+            template = _FILES.get(key)
+            if template is None:
+                template = jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None))
+                _FILES[key] = template
+    return template
+
+
 def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:
     """Render a template file (a role's templates/): always a string, its trailing newline kept,
     and an error says the file and line where it happened, not only the task that used it."""
     try:
-        template = jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None))
+        template = _file_template(text, path)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}", Location(path, exc.lineno)) from None
     try:

@@ -11,19 +11,14 @@ in PKCS#7 padding. The crypto is the `cryptography` library's, never written her
 The vault passwords come from `--vault-password-file`, `--ask-vault-pass`, gpuconf.cfg's
 `vault_password_file` or GPUCONF_VAULT_PASSWORD_FILE; the CLI hands them to `KEYRING`
 once, before anything is loaded. Every decrypted string is a secret (`!secret`): redacted
-from every output.
+from every output. The `cryptography` primitives are imported by `decrypt` only: a run
+that opens no vault never loads them.
 """
 from __future__ import annotations
 
 import binascii
 import subprocess
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.hmac import HMAC
-from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from gpuconf.errors import UsageError
 
@@ -40,6 +35,9 @@ def is_vault(text: str) -> bool:
 
 
 def _keys(password: bytes, salt: bytes) -> tuple[bytes, bytes, bytes]:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
     derived = PBKDF2HMAC(algorithm=hashes.SHA256(), length=80, salt=salt, iterations=ROUNDS).derive(password)
     return derived[:32], derived[32:64], derived[64:]
 
@@ -65,6 +63,11 @@ def _parts(text: str) -> tuple[str, bytes, bytes, bytes]:
 
 def decrypt(text: str, passwords: list[bytes]) -> str:
     """The plaintext of a vault, with the first password that opens it."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes, padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.hmac import HMAC
+
     label, salt, mac, data = _parts(text)
     if not passwords:
         raise VaultError(f"encrypted with Ansible Vault (id {label}): give --vault-password-file FILE or "

@@ -252,6 +252,7 @@ def normalise_quotes(text: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # the same few hundred labels on every GPU of every host
 def snake_case(label: str) -> str:
     """``"HW Power Brake Slowdown"`` -> ``"hw_power_brake_slowdown"``."""
     return re.sub(r"[^0-9a-z]+", "_", label.strip().lower()).strip("_")

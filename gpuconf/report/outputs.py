@@ -4,9 +4,13 @@
 exactly that document, so it can be piped or redirected, and the human lines
 go to stderr instead. `--report`, `--junit`, `--prometheus` and `--html` write files
 (atomically) whatever the format.
+
+Each writer's module is imported only when its output is asked for: a plain check loads
+neither the JUnit XML, the HTML template nor the Prometheus writer.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -15,10 +19,12 @@ from pathlib import Path
 from typing import TextIO
 
 from gpuconf.errors import GpuconfError, UsageError
-from gpuconf.report import html, jsonreport, junit, prometheus
 from gpuconf.results import RunResult
 
 FORMATS = ("text", "json", "junit")
+# option -> the module whose write(run, path) writes that file
+WRITERS = {"--report": "gpuconf.report.jsonreport", "--junit": "gpuconf.report.junit",
+           "--prometheus": "gpuconf.report.prometheus", "--html": "gpuconf.report.html"}
 
 
 @dataclass
@@ -56,15 +62,18 @@ def human_stream(options: OutputOptions) -> TextIO:
 
 def write_outputs(run: RunResult, options: OutputOptions, stdout: TextIO | None = None) -> None:
     stdout = stdout or sys.stdout
-    writers = {"--report": jsonreport.write, "--junit": junit.write, "--prometheus": prometheus.write,
-               "--html": html.write}
     for option, path in options.files().items():
+        writer = importlib.import_module(WRITERS[option])
         try:
-            writers[option](run, path)
+            writer.write(run, path)
         except OSError as exc:
             raise GpuconfError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from None
     if options.format == "json":
+        from gpuconf.report import jsonreport
+
         stdout.write(json.dumps(jsonreport.to_dict(run), indent=2) + "\n")
     elif options.format == "junit":
+        from gpuconf.report import junit
+
         stdout.write(junit.render(run))
     stdout.flush()

@@ -1,43 +1,107 @@
-"""The task types, by name. Explicit imports: no magic lookup."""
+"""The task types, by name: a static table of where each one lives, imported on first use.
+
+A playbook that uses two task types imports those two modules and no other: no pydantic model,
+probe or parser of a task it does not run (`tests/unit/test_task_registry.py` proves it in a
+fresh interpreter). The names are known without any import, so the loader can say "did you
+mean" for an unknown task; the same test imports every module and checks that the table
+names each task type exactly once, under its own `name`, so the table cannot drift.
+`gpuconf tasks` (the listing) and the documentation import them all.
+"""
 from __future__ import annotations
 
 import copy
+import importlib
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from gpuconf.suggest import did_you_mean, validation_message
 from gpuconf.tasks.base import TaskType
-from gpuconf.tasks.cmdline import KernelCmdline
-from gpuconf.tasks.commands import Assert, Command
-from gpuconf.tasks.cuda import CudaCompatibility, NvccVersion
-from gpuconf.tasks.driver import DriverStack
-from gpuconf.tasks.files import Directory, File, Line
-from gpuconf.tasks.gsp import GspFirmware
-from gpuconf.tasks.health import HEALTH
-from gpuconf.tasks.imex import ImexChannel
-from gpuconf.tasks.infiniband import IbPorts
-from gpuconf.tasks.initramfs import Initramfs
-from gpuconf.tasks.jsonfile import JsonMerge
-from gpuconf.tasks.kernel import KernelModule
-from gpuconf.tasks.nvidia import (
-    DkmsModule,
-    DriverCompanion,
-    NvidiaModule,
-    PersistenceMode,
-    PowerLimit,
-)
-from gpuconf.tasks.packages import Package
-from gpuconf.tasks.probe import Probe
-from gpuconf.tasks.reboot import Reboot
-from gpuconf.tasks.services import Service
 from gpuconf.templating import is_template
 
-GENERIC = (File(), Directory(), Line(), JsonMerge(), Package(), Service(), KernelModule(), Initramfs(), Command(),
-           Probe(), Reboot(), Assert(), KernelCmdline())
-GPU = (DriverStack(), DriverCompanion(), DkmsModule(), NvidiaModule(), CudaCompatibility(), NvccVersion(),
-       PersistenceMode(), PowerLimit(), GspFirmware(), IbPorts(), ImexChannel(), *HEALTH)
-TASK_TYPES: dict[str, TaskType] = {task.name: task for task in GENERIC + GPU}
+# name -> "module:Class". Generic tasks first, then the GPU ones, then the health probes.
+TASK_MODULES: dict[str, str] = {
+    "file": "gpuconf.tasks.files:File",
+    "directory": "gpuconf.tasks.files:Directory",
+    "line": "gpuconf.tasks.files:Line",
+    "json_merge": "gpuconf.tasks.jsonfile:JsonMerge",
+    "package": "gpuconf.tasks.packages:Package",
+    "service": "gpuconf.tasks.services:Service",
+    "kernel_module": "gpuconf.tasks.kernel:KernelModule",
+    "initramfs": "gpuconf.tasks.initramfs:Initramfs",
+    "command": "gpuconf.tasks.commands:Command",
+    "probe": "gpuconf.tasks.probe:Probe",
+    "reboot": "gpuconf.tasks.reboot:Reboot",
+    "assert": "gpuconf.tasks.commands:Assert",
+    "kernel_cmdline": "gpuconf.tasks.cmdline:KernelCmdline",
+    "nvidia_driver_stack": "gpuconf.tasks.driver:DriverStack",
+    "nvidia_driver_companion": "gpuconf.tasks.nvidia:DriverCompanion",
+    "dkms_module": "gpuconf.tasks.nvidia:DkmsModule",
+    "nvidia_module": "gpuconf.tasks.nvidia:NvidiaModule",
+    "cuda_compatibility": "gpuconf.tasks.cuda:CudaCompatibility",
+    "nvcc_version": "gpuconf.tasks.cuda:NvccVersion",
+    "persistence_mode": "gpuconf.tasks.nvidia:PersistenceMode",
+    "gpu_power_limit": "gpuconf.tasks.nvidia:PowerLimit",
+    "gsp_firmware": "gpuconf.tasks.gsp:GspFirmware",
+    "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
+    "imex_channel": "gpuconf.tasks.imex:ImexChannel",
+    "health_gpu_count": "gpuconf.tasks.health.hardware:GpuCountMatches",
+    "health_driver": "gpuconf.tasks.health.hardware:DriverLoaded",
+    "health_nouveau": "gpuconf.tasks.health.hardware:NouveauAbsent",
+    "health_temperature": "gpuconf.tasks.health.thermal:TemperatureBelowLimit",
+    "health_clocks": "gpuconf.tasks.health.thermal:ClocksNotThrottled",
+    "health_pcie": "gpuconf.tasks.health.pcie:PcieLinkAtMax",
+    "health_ecc": "gpuconf.tasks.health.memory:NoEccErrors",
+    "health_xid": "gpuconf.tasks.health.kernel_log:NoXidErrors",
+    "health_nvlink": "gpuconf.tasks.health.fabric:NvlinksActive",
+    "health_fabricmanager": "gpuconf.tasks.health.fabric:FabricManagerReady",
+    "health_fabric_state": "gpuconf.tasks.health.fabric_state:FabricStateCompleted",
+    "health_imex_domain": "gpuconf.tasks.health.imex_domain:ImexDomainConnected",
+    "health_infiniband": "gpuconf.tasks.health.infiniband:InfinibandPortsActive",
+    "health_persistence": "gpuconf.tasks.health.usage:PersistenceEnabled",
+    "health_memory": "gpuconf.tasks.health.memory:MemoryUse",
+    "health_utilization": "gpuconf.tasks.health.usage:Utilization",
+    "health_power": "gpuconf.tasks.health.usage:PowerDraw",
+    "health_host_sizing": "gpuconf.tasks.health.usage:HostSizing",
+    "health_kernel": "gpuconf.tasks.health.kernel_log:KernelClean",
+    "health_uvm": "gpuconf.tasks.health.uvm:UvmReady",
+    "health_dcgm_diag": "gpuconf.tasks.health.dcgm:DcgmDiag",
+}
+
+
+class TaskTypes(Mapping[str, TaskType]):
+    """The task types by name. Looking one up imports its module once (hosts run in threads, so
+    under a lock); membership, iteration and len() use the static table and import nothing."""
+
+    def __init__(self, modules: Mapping[str, str]):
+        self._modules = dict(modules)
+        self._loaded: dict[str, TaskType] = {}
+        self._lock = threading.RLock()  # a task module that looks up another while it loads
+
+    def __getitem__(self, name: str) -> TaskType:
+        task = self._loaded.get(name)
+        if task is not None:
+            return task
+        where = self._modules[name]  # KeyError for an unknown name, as a dict
+        with self._lock:
+            if name not in self._loaded:
+                module, _, class_name = where.partition(":")
+                self._loaded[name] = getattr(importlib.import_module(module), class_name)()
+            return self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+TASK_TYPES = TaskTypes(TASK_MODULES)
 
 
 def _has_template(value: Any) -> bool:
