@@ -22,6 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 
+from gpuconf.connection.base import BUSY
 from gpuconf.report.redact import visible_changes, visible_error
 from gpuconf.results import HostResult, Status, TaskResult
 
@@ -126,15 +127,23 @@ def decide(reason: str | None, node: NodeState) -> str:
 
 def failure_reason(host: HostResult, complete: bool, drift_drains: bool) -> str | None:
     """What drains the node, as `drain_reason` words it, or None when it is healthy. A run cut short
-    (the deadline, an interrupt) did not judge the tasks it never finished: their `unknown` is no
-    failure of the node's. Drift drains only when `drift_drains` (a run from a controller)."""
+    (the deadline, an interrupt, another gpuconf run holding the host: `busy`) did not judge the tasks
+    it never finished: theirs is no failure of the node's. Drift drains only when `drift_drains`
+    (a run from a controller)."""
     def counts(task: TaskResult) -> bool:
+        if busy(task):
+            return False
         if task.status == Status.WOULD_CHANGE:
             return drift_drains
         if task.status == Status.UNKNOWN:
             return task.not_run is None and (complete or any(f.severity == "failure" for f in task.findings))
         return True
     return drain_reason(HostResult(host.host, [t for t in host.tasks if counts(t)]))
+
+
+def busy(task: TaskResult) -> bool:
+    """The task could not run: another gpuconf run (an apply, remediate) held the host's lock."""
+    return (task.error or "").startswith(BUSY)
 
 
 @dataclass(frozen=True)

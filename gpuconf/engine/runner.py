@@ -32,7 +32,7 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
-from gpuconf.slurm import STEP_BUDGET
+from gpuconf.slurm import STEP_BUDGET, busy
 from gpuconf.slurm_step import reconcile_all
 
 
@@ -146,10 +146,11 @@ class Runner:
         return call
 
     def _complete(self, result: RunResult, host: str) -> bool:
-        """The host's run was not cut short: no deadline, no interrupt, no task left unstarted."""
+        """The host's run was not cut short: no deadline, no interrupt, no task left unstarted, no
+        other gpuconf run holding the host."""
         if self.deadline_reached() or self.stop_event.is_set():
             return False
-        return not any(task.not_run for task in result.host(host).tasks)
+        return not any(task.not_run or busy(task) for task in result.host(host).tasks)
 
     def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
                      error: str = "") -> None:

@@ -99,6 +99,8 @@ def test_what_fails_a_node():
     assert failure_reason(HostResult("n1", [late, never]), False, False) is None  # cut short: not the node's fault
     assert failure_reason(HostResult("n1", [late, hung]), False, False) == "gpuconf: unknown: ecc: nvidia-smi timed out"
     assert failure_reason(HostResult("n1", [task("ok", Status.OK), never]), True, False) is None
+    held = task("gather facts", Status.FAILED, error="busy: another gpuconf run holds /run/gpuconf.lock on n1: apply")
+    assert failure_reason(HostResult("n1", [held]), False, False) is None  # an apply holds the node: no verdict
 
 
 class FakeNode:
