@@ -122,10 +122,12 @@ def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(lab, tmp_path):
         state, reason = node_slurm(lab, "t4-01")
         assert state == "IDLE+DRAIN" and reason == "gpuconf: drift: create /etc/gpuconf-slurm-marker"
         report = json.loads((tmp_path / "r.json").read_text())
-        assert report["deadline"] == 45 and report["slurm"][0]["action"] == "drain"
+        assert report["deadline"] == 35 and report["slurm"][0]["action"] == "drain"
         jsonschema.validate(report, SCHEMA)
 
         assert gpuconf("apply", str(playbook), "-i", inventory(lab), "--limit", "t4-01").returncode == 0
+        assert gpuconf(*check).returncode == 0
+        assert node_slurm(lab, "t4-01")[0] == "IDLE+DRAIN"  # healthy once: its own drain waits for a second
         assert gpuconf(*check).returncode == 0
         assert node_slurm(lab, "t4-01") == ("IDLE", None)  # resumed: gpuconf had drained it
 
