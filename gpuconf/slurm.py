@@ -166,10 +166,12 @@ class Memory:
 FORGET = Memory()
 
 
-def settle(reason: str | None, complete: bool, node: NodeState, memory: Memory) -> tuple[str, Memory]:
+def settle(reason: str | None, complete: bool, node: NodeState, memory: Memory,
+           drift_drains: bool = True) -> tuple[str, Memory]:
     """The check's decision and what it remembers next. `reason`: the failure found (None: healthy);
-    `complete`: the run was not cut short. Actions: 'drain', 'resume', 'wait' (its own drain, not
-    yet healthy twice in a row), 'kept' (a drain it did not set) or 'none'."""
+    `complete`: the run was not cut short; `drift_drains`: the run judges drift (from a controller).
+    Actions: 'drain', 'resume', 'wait' (its own drain, not yet healthy twice in a row), 'kept' (a
+    drain it did not set) or 'none'."""
     mine = memory.mine(node)
     if reason is not None:
         if node.drained and not mine:
@@ -181,6 +183,8 @@ def settle(reason: str | None, complete: bool, node: NodeState, memory: Memory) 
         return ("kept" if node.drained else "none"), FORGET  # resumed by hand, or not ours: forget
     if not complete:
         return "wait", replace(memory, healthy=0)  # a run cut short is not a healthy one
+    if not drift_drains and (memory.reason or "").startswith(f"{PREFIX} drift:"):
+        return "wait", memory  # a drift drain (a controller's check): a run that ignores drift cannot clear it
     healthy = memory.healthy + 1
     if healthy >= RESUME_AFTER:
         return "resume", FORGET

@@ -87,7 +87,7 @@ def reconcile(host: HostResult, node: str, call: Call | None, *, complete: bool 
     action.previous_state, action.previous_reason = state.state, state.reason
     memory = read_memory(stored or {}, node)
     reason = failure_reason(host, complete, drift_drains)
-    action.action, remembered = settle(reason, complete, state, memory)
+    action.action, remembered = settle(reason, complete, state, memory, drift_drains)
     action.healthy = remembered.healthy if action.action == "wait" else None
     if action.action in ("drain", "resume"):
         action.reason = reason if action.action == "drain" else None

@@ -67,6 +67,15 @@ def test_the_check_decides_from_the_node_and_what_it_remembers(found, complete, 
     assert (after.reason is not None) == remembers
 
 
+def test_a_drift_drain_is_cleared_only_by_a_run_that_judges_drift():
+    """A controller's `check --slurm` drained for drift; the node's own check ignores drift, so its
+    healthy runs leave that drain to the controller's next runs."""
+    drift = Memory("gpuconf: drift: start nvidia-fabricmanager", "root@t", 1)
+    drained = node("IDLE+DRAIN", drift.reason, "root@t")
+    assert settle(None, True, drained, drift, drift_drains=False) == ("wait", drift)
+    assert settle(None, True, drained, drift, drift_drains=True) == ("resume", FORGET)
+
+
 def test_an_intermittent_fault_never_flaps():
     state, memory, actions = node(), FORGET, []
     for found in [XID, None, XID, None, XID, None, None, None]:
