@@ -102,10 +102,15 @@ def slurm_lab():
 
 
 def slurm_node_state(lab: Lab, node: str) -> str:
-    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...)."""
-    result = lab.slurm(["sinfo", "--noheader", "-N", "-n", node, "-o", "%T"])
+    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...).
+
+    All nodes are listed and the node's line picked: Slurm 22.05.8's `sinfo -n ONE_NODE` (a
+    single-node query) can keep showing a job's CPUs as allocated ("mixed") long after the job
+    ended when the node rebooted meanwhile, while the full listing and `scontrol show node` say idle."""
+    result = lab.slurm(["sinfo", "--noheader", "-N", "-o", "%N %T"])
     assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+    states = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
+    return states.get(node, "unknown")
 
 
 def slurm_idle(lab: Lab, node: str, timeout: float = 60.0) -> None:
