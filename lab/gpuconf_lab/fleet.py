@@ -155,6 +155,7 @@ class Lab:
                 require_el9_tools()
             self._check_ports(specs)
             if slurm:
+                slurm_cluster.require_slurm_tools()
                 slurm_cluster.check_ports(int(specs[0].address.split(".")[2]), specs)
             if slurm and self.boot_delay < slurm_cluster.MIN_BOOT_DELAY:
                 self.log(f"lab '{self.name}': a reboot takes {slurm_cluster.MIN_BOOT_DELAY:g}s with Slurm "

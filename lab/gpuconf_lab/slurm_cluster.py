@@ -120,6 +120,19 @@ WantedBy=multi-user.target
 """
 
 
+SLURM_TOOLS = {"/usr/sbin/slurmctld": "slurmctld", "/usr/sbin/slurmd": "slurmd", "/usr/sbin/munged": "munge",
+               "/usr/bin/sinfo": "slurm-client", "/usr/bin/scontrol": "slurm-client"}
+
+
+def require_slurm_tools() -> None:
+    """A Slurm lab runs Debian's daemons and clients (scripts/system-deps.sh)."""
+    missing = [f"{path} (Debian package {package})" for path, package in SLURM_TOOLS.items()
+               if not os.access(path, os.X_OK)]
+    if missing:
+        raise LabError("gpuconf lab up --slurm needs these programs on the machine: " + ", ".join(missing)
+                       + "; install them with apt-get install (scripts/system-deps.sh lists them)")
+
+
 def controller_address(slot: int) -> str:
     return f"{ADDRESS_PREFIX}.{slot}.255"
 
