@@ -33,15 +33,6 @@ GPUCONF_HEALTHCHECK_ARGS="--tags xid"
 """
 
 
-def configure(lab, settings: dict[str, str]) -> None:
-    """The lab's per-lab slurm.conf settings, pushed to slurmctld and every slurmd."""
-    from gpuconf_lab import slurm_cluster
-
-    slurm_cluster.write_settings(lab.slurm_paths, settings)
-    done = lab.slurm(["scontrol", "reconfigure"])
-    assert done.returncode == 0, done.stderr
-
-
 def show(lab, node: str):
     done = lab.slurm(["scontrol", "show", "node", node])
     assert done.returncode == 0, done.stderr
@@ -108,8 +99,8 @@ def test_an_xid_drains_within_one_interval_and_two_healthy_checks_resume(slurm_l
                           f"Reason={PERSONS_REASON}"]).returncode == 0
         assert lab.slurm(["scontrol", "update", f"NodeName={LEMON}", "State=DRAIN",
                           f"Reason={LEMONS_REASON}"]).returncode == 0
-        configure(lab, {"HealthCheckProgram": str(ROOT / "scripts" / "gpuconf-healthcheck"),
-                        "HealthCheckInterval": str(INTERVAL), "HealthCheckNodeState": "ANY"})
+        lab.slurm_config(HealthCheckProgram=str(ROOT / "scripts" / "gpuconf-healthcheck"),
+                         HealthCheckInterval=INTERVAL, HealthCheckNodeState="ANY")
         watch.start()
         # the check runs on every node, and finds them healthy: nothing is drained
         assert wait_until(lambda: all(last_report(lab, n) for n in nodes), 4 * INTERVAL, 1), \
@@ -151,7 +142,7 @@ def test_an_xid_drains_within_one_interval_and_two_healthy_checks_resume(slurm_l
             assert not show(lab, node).drained, (node, show(lab, node))
     finally:
         watch.stopped.set()
-        configure(lab, {})
+        lab.slurm_config(HealthCheckProgram=None, HealthCheckInterval=None, HealthCheckNodeState=None)
         lab.fault(FAULTY, "clear")
         for node in nodes:
             lab.exec(node, "rm -f /etc/default/gpuconf-healthcheck /var/lib/gpuconf/healthcheck.json " + REPORT)
