@@ -27,7 +27,7 @@ def _date(text: str) -> datetime.date:
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
     parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
-                        "inventory, or GPUCONF_INVENTORY)")
+                        "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
     parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
@@ -118,8 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="report drift, change nothing", epilog=EPILOG)
     _run_options(check)
     check.add_argument("--slurm", action="store_true",
-                       help="drain the node on drift or failure, resume it when in sync if gpuconf drained it "
-                            "(Slurm HealthCheckProgram; the deadline defaults to 45 s)")
+                       help="drain a node that failed (from a controller: or drifted) with a 'gpuconf: ' reason, "
+                            "resume a drain this check set once the node is healthy twice in a row; with -c local "
+                            "it is Slurm's HealthCheckProgram (docs/slurm.md); the deadline defaults to 35 s")
+    check.add_argument("--slurm-state", metavar="FILE",
+                       help="with --slurm: where the check remembers its drain on the node "
+                            "(default /var/lib/gpuconf/healthcheck.json)")
     apply = sub.add_parser("apply", help="converge, then verify", epilog=EPILOG)
     _run_options(apply)
     apply.add_argument("--reboot", action="store_true",

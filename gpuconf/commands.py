@@ -26,11 +26,23 @@ def _project_dirs(playbook: str | None) -> list[Path]:
 
 
 def _inventory_spec(args: Any, config: Any) -> str:
-    """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY)."""
+    """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY), else with
+    -c local this machine alone (as Slurm's HealthCheckProgram runs it: no inventory file)."""
     spec = getattr(args, "inventory", None) or config.inventory
+    if not spec and getattr(args, "connection", None) == "local":
+        return f"{this_node()},"
     if not spec:
-        raise UsageError("no inventory: give -i INVENTORY, or set `inventory` in gpuconf.cfg or GPUCONF_INVENTORY")
+        raise UsageError("no inventory: give -i INVENTORY, or set `inventory` in gpuconf.cfg or GPUCONF_INVENTORY "
+                         "(or -c local: this machine)")
     return str(spec)
+
+
+def this_node() -> str:
+    """This machine's name: the Slurm node name slurmd gives its HealthCheckProgram (SLURMD_NODENAME),
+    else the short host name, which is what slurmd takes by default."""
+    import socket
+
+    return os.environ.get("SLURMD_NODENAME", "").strip() or socket.gethostname().split(".", 1)[0]
 
 
 def _unlock_vaults(args: Any, config: Any) -> None:
@@ -112,7 +124,7 @@ def _run(args: Any, verb: str) -> int:
     if slurm and args.deadline is None:
         from gpuconf.slurm import DEADLINE
 
-        args.deadline = DEADLINE  # Slurm kills a HealthCheckProgram after 60 s
+        args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/slurm.py)
     inventory, playbook, extra, config = _load(args)
     if args.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
@@ -141,6 +153,10 @@ def _run(args: Any, verb: str) -> int:
                          deadline=args.deadline, lock_wait=args.lock_wait,
                          become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
                          strict=getattr(args, "strict", False), slurm_nodes=nodes, trace=args.verbose >= 3,
+                         # on the node itself (HealthCheckProgram) only failures drain: drift is
+                         # remediate's, in waves, never every node at once (docs/slurm.md)
+                         slurm_drift_drains=args.connection != "local",
+                         slurm_state=getattr(args, "slurm_state", None) or "/var/lib/gpuconf/healthcheck.json",
                          step=_step_gate() if args.step else None, today=run_day(getattr(args, "today", None)))
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
     outputs.preflight()

@@ -145,11 +145,12 @@ class SlurmAction(Final):
 
     host: str
     node: str
-    action: str  # drain, resume, none, kept (another reason drains it), error
+    action: str  # drain, resume, wait (its own drain, not yet healthy twice), none, kept (not its drain), error
     reason: str | None = None
     previous_state: str | None = None
     previous_reason: str | None = None
     error: str | None = None
+    healthy: int | None = None  # wait: healthy runs in a row so far
 
 
 @dataclass

@@ -19,6 +19,7 @@ import pytest
 
 from gpuconf_lab.fleet import Lab
 from gpuconf_lab.runtime import LabError, LabPaths, require_el9_tools, require_tools
+from gpuconf_lab.slurm_cluster import require_slurm_tools
 
 # GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
 LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")
@@ -26,6 +27,9 @@ LAB_PROFILES = {"a100": 2, "t4": 1}
 # The EL 9 lab: one Rocky Linux 9.4 node with the real rpm and dnf, a100-el9-01.
 EL9_LAB_NAME = f"{LAB_NAME}-el9"[:31]
 EL9_NODE = "a100-el9-01"
+# The Slurm lab: six t4 nodes, a real slurmctld on the machine and a real slurmd in each node.
+SLURM_LAB_NAME = f"{LAB_NAME}-slurm"[:31]
+SLURM_LAB_PROFILES = {"t4": 6}
 _fresh_digests: dict[str, str] = {}
 
 
@@ -47,6 +51,17 @@ def el9_unavailable() -> str | None:
     if why is None:
         try:
             require_el9_tools()
+        except LabError as exc:
+            why = str(exc)
+    return why
+
+
+def slurm_unavailable() -> str | None:
+    """Why a Slurm lab cannot start here (what lab_unavailable says, or missing Slurm programs)."""
+    why = lab_unavailable()
+    if why is None:
+        try:
+            require_slurm_tools()
         except LabError as exc:
             why = str(exc)
     return why
@@ -80,6 +95,42 @@ def el9_lab():
     session_lab.up({"a100@el9": 1})
     yield session_lab
     session_lab.down()
+
+
+@pytest.fixture(scope="session")
+def slurm_lab():
+    """The session's Slurm lab (6 × t4 with slurmd, slurmctld on the machine; docs/lab-slurm.md),
+    torn down at the end of the session. A test that drains, reboots or runs jobs on a node puts
+    it back (idle, no jobs, no drain) before it ends: `slurm_idle(lab, node)` waits for that."""
+    why = slurm_unavailable()
+    if why:
+        pytest.skip(why)
+    session_lab = Lab(SLURM_LAB_NAME, boot_delay=0.5)
+    if session_lab.exists():
+        session_lab.down()
+    session_lab.up(SLURM_LAB_PROFILES, slurm=True)
+    yield session_lab
+    session_lab.down()
+
+
+def slurm_node_state(lab: Lab, node: str) -> str:
+    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...).
+
+    All nodes are listed and the node's line picked: Slurm 22.05.8's `sinfo -n ONE_NODE` (a
+    single-node query) can keep showing a job's CPUs as allocated ("mixed") long after the job
+    ended when the node rebooted meanwhile, while the full listing and `scontrol show node` say idle."""
+    result = lab.slurm(["sinfo", "--noheader", "-N", "-o", "%N %T"])
+    assert result.returncode == 0, result.stderr
+    states = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
+    return states.get(node, "unknown")
+
+
+def slurm_idle(lab: Lab, node: str, timeout: float = 60.0) -> None:
+    """Cancel the node's jobs, resume it if it is drained or down, and wait until it is idle."""
+    lab.slurm(["scancel", "--full", "-w", node])
+    if slurm_node_state(lab, node) not in ("idle", "allocated", "mixed"):
+        lab.slurm(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+    assert wait_until(lambda: slurm_node_state(lab, node) == "idle", timeout, 0.2), slurm_node_state(lab, node)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,8 @@ from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import InventoryError, RemoteError
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
 
+BUSY = "busy: another gpuconf run holds"  # how a HostBusy message starts (a task's error says it so)
+
 
 class HostBusy(RemoteError):
     """Another gpuconf run holds the host's lock beyond the wait."""
@@ -167,7 +169,7 @@ def parse_replies(host: str, ops: list[dict[str, Any]], stdout: str, stderr: str
         except json.JSONDecodeError:
             continue
         if reply.get("busy"):
-            raise HostBusy(f"busy: another gpuconf run holds {reply.get('path')} on {host}: {reply.get('owner')}")
+            raise HostBusy(f"{BUSY} {reply.get('path')} on {host}: {reply.get('owner')}")
         if reply.get("done"):
             done = True
         elif "i" in reply:
@@ -221,5 +223,5 @@ def lock_reply(host: str, line: str, stderr: str) -> None:
     if line.startswith("locked"):
         return
     if line.startswith("busy"):
-        raise HostBusy(f"busy: another gpuconf run holds the lock on {host}: {line[5:]}")
+        raise HostBusy(f"{BUSY} the lock on {host}: {line[5:]}")
     raise RemoteError(f"cannot take the run lock on {host}: {(stderr or line).strip()[-300:] or 'no answer'}")

@@ -27,6 +27,8 @@ class RunOptions:
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
     strict: bool = False  # --strict: health warnings count as failures
     slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
+    slurm_drift_drains: bool = True  # --slurm from a controller; on the node itself (-c local) only failures drain
+    slurm_state: str = "/var/lib/gpuconf/healthcheck.json"  # --slurm: what the check remembers, on the node
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
     trace: bool = False  # -vvv: every connection and request is told to the events (RunEvents.remote)
     step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task

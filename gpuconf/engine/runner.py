@@ -32,7 +32,8 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
-from gpuconf.slurm import reconcile_all
+from gpuconf.slurm import STEP_BUDGET, busy
+from gpuconf.slurm_step import reconcile_all
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -107,7 +108,10 @@ class Runner:
                         self._not_started(index, result, out_of_play)
                     break
             if self.options.slurm_nodes is not None:
-                result.slurm = reconcile_all(result, self.options.slurm_nodes, self._slurm_call)
+                result.slurm = reconcile_all(result, self.options.slurm_nodes, self._slurm_call,
+                                             complete=lambda host: self._complete(result, host),
+                                             drift_drains=self.options.slurm_drift_drains,
+                                             state_path=self.options.slurm_state)
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -125,11 +129,28 @@ class Runner:
 
     def _slurm_call(self, host: str) -> Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]] | None:
         """The run's own round trips to `host`, for scontrol: inside its run lock (held by an
-        apply, taken shared by each check request) and bounded by the run's deadline."""
+        apply, taken shared by each check request), with a budget of their own after the tasks
+        (STEP_BUDGET): a run that reached its deadline still drains the node it found failed."""
         session = self.sessions.get(host)
         if session is None or not session.connection.connects:
             return None
-        return lambda ops, readonly: session.call(ops, readonly)
+        until = time.monotonic() + STEP_BUDGET
+
+        def call(ops: list[dict[str, Any]], readonly: bool) -> list[dict[str, Any]]:
+            left = until - time.monotonic()
+            if left <= 0:
+                raise GpuconfError(f"the Slurm step ran out of its {STEP_BUDGET:g} s")
+            budget = sum(float(op.get("timeout", 10)) for op in ops) + 5
+            return session.connection.call(ops, readonly, min(budget, left), None,
+                                           session.read_lock if readonly else None)
+        return call
+
+    def _complete(self, result: RunResult, host: str) -> bool:
+        """The host's run was not cut short: no deadline, no interrupt, no task left unstarted, no
+        other gpuconf run holding the host."""
+        if self.deadline_reached() or self.stop_event.is_set():
+            return False
+        return not any(task.not_run or busy(task) for task in result.host(host).tasks)
 
     def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
                      error: str = "") -> None:

@@ -281,9 +281,11 @@ def _cells(counts: list[tuple[str, int]]) -> str:
 
 def _slurm_line(action) -> str:
     what = {"drain": f"drained: {action.reason}", "resume": f"resumed (was: {action.previous_reason})",
-            "kept": f"left as it is: drained by someone else ({action.previous_reason})",
+            "wait": f"stays drained ({action.previous_reason}): healthy {action.healthy or 0} run(s) in a row, "
+                    "resumed after 2",
+            "kept": f"left as it is: not drained by this check ({action.previous_reason})",
             "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
-    style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "kept") else "green"
+    style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "wait", "kept") else "green"
     return f"[{style}]slurm[/]: {_show(f'[{action.node}] {what}')}"
 
 

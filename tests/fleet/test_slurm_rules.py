@@ -1,6 +1,6 @@
 """The Slurm rules without a host: scontrol's output parsed, NHC's ownership rule applied.
 
-The lab test (test_fleet_lab.py) runs the same code against the lab's scontrol over SSH.
+The lab test (tests/slurm/test_check_slurm.py) runs the same code against the lab's real Slurm over SSH.
 """
 from __future__ import annotations
 
@@ -35,14 +35,16 @@ def test_parse_the_multi_line_form():
     node = parse_show_node(SHOW)
     assert (node.name, node.state, node.reason) == ("gpu017", "MIXED+DRAIN",
                                                     "gpuconf: drift: start nvidia-fabricmanager")
-    assert node.drained and node.ours
+    assert node.stamp == "root@2024-05-02T11:05:00"  # who set the reason and when: the check's proof of its drain
+    assert node.drained and node.ours and not node.held
 
 
 def test_parse_the_one_line_form_and_a_node_without_reason():
     one = " ".join(line.strip() for line in SHOW.splitlines() if line.strip())
     assert parse_show_node(one).reason == "gpuconf: drift: start nvidia-fabricmanager"
+    assert parse_show_node(one).stamp == "root@2024-05-02T11:05:00"
     idle = parse_show_node("NodeName=n1 Arch=x86_64\n   State=IDLE ThreadsPerCore=2\n")
-    assert (idle.state, idle.reason, idle.drained) == ("IDLE", None, False)
+    assert (idle.state, idle.reason, idle.stamp, idle.drained) == ("IDLE", None, None, False)
     assert parse_show_node("NodeName=n1\n   State=DOWN*+DRAIN\n   Reason=Not responding [slurm@2024]").drained
 
 
@@ -60,6 +62,10 @@ def test_output_that_is_not_scontrols_is_refused():
     (None, "MIXED+DRAIN", "bad DIMM, ticket 4411", "kept"),                 # never undone
     (None, "IDLE", None, "none"),
     (None, "DOWN+DRAIN", "gpuconf:failed", "resume"),
+    # remediate's verdicts wait for a person or a verifying remediate: neither resumed nor overwritten
+    (None, "IDLE+DRAIN", "gpuconf: remediation failed: xid 79 after reboot", "kept"),
+    (None, "IDLE+DRAIN", "gpuconf: lemon (4 remediations in 7 days)", "kept"),
+    ("gpuconf: drift: x", "IDLE+DRAIN", "gpuconf: lemon (4 remediations in 7 days)", "kept"),
 ])
 def test_ownership_rule(reason, state, current, expected):
     assert decide(reason, NodeState("n1", state, current)) == expected

@@ -18,7 +18,7 @@ LAYERS = [
     {"playbook"},
     {"connection"},
     {"report"},
-    {"slurm", "retry", "schedule"},
+    {"slurm", "slurm_step", "retry", "schedule"},
     {"engine"},
     {"commands", "adhoc"},
     {"cli", "__main__"},
