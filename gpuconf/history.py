@@ -86,6 +86,10 @@ class History:
             state_dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA synchronous = FULL")
+        except sqlite3.OperationalError as exc:  # cannot open or lock it: a directory, permissions
+            raise HistoryError(f"cannot open the remediation history {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path} is not a gpuconf history database: {exc}") from None
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot open the remediation history {self.path}: {exc}") from None
         self._lock = threading.Lock()
@@ -93,6 +97,12 @@ class History:
 
     def close(self) -> None:
         self._db.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

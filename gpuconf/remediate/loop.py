@@ -77,11 +77,11 @@ class Remediation:
                 if closing is not None:
                     self.history.finish(record.id, closing, "closed by the next run")
                     self._line(host, f"journal: the last run stopped at '{record.step}'; closed as {closing}")
-                    record = None
+                    record = open_records.pop(host)
                 else:
                     self._line(host, f"journal: the last run stopped at '{record.step}'; carrying it on")
             verdict = verdicts.get(host, plan.Verdict(host, False, "gpuconf: not checked", unreachable=True))
-            lemon = record is None and self.settings.lemon.is_lemon(self.history.records(host), self.clock())
+            lemon = host not in open_records and self.settings.lemon.is_lemon(self.history.records(host), self.clock())
             action = plan.decide(verdict, node, lemon)
             if action in (plan.REMEDIATE, plan.LEMON):
                 pending.append(host)

@@ -61,7 +61,7 @@ def parse_duration(text: str, flag: str) -> float:
 
 
 def duration_text(seconds: float) -> str:
-    for unit in ("w", "d", "h", "m"):
+    for unit in ("d", "h", "m"):
         if seconds >= UNITS[unit] and seconds % UNITS[unit] == 0:
             return f"{int(seconds // UNITS[unit])}{unit}"
     return f"{seconds:g}s"
