@@ -26,6 +26,9 @@ LAB_PROFILES = {"a100": 2, "t4": 1}
 # The EL 9 lab: one Rocky Linux 9.4 node with the real rpm and dnf, a100-el9-01.
 EL9_LAB_NAME = f"{LAB_NAME}-el9"[:31]
 EL9_NODE = "a100-el9-01"
+# The Slurm lab: six t4 nodes, a real slurmctld on the machine and a real slurmd in each node.
+SLURM_LAB_NAME = f"{LAB_NAME}-slurm"[:31]
+SLURM_LAB_PROFILES = {"t4": 6}
 _fresh_digests: dict[str, str] = {}
 
 
@@ -80,6 +83,37 @@ def el9_lab():
     session_lab.up({"a100@el9": 1})
     yield session_lab
     session_lab.down()
+
+
+@pytest.fixture(scope="session")
+def slurm_lab():
+    """The session's Slurm lab (6 × t4 with slurmd, slurmctld on the machine; docs/lab-slurm.md),
+    torn down at the end of the session. A test that drains, reboots or runs jobs on a node puts
+    it back (idle, no jobs, no drain) before it ends: `slurm_idle(lab, node)` waits for that."""
+    why = lab_unavailable()
+    if why:
+        pytest.skip(why)
+    session_lab = Lab(SLURM_LAB_NAME, boot_delay=0.5)
+    if session_lab.exists():
+        session_lab.down()
+    session_lab.up(SLURM_LAB_PROFILES, slurm=True)
+    yield session_lab
+    session_lab.down()
+
+
+def slurm_node_state(lab: Lab, node: str) -> str:
+    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...)."""
+    result = lab.slurm(["sinfo", "--noheader", "-N", "-n", node, "-o", "%T"])
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def slurm_idle(lab: Lab, node: str, timeout: float = 60.0) -> None:
+    """Cancel the node's jobs, resume it if it is drained or down, and wait until it is idle."""
+    lab.slurm(["scancel", "--full", "-w", node])
+    if slurm_node_state(lab, node) not in ("idle", "allocated", "mixed"):
+        lab.slurm(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+    assert wait_until(lambda: slurm_node_state(lab, node) == "idle", timeout, 0.2), slurm_node_state(lab, node)
 
 
 @pytest.fixture(scope="session")

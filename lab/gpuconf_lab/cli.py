@@ -6,9 +6,10 @@ gpuconf_lab` does the same. Errors are one `gpuconf lab: error: ...` line and ex
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
-from gpuconf_lab.fleet import Lab, existing_labs
+from gpuconf_lab.fleet import Lab, existing_labs, exit_code
 from gpuconf_lab.runtime import OSES, PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
 
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
@@ -41,12 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=SSH_PORT, help=f"sshd port on each node's address (default {SSH_PORT})")
     up.add_argument("--boot-delay", type=float, default=1.0, help="seconds a reboot takes (default 1)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes' sshd")
+    up.add_argument("--slurm", action="store_true",
+                    help="also a real Slurm cluster: slurmctld and munged on the machine (loopback only, files in "
+                         "the lab's state directory), munged and slurmd in every node (docs/lab-slurm.md)")
     down = command("down", "stop the lab and remove every process, mount and file it made")
     down.add_argument("--purge-image", action="store_true", help="also remove the cached image layer")
     command("status", "list the nodes and whether each is up")
     command("reset", "return a node to a fresh image (same address and host key)", node=True)
     exec_ = command("exec", "run a command as root inside a node (exit code passed through)", node=True)
     exec_.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
+    slurm = command("slurm", "run a Slurm client command (sinfo, scontrol, sbatch, ...) against the lab's cluster "
+                             "(exit code passed through)")
+    slurm.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     fault = command("fault", "inject a fault into a node", node=True)
     fault.epilog = FAULT_HELP
     fault.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)   # noqa: E731
     if args.command == "up":
         lab = Lab(args.name, port=args.port, boot_delay=args.boot_delay, log=log)
-        lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout)
+        lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout, slurm=args.slurm)
         print(f"inventory: {lab.inventory_path}")
         print(f"ssh:       ssh -F {lab.paths.ssh_config} {lab.nodes[0].name}")
         return 0
@@ -96,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
         if not command:
             raise LabError("give a command: gpuconf lab exec NODE -- CMD ARGS")
         return lab.exec_interactive(args.node, command)
+    if args.command == "slurm":
+        command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not command:
+            raise LabError("give a command: gpuconf lab slurm --name LAB -- sinfo")
+        return exit_code(subprocess.run(lab.slurm_client_argv(command)).returncode)
     if args.command == "fault":
         rc, out, err = lab.fault(args.node, args.kind, *args.args)
         sys.stdout.write(out)

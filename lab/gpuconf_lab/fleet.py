@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuconf_lab import image, image_el9, node
+from gpuconf_lab import image, image_el9, node, slurm_cluster
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
 from gpuconf_lab.runtime import (
@@ -88,6 +88,7 @@ class Lab:
         self.log = log or (lambda message: None)
         self._launchers: dict[str, subprocess.Popen] = {}
         self._state: dict | None = None
+        self._slurm_launcher: subprocess.Popen | None = None
 
     # -- state ----------------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -134,8 +135,9 @@ class Lab:
         return NodeSpec(info.name, info.profile, info.index, info.address, info.os)
 
     # -- up -------------------------------------------------------------------------------------
-    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0) -> Lab:
-        """Start the nodes (all at once), pin their host keys, write the inventory."""
+    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False) -> Lab:
+        """Start the nodes (all at once), pin their host keys, write the inventory. With `slurm`,
+        also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node."""
         require_root_linux("up")
         require_tools()
         LABS_DIR.mkdir(parents=True, exist_ok=True)
@@ -150,11 +152,13 @@ class Lab:
             if any(spec.os == "el9" for spec in specs):   # before anything is made: a clear error
                 require_el9_tools()
             self._check_ports(specs)
+            if slurm:
+                slurm_cluster.check_ports(int(specs[0].address.split(".")[2]), specs)
             project = find_project_root(self.project_root)
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
                            "inventory": str(project / "inventories" / self.name / "hosts.yml"),
-                           "shared": controller_paths(project)}
+                           "shared": controller_paths(project), "slurm": slurm}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
             # Still under the lock: a concurrent `up` of this name must not take a lab that is
@@ -180,10 +184,14 @@ class Lab:
                                          self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
                                          self.boot_delay, specs, self.state["shared"])
                             for spec in specs])
+        if self.slurm_enabled:
+            self._start_slurm_controller(specs, timeout)
         for spec in specs:
             self._launchers[spec.name] = node.launch(self.paths.node(spec.name))
         with ThreadPoolExecutor(max_workers=min(32, len(specs))) as pool:
             list(pool.map(lambda spec: self.wait_ssh(spec.name, timeout), specs))
+        if self.slurm_enabled:
+            slurm_cluster.wait_nodes(self.slurm_paths, [spec.name for spec in specs], timeout)
         self._write_client_files()
         self.log(f"lab '{self.name}': {len(specs)} node(s) up in {time.monotonic() - started:.1f}s; "
                  f"inventory {self.inventory_path}")
@@ -322,6 +330,8 @@ class Lab:
         stopping.wait()
         node.wipe_filesystem(paths)
         node.write_fresh_upper(paths, spec, self.name)
+        if self.slurm_enabled:
+            slurm_cluster.write_node_files(paths.upper, paths.runtime, self.slurm_paths, self.state["slot"])
         generation = self._generation(name)
         node.write_atomically(paths.runtime / "faults.json", json.dumps({"generation": generation}) + "\n")
         self._launchers[name] = node.launch(paths)
@@ -336,6 +346,39 @@ class Lab:
                               {k: v for k, v in published.get("faults", {}).items() if k != "generation"})
         with ThreadPoolExecutor(max_workers=min(32, len(self.nodes))) as pool:
             return list(pool.map(one, self.nodes))
+
+    # -- Slurm ----------------------------------------------------------------------------------
+    @property
+    def slurm_enabled(self) -> bool:
+        return bool(self.state.get("slurm"))
+
+    @property
+    def slurm_paths(self) -> slurm_cluster.SlurmPaths:
+        return slurm_cluster.SlurmPaths(self.paths.root / "slurm")
+
+    def _start_slurm_controller(self, specs: list[NodeSpec], timeout: float) -> None:
+        slot = self.state["slot"]
+        slurm_cluster.write_cluster_files(self.slurm_paths, self.name, slot, specs)
+        for spec in specs:
+            paths = self.paths.node(spec.name)
+            slurm_cluster.write_node_files(paths.upper, paths.runtime, self.slurm_paths, slot)
+        self._slurm_launcher = slurm_cluster.start_controller(self.slurm_paths, slot)
+        slurm_cluster.wait_controller(self.slurm_paths, self._slurm_launcher, timeout)
+
+    def _require_slurm(self) -> slurm_cluster.SlurmPaths:
+        if not self.slurm_enabled:
+            raise LabError(f"lab '{self.name}' runs no Slurm: start it with `gpuconf lab up --slurm`")
+        return self.slurm_paths
+
+    def slurm(self, args: list[str], *, timeout: float = slurm_cluster.CLIENT_TIMEOUT,
+              input: str | None = None) -> subprocess.CompletedProcess:
+        """Run a Slurm client command (sinfo, scontrol, sbatch, ...) on the machine against the
+        lab's slurmctld; text output, never raises on a non-zero exit."""
+        return slurm_cluster.run_client(self._require_slurm(), list(args), timeout, input)
+
+    def slurm_client_argv(self, args: list[str]) -> list[str]:
+        """The argv `slurm()` runs (for a caller that wants the terminal, like `gpuconf lab slurm`)."""
+        return slurm_cluster.client_argv(self._require_slurm(), list(args), os.getcwd())
 
     # -- down -----------------------------------------------------------------------------------
     def _node_dirs(self) -> list[Path]:
@@ -373,6 +416,8 @@ class Lab:
             stopping.kill()
         for stopping in stoppings:
             stopping.wait()
+        slurm_cluster.stop_controller(self.slurm_paths, self._slurm_launcher)
+        self._slurm_launcher = None
         image.unmount_lab_copy(self.paths.image)
         image.unmount_lab_copy(self.paths.image_el9)
         if inventory is not None:

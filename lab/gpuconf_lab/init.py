@@ -40,6 +40,7 @@ from linux import (  # noqa: E402
     bind,
     drop_capabilities,
     mount,
+    new_time_namespace,
     pivot_root,
     tmpfs,
     umount,
@@ -195,6 +196,7 @@ class Node:
         self.hung = False
         if reboot:
             time.sleep(float(self.cfg.get("boot_delay", 1.0)))
+        self.new_clocks()
         self.run_sim("boot", "prepare")
         boot_id = PROC_OVERRIDES[2][0]
         if not os.path.exists(boot_id):   # never let the machine's own boot id show through
@@ -218,6 +220,15 @@ class Node:
         self.start_sshd()
         self.publish("up")
         log(f"booted in {time.monotonic() - started:.2f}s")
+
+    def new_clocks(self):
+        """Every boot's processes run in a fresh time namespace whose monotonic and boot clocks
+        start at 0, as after a real reboot: uptime, /proc/uptime and the boot time slurmd
+        reports (now - sysinfo().uptime) restart. PID 1 itself stays in the machine's."""
+        try:
+            new_time_namespace()
+        except OSError as exc:
+            log(f"warning: uptime does not restart at this boot: {exc}")
 
     def mount_volatile(self):
         for target, mode, flags in (("/run", "755", MS_NOSUID | MS_NODEV), ("/tmp", "1777", MS_NOSUID | MS_NODEV),
@@ -394,7 +405,8 @@ def main():
     os.rename(CONFIG["pid_file"] + ".tmp", CONFIG["pid_file"])
     socket.sethostname(CONFIG["name"])
     build_root(CONFIG)
-    drop_capabilities(CONFIG["drop_caps"])
+    # sys_time stays in PID 1's own sets, only to set each boot's time namespace offsets.
+    drop_capabilities(CONFIG["drop_caps"], keep_own=("sys_time",))
     Node(CONFIG).serve()
 
 

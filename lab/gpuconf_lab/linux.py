@@ -5,6 +5,7 @@ and loads this file by path.
 """
 import ctypes
 import os
+import time
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -13,6 +14,7 @@ LIBC.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+CLONE_NEWTIME = 0x80
 PR_CAPBSET_DROP = 24
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
 CAP_NUMBERS = {"sys_module": 16, "sys_rawio": 17, "sys_boot": 22, "sys_time": 25, "syslog": 34}
@@ -44,6 +46,19 @@ def tmpfs(target, mode, flags=MS_NOSUID | MS_NODEV):
     mount("tmpfs", target, "tmpfs", flags, f"mode={mode}")
 
 
+def new_time_namespace():
+    """unshare(CLONE_NEWTIME) and set its offsets so that CLOCK_MONOTONIC and CLOCK_BOOTTIME start
+    again near 0 for every process started afterwards (the caller itself stays where it was).
+    Needs CAP_SYS_TIME (writing timens_offsets) and a kernel with time namespaces (5.6+)."""
+    if LIBC.unshare(CLONE_NEWTIME) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"unshare(CLONE_NEWTIME): {os.strerror(errno)}")
+    offsets = "".join(f"{name} {-int(time.clock_gettime(clock))} 0\n"
+                      for name, clock in (("monotonic", time.CLOCK_MONOTONIC), ("boottime", time.CLOCK_BOOTTIME)))
+    with open("/proc/self/timens_offsets", "w") as handle:
+        handle.write(offsets)
+
+
 def pivot_root(new_root):
     """Make `new_root` the root and drop the machine's tree from this mount namespace."""
     number = SYS_PIVOT_ROOT[os.uname().machine]
@@ -63,8 +78,10 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_capabilities(names):
-    """Drop from the bounding set (so no exec can regain them) and from PID 1's own sets."""
+def drop_capabilities(names, keep_own=()):
+    """Drop from the bounding set (so no exec can regain them) and from PID 1's own sets, except
+    the effective and permitted bits of `keep_own`: PID 1 keeps those for itself, and no program
+    it starts can hold them (the bounding and inheritable sets lack them)."""
     for name in names:
         if LIBC.prctl(PR_CAPBSET_DROP, CAP_NUMBERS[name], 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {name}")
@@ -74,8 +91,9 @@ def drop_capabilities(names):
     for name in names:
         word, bit = divmod(CAP_NUMBERS[name], 32)
         keep = ~(1 << bit) & 0xFFFFFFFF
-        data[word].effective &= keep
-        data[word].permitted &= keep
+        if name not in keep_own:
+            data[word].effective &= keep
+            data[word].permitted &= keep
         data[word].inheritable &= keep
     if LIBC.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset")

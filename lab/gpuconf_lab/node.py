@@ -215,14 +215,16 @@ def wipe_filesystem(paths: NodePaths) -> None:
 
 
 def exec_argv(pid: int, command: list[str], extra_env: dict[str, str] | None = None) -> list[str]:
-    """Run `command` as root in the node: its namespaces, its root, its clean environment.
+    """Run `command` as root in the node: its namespaces (the clocks of its current boot), its
+    root, its clean environment.
 
     setpriv drops the same capabilities as the node's PID 1 does, because nsenter's process comes
     from the machine with every capability.
     """
     drop = ",".join(f"-{cap}" for cap in DROPPED_CAPS)
     env = [f"{key}={value}" for key, value in {**NODE_ENV, **(extra_env or {})}.items()]
-    return ["nsenter", "--target", str(pid), "--mount", "--uts", "--pid", "--root", "--wd", "--",
+    return ["nsenter", "--target", str(pid), "--mount", "--uts", "--pid", f"--time=/proc/{pid}/ns/time_for_children",
+            "--root", "--wd", "--",
             "/usr/bin/env", "-i", *env, "/usr/bin/setpriv", f"--bounding-set={drop}", "--", *command]
 
 

@@ -1,8 +1,8 @@
 """Fleet operations on the lab, over real SSH and inside nodes: reports, the drift timer,
-Slurm drain and resume, the deadline with a hung nvidia-smi, and image convergence.
+the deadline with a hung nvidia-smi, and image convergence.
 
 Nodes as tests_fixtures assigns them: a100-01 is only read (checks); t4-01 takes the
-writes, faults and Slurm state and is reset afterwards; a100-02 converges and reboots and
+writes and faults and is reset afterwards; a100-02 converges and reboots and
 is reset afterwards.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tests.lab_fixtures import wait_until
 ROOT = Path(__file__).parents[2]
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
-SLURM_DIR = "/run/gpuconf-lab-fabric/slurm"
 
 
 def gpuconf(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -38,15 +37,6 @@ def inventory(lab) -> str:
 
 def metrics(text: str) -> dict[str, list]:
     return {family.name: family.samples for family in text_string_to_metric_families(text)}
-
-
-def node_slurm(lab, node: str) -> tuple[str, str | None]:
-    from gpuconf.slurm import parse_show_node
-
-    rc, out, err = lab.exec(node, ["scontrol", "show", "node", node])
-    assert rc == 0, err
-    state = parse_show_node(out)
-    return state.state, state.reason
 
 
 def test_reports_of_a_lab_check_parse_and_fit_the_schema(lab, tmp_path):
@@ -102,51 +92,6 @@ def test_the_drift_timer_installs_fires_through_systemd_and_writes_the_textfile(
         assert lab.exec("t4-01", "ls -a /var/lib/node_exporter/textfile_collector")[1].split() == \
             [".", "..", "gpuconf.prom"]  # no temp file left behind
     finally:
-        lab.reset("t4-01")
-
-
-def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(lab, tmp_path):
-    playbook = tmp_path / "slurm.yml"
-    playbook.write_text(textwrap.dedent("""\
-        - name: slurm node
-          hosts: t4
-          tasks:
-            - name: marker file
-              file: {path: /etc/gpuconf-slurm-marker, content: "in sync\\n"}
-        """))
-    check = ["check", str(playbook), "-i", inventory(lab), "--limit", "t4-01", "--slurm"]
-    try:
-        assert node_slurm(lab, "t4-01") == ("IDLE", None)
-        drifted = gpuconf(*check, "--report", str(tmp_path / "r.json"))
-        assert drifted.returncode == 2, drifted.stdout + drifted.stderr
-        state, reason = node_slurm(lab, "t4-01")
-        assert state == "IDLE+DRAIN" and reason == "gpuconf: drift: create /etc/gpuconf-slurm-marker"
-        report = json.loads((tmp_path / "r.json").read_text())
-        assert report["deadline"] == 45 and report["slurm"][0]["action"] == "drain"
-        jsonschema.validate(report, SCHEMA)
-
-        assert gpuconf("apply", str(playbook), "-i", inventory(lab), "--limit", "t4-01").returncode == 0
-        assert gpuconf(*check).returncode == 0
-        assert node_slurm(lab, "t4-01") == ("IDLE", None)  # resumed: gpuconf had drained it
-
-        # an operator drains it from another node: the controller's state is lab-wide
-        rc, _, err = lab.exec("a100-01", ["scontrol", "update", "NodeName=t4-01", "State=DRAIN",
-                                          "Reason=bad DIMM, ticket 4411"])
-        assert rc == 0, err
-        assert gpuconf(*check, "--report", str(tmp_path / "r2.json")).returncode == 0
-        assert node_slurm(lab, "t4-01") == ("IDLE+DRAIN", "bad DIMM, ticket 4411")
-        assert json.loads((tmp_path / "r2.json").read_text())["slurm"][0]["action"] == "kept"
-        lab.exec("t4-01", "rm /etc/gpuconf-slurm-marker")
-        assert gpuconf(*check).returncode == 2
-        assert node_slurm(lab, "t4-01") == ("IDLE+DRAIN", "bad DIMM, ticket 4411")  # not overwritten
-
-        calls = [json.loads(line) for line in lab.exec("t4-01", f"cat {SLURM_DIR}/calls.jsonl")[1].splitlines()]
-        updates = [c["argv"] for c in calls if c["node"] == "t4-01" and c["argv"][:1] == ["update"]]
-        assert updates == [["update", "NodeName=t4-01", "State=DRAIN",
-                            "Reason=gpuconf: drift: create /etc/gpuconf-slurm-marker"],
-                           ["update", "NodeName=t4-01", "State=RESUME"]]
-    finally:
-        lab.exec("t4-01", "scontrol update NodeName=t4-01 State=RESUME")
         lab.reset("t4-01")
 
 

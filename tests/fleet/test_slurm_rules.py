@@ -1,6 +1,6 @@
 """The Slurm rules without a host: scontrol's output parsed, NHC's ownership rule applied.
 
-The lab test (test_fleet_lab.py) runs the same code against the lab's scontrol over SSH.
+The lab test (tests/slurm/test_check_slurm.py) runs the same code against the lab's real Slurm over SSH.
 """
 from __future__ import annotations
 

@@ -55,7 +55,6 @@ TOOLS = {
     "/usr/sbin/halt": ("power", "halt"),
     "/usr/bin/uname": ("uname", None),
     "/usr/bin/lspci": ("lspci", None),
-    "/usr/bin/scontrol": ("scontrol", None),  # Slurm's view of the lab, shared by all nodes
     "/usr/bin/mokutil": ("mokutil", None),    # the image's, as on a UEFI cloud image: no package
     f"{SIM_DIR}/boot": ("boot", None),
     f"{SIM_DIR}/fault": ("fault", None),
