@@ -39,6 +39,7 @@ class Settings:
     poll: float = 2.0
     busy_retries: int = 1  # a node still busy at --drain-timeout is tried again in this many later waves
     reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this
+    resume_timeout: float = 120.0  # a resumed node answers the scheduler's ping within this
     run_id: str = ""
 
 
@@ -251,7 +252,20 @@ class Remediation:
             return False
         self._line(host, "resume")
         self.scheduler.resume(name)
+        self._wait_in_service(host)
         return True
+
+    def _wait_in_service(self, host: str) -> None:
+        """A node resumed from DOWN (after its reboot) is IDLE but not responding until the scheduler
+        has pinged it: the next wave counts it out of service until then, so wait for it here."""
+        deadline = time.monotonic() + self.settings.resume_timeout
+        while time.monotonic() < deadline:
+            node = self._states().get(self.hosts[host])
+            if node is None or node.in_service or ("DRAIN" in node.flags and not node.ours):
+                return
+            if self.stop.wait(self.settings.poll):
+                return
+        self._line(host, f"resumed, but not in service after {plan.duration_text(self.settings.resume_timeout)}")
 
     def _wait_idle(self, host: str) -> bool:
         """Until the node's jobs have ended (True), or --drain-timeout (False)."""

@@ -23,7 +23,7 @@ import pytest
 
 from gpuconf.history import History
 from gpuconf.scheduler import parse_nodes
-from tests.lab_fixtures import slurm_idle, slurm_lab, wait_until  # noqa: F401 - the session's Slurm lab
+from tests.lab_fixtures import slurm_idle, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "tests/slurm/remediate-site.yml"
@@ -33,7 +33,7 @@ IN_SERVICE = ("idle", "mixed", "allocated", "completing")
 
 
 @pytest.fixture(scope="module")
-def cluster(slurm_lab, tmp_path_factory):  # noqa: F811 - the fixture imported above
+def cluster(slurm_lab, tmp_path_factory):
     """The lab, and a PATH whose scontrol is the lab cluster's."""
     shim = tmp_path_factory.mktemp("slurm-client")
     argv = slurm_lab.slurm_client_argv(["scontrol"])

@@ -19,6 +19,7 @@ class FakeNode:
     flags: set[str] = field(default_factory=set)
     reason: str | None = None
     jobs: int = 0  # reads of the node's state before its jobs end (-1: never)
+    silent: int = 0  # reads before slurmctld has pinged a node resumed from DOWN (IDLE*, not in service)
 
 
 class FakeSlurm:
@@ -27,7 +28,8 @@ class FakeSlurm:
     def __init__(self, names: Iterable[str]):
         self.state = {n: FakeNode() for n in names}
         self.calls: list[tuple[str, ...]] = []
-        self.max_out = 0
+        self.max_out = 0  # the most nodes out of service right after a change
+        self.max_seen = 0  # ... at any read, as sinfo sampled between changes would see
         self.lock = threading.Lock()
 
     def node(self, name: str) -> Node:
@@ -35,6 +37,8 @@ class FakeSlurm:
         base = fake.base
         if base == "IDLE" and fake.jobs:
             base = "MIXED"
+        if fake.silent:
+            base += "*"
         return Node(name, "+".join([base, *sorted(fake.flags)]), fake.reason)
 
     def out_of_service(self) -> int:
@@ -42,12 +46,16 @@ class FakeSlurm:
 
     def _changed(self) -> None:
         self.max_out = max(self.max_out, self.out_of_service())
+        self.max_seen = max(self.max_seen, self.out_of_service())
 
     def nodes(self, names: Iterable[str]) -> dict[str, Node]:
         with self.lock:
+            self.max_seen = max(self.max_seen, self.out_of_service())
             for fake in self.state.values():
                 if fake.jobs > 0:
                     fake.jobs -= 1  # time passes: jobs end
+                if fake.silent > 0:
+                    fake.silent -= 1
             return {n: self.node(n) for n in names if n in self.state}
 
     def drain(self, node: str, reason: str) -> None:
@@ -63,7 +71,7 @@ class FakeSlurm:
             fake = self.state[node]
             fake.flags.discard("DRAIN")
             if fake.base == "DOWN":
-                fake.base = "IDLE"
+                fake.base, fake.silent = "IDLE", 3  # as real Slurm: IDLE* until it has pinged slurmd
             fake.reason = None
             self._changed()
 
