@@ -9,9 +9,11 @@ munge as for any `scontrol`), each under a timeout.
 Every reason gpuconf sets starts with `gpuconf: ` (gpuconf.slurm.PREFIX): that prefix is
 how a drain is known to be gpuconf's own. Slurm 22.05 verbs used (`man scontrol`):
 `show node`, `update NodeName= State=DRAIN Reason=`, `update ... State=RESUME`, and
-`reboot ASAP nextstate=DOWN reason= NODE`: ASAP drains the node until it reboots, and
-nextstate=DOWN keeps it out of service after the reboot (ASAP alone would clear the drain
-when slurmd registers again, before gpuconf has verified anything).
+`reboot reason= NODE` on a node gpuconf has drained and whose jobs have ended. Neither ASAP
+nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot was ASAP,
+nextstate=resume or down", so the node would be back in service before gpuconf has verified
+it; nextstate=DOWN does not hold it either where ReturnToService=2 (a DOWN node returns when
+its slurmd registers: seen in the lab). A plain reboot keeps the drain and its reason.
 """
 from __future__ import annotations
 
@@ -101,7 +103,7 @@ class Scheduler(Protocol):
         ...
 
     def reboot(self, node: str, reason: str) -> None:
-        """Reboot it as soon as it is idle; it stays out of service after the reboot."""
+        """Reboot it (drained, idle); it stays out of service after the reboot, with this reason."""
         ...
 
 
@@ -158,8 +160,9 @@ class Slurm:
 
 
 def reboot_args(node: str, reason: str) -> list[str]:
-    """`scontrol reboot` as remediation asks for it (Slurm 22.05: ASAP, nextstate=RESUME|DOWN, reason=)."""
-    return ["reboot", "ASAP", "nextstate=DOWN", f"reason={reason_text(reason)}", node]
+    """`scontrol reboot` as remediation asks for it, the node drained and idle: it reboots now, and
+    comes back still drained with this reason (see the module's docstring for why not ASAP)."""
+    return ["reboot", f"reason={reason_text(reason)}", node]
 
 
 def parse_nodes(text: str) -> list[Node]:

@@ -71,14 +71,14 @@ def remediate(cluster, state: Path, *args: str, popen: bool = False):
 
 
 class Sampler(threading.Thread):
-    """`sinfo` every 0.3 s: the most nodes out of service at once, and every state seen."""
+    """`sinfo` every 0.5 s: the most nodes out of service at once, and every state seen."""
 
     def __init__(self, lab):
         super().__init__(daemon=True)
         self.lab, self.most, self.seen, self.done = lab, 0, [], threading.Event()
 
     def run(self) -> None:
-        while not self.done.wait(0.3):
+        while not self.done.wait(0.5):
             listed = self.lab.slurm(["sinfo", "--noheader", "-N", "-o", "%N %T"], timeout=20)
             if listed.returncode == 0:
                 states = dict(line.split(None, 1) for line in listed.stdout.splitlines() if " " in line)
@@ -114,6 +114,8 @@ def test_two_drifted_nodes_under_jobs_are_remediated_one_at_a_time(cluster, tmp_
             rc, out, _ = lab.exec(node, ["cat", f"/var/tmp/remediate-job-{jobs[node]}"])
             assert (rc, out) == (0, "finished\n"), run.stdout
             assert f"{node}: drain: gpuconf: drift: remove the GSP override" in run.stdout
+            # still drained after its reboot, until verified: gpuconf resumed it, not Slurm
+            assert f"{node}: resume" in run.stdout, run.stdout
             assert f"{node}: wait: jobs still running" in run.stdout or node == drifted[1]
         after = nodes(lab)
         assert all(after[n].state == "IDLE" and after[n].reason is None for n in drifted), after

@@ -76,12 +76,12 @@ class FakeSlurm:
             self._changed()
 
     def reboot(self, node: str, reason: str) -> None:
-        """As scontrol reboot ASAP nextstate=DOWN: the drain goes, the node comes back DOWN."""
+        """As a plain scontrol reboot of a drained node: it comes back drained, not responding until
+        slurmctld has pinged it."""
         with self.lock:
             self.calls.append(("reboot", node, reason))
             fake = self.state[node]
-            fake.flags.discard("DRAIN")
-            fake.base, fake.reason = "DOWN", f"{reason} : reboot complete"
+            fake.reason, fake.silent = reason, 2
             self._changed()
 
     def hand_drain(self, node: str, reason: str, base: str = "IDLE") -> None:

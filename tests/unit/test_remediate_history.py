@@ -114,7 +114,7 @@ def test_the_slurm_commands_remediation_runs():
         ["scontrol", "show", "node"],
         ["scontrol", "update", "NodeName=a100-01", "State=DRAIN", "Reason=gpuconf: drift: x y"],
         ["scontrol", "update", "NodeName=a100-01", "State=RESUME"],
-        ["scontrol", "reboot", "ASAP", "nextstate=DOWN", "reason=gpuconf: drift: x", "a100-01"]]
+        ["scontrol", "reboot", "reason=gpuconf: drift: x", "a100-01"]]
 
 
 def test_a_failing_scontrol_is_an_error_that_names_the_command():
