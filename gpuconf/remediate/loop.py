@@ -66,6 +66,11 @@ class Remediation:
         states = self._states()
         self._settle_reboots(states)
         verdicts = self.hooks.check(sorted(self.hosts))
+        if self.stop.is_set():  # an interrupted check left tasks out: nothing is judged on it
+            for host, node_name in self.hosts.items():
+                self.summary.set(host, node_name, out.NOT_STARTED, "the run was interrupted during the check")
+            s.interrupted = True
+            return s
         states = self._states()
         open_records = {h: r for h, r in self.history.open_records().items() if h in self.hosts}
         pending: list[str] = []
@@ -159,6 +164,7 @@ class Remediation:
         record = self._records.get(host)
         verdict = self._verdicts[host]
         try:
+            self._check_stop()
             if verdict.clean:
                 self._resume_verified(host, record)
             elif record is None and self.settings.lemon.is_lemon(self.history.records(host), self.clock()):

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = "tests/slurm/remediate-site.yml"
 HEALTH = "tests/slurm/remediate-health.yml"
 DRIFT_FILE = "/etc/modprobe.d/gpuconf-remediate-test.conf"
+RELEASE = "/var/tmp/remediate-release"  # the test's jobs end once it exists
 IN_SERVICE = ("idle", "mixed", "allocated", "completing")
 
 
@@ -45,7 +46,7 @@ def cluster(slurm_lab, tmp_path_factory):
 
 
 def put_back(lab, node: str) -> None:
-    lab.exec(node, ["rm", "-f", DRIFT_FILE])
+    lab.exec(node, ["rm", "-f", DRIFT_FILE, RELEASE])
     slurm_idle(lab, node)
 
 
@@ -91,9 +92,10 @@ def test_two_drifted_nodes_under_jobs_are_remediated_one_at_a_time(cluster, tmp_
     drifted = ["t4-02", "t4-05"]
     jobs = {}
     try:
-        for info in lab.nodes:
+        for info in lab.nodes:  # each job runs until the test releases it, then ends normally
             submitted = lab.slurm(["sbatch", "--parsable", "--chdir=/tmp", "-w", info.name, "--wrap",
-                                   "sleep 30; echo finished > /var/tmp/remediate-job-$SLURM_JOB_ID"])
+                                   f"while [ ! -e {RELEASE} ]; do sleep 0.3; done; "
+                                   "echo finished > /var/tmp/remediate-job-$SLURM_JOB_ID"])
             assert submitted.returncode == 0, submitted.stderr
             jobs[info.name] = submitted.stdout.strip()
         assert wait_until(lambda: all(n.busy for n in nodes(lab).values()), 30, 0.3)
@@ -101,22 +103,32 @@ def test_two_drifted_nodes_under_jobs_are_remediated_one_at_a_time(cluster, tmp_
             drift(lab, node)
         sampler = Sampler(lab)
         sampler.start()
-        run = remediate(cluster, tmp_path / "state", "--max-unavailable", "1", "--drain-timeout", "2m",
-                        "--report", str(tmp_path / "report.json"))
+        controller = remediate(cluster, tmp_path / "state", "--max-unavailable", "1", "--drain-timeout", "3m",
+                               "--report", str(tmp_path / "report.json"), popen=True)
+        seen = []
+        for line in controller.stdout:
+            seen.append(line)
+            if line.startswith(f"{drifted[0]}: wait: jobs still running"):
+                break
+        time.sleep(2)
+        draining = nodes(lab)[drifted[0]]
+        assert (draining.state, draining.reason.startswith("gpuconf: drift: ")) == ("MIXED+DRAIN", True), "".join(seen)
+        for info in lab.nodes:
+            lab.exec(info.name, ["touch", RELEASE])
+        output = "".join(seen) + controller.stdout.read()
+        assert controller.wait(300) == 0, output
         sampler.done.set()
         sampler.join()
-        assert run.returncode == 0, run.stdout + run.stderr
         assert sampler.most == 1, sampler.seen  # sampled out of service: one node, never two
         report = json.loads((tmp_path / "report.json").read_text())
         assert sorted(h for h, n in report["nodes"].items() if n["outcome"] == "resumed") == drifted
         for node in drifted:
-            # the job ran to its end (its last line wrote the file) before the node was touched
+            # the job ran to its end (its last line wrote the file): never killed by a reboot
             rc, out, _ = lab.exec(node, ["cat", f"/var/tmp/remediate-job-{jobs[node]}"])
-            assert (rc, out) == (0, "finished\n"), run.stdout
-            assert f"{node}: drain: gpuconf: drift: remove the GSP override" in run.stdout
+            assert (rc, out) == (0, "finished\n"), output
+            assert f"{node}: drain: gpuconf: drift: remove the GSP override" in output
             # still drained after its reboot, until verified: gpuconf resumed it, not Slurm
-            assert f"{node}: resume" in run.stdout, run.stdout
-            assert f"{node}: wait: jobs still running" in run.stdout or node == drifted[1]
+            assert f"{node}: resume" in output, output
         after = nodes(lab)
         assert all(after[n].state == "IDLE" and after[n].reason is None for n in drifted), after
         assert all(n.in_service for n in after.values()), after

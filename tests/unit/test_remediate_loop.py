@@ -187,3 +187,21 @@ def test_a_node_drained_by_someone_else_during_the_work_is_not_resumed(tmp_path)
     summary = remediate(slurm, hooks, tmp_path)
     assert slurm.state["n5"].reason == "bob: taking it for tests" and ("resume", "n5") not in slurm.calls
     assert summary.nodes["n5"].outcome == out.FOREIGN
+
+
+def test_a_check_interrupted_decides_nothing(tmp_path):
+    """An interrupted check leaves tasks out: a drained node must not be resumed on what it did not check."""
+    slurm = FakeSlurm(NODES)
+    slurm.drain("n1", "gpuconf: remediation failed: x")
+    stop = threading.Event()
+    hooks = FakeHooks(slurm, drifted=["n2"])
+    checking = hooks.check
+
+    def interrupted_check(hosts):
+        stop.set()
+        return checking(hosts)
+
+    hooks.check = interrupted_check
+    summary = remediate(slurm, hooks, tmp_path, stop=stop)
+    assert summary.exit_code == 130 and slurm.calls == [("drain", "n1", "gpuconf: remediation failed: x")]
+    assert not hooks.applied and {n.outcome for n in summary.nodes.values()} == {out.NOT_STARTED}
