@@ -19,6 +19,7 @@ import pytest
 
 from gpuconf_lab.fleet import Lab
 from gpuconf_lab.runtime import LabError, LabPaths, require_el9_tools, require_tools
+from gpuconf_lab.slurm_cluster import require_slurm_tools
 
 # GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
 LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")
@@ -50,6 +51,17 @@ def el9_unavailable() -> str | None:
     if why is None:
         try:
             require_el9_tools()
+        except LabError as exc:
+            why = str(exc)
+    return why
+
+
+def slurm_unavailable() -> str | None:
+    """Why a Slurm lab cannot start here (what lab_unavailable says, or missing Slurm programs)."""
+    why = lab_unavailable()
+    if why is None:
+        try:
+            require_slurm_tools()
         except LabError as exc:
             why = str(exc)
     return why
@@ -90,7 +102,7 @@ def slurm_lab():
     """The session's Slurm lab (6 × t4 with slurmd, slurmctld on the machine; docs/lab-slurm.md),
     torn down at the end of the session. A test that drains, reboots or runs jobs on a node puts
     it back (idle, no jobs, no drain) before it ends: `slurm_idle(lab, node)` waits for that."""
-    why = lab_unavailable()
+    why = slurm_unavailable()
     if why:
         pytest.skip(why)
     session_lab = Lab(SLURM_LAB_NAME, boot_delay=0.5)
@@ -102,10 +114,15 @@ def slurm_lab():
 
 
 def slurm_node_state(lab: Lab, node: str) -> str:
-    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...)."""
-    result = lab.slurm(["sinfo", "--noheader", "-N", "-n", node, "-o", "%T"])
+    """The node's state as `sinfo -N -o %T` prints it (idle, draining, drained, mixed, down*, ...).
+
+    All nodes are listed and the node's line picked: Slurm 22.05.8's `sinfo -n ONE_NODE` (a
+    single-node query) can keep showing a job's CPUs as allocated ("mixed") long after the job
+    ended when the node rebooted meanwhile, while the full listing and `scontrol show node` say idle."""
+    result = lab.slurm(["sinfo", "--noheader", "-N", "-o", "%N %T"])
     assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+    states = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
+    return states.get(node, "unknown")
 
 
 def slurm_idle(lab: Lab, node: str, timeout: float = 60.0) -> None:

@@ -11,6 +11,7 @@ import sys
 
 from gpuconf_lab.fleet import Lab, existing_labs, exit_code
 from gpuconf_lab.runtime import OSES, PROFILES, SSH_PORT, LabError, parse_profiles, require_root_linux
+from gpuconf_lab.slurm_cluster import parse_settings
 
 FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no SSH banner is ever sent),
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all
@@ -45,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--slurm", action="store_true",
                     help="also a real Slurm cluster: slurmctld and munged on the machine (loopback only, files in "
                          "the lab's state directory), munged and slurmd in every node (docs/lab-slurm.md)")
+    up.add_argument("--slurm-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --slurm, one more slurm.conf line, e.g. HealthCheckInterval=30 (repeatable)")
     down = command("down", "stop the lab and remove every process, mount and file it made")
     down.add_argument("--purge-image", action="store_true", help="also remove the cached image layer")
     command("status", "list the nodes and whether each is up")
@@ -79,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)   # noqa: E731
     if args.command == "up":
         lab = Lab(args.name, port=args.port, boot_delay=args.boot_delay, log=log)
-        lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout, slurm=args.slurm)
+        if args.slurm_conf and not args.slurm:
+            raise LabError("--slurm-conf needs --slurm")
+        lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout, slurm=args.slurm,
+               slurm_settings=parse_settings(args.slurm_conf))
         print(f"inventory: {lab.inventory_path}")
         print(f"ssh:       ssh -F {lab.paths.ssh_config} {lab.nodes[0].name}")
         return 0

@@ -135,9 +135,11 @@ class Lab:
         return NodeSpec(info.name, info.profile, info.index, info.address, info.os)
 
     # -- up -------------------------------------------------------------------------------------
-    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False) -> Lab:
+    def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False,
+           slurm_settings: dict[str, str] | None = None) -> Lab:
         """Start the nodes (all at once), pin their host keys, write the inventory. With `slurm`,
-        also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node."""
+        also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node, with
+        `slurm_settings` as extra slurm.conf lines (what `slurm_config` changes later)."""
         require_root_linux("up")
         require_tools()
         LABS_DIR.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,12 @@ class Lab:
                 require_el9_tools()
             self._check_ports(specs)
             if slurm:
+                slurm_cluster.require_slurm_tools()
                 slurm_cluster.check_ports(int(specs[0].address.split(".")[2]), specs)
+            if slurm and self.boot_delay < slurm_cluster.MIN_BOOT_DELAY:
+                self.log(f"lab '{self.name}': a reboot takes {slurm_cluster.MIN_BOOT_DELAY:g}s with Slurm "
+                         f"(not {self.boot_delay:g}s), so that slurmctld sees a later boot time")
+                self.boot_delay = slurm_cluster.MIN_BOOT_DELAY
             project = find_project_root(self.project_root)
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
@@ -164,13 +171,13 @@ class Lab:
             # Still under the lock: a concurrent `up` of this name must not take a lab that is
             # starting for a stale one.
             try:
-                self._start(specs, timeout)
+                self._start(specs, timeout, slurm_settings)
             except BaseException:
                 self._remove()
                 raise
         return self
 
-    def _start(self, specs: list[NodeSpec], timeout: float) -> None:
+    def _start(self, specs: list[NodeSpec], timeout: float, settings: dict[str, str] | None = None) -> None:
         started = time.monotonic()
         layer = image.ensure_image(self.log)
         image.mount_lab_copy(layer, self.paths.image)
@@ -185,7 +192,7 @@ class Lab:
                                          self.boot_delay, specs, self.state["shared"])
                             for spec in specs])
         if self.slurm_enabled:
-            self._start_slurm_controller(specs, timeout)
+            self._start_slurm_controller(specs, timeout, settings)
         for spec in specs:
             self._launchers[spec.name] = node.launch(self.paths.node(spec.name))
         with ThreadPoolExecutor(max_workers=min(32, len(specs))) as pool:
@@ -356,9 +363,10 @@ class Lab:
     def slurm_paths(self) -> slurm_cluster.SlurmPaths:
         return slurm_cluster.SlurmPaths(self.paths.root / "slurm")
 
-    def _start_slurm_controller(self, specs: list[NodeSpec], timeout: float) -> None:
+    def _start_slurm_controller(self, specs: list[NodeSpec], timeout: float,
+                                settings: dict[str, str] | None) -> None:
         slot = self.state["slot"]
-        slurm_cluster.write_cluster_files(self.slurm_paths, self.name, slot, specs)
+        slurm_cluster.write_cluster_files(self.slurm_paths, self.name, slot, specs, settings)
         for spec in specs:
             paths = self.paths.node(spec.name)
             slurm_cluster.write_node_files(paths.upper, paths.runtime, self.slurm_paths, slot)
@@ -375,6 +383,24 @@ class Lab:
         """Run a Slurm client command (sinfo, scontrol, sbatch, ...) on the machine against the
         lab's slurmctld; text output, never raises on a non-zero exit."""
         return slurm_cluster.run_client(self._require_slurm(), list(args), timeout, input)
+
+    def slurm_config(self, **settings: str | int | None) -> dict[str, str]:
+        """Set slurm.conf keys for this lab (HealthCheckProgram, HealthCheckInterval,
+        HealthCheckNodeState, ...; None removes one), then `scontrol reconfigure`: slurmctld
+        rereads them and pushes them to every slurmd. Returns the lab's settings now."""
+        paths = self._require_slurm()
+        current = slurm_cluster.read_settings(paths)
+        for key, value in settings.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = str(value)
+        slurm_cluster.write_settings(paths, current)
+        result = self.slurm(["scontrol", "reconfigure"])
+        if result.returncode != 0:
+            raise LabError(f"scontrol reconfigure failed after setting {', '.join(settings)}: "
+                           f"{(result.stderr or result.stdout).strip()}")
+        return current
 
     def slurm_client_argv(self, args: list[str]) -> list[str]:
         """The argv `slurm()` runs (for a caller that wants the terminal, like `gpuconf lab slurm`)."""

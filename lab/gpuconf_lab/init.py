@@ -405,8 +405,9 @@ def main():
     os.rename(CONFIG["pid_file"] + ".tmp", CONFIG["pid_file"])
     socket.sethostname(CONFIG["name"])
     build_root(CONFIG)
-    # sys_time stays in PID 1's own sets, only to set each boot's time namespace offsets.
-    drop_capabilities(CONFIG["drop_caps"], keep_own=("sys_time",))
+    # sys_time stays in PID 1's permitted set only, raised for one write at each boot: the offsets
+    # of the boot's time namespace (Node.new_clocks).
+    drop_capabilities(CONFIG["drop_caps"], keep_permitted=("sys_time",))
     Node(CONFIG).serve()
 
 

@@ -49,14 +49,21 @@ def tmpfs(target, mode, flags=MS_NOSUID | MS_NODEV):
 def new_time_namespace():
     """unshare(CLONE_NEWTIME) and set its offsets so that CLOCK_MONOTONIC and CLOCK_BOOTTIME start
     again near 0 for every process started afterwards (the caller itself stays where it was).
-    Needs CAP_SYS_TIME (writing timens_offsets) and a kernel with time namespaces (5.6+)."""
+    Needs CAP_SYS_TIME in the permitted set (raised only to write timens_offsets) and a kernel
+    with time namespaces (5.6+)."""
     if LIBC.unshare(CLONE_NEWTIME) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"unshare(CLONE_NEWTIME): {os.strerror(errno)}")
-    offsets = "".join(f"{name} {-int(time.clock_gettime(clock))} 0\n"
-                      for name, clock in (("monotonic", time.CLOCK_MONOTONIC), ("boottime", time.CLOCK_BOOTTIME)))
-    with open("/proc/self/timens_offsets", "w") as handle:
-        handle.write(offsets)
+    lines = []
+    for name, clock in (("monotonic", time.CLOCK_MONOTONIC), ("boottime", time.CLOCK_BOOTTIME)):
+        seconds, nanoseconds = divmod(-time.clock_gettime_ns(clock), 1_000_000_000)   # -now, 0 <= ns < 1e9
+        lines.append(f"{name} {seconds} {nanoseconds}\n")
+    set_effective("sys_time", True)
+    try:
+        with open("/proc/self/timens_offsets", "w") as handle:
+            handle.write("".join(lines))
+    finally:
+        set_effective("sys_time", False)
 
 
 def pivot_root(new_root):
@@ -78,22 +85,42 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_capabilities(names, keep_own=()):
+def drop_capabilities(names, keep_permitted=()):
     """Drop from the bounding set (so no exec can regain them) and from PID 1's own sets, except
-    the effective and permitted bits of `keep_own`: PID 1 keeps those for itself, and no program
-    it starts can hold them (the bounding and inheritable sets lack them)."""
+    the permitted bit of `keep_permitted`: PID 1 may raise those for one call (`raised`), and no
+    program it starts can hold them (the bounding and inheritable sets lack them)."""
     for name in names:
         if LIBC.prctl(PR_CAPBSET_DROP, CAP_NUMBERS[name], 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {name}")
-    header, data = CapHeader(0x20080522, 0), (CapData * 2)()
-    if LIBC.capget(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capget")
+    header, data = _capget()
     for name in names:
         word, bit = divmod(CAP_NUMBERS[name], 32)
         keep = ~(1 << bit) & 0xFFFFFFFF
-        if name not in keep_own:
-            data[word].effective &= keep
+        data[word].effective &= keep
+        if name not in keep_permitted:
             data[word].permitted &= keep
         data[word].inheritable &= keep
+    _capset(header, data)
+
+
+def _capget():
+    header, data = CapHeader(0x20080522, 0), (CapData * 2)()
+    if LIBC.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    return header, data
+
+
+def _capset(header, data):
     if LIBC.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
+
+
+def set_effective(name, on):
+    """Raise or lower one capability of the permitted set in this process's effective set."""
+    header, data = _capget()
+    word, bit = divmod(CAP_NUMBERS[name], 32)
+    if on:
+        data[word].effective |= 1 << bit
+    else:
+        data[word].effective &= ~(1 << bit) & 0xFFFFFFFF
+    _capset(header, data)

@@ -65,6 +65,14 @@ def test_no_process_in_a_node_holds_the_capabilities_that_reach_the_real_kernel(
             assert not value & (1 << bit), f"{name} in {line}"
     rc, out, _ = lab.exec("a100-01", "grep CapBnd /proc/self/status")
     assert rc == 0 and not int(out.split()[1], 16) & (1 << DROPPED_CAP_BITS["CAP_SYS_MODULE"])
+    # PID 1 keeps exactly one in its permitted set, CAP_SYS_TIME, to set the offsets of each
+    # boot's time namespace; what it starts cannot inherit it (bounding and inheritable lack it).
+    permitted = int(ssh("a100-01", "sudo grep CapPrm /proc/1/status")[1].split()[1], 16)
+    held = {name for name, bit in DROPPED_CAP_BITS.items() if permitted & (1 << bit)}
+    assert held == {"CAP_SYS_TIME"}
+    init_sets = ssh("a100-01", "sudo grep -E '^Cap(Inh|Bnd)' /proc/1/status")[1].splitlines()
+    assert len(init_sets) == 2 and not any(int(line.split()[1], 16) & (1 << DROPPED_CAP_BITS["CAP_SYS_TIME"])
+                                           for line in init_sets)
 
 
 def test_kernel_tunables_are_read_only_inside_a_node(lab, ssh):

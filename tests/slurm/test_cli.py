@@ -9,7 +9,7 @@ import pytest
 from gpuconf_lab.runtime import LabPaths, read_pid
 from tests.lab.test_cli import cli
 from tests.lab.test_cli import subreaper as subreaper  # the fixture, used by name
-from tests.lab_fixtures import lab_traces, lab_unavailable
+from tests.lab_fixtures import lab_traces, slurm_unavailable
 
 NAME = "labclislurm"
 DAEMONS = {"slurmctld", "slurmd", "munged"}
@@ -32,7 +32,7 @@ def lab_daemons(paths: LabPaths) -> list[tuple[int, str]]:
 
 @pytest.mark.usefixtures("subreaper")
 def test_up_slurm_runs_client_commands_and_down_leaves_no_daemon():
-    why = lab_unavailable()
+    why = slurm_unavailable()
     if why:
         pytest.skip(why)
     paths = LabPaths(NAME)
