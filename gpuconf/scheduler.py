@@ -11,9 +11,9 @@ how a drain is known to be gpuconf's own. Slurm 22.05 verbs used (`man scontrol`
 `show node`, `update NodeName= State=DRAIN Reason=`, `update ... State=RESUME`, and
 `reboot reason= NODE` on a node gpuconf has drained and whose jobs have ended. Neither ASAP
 nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot was ASAP,
-nextstate=resume or down", so the node would be back in service before gpuconf has verified
-it; nextstate=DOWN does not hold it either where ReturnToService=2 (a DOWN node returns when
-its slurmd registers: seen in the lab). A plain reboot keeps the drain and its reason.
+nextstate=resume or down", so with ASAP or nextstate=RESUME the node would be back in service
+before gpuconf has verified it, and nextstate=DOWN would leave it DOWN rather than drained. A
+plain reboot keeps the drain and its reason.
 """
 from __future__ import annotations
 
