@@ -138,3 +138,19 @@ def test_a_failed_reason_keeps_one_prefix_and_one_line():
 ])
 def test_a_journal_left_open_is_carried_on_or_closed(step, state, reason, closing):
     assert plan.replay(record(None, 0, step), node("h", state, reason)) == closing
+
+
+def test_a_hosts_check_result_becomes_its_verdict():
+    from gpuconf.remediate.command import verdict
+    from gpuconf.results import ChangeReport, Finding, HostResult, Status, TaskResult
+
+    drifted = HostResult("h", [TaskResult("h", "p", "gsp", Status.WOULD_CHANGE,
+                                          changes=[ChangeReport("remove the GSP override /etc/x")])])
+    assert verdict(drifted, "h", False) == plan.Verdict("h", False, "gpuconf: drift: remove the GSP override /etc/x")
+    assert verdict(HostResult("h", [TaskResult("h", "p", "t", Status.OK)]), "h", False).clean
+    assert verdict(None, "h", False).clean  # no play of the playbook runs on it
+    gone = verdict(HostResult("h", unreachable=True, error="timed out\nmore"), "h", False)
+    assert (gone.unreachable, gone.finding) == (True, "gpuconf: unreachable: timed out")
+    warm = HostResult("h", [TaskResult("h", "p", "temp", Status.OK,
+                                       findings=[Finding("temperature", "warning", "GPU 0 at 82 C")])])
+    assert verdict(warm, "h", False).clean and not verdict(warm, "h", True).clean
