@@ -262,8 +262,9 @@ class Remediation:
         return True
 
     def _wait_in_service(self, host: str) -> None:
-        """A node resumed from DOWN (after its reboot) is IDLE but not responding until the scheduler
-        has pinged it: the next wave counts it out of service until then, so wait for it here."""
+        """A resumed node can show IDLE* (not responding) until the scheduler has pinged its daemon
+        (Slurm does so for a node that was down): the next wave would count it out of service, so
+        wait for it here."""
         deadline = time.monotonic() + self.settings.resume_timeout
         while time.monotonic() < deadline:
             node = self._states().get(self.hosts[host])
