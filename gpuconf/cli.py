@@ -70,6 +70,43 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     _vault_options(parser)
 
 
+REMEDIATE_EPILOG = """exit codes (a bitmask): 0 every node in sync and in service, 2 drift left
+(a node skipped busy, not started for the budget, drained by someone else, still a lemon),
+4 a node needs a person (remediation failed, a lemon, a scheduler error) (with 2: 6),
+8 a host was unreachable, 130 interrupted (the nodes worked on stay drained with a gpuconf
+reason; run the same command again to carry on), 1 bad usage."""
+
+
+def _remediate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("playbook")
+    parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
+    parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
+    parser.add_argument("-f", "--forks", type=int, help="hosts checked in parallel (default: gpuconf.cfg's, or 50)")
+    parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
+    parser.add_argument("--max-unavailable", default="1", metavar="N|P%",
+                        help="nodes in scope out of service at once, any reason counted (default 1)")
+    parser.add_argument("--drain-timeout", default="30m", metavar="DURATION",
+                        help="wait this long for a drained node's jobs to end (default 30m); a node still busy "
+                             "is resumed and tried again in a later wave")
+    parser.add_argument("--lemon-after", type=int, default=3, metavar="N",
+                        help="remediations within --lemon-window that make a node a lemon (default 3; 0: never)")
+    parser.add_argument("--lemon-window", default="7d", metavar="DURATION", help="(default 7d)")
+    parser.add_argument("--health", metavar="PLAYBOOK",
+                        help="the health gate checked with the playbook (default: playbooks/gpu-health.yml; "
+                             "none: no gate)")
+    parser.add_argument("--state-dir", metavar="DIR", help="the history and journal (default: GPUCONF_STATE_DIR, "
+                        "else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf)")
+    parser.add_argument("--report", metavar="FILE", help="also write the run's outcome per node as JSON")
+    parser.add_argument("--strict", action="store_true", help="health warnings count as failures")
+    parser.add_argument("--today", type=_date, metavar="YYYY-MM-DD", help="judge end-of-life dates as of this day")
+    parser.add_argument("--accept-new-host-keys", action="store_true")
+    parser.add_argument("-K", "--ask-become-pass", action="store_true")
+    parser.add_argument("--lock-wait", type=float, default=60.0, metavar="SECONDS",
+                        help="wait this long for another gpuconf run on a host (default 60)")
+    _vault_options(parser)
+
+
 def _vault_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
                         help="Ansible Vault password (its first line; an executable prints it); repeatable")
@@ -128,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(apply)
     apply.add_argument("--reboot", action="store_true",
                        help="with -c local, allow a reboot a task requires (otherwise: reboot pending, exit 16)")
+    _remediate_options(sub.add_parser(
+        "remediate", help="drain, converge, verify and resume drifted or unhealthy Slurm nodes, in waves",
+        description="Check every host once; then, in waves bounded by --max-unavailable, drain each node "
+                    "that drifted or is unhealthy, wait for its jobs, apply (a reboot through scontrol reboot), "
+                    "verify, and resume it. docs/remediate.md", epilog=REMEDIATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    history = sub.add_parser("history", help="a host's remediations (gpuconf remediate's history)")
+    history.add_argument("host")
+    history.add_argument("--state-dir", metavar="DIR", help="where the history is (default: GPUCONF_STATE_DIR, "
+                         "else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf)")
+    history.add_argument("--format", choices=["text", "json"], default="text")
     _adhoc_options(sub.add_parser("run", help="ad hoc: one command on hosts, output grouped by identical result",
                                   description="Run one command on the hosts PATTERN selects (Ansible's "
                                               "`ansible PATTERN -a CMD`); hosts with the same result share one "

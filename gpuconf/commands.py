@@ -107,6 +107,30 @@ def apply(args: Any) -> int:
     return _run(args, "apply")
 
 
+def remediate(args: Any) -> int:
+    """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
+    from gpuconf.engine.options import RunOptions
+    from gpuconf.remediate.command import load_health, run
+
+    if args.forks is not None and args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    inventory, playbook, extra, config = _load(args)
+    project = next((d for d in _project_dirs(args.playbook) if (d / "roles").is_dir()), Path.cwd())
+    health = load_health(args.health, args.playbook, project, config.roles_path)
+    options = RunOptions(extra_vars=extra, forks=args.forks or config.forks or 50,
+                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
+                         become=config.become, connection=args.connection, lock_wait=args.lock_wait,
+                         become_password=_become_password(args), strict=args.strict,
+                         today=run_day(getattr(args, "today", None)))
+    return run(args, inventory, playbook, health, options)
+
+
+def history(args: Any) -> int:
+    from gpuconf.remediate.command import history as show
+
+    return show(args)
+
+
 def _run(args: Any, verb: str) -> int:
     from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import Runner

@@ -87,8 +87,10 @@ class HostApply:
     """What apply() may do on one host: run ops, read a fact afresh, reboot."""
 
     def __init__(self, session: HostSession, become: bool | None, timeout: float | None,
-                 refresh: Callable[[], list[Fact]], on_reboot: Callable[[float], None]):
+                 refresh: Callable[[], list[Fact]], on_reboot: Callable[[float], None],
+                 reboot_via: Callable[[], None] | None = None):
         self._session = session
+        self._reboot_via = reboot_via  # the scheduler reboots the host (remediate), not its own command
         self.host = session.host
         self._become = become
         self._timeout = timeout
@@ -120,12 +122,16 @@ class HostApply:
         return outputs
 
     def reboot(self, command: str, timeout: float) -> float:
-        """Reboot the host and wait for a new boot id and SSH; returns the seconds taken."""
+        """Reboot the host (or have the scheduler reboot it) and wait for a new boot id and SSH;
+        returns the seconds taken."""
         session = self._session
         old = session.get(gather.BOOT_ID)
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
-        session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
+        if self._reboot_via is not None:
+            self._reboot_via()
+        else:
+            session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
         session.release_lock()
         session.connection.close()
         session.forget()

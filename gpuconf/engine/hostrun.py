@@ -339,8 +339,10 @@ class PlayOnHost:
                 return self._reads(task, params)
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
+        via = self.options.reboot_via
         apply = HostApply(task_session(self, task), task.become, task.keywords.timeout, refresh,
-                          on_reboot=lambda _: self.refresh_after_reboot(refresh))
+                          on_reboot=lambda _: self.refresh_after_reboot(refresh),
+                          reboot_via=None if via is None else lambda: via(self.host))
         data = task_type.apply(apply, params, list(verdict.changes)) or {}
         self.refresh_facts()
         recheck = self._check(task, params)

@@ -3,6 +3,7 @@ of tasks a run left out."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,9 @@ class RunOptions:
     trace: bool = False  # -vvv: every connection and request is told to the events (RunEvents.remote)
     step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
     today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
+    # remediate: a reboot is asked of the scheduler (scontrol reboot), given the inventory host, instead
+    # of running the reboot task's command on the host; the wait for the new boot id is the same
+    reboot_via: Callable[[str], None] | None = None
 
     @property
     def check_mode(self) -> bool:

@@ -18,9 +18,9 @@ LAYERS = [
     {"playbook"},
     {"connection"},
     {"report"},
-    {"slurm", "slurm_step", "retry", "schedule"},
+    {"slurm", "slurm_step", "retry", "schedule", "scheduler", "history"},
     {"engine"},
-    {"commands", "adhoc"},
+    {"commands", "adhoc", "remediate"},
     {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

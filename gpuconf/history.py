@@ -1,0 +1,229 @@
+"""Remediation history and journal: one SQLite file under the state directory.
+
+Each remediation of a host is a row of `remediations`; its `step` column is the journal:
+written, and committed, *before* the step it names is carried out (write-ahead), so a
+controller killed at any point leaves the step it was in. A row whose `outcome` is still
+NULL is open: the next run of `gpuconf remediate` carries it on instead of starting a new
+one (and so never counts it twice towards a lemon). `steps` keeps every step with its time.
+
+The schema has a version (`schema_version`); opening a file runs the migrations it lacks,
+and a file from a newer gpuconf is refused with a message that says so.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from gpuconf.errors import GpuconfError
+
+FILE = "history.sqlite3"
+LOCK = "remediate.lock"
+# each entry takes the schema from its index to the next version
+MIGRATIONS: list[list[str]] = [
+    [
+        "CREATE TABLE remediations (id INTEGER PRIMARY KEY, host TEXT NOT NULL, node TEXT NOT NULL, "
+        "started REAL NOT NULL, ended REAL, outcome TEXT, finding TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '', "
+        "step TEXT NOT NULL, run TEXT NOT NULL)",
+        "CREATE INDEX remediations_host ON remediations (host, started)",
+        "CREATE TABLE steps (remediation INTEGER NOT NULL REFERENCES remediations(id), at REAL NOT NULL, "
+        "step TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+# outcomes: what a finished remediation came to
+RESUMED, FAILED, LEMON, SKIPPED_BUSY, VERIFIED, INTERRUPTED = (
+    "resumed", "failed", "lemon", "skipped_busy", "verified", "interrupted")
+COUNTED = (RESUMED, FAILED)  # a remediation that ran its apply: what the lemon rule counts
+
+
+class HistoryError(GpuconfError):
+    """The history database cannot be opened, is newer than this gpuconf, or is in use."""
+
+
+@dataclass(frozen=True)
+class Record:
+    id: int
+    host: str
+    node: str
+    started: float
+    ended: float | None
+    outcome: str | None  # None: open (a run stopped in it)
+    finding: str
+    detail: str
+    step: str
+    run: str
+
+    @property
+    def open(self) -> bool:
+        return self.outcome is None
+
+
+def default_state_dir() -> Path:
+    """GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
+    if os.environ.get("GPUCONF_STATE_DIR"):
+        return Path(os.environ["GPUCONF_STATE_DIR"]).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser() / "gpuconf"
+
+
+class History:
+    """The history of one state directory. Safe to share between threads."""
+
+    def __init__(self, state_dir: Path, *, create: bool = True):
+        self.path = state_dir / FILE
+        if not create and not self.path.exists():
+            raise HistoryError(f"no remediation history at {self.path} (gpuconf remediate writes it; "
+                               "--state-dir names another directory)")
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA synchronous = FULL")
+        except sqlite3.OperationalError as exc:  # cannot open or lock it: a directory, permissions
+            raise HistoryError(f"cannot open the remediation history {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path} is not a gpuconf history database: {exc}") from None
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryError(f"cannot open the remediation history {self.path}: {exc}") from None
+        self._lock = threading.Lock()
+        self._migrate()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise HistoryError(f"{self.path}: {exc}") from None
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _migrate(self) -> None:
+        try:
+            with self._write() as db:
+                db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                row = db.execute("SELECT version FROM schema_version").fetchone()
+                version = row[0] if row else 0
+                if version > SCHEMA_VERSION:
+                    raise HistoryError(
+                        f"{self.path}: the history's schema is version {version}, newer than this gpuconf knows "
+                        f"({SCHEMA_VERSION}): run a newer gpuconf, or give another --state-dir")
+                for statements in MIGRATIONS[version:]:
+                    for statement in statements:
+                        db.execute(statement)
+                if row is None:
+                    db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                else:
+                    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path} is not a gpuconf history database: {exc}") from None
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT version FROM schema_version").fetchone()[0])
+
+    # -- writing ------------------------------------------------------------
+    def begin(self, host: str, node: str, finding: str, run: str, step: str = "begin",
+              started: float | None = None) -> int:
+        """A new open remediation, its first step already journaled."""
+        at = time.time() if started is None else started
+        with self._write() as db:
+            cursor = db.execute("INSERT INTO remediations (host, node, started, finding, step, run) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", (host, node, at, finding, step, run))
+            record = int(cursor.lastrowid or 0)
+            db.execute("INSERT INTO steps VALUES (?, ?, ?, '')", (record, at, step))
+        return record
+
+    def step(self, record: int, step: str, detail: str = "") -> None:
+        """Journal a step before it is carried out."""
+        with self._write() as db:
+            db.execute("UPDATE remediations SET step = ? WHERE id = ?", (step, record))
+            db.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (record, time.time(), step, detail))
+
+    def finish(self, record: int, outcome: str, detail: str = "", ended: float | None = None) -> None:
+        at = time.time() if ended is None else ended
+        with self._write() as db:
+            db.execute("UPDATE remediations SET outcome = ?, detail = ?, ended = ?, step = 'done' WHERE id = ?",
+                       (outcome, detail, at, record))
+            db.execute("INSERT INTO steps VALUES (?, ?, 'done', ?)", (record, at, f"{outcome}: {detail}".rstrip(": ")))
+
+    def add(self, host: str, node: str, outcome: str, finding: str, detail: str = "", started: float | None = None,
+            run: str = "manual") -> int:
+        """A finished remediation in one go (an import, or a test's seed)."""
+        record = self.begin(host, node, finding, run, started=started)
+        self.finish(record, outcome, detail, ended=started)
+        return record
+
+    # -- reading ------------------------------------------------------------
+    def records(self, host: str | None = None) -> list[Record]:
+        query = "SELECT id, host, node, started, ended, outcome, finding, detail, step, run FROM remediations"
+        args: tuple[str, ...] = ()
+        if host is not None:
+            query, args = query + " WHERE host = ?", (host,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY started, id", args).fetchall()
+        return [Record(*row) for row in rows]
+
+    def open_records(self) -> dict[str, Record]:
+        """The remediations a run left open, by host (the latest, should there be several)."""
+        return {r.host: r for r in self.records() if r.open}
+
+    def steps(self, record: int) -> list[tuple[float, str, str]]:
+        with self._lock:
+            return [tuple(row) for row in self._db.execute(
+                "SELECT at, step, detail FROM steps WHERE remediation = ? ORDER BY at, rowid", (record,))]
+
+
+class RunLock:
+    """One remediation at a time per state directory: an flock, released when the process ends
+    (a killed run leaves no stale lock)."""
+
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / LOCK
+        self._file: IO[str] | None = None
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")  # noqa: SIM115 - held for the whole run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise HistoryError(f"another gpuconf remediate is running with the state directory {self.path.parent} "
+                               f"({holder}); wait for it, or give another --state-dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

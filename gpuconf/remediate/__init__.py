@@ -1,0 +1,1 @@
+"""`gpuconf remediate`: the closed loop over a scheduler (docs/remediate.md)."""

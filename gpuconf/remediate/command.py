@@ -1,0 +1,199 @@
+"""`gpuconf remediate` and `gpuconf history`: the engine as the loop's hooks, Slurm as its
+scheduler, the history under the state directory, SIGINT and SIGTERM as a clean stop."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuconf.engine.options import RunOptions
+from gpuconf.engine.runner import Runner
+from gpuconf.errors import UsageError
+from gpuconf.history import FILE, History, RunLock, default_state_dir
+from gpuconf.inventory import Inventory
+from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.playbook.models import Playbook
+from gpuconf.remediate import plan
+from gpuconf.remediate.loop import Remediation, Settings
+from gpuconf.results import HostResult, Status
+from gpuconf.scheduler import Scheduler, Slurm
+from gpuconf.slurm import PREFIX, drain_reason
+
+
+class EngineHooks:
+    """The loop's check and apply, as `gpuconf check` and `gpuconf apply` run them."""
+
+    def __init__(self, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions,
+                 scheduler: Scheduler, nodes: dict[str, str], stop: threading.Event):
+        self.inventory, self.playbook, self.options = inventory, playbook, options
+        plays = [*playbook.plays, *(health.plays if health else [])]
+        self.checked = dataclasses.replace(playbook, plays=plays)  # the playbook and the health gate
+        self.scheduler, self.nodes, self.stop = scheduler, nodes, stop
+        self._runners: set[Runner] = set()
+        self._lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            for runner in self._runners:
+                runner.stop_event.set()
+
+    def _run(self, playbook: Playbook, options: RunOptions, hosts: list[str]) -> Any:
+        runner = Runner(self.inventory, playbook, options, ",".join(hosts))
+        with self._lock:
+            self._runners.add(runner)
+            if self.stop.is_set():
+                runner.stop_event.set()
+        try:
+            return runner.run()
+        finally:
+            with self._lock:
+                self._runners.discard(runner)
+
+    def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
+        options = dataclasses.replace(self.options, verb="check")
+        result = self._run(self.checked, options, hosts)
+        return {h: verdict(result.hosts.get(h), h, options.strict) for h in hosts}
+
+    def apply(self, host: str, reason: str) -> str | None:
+        node = self.nodes[host]
+        options = dataclasses.replace(self.options, verb="apply",
+                                      reboot_via=lambda _host: self.scheduler.reboot(node, reason))
+        result = self._run(self.playbook, options, [host])
+        found = result.hosts.get(host)
+        if found is None:
+            return None
+        if found.unreachable:
+            return f"unreachable: {found.error}"
+        bad = [t for t in found.tasks if t.status in (Status.FAILED, Status.UNKNOWN, Status.REBOOT_PENDING)
+               and not t.ignored]
+        if bad:
+            error = plan.first_line(bad[0].error or bad[0].message or bad[0].status.value)
+            return f"apply: {bad[0].task}: {error}"
+        return None
+
+
+def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
+    if host is None:
+        return plan.Verdict(name, True)
+    if host.unreachable:
+        return plan.Verdict(name, False, f"{PREFIX} unreachable: {plan.first_line(host.error or '')}",
+                            unreachable=True)
+    warned = strict and host.warned
+    if not (host.failed or host.drifted or warned):
+        return plan.Verdict(name, True)
+    reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
+    return plan.Verdict(name, False, reason)
+
+
+def scope(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict[str, str]:
+    """The hosts the playbook's plays run on, after --limit: inventory host -> Slurm node name."""
+    hosts = sorted({h for play in playbook.plays for h in match_hosts(inventory, play.hosts)})
+    if limit:
+        hosts = limit_hosts(inventory, hosts, limit)
+    if not hosts:
+        raise UsageError(f"no host of {inventory.source} is in the plays' hosts: nothing to remediate")
+    return {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in hosts}
+
+
+def settings(args: Any) -> Settings:
+    if args.lemon_after < 0:
+        raise UsageError("--lemon-after must be 0 (never a lemon) or more")
+    return Settings(budget=plan.parse_budget(args.max_unavailable),
+                    drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
+                    lemon=plan.LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
+                    poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
+                    run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
+
+
+def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions) -> int:
+    config = settings(args)
+    hosts = scope(inventory, playbook, args.limit)
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    stop = threading.Event()
+    scheduler = Slurm()
+    hooks = EngineHooks(inventory, playbook, health, options, scheduler, hosts, stop)
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    def interrupt(signum: int, frame: object) -> None:  # the current steps end; nothing new starts
+        stop.set()
+        hooks.interrupt()
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    if threading.current_thread() is threading.main_thread():
+        for sig in handlers:
+            signal.signal(sig, interrupt)
+    try:
+        with RunLock(state_dir):
+            history = History(state_dir)
+            try:
+                summary = Remediation(hosts, scheduler, hooks, history, config, say, stop).run()
+            finally:
+                history.close()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+    for line in summary.lines():
+        print(line)
+    if args.report:
+        summary.write(Path(args.report))
+    return summary.exit_code
+
+
+def history(args: Any) -> int:
+    """`gpuconf history HOST`: its remediations, newest last, with the journal's steps."""
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    if not (state_dir / FILE).exists():  # nothing was ever remediated with this state directory
+        print(json.dumps({"host": args.host, "remediations": []}) if args.format == "json" else
+              f"{args.host}: no remediation recorded (no history at {state_dir / FILE})")
+        return 0
+    store = History(state_dir, create=False)
+    try:
+        records = store.records(args.host)
+        if args.format == "json":
+            data = [dict(dataclasses.asdict(r), steps=[{"at": at, "step": step, "detail": detail}
+                                                       for at, step, detail in store.steps(r.id)])
+                    for r in records]
+            print(json.dumps({"host": args.host, "schema_version": store.version, "remediations": data}, indent=2))
+            return 0
+    finally:
+        store.close()
+    if not records:
+        print(f"{args.host}: no remediation in {store.path}")
+        return 0
+    rows = [("STARTED (UTC)", "OUTCOME", "STEP", "FINDING", "DETAIL")]
+    rows += [(_when(r.started), r.outcome or "open", r.step, r.finding, r.detail) for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip())
+    return 0
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+
+
+def load_health(path: str | None, playbook_path: str, project: Path, roles: list[Path]) -> Playbook | None:
+    """--health FILE, else the project's playbooks/gpu-health.yml when there is one; `none`: no gate."""
+    from gpuconf.playbook.loader import load_playbook
+
+    if path == "none":
+        return None
+    if path:
+        return load_playbook(path, project, roles)
+    for base in (Path(playbook_path).resolve().parent, project / "playbooks"):
+        candidate = base / "gpu-health.yml"
+        if candidate.is_file():
+            return load_playbook(candidate, project, roles)
+    print("gpuconf: warning: no playbooks/gpu-health.yml found: the health gate is the playbook's check alone "
+          "(--health FILE names one, --health none says so)", file=sys.stderr)
+    return None

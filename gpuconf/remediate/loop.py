@@ -1,0 +1,322 @@
+"""The remediation loop: check every host once, then take the nodes that need it in waves
+bounded by the budget: drain, wait for jobs to end, apply, verify, resume.
+
+It works through three interfaces, so that it is tested without hosts or a cluster: the
+`Scheduler` (gpuconf/scheduler.py), the `Hooks` that check and apply hosts (command.py runs
+the engine for them), and the `History` (its journal step is written before each step).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuconf.errors import GpuconfError
+from gpuconf.history import History, Record
+from gpuconf.remediate import plan
+from gpuconf.remediate import summary as out
+from gpuconf.scheduler import Node, Scheduler
+
+
+class Hooks(Protocol):
+    def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
+        """The read-only check (playbook and health gate) of these hosts."""
+        ...
+
+    def apply(self, host: str, reason: str) -> str | None:
+        """Converge the host (a reboot goes through the scheduler, with this reason); an error, or None."""
+        ...
+
+
+@dataclass
+class Settings:
+    budget: plan.Budget
+    drain_timeout: float = 600.0
+    lemon: plan.LemonRule = plan.LemonRule()
+    poll: float = 2.0
+    busy_retries: int = 1  # a node still busy at --drain-timeout is tried again in this many later waves
+    reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this
+    resume_timeout: float = 120.0  # a resumed node answers the scheduler's ping within this
+    run_id: str = ""
+
+
+class Stopped(Exception):
+    """SIGINT: the node is left as it is (drained with gpuconf's reason), its journal step open."""
+
+
+class Remediation:
+    def __init__(self, hosts: dict[str, str], scheduler: Scheduler, hooks: Hooks, history: History,
+                 settings: Settings, say: Callable[[str], None] = lambda line: None,
+                 stop: threading.Event | None = None, clock: Callable[[], float] = time.time):
+        self.hosts = hosts  # inventory host -> scheduler node name, the scope
+        self.scheduler, self.hooks, self.history, self.settings = scheduler, hooks, history, settings
+        self.say = say
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.summary = out.Summary()
+        self._lock = threading.Lock()
+
+    # -- the run --------------------------------------------------------------
+    def run(self) -> out.Summary:
+        s = self.summary
+        s.limit = self.settings.budget.limit(len(self.hosts))
+        states = self._states()
+        self._settle_reboots(states)
+        verdicts = self.hooks.check(sorted(self.hosts))
+        if self.stop.is_set():  # an interrupted check left tasks out: nothing is judged on it
+            for host, node_name in self.hosts.items():
+                self.summary.set(host, node_name, out.NOT_STARTED, "the run was interrupted during the check")
+            s.interrupted = True
+            return s
+        states = self._states()
+        open_records = {h: r for h, r in self.history.open_records().items() if h in self.hosts}
+        pending: list[str] = []
+        resumes: list[str] = []
+        for host, node_name in sorted(self.hosts.items()):
+            node = states.get(node_name)
+            record = open_records.get(host)
+            if record is not None:
+                closing = plan.replay(record, node)
+                if closing is not None:
+                    self.history.finish(record.id, closing, "closed by the next run")
+                    self._line(host, f"journal: the last run stopped at '{record.step}'; closed as {closing}")
+                    record = open_records.pop(host)
+                else:
+                    self._line(host, f"journal: the last run stopped at '{record.step}'; carrying it on")
+            verdict = verdicts.get(host, plan.Verdict(host, False, "gpuconf: not checked", unreachable=True))
+            lemon = host not in open_records and self.settings.lemon.is_lemon(self.history.records(host), self.clock())
+            action = plan.decide(verdict, node, lemon)
+            if action in (plan.REMEDIATE, plan.LEMON):
+                pending.append(host)
+            elif action == plan.RESUME:
+                resumes.append(host)
+            else:
+                self._settled(host, action, node, verdict)
+        self._verdicts, self._records = verdicts, open_records
+        self._run_wave(plan.Wave(0, resumes), states, first=True)
+        self._waves(pending, {h: 0 for h in pending})
+        s.interrupted = self.stop.is_set()
+        return s
+
+    def _settled(self, host: str, action: str, node: Node | None, verdict: plan.Verdict) -> None:
+        name = self.hosts[host]
+        if action == plan.NOTHING:
+            self.summary.set(host, name, out.IN_SYNC)
+        elif action == plan.FOREIGN and node is not None:
+            detail = f"{node.state}, reason: {node.reason or '(none)'}"
+            self.summary.set(host, name, out.FOREIGN, detail, drifted=not verdict.clean)
+            self._line(host, f"drained by someone else ({detail}): not touched")
+        elif action == plan.STILL_LEMON and node is not None:
+            self.summary.set(host, name, out.STILL_LEMON, node.reason or "", drifted=not verdict.clean)
+            self._line(host, f"still a lemon: stays drained ({node.reason})")
+        elif action == plan.UNREACHABLE:
+            self.summary.set(host, name, out.UNREACHABLE, plan.first_line(verdict.finding))
+            self._line(host, f"unreachable: {plan.first_line(verdict.finding)}")
+        else:
+            self.summary.set(host, name, out.NOT_IN_SCHEDULER, f"{self.scheduler.name} has no node '{name}'")
+            self._line(host, f"{self.scheduler.name} has no node '{name}' (slurm_node_name names it)")
+
+    def _waves(self, pending: list[str], tries: dict[str, int]) -> None:
+        number = 0
+        while pending and not self.stop.is_set():
+            states = self._states()
+            wave = plan.Wave(number + 1, self._hosts_of_wave(pending, states))
+            if not wave.nodes:
+                out_now = [h for h, n in self.hosts.items() if n in states and not states[n].in_service]
+                for host in pending:
+                    self.summary.set(host, self.hosts[host], out.NOT_STARTED,
+                                     f"the budget is spent: {len(out_now)} node(s) out of service "
+                                     f"({', '.join(sorted(out_now))}), --max-unavailable {self.settings.budget}",
+                                     drifted=True)
+                    self._line(host, "not started: no budget left (--max-unavailable)")
+                return
+            number += 1
+            self.summary.waves = number
+            self._run_wave(wave, states)
+            busy = [h for h in wave.nodes if self.summary.nodes[h].outcome == out.SKIPPED_BUSY]
+            retry = [h for h in busy if tries[h] < self.settings.busy_retries]
+            for host in retry:
+                tries[host] += 1
+            pending = [h for h in pending if h not in wave.nodes] + retry
+        for host in pending:  # interrupted before they started
+            self.summary.set(host, self.hosts[host], out.NOT_STARTED, "the run was interrupted", drifted=True)
+
+    def _hosts_of_wave(self, pending: list[str], states: dict[str, Node]) -> list[str]:
+        names = {self.hosts[h]: h for h in pending}
+        wave = plan.next_wave([self.hosts[h] for h in pending], states, list(self.hosts.values()),
+                              self.summary.limit, 0)
+        return [names[n] for n in wave.nodes]
+
+    def _run_wave(self, wave: plan.Wave, states: dict[str, Node], first: bool = False) -> None:
+        if not wave.nodes:
+            return
+        if not first:
+            self.say(f"wave {wave.number}: {', '.join(wave.nodes)}")
+        with ThreadPoolExecutor(max_workers=len(wave.nodes)) as pool:
+            list(pool.map(lambda host: self._node(host, states.get(self.hosts[host])), wave.nodes))
+
+    # -- one node -------------------------------------------------------------
+    def _node(self, host: str, node: Node | None) -> None:
+        name = self.hosts[host]
+        record = self._records.get(host)
+        verdict = self._verdicts[host]
+        try:
+            self._check_stop()
+            if verdict.clean:
+                self._resume_verified(host, record)
+            elif record is None and self.settings.lemon.is_lemon(self.history.records(host), self.clock()):
+                self._lemon(host)
+            else:
+                self._remediate(host, record, verdict)
+        except Stopped:
+            step = self._journal_step(host)
+            self.summary.set(host, name, out.INTERRUPTED, f"stopped at '{step}'", drifted=True)
+            self._line(host, f"interrupted at '{step}': left drained with gpuconf's reason")
+        except GpuconfError as exc:
+            self.summary.set(host, name, out.ERROR, str(exc), drifted=True)
+            self._line(host, f"error: {exc}")
+
+    def _resume_verified(self, host: str, record: Record | None) -> None:
+        name = self.hosts[host]
+        applied = record is not None and record.step in ("apply", "verify", "resume", "fail")
+        rid = record.id if record else self.history.begin(host, name, "verified clean", self.settings.run_id,
+                                                          step="resume")
+        if record is not None:
+            self.history.step(rid, "resume")
+        outcome = out.RESUMED if applied else out.VERIFIED
+        if self._resume(host):
+            self.history.finish(rid, outcome)
+            self.summary.set(host, name, outcome)
+        else:
+            self.history.finish(rid, outcome, "not resumed: drained meanwhile for another reason")
+
+    def _lemon(self, host: str) -> None:
+        name = self.hosts[host]
+        reason = self.settings.lemon.reason(self.history.records(host), self.clock())
+        rid = self.history.begin(host, name, self._verdicts[host].finding, self.settings.run_id, step="lemon")
+        self._line(host, f"drain: {reason}")
+        self.scheduler.drain(name, reason)
+        self.history.finish(rid, out.LEMON, reason)
+        self.summary.set(host, name, out.LEMON, reason, drifted=True)
+
+    def _remediate(self, host: str, record: Record | None, verdict: plan.Verdict) -> None:
+        name, reason = self.hosts[host], verdict.finding
+        if record is None:
+            rid = self.history.begin(host, name, reason, self.settings.run_id, step="drain")
+        else:
+            rid = record.id
+            self.history.step(rid, "drain", reason)
+        self._line(host, f"drain: {reason}")
+        self.scheduler.drain(name, reason)
+        self.history.step(rid, "wait")
+        if not self._wait_idle(host):
+            self.history.step(rid, "undrain")
+            resumed = self._resume(host)
+            detail = f"jobs still running after {plan.duration_text(self.settings.drain_timeout)}" + \
+                ("; resumed, to be retried in a later wave" if resumed else "")
+            self.history.finish(rid, out.SKIPPED_BUSY, detail)
+            self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
+            return
+        self.history.step(rid, "apply")
+        self._line(host, "apply")
+        error = self.hooks.apply(host, reason)
+        self._check_stop()
+        self._settle_reboots(self._states(), only=name)
+        self.history.step(rid, "verify")
+        self._line(host, "verify")
+        after = self.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
+        self._check_stop()
+        if error is None and after.clean:
+            self.history.step(rid, "resume")
+            if self._resume(host):
+                self.history.finish(rid, out.RESUMED)
+                self.summary.set(host, name, out.RESUMED)
+            else:
+                self.history.finish(rid, out.RESUMED, "verified; drained meanwhile for another reason")
+            return
+        why = error or after.finding
+        failed = plan.failed_reason(why)
+        self.history.step(rid, "fail", failed)
+        self._line(host, f"drain: {failed}")
+        self.scheduler.drain(name, failed)
+        self.history.finish(rid, out.FAILED, plan.first_line(why))
+        self.summary.set(host, name, out.FAILED, failed, drifted=True)
+
+    # -- helpers --------------------------------------------------------------
+    def _resume(self, host: str) -> bool:
+        """Resume the node if, read now, its drain is still gpuconf's own."""
+        name = self.hosts[host]
+        node = self._states().get(name)
+        if node is None or node.in_service:
+            return node is not None
+        if not node.ours:
+            self.summary.set(host, name, out.FOREIGN, f"{node.state}, reason: {node.reason or '(none)'}")
+            self._line(host, f"not resumed: drained meanwhile by someone else ({node.reason})")
+            return False
+        self._line(host, "resume")
+        self.scheduler.resume(name)
+        self._wait_in_service(host)
+        return True
+
+    def _wait_in_service(self, host: str) -> None:
+        """A resumed node can show IDLE* (not responding) until the scheduler has pinged its daemon
+        (Slurm does so for a node that was down): the next wave would count it out of service, so
+        wait for it here."""
+        deadline = time.monotonic() + self.settings.resume_timeout
+        while time.monotonic() < deadline:
+            node = self._states().get(self.hosts[host])
+            if node is None or node.in_service or ("DRAIN" in node.flags and not node.ours):
+                return
+            if self.stop.wait(self.settings.poll):
+                return
+        self._line(host, f"resumed, but not in service after {plan.duration_text(self.settings.resume_timeout)}")
+
+    def _wait_idle(self, host: str) -> bool:
+        """Until the node's jobs have ended (True), or --drain-timeout (False)."""
+        name = self.hosts[host]
+        deadline = time.monotonic() + self.settings.drain_timeout
+        said = False
+        while True:
+            node = self._states().get(name)
+            if node is None or not node.busy:
+                return True
+            if time.monotonic() >= deadline:
+                self._line(host, f"still busy after {plan.duration_text(self.settings.drain_timeout)}: skipped")
+                return False
+            if not said:
+                self._line(host, f"wait: jobs still running ({node.state})")
+                said = True
+            if self.stop.wait(self.settings.poll):
+                raise Stopped()
+
+    def _settle_reboots(self, states: dict[str, Node], only: str | None = None) -> None:
+        """Wait for the nodes gpuconf asked to reboot to register again (their reboot flag gone)."""
+        names = [n for n, node in states.items() if node.rebooting and node.ours and (only is None or n == only)
+                 and n in self.hosts.values()]
+        deadline = time.monotonic() + self.settings.reboot_timeout
+        while names and time.monotonic() < deadline:
+            states = self._states()
+            names = [n for n in names if n in states and states[n].rebooting]
+            if names and self.stop.wait(self.settings.poll):
+                raise Stopped()
+
+    def _states(self) -> dict[str, Node]:
+        states = self.scheduler.nodes(self.hosts.values())
+        out_now = sum(1 for n in states.values() if not n.in_service)
+        with self._lock:
+            self.summary.max_out_of_service = max(self.summary.max_out_of_service, out_now)
+        return states
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise Stopped()
+
+    def _journal_step(self, host: str) -> str:
+        records = self.history.records(host)
+        return records[-1].step if records else "?"
+
+    def _line(self, host: str, text: str) -> None:
+        self.say(f"{host}: {text}")

@@ -1,0 +1,94 @@
+"""What a remediation run came to: per node, its outcome; for the run, the exit code, the
+summary lines and the JSON report.
+
+Exit codes (a bitmask, as check and apply): 0 every node in scope is in sync and was left in
+service (or is drained by someone else and in sync); 2 drift or a failure is left on some node
+(skipped busy, not started for the budget, drained by someone else, still a lemon); 4 a node
+needs a person: its remediation failed, it is a lemon, or a scheduler command failed;
+8 a host could not be reached; 130 the run was interrupted (every node it worked on is left
+drained with a gpuconf reason, and the journal says where it stopped); 1 bad usage.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gpuconf.results import EXIT_DRIFT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE
+
+# outcomes of one node in one run
+IN_SYNC, RESUMED, VERIFIED, FAILED, LEMON, STILL_LEMON = "in_sync", "resumed", "verified", "failed", "lemon", \
+    "still_lemon"
+SKIPPED_BUSY, FOREIGN, NOT_STARTED, UNREACHABLE, ERROR, INTERRUPTED = "skipped_busy", "foreign", "not_started", \
+    "unreachable", "error", "interrupted"
+NOT_IN_SCHEDULER = "not_in_scheduler"
+NEEDS_A_PERSON = (FAILED, LEMON, ERROR, NOT_IN_SCHEDULER)
+LEFT_UNCONVERGED = (SKIPPED_BUSY, NOT_STARTED, STILL_LEMON)
+TITLES = [(RESUMED, "resumed"), (VERIFIED, "verified and resumed"), (FAILED, "remediation failed (left drained)"),
+          (LEMON, "lemons (left drained)"), (STILL_LEMON, "still lemons (left drained)"),
+          (SKIPPED_BUSY, "skipped, still busy at --drain-timeout (left in service)"),
+          (FOREIGN, "drained by someone else (not touched)"), (NOT_STARTED, "not started"),
+          (UNREACHABLE, "unreachable"), (NOT_IN_SCHEDULER, "not known to the scheduler"),
+          (ERROR, "errors"), (INTERRUPTED, "interrupted (left drained, the journal says where)")]
+
+
+@dataclass
+class NodeOutcome:
+    host: str
+    node: str
+    outcome: str
+    detail: str = ""
+    drifted: bool = False  # the node's check was not clean when the run left it
+
+
+@dataclass
+class Summary:
+    scope: int = 0
+    limit: int = 0
+    waves: int = 0
+    interrupted: bool = False
+    nodes: dict[str, NodeOutcome] = field(default_factory=dict)
+    max_out_of_service: int = 0  # the most nodes in scope the run saw out of service at once
+
+    def set(self, host: str, node: str, outcome: str, detail: str = "", drifted: bool = False) -> None:
+        self.nodes[host] = NodeOutcome(host, node, outcome, detail, drifted)
+
+    def of(self, outcome: str) -> list[NodeOutcome]:
+        return [n for n in self.nodes.values() if n.outcome == outcome]
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        code = EXIT_OK
+        for node in self.nodes.values():
+            if node.outcome in NEEDS_A_PERSON:
+                code |= EXIT_FAILED | EXIT_DRIFT
+            elif node.outcome in LEFT_UNCONVERGED or (node.outcome == FOREIGN and node.drifted):
+                code |= EXIT_DRIFT
+            elif node.outcome == UNREACHABLE:
+                code |= EXIT_UNREACHABLE
+        return code
+
+    def lines(self) -> list[str]:
+        lines = [f"remediate: {len(self.nodes)} node(s) in scope, at most {self.limit} out of service at once, "
+                 f"{self.waves} wave(s)"]
+        for outcome, title in TITLES:
+            nodes = self.of(outcome)
+            if nodes:
+                lines.append(f"  {title} ({len(nodes)}):")
+                lines += [f"    {n.host}" + (f" ({n.node})" if n.node != n.host else "") +
+                          (f": {n.detail}" if n.detail else "") for n in nodes]
+        in_sync = self.of(IN_SYNC)
+        if in_sync:
+            lines.append(f"  in sync, in service: {len(in_sync)}")
+        return lines
+
+    def write(self, path: Path) -> None:
+        data = {"scope": len(self.nodes), "max_unavailable": self.limit, "waves": self.waves,
+                "interrupted": self.interrupted, "exit_code": self.exit_code,
+                "max_out_of_service_seen": self.max_out_of_service,
+                "nodes": {h: asdict(n) for h, n in sorted(self.nodes.items())}}
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(path)

@@ -1,0 +1,126 @@
+"""A scheduler and hooks for the remediation loop's tests: no hosts, no cluster.
+
+FakeSlurm keeps each node's state as scontrol would print it and counts, at every change,
+how many nodes are out of service: the budget is asserted on that, not on what the loop says.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpuconf.remediate import plan
+from gpuconf.scheduler import Node
+
+
+@dataclass
+class FakeNode:
+    base: str = "IDLE"
+    flags: set[str] = field(default_factory=set)
+    reason: str | None = None
+    jobs: int = 0  # reads of the node's state before its jobs end (-1: never)
+    silent: int = 0  # reads before slurmctld has pinged a node resumed from DOWN (IDLE*, not in service)
+
+
+class FakeSlurm:
+    name = "slurm"
+
+    def __init__(self, names: Iterable[str]):
+        self.state = {n: FakeNode() for n in names}
+        self.calls: list[tuple[str, ...]] = []
+        self.max_out = 0  # the most nodes out of service right after a change
+        self.max_seen = 0  # ... at any read, as sinfo sampled between changes would see
+        self.lock = threading.Lock()
+
+    def node(self, name: str) -> Node:
+        fake = self.state[name]
+        base = fake.base
+        if base == "IDLE" and fake.jobs:
+            base = "MIXED"
+        if fake.silent:
+            base += "*"
+        return Node(name, "+".join([base, *sorted(fake.flags)]), fake.reason)
+
+    def out_of_service(self) -> int:
+        return sum(1 for n in self.state if not self.node(n).in_service)
+
+    def _changed(self) -> None:
+        self.max_out = max(self.max_out, self.out_of_service())
+        self.max_seen = max(self.max_seen, self.out_of_service())
+
+    def nodes(self, names: Iterable[str]) -> dict[str, Node]:
+        with self.lock:
+            self.max_seen = max(self.max_seen, self.out_of_service())
+            for fake in self.state.values():
+                if fake.jobs > 0:
+                    fake.jobs -= 1  # time passes: jobs end
+                if fake.silent > 0:
+                    fake.silent -= 1
+            return {n: self.node(n) for n in names if n in self.state}
+
+    def drain(self, node: str, reason: str) -> None:
+        with self.lock:
+            self.calls.append(("drain", node, reason))
+            self.state[node].flags.add("DRAIN")
+            self.state[node].reason = reason
+            self._changed()
+
+    def resume(self, node: str) -> None:
+        with self.lock:
+            self.calls.append(("resume", node))
+            fake = self.state[node]
+            fake.flags.discard("DRAIN")
+            if fake.base == "DOWN":
+                fake.base, fake.silent = "IDLE", 3  # as real Slurm: IDLE* until it has pinged slurmd
+            fake.reason = None
+            self._changed()
+
+    def reboot(self, node: str, reason: str) -> None:
+        """As a plain scontrol reboot of a drained node: it comes back drained, not responding until
+        slurmctld has pinged it."""
+        with self.lock:
+            self.calls.append(("reboot", node, reason))
+            fake = self.state[node]
+            fake.reason, fake.silent = reason, 2
+            self._changed()
+
+    def hand_drain(self, node: str, reason: str, base: str = "IDLE") -> None:
+        self.state[node].flags.add("DRAIN")
+        self.state[node].base = base
+        self.state[node].reason = reason
+
+
+class FakeHooks:
+    """Hosts drift until applied; a broken host stays unhealthy whatever apply does."""
+
+    def __init__(self, slurm: FakeSlurm, drifted: Iterable[str] = (), broken: Iterable[str] = (),
+                 reboot: bool = True):
+        self.slurm = slurm
+        self.drifted, self.broken = set(drifted), set(broken)
+        self.reboot = reboot
+        self.applied: list[str] = []
+        self.checked: list[list[str]] = []
+        self.during_apply = None  # called inside apply (a test's interrupt)
+
+    def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
+        self.checked.append(list(hosts))
+        result = {}
+        for host in hosts:
+            if host in self.broken:
+                result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79")
+            elif host in self.drifted:
+                result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content")
+            else:
+                result[host] = plan.Verdict(host, True)
+        return result
+
+    def apply(self, host: str, reason: str) -> str | None:
+        self.applied.append(host)
+        assert not self.slurm.node(host).in_service, "applied to a node in service"
+        assert not self.slurm.node(host).busy, "applied while jobs ran"
+        if self.during_apply is not None:
+            self.during_apply()
+        if self.reboot:
+            self.slurm.reboot(host, reason)
+        self.drifted.discard(host)
+        return None
