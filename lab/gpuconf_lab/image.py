@@ -29,7 +29,8 @@ IMAGE_FORMAT = 1
 LAB_DIR = Path(__file__).parent
 # Host-side modules: editing them does not change what is inside a node's image.
 NOT_IN_IMAGE = {"__init__.py", "__main__.py", "cli.py", "fleet.py", "node.py", "init.py",
-                "digest.py", "inventory_file.py", "runtime.py", "linux.py", "slurm_cluster.py"}
+                "digest.py", "inventory_file.py", "runtime.py", "linux.py", "slurm_cluster.py",
+                "slurm_templates.py"}
 APT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
            "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root", "PYTHONDONTWRITEBYTECODE": "1"}
 SUDOERS = f"""# gpuconf lab: the admin user of a simulated node, as on a cloud image

@@ -75,3 +75,17 @@ def test_a_reboot_from_inside_the_node_restarts_slurmd_and_the_node_returns_to_s
         assert wait_until(lambda: slurm_node_state(lab, NODE) == "idle", 60, 0.2), slurm_node_state(lab, NODE)
     finally:
         slurm_idle(lab, NODE)
+
+
+def test_a_reset_node_gets_its_slurm_units_again_and_registers(slurm_lab):
+    lab, node = slurm_lab, "t4-05"
+    try:
+        first = show_node(lab, node)["BootTime"]
+        time.sleep(1.0)   # Slurm's boot time has whole seconds
+        lab.reset(node)   # a fresh filesystem: the Slurm units and the key are written again
+        assert wait_until(lambda: show_node(lab, node)["BootTime"] > first, 60, 0.2)   # its slurmd registered
+        assert wait_until(lambda: slurm_node_state(lab, node) == "idle", 60, 0.2), slurm_node_state(lab, node)
+        assert lab.exec(node, ["systemctl", "is-active", "slurmd", "munge"])[1].split() == ["active", "active"]
+        assert lab.exec(node, ["systemctl", "is-enabled", "slurmctld"])[1].strip() == "masked"
+    finally:
+        slurm_idle(lab, node)
