@@ -34,7 +34,9 @@ DEADLINE = 35.0  # --deadline under --slurm
 STEP_BUDGET = 15.0  # seconds for the Slurm step of one host (scontrol and the remembered state)
 RESUME_AFTER = 2  # healthy runs in a row before the check resumes its own drain
 # drains nobody resumes automatically: they wait for a person or a remediate run that verifies the node
-HELD = (f"{PREFIX} remediation failed", f"{PREFIX} lemon")
+FAILED_PREFIX = f"{PREFIX} remediation failed:"  # set by remediate when a node fails its verification
+LEMON_PREFIX = f"{PREFIX} lemon"  # set by remediate for a node remediated too often
+HELD = (FAILED_PREFIX.rstrip(":"), LEMON_PREFIX)
 REASON_MAX = 120
 SCONTROL_TIMEOUT = 10
 REASON_STAMP = re.compile(r"\s*\[([^\[\]@]*@[^\[\]]*)\]\s*$")  # Slurm appends " [user@time]"

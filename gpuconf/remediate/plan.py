@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from gpuconf.errors import UsageError
 from gpuconf.history import COUNTED, Record
 from gpuconf.scheduler import Node, reason_text
-from gpuconf.slurm import PREFIX
+from gpuconf.slurm import FAILED_PREFIX, LEMON_PREFIX, PREFIX
 
-FAILED_PREFIX = f"{PREFIX} remediation failed:"
-LEMON_PREFIX = f"{PREFIX} lemon"
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
