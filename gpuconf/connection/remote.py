@@ -245,7 +245,9 @@ def newc_members(data, pattern, found):
 # The one write a read-only request makes: what an initramfs holds, derived from it and keyed
 # by its identity, so that a check reads (decompresses) an initramfs only once it has changed.
 # Derived data outside any configuration, written only here, by root (docs/task-contract.md).
-CPIO_CACHE = "/var/cache/gpuconf/initramfs"
+# GPUCONF_CACHE_DIR moves it (the test suite's runs on its own machine); sudo's clean
+# environment keeps it where it is on a host reached over SSH.
+CPIO_CACHE = os.path.join(os.environ.get("GPUCONF_CACHE_DIR") or "/var/cache/gpuconf", "initramfs")
 
 
 def cpio_cache_path(path, members):
