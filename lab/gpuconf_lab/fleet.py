@@ -21,7 +21,7 @@ from pathlib import Path
 from gpuconf_lab import image, image_el9, node
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
-from gpuconf_lab.processes import ProcessCount
+from gpuconf_lab.processes import FileOpens, ProcessCount
 from gpuconf_lab.runtime import (
     IMAGES_DIR,
     LABS_DIR,
@@ -256,6 +256,10 @@ class Lab:
     def process_count(self, name: str) -> ProcessCount:
         """A counter of the processes the node runs (`start()`, then `stop()`): see gpuconf_lab/processes.py."""
         return ProcessCount(self._init_pid(name), self.paths.node(name).root / "process-accounting")
+
+    def file_opens(self, name: str, path: str) -> FileOpens:
+        """A counter of the opens of one of the node's files (`start()`, then `stop()`)."""
+        return FileOpens(self._init_pid(name), path)
 
     def exec_interactive(self, name: str, command: list[str]) -> int:
         """Like exec, with the caller's stdin, stdout and stderr (for `gpuconf lab exec`)."""
