@@ -42,7 +42,7 @@ from sshd_log import enable_verbose  # noqa: E402
 import inventories  # noqa: E402
 from gpuconf_lab.fleet import Lab  # noqa: E402
 
-LAB = "bench"
+LAB = os.environ.get("GPUCONF_BENCH_LAB", "bench")  # another name: two benches on one machine
 PLAYBOOK = "playbooks/a100-node.yml"
 WORK = Path("/tmp/gpuconf-bench")
 GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
