@@ -5,6 +5,9 @@ with a stand-in nvidia-smi that refuses an unknown field as the real one does.""
 import json
 import os
 import sys
+from pathlib import Path
+
+import pytest
 
 from gpuconf.connection.base import ConnectionSpec
 from gpuconf.connection.local import LocalConnection
@@ -145,3 +148,20 @@ def test_the_runner_runs_the_simple_command_as_sh_would(tmp_path):
     replies = connection.call([dict(f.request) for f in facts], True, 30)
     assert [f.parse(r) for f, r in zip(facts, replies, strict=True)][:2] == [(0, "a b|c|"), (3, "")]
     assert json.loads(json.dumps(replies[2]))["rc"] == 127  # not found: sh says so, as before
+
+
+def test_a_real_h200_answer_cut_into_each_facts_columns():
+    """nvidia-smi 590's own CSV (every field, with units), sliced for the fabric probe and a task."""
+    path = Path(os.environ.get("GPUCONF_REAL_FIXTURES", "/work/shared/fixtures/real")) / \
+        "nvidia-smi/query-gpu-csv-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt"
+    if not path.exists():
+        pytest.skip(f"no real captures at {path.parent}")
+    text = path.read_text()
+    header = [cell.split(" [")[0] for cell in text.splitlines()[0].split(", ")]
+    fabric, driver = fabric_query(10), gpu_query("index", "driver_version")
+    [batch] = batches([fabric, driver])
+    reply = {"out": text, "rc": 0, "argv": ["nvidia-smi", "--query-gpu=" + ",".join(header), "--format=csv"]}
+    report = fabric.parse(reply_for(fabric, batch, reply))
+    assert [(g.architecture, g.fabric.state, g.fabric.status) for g in report.gpus] == \
+        [("Hopper", "Completed", "Success")] * len(report.gpus) and report.gpus
+    assert {r["driver_version"] for r in driver.parse(reply_for(driver, batch, reply)).rows} == {"590.48.01"}
