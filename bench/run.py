@@ -44,7 +44,7 @@ from gpuconf_lab.fleet import Lab  # noqa: E402
 
 LAB = os.environ.get("GPUCONF_BENCH_LAB", "bench")  # another name: two benches on one machine
 PLAYBOOK = "playbooks/a100-node.yml"
-WORK = Path("/tmp/gpuconf-bench")
+WORK = Path(os.environ.get("GPUCONF_BENCH_WORK", "/tmp/gpuconf-bench"))
 GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
 PEERS_BIN = BENCH / ".venv" / "bin"
 
