@@ -92,8 +92,9 @@ def start_node_counts(lab, names: list[str]) -> list:
 
 
 def stop_node_counts(counters: list) -> float:
-    """Processes started per node since `start_node_counts`, the mean over the nodes."""
-    counts = [len(counter.stop()) for counter in counters]
+    """Processes started (and ended) per node since `start_node_counts`, the mean over the nodes."""
+    deadline = time.monotonic() + 10  # one wait for all nodes: an apply leaves daemons running for good
+    counts = [len(counter.stop(max(0.0, deadline - time.monotonic()))) for counter in counters]
     return sum(counts) / len(counts) if counts else -1.0
 
 
