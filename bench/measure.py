@@ -40,6 +40,7 @@ class Row:
     command: str = ""
     note: str = ""
     lines_printed: int = -1        # lines the tool wrote on stdout (-1: not counted, an older results file)
+    node_processes: float = -1.0   # processes started on each node, mean per host (-1: not counted)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -57,6 +58,7 @@ def run_tool(tool: str, workload: str, command: list[str], lab, names: list[str]
     window = LogWindow(lab, names)
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         out_path = out.name
+    counters = start_node_counts(lab, names)
     window.start()
     busy_before, total_before = cpu_jiffies()
     full_env = dict(os.environ, **(env or {}))
@@ -70,13 +72,30 @@ def run_tool(tool: str, workload: str, command: list[str], lab, names: list[str]
     time.sleep(0.5)  # sshd writes "Transferred" as the connection closes
     measured = json.loads(Path(out_path).read_text())
     os.unlink(out_path)
+    node_processes = stop_node_counts(counters)
     counts = per_host(window.counts())
     return Row(tool=tool, workload=workload, hosts=len(names), rc=measured["rc"], wall_s=measured["wall_s"],
                cpu_s=measured["cpu_s"], peak_rss_mb=measured["peak_rss_mb"], processes=measured["processes"],
                machine_busy=(busy_after - busy_before) / max(1, total_after - total_before),
                connections=counts["connections"], round_trips=counts["round_trips"],
                round_trips_max=counts["round_trips_max"], kib_to_host=counts["kib_received"],
-               command=" ".join(command), lines_printed=printed.count(b"\n"))
+               command=" ".join(command), lines_printed=printed.count(b"\n"), node_processes=node_processes)
+
+
+def start_node_counts(lab, names: list[str]) -> list:
+    """Count every process each node runs from now on (the lab's per-node process accounting,
+    gpuconf_lab/processes.py: sshd's per-connection processes included)."""
+    counters = [lab.process_count(name) for name in names]
+    for counter in counters:
+        counter.start()
+    return counters
+
+
+def stop_node_counts(counters: list) -> float:
+    """Processes started (and ended) per node since `start_node_counts`, the mean over the nodes."""
+    deadline = time.monotonic() + 10  # one wait for all nodes: an apply leaves daemons running for good
+    counts = [len(counter.stop(max(0.0, deadline - time.monotonic()))) for counter in counters]
+    return sum(counts) / len(counts) if counts else -1.0
 
 
 def gpuconf_counts(report: Path) -> dict:

@@ -58,6 +58,7 @@ def grouped(rows: list[Row]) -> list[dict]:
             "self_round_trips": counted.get("round_trips"), "self_connections": counted.get("connections"),
             "statuses": counted.get("statuses", {}),
             "lines": statistics.median(r.lines_printed for r in rs),
+            "node_processes": statistics.median(r.node_processes for r in rs),
         })
     out.sort(key=lambda g: (g["hosts"], WORKLOADS.get(g["workload"], 9), ORDER.get(g["tool"], 9)))
     return out
@@ -66,8 +67,8 @@ def grouped(rows: list[Row]) -> list[dict]:
 def table(rows: list[Row]) -> str:
     lines = ["| Hosts | Tool | Workload | Wall s (median, runs) | × floor | CPU s | Peak RSS MB | Cores busy "
              "| Connections / host | Round trips / host (sshd; gpuconf's own count) | KiB sent / host | Lines printed "
-             "| Exit |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| Node processes / host | Exit |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for g in grouped(rows):
         runs = f" ({g['runs']}: {g['wall_range'][0]:.2f}–{g['wall_range'][1]:.2f})" if g["runs"] > 1 else ""
         ratio = f"{g['ratio']:.2f}" if g["ratio"] is not None else ""
@@ -77,8 +78,20 @@ def table(rows: list[Row]) -> str:
         lines.append(f"| {g['hosts']} | {g['tool']} | {g['workload']} | {g['wall']:.2f}{runs} | {ratio} | "
                      f"{g['cpu']:.2f} | {g['rss']:.0f} | {100 * g['busy']:.0f}% | {g['connections']:.1f} | {trips} | "
                      f"{'—' if g['kib'] is None else format(g['kib'], '.1f')} | "
-                     f"{'—' if g['lines'] < 0 else format(g['lines'], '.0f')} | {','.join(map(str, g['rcs']))} |")
+                     f"{'—' if g['lines'] < 0 else format(g['lines'], '.0f')} | {node_processes_cell(g)} | "
+                     f"{','.join(map(str, g['rcs']))} |")
     return "\n".join(lines)
+
+
+def node_processes_cell(group: dict) -> str:
+    """Processes started on each node (the lab's process accounting, sshd's own included)."""
+    return "—" if group["node_processes"] < 0 else format(group["node_processes"], ".1f")
+
+
+def node_processes_target(check: dict) -> list[str]:
+    if check["node_processes"] < 0:
+        return []
+    return [verdict(f"{check['node_processes']:.1f} node processes/host", check["node_processes"] <= 15, "target ≤ 15")]
 
 
 def targets(rows: list[Row]) -> str:
@@ -107,6 +120,7 @@ def targets(rows: list[Row]) -> str:
         parts.append(verdict(f"round trips {check['round_trips']:.1f}/host (max {check['round_trips_max']})",
                              check["round_trips_max"] <= 2, "target ≤ 2"))
         parts.append(verdict(f"connections {check['connections']:.1f}/host", check["connections"] <= 1, "target 1"))
+        parts += node_processes_target(check)
         if check["lines"] >= 0:
             parts.append(verdict(f"{check['lines']:.0f} lines printed", hosts < 100 or check["lines"] <= 30,
                                  "target ≤ 30 at 100 hosts"))

@@ -47,9 +47,9 @@ from sshd_log import enable_verbose  # noqa: E402
 import inventories  # noqa: E402
 from gpuconf_lab.fleet import Lab  # noqa: E402
 
-LAB = "bench"  # --lab changes both
-WORK = Path("/tmp/gpuconf-bench")
+LAB = "bench"  # --lab (or GPUCONF_BENCH_LAB) changes both
 PLAYBOOK = "playbooks/a100-node.yml"
+WORK = Path("/tmp/gpuconf-bench")
 GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
 PEERS_BIN = BENCH / ".venv" / "bin"
 
@@ -193,7 +193,8 @@ def main() -> int:
     parser.add_argument("--skip-above", default={}, metavar="TOOL=HOSTS[,TOOL=HOSTS]",
                         type=lambda s: {k: int(v) for k, v in (p.split("=") for p in s.split(",") if p)},
                         help="run a peer only at host counts up to this (ansible=1: not at 20 and 100)")
-    parser.add_argument("--lab", default="bench", help="the lab's name (default bench)")
+    parser.add_argument("--lab", default=os.environ.get("GPUCONF_BENCH_LAB", "bench"),
+                        help="the lab's name (default bench, or $GPUCONF_BENCH_LAB)")
     parser.add_argument("--peers-fresh", action="store_true", help="also run the peers on fresh nodes")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))

@@ -74,6 +74,10 @@ def run_argv(argv, timeout, stdin_data=None):
     A process stuck in the kernel (a wedged GPU) cannot be reaped, so after the
     kill we wait only briefly and abandon it rather than hang with it."""
     started = time.time()
+    program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=ENV["PATH"])
+    if program is None or not os.path.exists(program):  # known here: no process forked only to fail
+        return {"rc": 127, "out": "", "err": "%s: No such file or directory" % argv[0], "timed_out": False,
+                "duration": 0.0, "timeout": timeout}
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -103,6 +107,16 @@ def run_shell(cmd, timeout, stdin_data=None):
     return run_argv(["/bin/sh", "-c", cmd], timeout, stdin_data)
 
 
+def run_user_command(op):
+    """A command the playbook's author wrote. A simple one (`argv`: one program and its words,
+    nothing the shell would expand, split by the controller) runs as that program, as sh
+    would run it, without the sh; anything else, or a program not found, through sh."""
+    argv = op.get("argv")
+    if argv and shutil.which(argv[0], path=ENV["PATH"]):
+        return run_argv(argv, op.get("timeout", 10))
+    return run_shell(op["cmd"], op.get("timeout", 10))
+
+
 def read_only_argv(argv):
     program = os.path.basename(argv[0]) if argv else ""
     if program not in READ_ONLY_PROGRAMS:
@@ -123,6 +137,8 @@ def op_exec(op, readonly):
         return {"rc": 0, "out": "", "err": "", "timed_out": False, "timeout": op.get("timeout", 10),
                 "skipped_because": op["unless_exists"] if op.get("unless_exists") and os.path.exists(
                     op["unless_exists"]) else "no " + op["if_exists"]}
+    if op.get("apt_architectures"):
+        argvs = [a[:1] + apt_architectures() + a[1:] for a in argvs]
     deadline = time.time() + float(op.get("timeout", 10))
     for argv in argvs:
         result = run_argv(argv, max(0.1, deadline - time.time()))
@@ -138,6 +154,25 @@ def op_exec(op, readonly):
         result["out"] = "".join(result["out"].splitlines(True)[-int(op["tail"]):])
     result["argv"] = argv
     return result
+
+
+DPKG_ARCHES = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}
+
+
+def apt_architectures():
+    """apt's architectures (`-o APT::Architectures::=X`), read here: without them apt-cache
+    asks dpkg, three processes, for the native and foreign architectures, which dpkg reads
+    from /var/lib/dpkg/arch. Nothing (apt asks dpkg) on a machine this does not know."""
+    native = DPKG_ARCHES.get(os.uname().machine)
+    if native is None:
+        return []
+    try:
+        with open("/var/lib/dpkg/arch") as handle:
+            listed = handle.read().split()
+    except OSError:
+        listed = []
+    arches = [native] + [a for a in listed if a != native]
+    return [word for arch in dict.fromkeys(arches) for word in ("-o", "APT::Architectures::=" + arch)]
 
 
 REFUSED = re.compile(r'^Field "([^"]*)" is not a valid field to query', re.MULTILINE)
@@ -208,19 +243,79 @@ def newc_members(data, pattern, found, names_only=False):
     return pos
 
 
+# The one write a read-only request makes: what an initramfs holds, derived from it and keyed
+# by its identity, so that a check reads (decompresses) an initramfs only once it has changed.
+# Derived data outside any configuration, written only here, by root (docs/task-contract.md).
+# GPUCONF_CACHE_DIR moves it (the test suite's runs on its own machine); sudo's clean
+# environment keeps it where it is on a host reached over SSH.
+CPIO_CACHE = os.path.join(os.environ.get("GPUCONF_CACHE_DIR") or "/var/cache/gpuconf", "initramfs")
+
+
+def cpio_cache_path(path, members):
+    return os.path.join(CPIO_CACHE, hashlib.sha256(("%s\0%s" % (path, members)).encode()).hexdigest()[:32] + ".json")
+
+
+def cpio_stamp(st):
+    # a rebuild replaces the file (a new inode) or rewrites it (size, mtime, ctime)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def cpio_cached(path, members, st):
+    try:
+        with open(cpio_cache_path(path, members)) as handle:
+            entry = json.load(handle)
+        if entry["path"] == path and entry["members"] == members and entry["stamp"] == cpio_stamp(st):
+            return dict(entry["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def cpio_remember(path, members, st, found):
+    """Write the cache entry atomically (temporary file, fsync, rename); as any other user
+    than root, or on a read-only /var, there is no cache and nothing is written."""
+    if os.geteuid() != 0:
+        return
+    target = cpio_cache_path(path, members)
+    tmp = "%s.%d.tmp" % (target, os.getpid())
+    try:
+        os.makedirs(CPIO_CACHE, 0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"path": path, "members": members, "stamp": cpio_stamp(st), "files": found}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, target)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def op_cpio(op):
     """The files matching `members` inside an initramfs, read here with no process: newc
     cpio archives, plain or compressed with gzip or xz (Debian's and Ubuntu's defaults;
-    zstd through the zstd program)."""
+    zstd through the zstd program). Read again only when the file has changed since the
+    last read (CPIO_CACHE): `cached` says which."""
     paths = op["paths"] if "paths" in op else [op["path"]]  # the first that exists (Debian's, then dracut's name)
     if any("{kernel}" in path for path in paths):
         with open("/proc/sys/kernel/osrelease") as handle:
             release = handle.read().strip()
         paths = [path.replace("{kernel}", release) for path in paths]
-    data = None
+    data, members, names_only = None, op["members"], op.get("names_only", False)
+    key = [members, "names only"] if names_only else members  # the cache's: a names-only read has no content
     for path in paths:
         try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        known = cpio_cached(path, key, st)
+        if known is not None:
+            return {"exists": True, "path": path, "files": known, "cached": True}
+        try:
             with open(path, "rb") as handle:
+                st = os.fstat(handle.fileno())  # the identity of what is read
                 data = handle.read()
             break
         except FileNotFoundError:
@@ -231,7 +326,7 @@ def op_cpio(op):
     while pos < len(data):
         rest = data[pos:]
         if rest[:6] in (b"070701", b"070702"):
-            pos += newc_members(rest, op["members"], found, op.get("names_only", False)) or len(rest)
+            pos += newc_members(rest, members, found, names_only) or len(rest)
             continue
         if rest[:2] == b"\x1f\x8b":
             import gzip
@@ -244,9 +339,10 @@ def op_cpio(op):
                                   timeout=float(op.get("timeout", 60))).stdout
         else:
             return {"error": "%s: unknown format at byte %d" % (path, pos)}
-        newc_members(rest, op["members"], found, op.get("names_only", False))
+        newc_members(rest, members, found, names_only)
         break
-    return {"exists": True, "path": path, "files": found}
+    cpio_remember(path, key, st, found)
+    return {"exists": True, "path": path, "files": found, "cached": False}
 
 
 def op_host():
@@ -487,7 +583,7 @@ def run_op(op, readonly):
         return {"error": "refused: '%s' in a read-only (check) request" % kind}, True
     try:
         if kind == "sh":
-            return run_shell(op["cmd"], op.get("timeout", 10)), False
+            return run_user_command(op), False
         if kind == "stat":
             return op_stat(op), False
         if kind == "exec":

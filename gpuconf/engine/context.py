@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def bounded(fact: Fact, timeout: float | None) -> Fact:
     first read fills the cache, and a hung command would otherwise run its full time."""
     if timeout is None or fact.request.get("op") not in ("sh", "exec"):
         return fact
-    return Fact(fact.key, dict(fact.request, timeout=min(timeout, fact.request.get("timeout", 10))), fact.parse)
+    return replace(fact, request=dict(fact.request, timeout=min(timeout, fact.request.get("timeout", 10))))
 
 
 class Resolver:

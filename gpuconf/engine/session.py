@@ -18,6 +18,7 @@ from typing import Any
 from gpuconf.connection.base import Connection, LockHandle
 from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.merge import Batch, batches, reply_for
 
 CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is abandoned
 
@@ -91,23 +92,25 @@ class HostSession:
         return self.connection.call(ops, readonly, self._timeout(ops), become, read_lock, become_user=self.become_user)
 
     def fetch(self, facts: list[Fact], become: bool | None = None) -> None:
-        """Gather every fact not yet cached, in one read-only round trip."""
-        missing = list({f.key: f for f in facts if f.key not in self.cache}.values())
+        """Gather every fact not yet cached, in one read-only round trip: facts of one
+        source share one request (gpuconf/facts/merge.py)."""
+        missing = batches([f for f in facts if f.key not in self.cache])
         if missing:
-            replies = self.call([dict(f.request) for f in missing], readonly=True, become=become)
+            replies = self.call([b.request for b in missing], readonly=True, become=become)
             self._store(missing, replies)
 
-    def _store(self, facts: list[Fact], replies: list[dict[str, Any]]) -> None:
-        for fact, reply in zip(facts, replies):
+    def _store(self, sent: list[Batch], replies: list[dict[str, Any]]) -> None:
+        for batch, reply in zip(sent, replies):
             if reply.get("skipped"):  # an op before it failed (a command's exit code): not read, not cached
                 continue
-            if reply.get("lost"):
-                self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
-                continue
-            try:
-                self.cache[fact.key] = fact.parse(reply)
-            except FactUnavailable as exc:
-                self.cache[fact.key] = exc
+            for fact in batch.facts:
+                if reply.get("lost"):
+                    self.cache[fact.key] = FactUnavailable(reply.get("error", "no reply"))
+                    continue
+                try:
+                    self.cache[fact.key] = fact.parse(reply_for(fact, batch, reply))
+                except FactUnavailable as exc:
+                    self.cache[fact.key] = exc
 
     def get(self, fact: Fact, become: bool | None = None) -> Any:
         if fact.key not in self.cache:
@@ -120,8 +123,8 @@ class HostSession:
     def execute(self, ops: list[dict[str, Any]], refresh: list[Fact], become: bool | None = None) -> list[Output]:
         """Run write ops, then re-read `refresh` facts, in one round trip."""
         self.forget()
-        unique = list({f.key: f for f in refresh}.values())
-        replies = self.call(ops + [dict(f.request) for f in unique], readonly=False, become=become)
+        unique = batches(refresh)
+        replies = self.call(ops + [b.request for b in unique], readonly=False, become=become)
         op_replies, fact_replies = replies[: len(ops)], replies[len(ops):]
         if any(r.get("skipped") or r.get("error") for r in op_replies):
             pass  # a failed op stops the batch: later facts were not read, leave them uncached

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import os
+import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -75,15 +77,32 @@ class FactUnavailable(Exception):
 
 
 @dataclass(frozen=True)
+class Merge:
+    """How facts that read the same source share one request (`gpuconf/facts/merge.py`).
+
+    Facts with the same `source` gathered together are sent as one request, built by
+    `build(requests, parts)` from their own requests and the union of their `parts` (GPU
+    fields, unit names), in order; each fact then parses `part_of(reply, parts)`, its own
+    slice of the one reply. A fact read alone sends its own request."""
+
+    source: str
+    parts: tuple[str, ...]
+    build: Callable[[list[Request], tuple[str, ...]], Request]
+    part_of: Callable[[Reply, tuple[str, ...]], Reply]
+
+
+@dataclass(frozen=True)
 class Fact:
-    """`key` identifies the fact in a host's cache; `request` is sent as is."""
+    """`key` identifies the fact in a host's cache; `request` is sent as is, unless `merge`
+    says how to share one request with other facts of the same source."""
 
     key: str
     request: Request = field(compare=False, hash=False)
     parse: Callable[[Reply], Any] = field(compare=False, hash=False)
+    merge: Merge | None = field(default=None, compare=False, hash=False)
 
 
-def _output(result: Reply) -> Output:
+def reply_output(result: Reply) -> Output:
     return Output(result.get("out", ""), result.get("err") or result.get("error") or "", result.get("rc", -1),
                   bool(result.get("timed_out")), result.get("timeout"), tuple(result.get("argv") or ()))
 
@@ -142,12 +161,54 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["drop_refused"] = {"prefix": drop_refused.prefix, "renames": dict(drop_refused.renames),
                                    "max": drop_refused.most}
     name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])
-    return Fact(name, request, lambda result: parse(_output(result)))
+    return Fact(name, request, lambda result: parse(reply_output(result)))
+
+
+# A word sh passes on as it is: no expansion, quoting, redirection, globbing or control.
+PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+@%=-]+")
+PLAIN_PROGRAM = re.compile(r"[A-Za-z0-9_./+-]+")
+# sh's own commands (no program of that name does the same); `exec` and the rest stay with sh
+SHELL_BUILTINS = {".", ":", "alias", "bg", "break", "cd", "command", "continue", "eval", "exec", "exit", "export",
+                  "fc", "fg", "getopts", "hash", "jobs", "local", "read", "readonly", "return", "set", "shift",
+                  "source", "times", "trap", "type", "ulimit", "umask", "unalias", "unset", "wait"}
+WORD = re.compile(r"'([^']*)'|([^\s']+)")
+
+
+def simple_argv(text: str) -> list[str] | None:
+    """The argv `sh -c TEXT` would run, when TEXT is one program and its words: plain words,
+    or single-quoted ones (taken literally by sh), and nothing the shell would interpret."""
+    try:
+        split = shlex.split(text)
+    except ValueError:
+        return None
+    # every word plain, or one whole single-quoted string: nothing else
+    position, words = 0, list[str]()
+    while position < len(text):
+        if text[position].isspace():
+            position += 1
+            continue
+        match = WORD.match(text, position)
+        end = match.end() if match else position
+        if match is None or (end < len(text) and not text[end].isspace()):
+            return None
+        quoted, plain = match.group(1), match.group(2)
+        if plain is not None and not (PLAIN_PROGRAM if not words else PLAIN_WORD).fullmatch(plain):
+            return None
+        words.append(quoted if quoted is not None else plain)
+        position = end
+    if not words or words[0] in SHELL_BUILTINS or "=" in words[0] or split != words:
+        return None
+    return words
 
 
 def user_command(text: str, parse: Callable[[Output], Any], timeout: float = 10.0) -> Fact:
-    """A shell command the playbook's author wrote and declared read-only (`probe`, `unless`)."""
-    return Fact(f"sh:{text}", {"op": "sh", "cmd": text, "timeout": timeout}, lambda result: parse(_output(result)))
+    """A shell command the playbook's author wrote and declared read-only (`probe`, `unless`).
+    A simple one (`simple_argv`) runs as its program, without an sh process in between."""
+    request: Request = {"op": "sh", "cmd": text, "timeout": timeout}
+    argv = simple_argv(text)
+    if argv is not None:
+        request["argv"] = argv
+    return Fact(f"sh:{text}", request, lambda result: parse(reply_output(result)))
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,10 @@ def _dnf_offered(output: Output) -> Offered:
 
 
 def apt_offered(patterns: list[str]) -> Fact:
-    return command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, unless_exists=REDHAT_MARK)
+    fact = command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, unless_exists=REDHAT_MARK)
+    # the remote runner tells apt its architectures, which apt would ask dpkg for (three processes)
+    fact.request["apt_architectures"] = True
+    return fact
 
 
 def dnf_offered(names: list[str]) -> Fact:

@@ -24,14 +24,16 @@ CUDA 13 drops Maxwell, Pascal and Volta (their last toolkit is 12.x).
 """
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 
 from pydantic import field_validator
 
 from gpuconf.driver import catalog
-from gpuconf.facts.base import command
+from gpuconf.facts.base import Fact, FileState, command, file_glob, file_state
 from gpuconf.facts.nvidia import parse_nvcc_version
-from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Verdict, drift, in_sync
+from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
 
 MIN_DRIVER = {"11.7": "515.43", "11.8": "520.61", "12.0": "525.60", "12.1": "530.30", "12.2": "535.54",
               "12.3": "545.23", "12.4": "550.54", "12.5": "555.42", "12.6": "560.28", "12.8": "570.26",
@@ -89,26 +91,54 @@ class NvccParams(Params):
     path: str | None = None
 
 
+def toolkit_version(state: FileState) -> str | None:
+    """nvcc's version from the toolkit's version.json (CUDA 11.1+; `cuda_nvcc`, else the SDK's)."""
+    try:
+        data = json.loads(state.text or "")
+        return str(data.get("cuda_nvcc", data.get("cuda"))["version"])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
 class NvccVersion(TaskType):
-    """`nvcc --version` reports the pinned release (default path
-    /usr/local/cuda-X.Y/bin/nvcc)."""
+    """nvcc reports the pinned release (default path /usr/local/cuda-X.Y/bin/nvcc): read from
+    the toolkit's version.json beside bin/ (CUDA 11.1 and later), else `nvcc --version`."""
 
     name = "nvcc_version"
     Params = NvccParams
 
-    def _fact(self, params: NvccParams):
+    def _paths(self, params: NvccParams) -> tuple[str, str]:
         path = params.path or f"/usr/local/cuda-{params.release}/bin/nvcc"
-        return command([path, "--version"], lambda out: (path, out), timeout=30)
+        return path, posixpath.join(posixpath.dirname(posixpath.dirname(path)), "version.json")
+
+    def _facts(self, params: NvccParams) -> tuple[Fact, Fact, Fact]:
+        path, version_json = self._paths(params)
+        return (file_state(version_json, follow=True),
+                file_glob([path], lambda files: bool(files), what="name", key=f"glob:name:{path}"),
+                command([path, "--version"], lambda out: out, timeout=30, unless_exists=version_json))
 
     def reads(self, params: NvccParams):
-        return [self._fact(params)]
+        return list(self._facts(params))
 
     def check(self, params: NvccParams, facts: Facts) -> Verdict:
-        path, out = facts[self._fact(params)]
+        path, version_json = self._paths(params)
+        json_fact, nvcc_fact, version_fact = self._facts(params)
+        state = facts[json_fact]
+        if state.exists:
+            if not facts[nvcc_fact]:
+                return drift(Change(f"verify {path} once the toolkit is installed (not installed yet)"))
+            version = toolkit_version(state)
+            if version is None:
+                raise Unknown(f"{version_json} names no nvcc or CUDA version: {(state.text or '')[:120]!r}")
+            release = ".".join(version.split(".")[:2])
+            if release != params.release:
+                raise Refused(f"{version_json} says nvcc {version} (release {release}), want {params.release}")
+            return in_sync(f"nvcc {version} at {path} (version.json)")
+        out = facts[version_fact]
         if out.rc == 127 or (out.rc != 0 and "No such file" in out.stderr):
             return drift(Change(f"verify {path} once the toolkit is installed (not installed yet)"))
         parsed = parse_nvcc_version(out.stdout)
-        release = getattr(parsed, "release", None)
-        if release != params.release:
-            raise Refused(f"{path} --version reports {release or 'nothing parseable'}, want {params.release}")
-        return in_sync(f"nvcc {getattr(parsed, 'version', None) or release} at {path}")
+        reported = getattr(parsed, "release", None)
+        if reported != params.release:
+            raise Refused(f"{path} --version reports {reported or 'nothing parseable'}, want {params.release}")
+        return in_sync(f"nvcc {getattr(parsed, 'version', None) or reported} at {path}")

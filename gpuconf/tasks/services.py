@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.base import Fact, Output, command
+from gpuconf.facts.base import Fact, Merge, Output, Reply, Request, reply_output
 from gpuconf.facts.systemd import UnitProperties, parse_start_failure, parse_systemctl_show
 from gpuconf.tasks.base import (
     ApplyContext,
@@ -35,9 +35,35 @@ def unit_properties(output: Output) -> dict[str, str]:
     return dict(unit.properties) if isinstance(unit, UnitProperties) else {}
 
 
+def _show(units: tuple[str, ...]) -> Request:
+    return {"op": "exec", "argv": ["systemctl", "show", *units, f"--property={PROPERTIES}", "--no-pager"],
+            "timeout": 20}
+
+
+def _block_of(reply: Reply, units: tuple[str, ...]) -> Reply:
+    """One unit's block of a merged `systemctl show` (one block per unit asked, in order,
+    blank lines between). A count that does not match leaves the unit unknown, never guessed."""
+    argv = [str(a) for a in reply.get("argv") or []]
+    asked = [a for a in argv[2:] if not a.startswith("-")]
+    text = str(reply.get("out", ""))
+    blocks = [b for b in text.split("\n\n") if b.strip()]
+    if reply.get("timed_out") or units[0] not in asked:
+        return reply
+    if len(blocks) != len(asked):
+        return dict(reply, out="", err=f"systemctl show printed {len(blocks)} block(s) for {len(asked)} unit(s)")
+    block = blocks[asked.index(units[0])].strip("\n")
+    ends_whole = asked.index(units[0]) < len(asked) - 1 or text.endswith("\n")
+    return dict(reply, out=block + ("\n" if ends_whole else ""))
+
+
 def unit_fact(name: str) -> Fact:
-    return command(["systemctl", "show", name, f"--property={PROPERTIES}", "--no-pager"],
-                   lambda out: (unit_properties(out), out), timeout=20, key=f"unit:{name}")
+    """`systemctl show NAME`: one `systemctl show` for every unit of the batch (gpuconf/facts/merge.py)."""
+    def parse(reply: Reply) -> tuple[dict[str, str], Output]:
+        output = reply_output(reply)
+        return unit_properties(output), output
+
+    return Fact(f"unit:{name}", _show((name,)), parse,
+                Merge("systemctl show", (name,), lambda requests, units: _show(units), _block_of))
 
 
 class ServiceParams(Params):

@@ -10,6 +10,8 @@ change: a file opened for writing and never written (sqlite opens its databases 
 ``-shm`` files read-write even to read them, as root's ``rpm -q`` and ``dnf -C`` do on an EL
 node), or a directory in which something was created and removed. Such a copy-up is identical
 to what the node saw below it; any difference in content, mode, owner or xattrs still counts.
+gpuconf's own cache of derived data (``/var/cache/gpuconf``, what an initramfs holds, the one
+write a read-only request makes: docs/task-contract.md) is left out too.
 The content of sqlite's ``-shm`` files (the WAL index, rebuilt by the first reader after a write)
 is not covered either; the database and its ``-wal`` are.
 """
@@ -66,9 +68,17 @@ def unchanged_copy_up(path: str, relative: str, lowers: Sequence[Path]) -> bool:
     return False
 
 
+# gpuconf's cache of derived data, the one write its read-only requests make: what an
+# initramfs holds, keyed by the initramfs's identity (docs/task-contract.md). No configuration.
+DERIVED_CACHE = os.path.join("var", "cache", "gpuconf")
+
+
 def walk(root: Path, lowers: Sequence[Path]) -> Iterator[tuple[str, str]]:
-    """(path, relative path) of every entry under `root` a digest covers, in a stable order."""
+    """(path, relative path) of every entry under `root` a digest covers, in a stable order:
+    all but gpuconf's derived-data cache (DERIVED_CACHE)."""
     for directory, dirnames, filenames in os.walk(root):
+        if os.path.relpath(directory, root) == os.path.dirname(DERIVED_CACHE):
+            dirnames[:] = [d for d in dirnames if d != os.path.basename(DERIVED_CACHE)]
         dirnames.sort()
         for name in sorted(dirnames + filenames):
             path = os.path.join(directory, name)

@@ -21,6 +21,7 @@ from pathlib import Path
 from gpuconf_lab import image, image_el9, node, slurm_cluster
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
+from gpuconf_lab.processes import FileOpens, ProcessCount
 from gpuconf_lab.runtime import (
     IMAGES_DIR,
     LABS_DIR,
@@ -266,6 +267,14 @@ class Lab:
         argv = node.exec_argv(self._init_pid(name), ["/bin/sh", "-c", command] if isinstance(command, str) else command)
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
         return exit_code(result.returncode), result.stdout, result.stderr
+
+    def process_count(self, name: str) -> ProcessCount:
+        """A counter of the processes the node runs (`start()`, then `stop()`): see gpuconf_lab/processes.py."""
+        return ProcessCount(self._init_pid(name), self.paths.node(name).root / "process-accounting")
+
+    def file_opens(self, name: str, path: str) -> FileOpens:
+        """A counter of the opens of one of the node's files (`start()`, then `stop()`)."""
+        return FileOpens(self._init_pid(name), path)
 
     def exec_interactive(self, name: str, command: list[str]) -> int:
         """Like exec, with the caller's stdin, stdout and stderr (for `gpuconf lab exec`)."""

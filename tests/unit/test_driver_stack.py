@@ -246,7 +246,7 @@ def module_reply(banner, smi="0, 580.95.05\n"):
     from gpuconf.facts.nvidia_smi import gpu_query
     return {file_state("/proc/driver/nvidia/version").key: {
         "exists": True, "kind": "file", "content_b64": base64.b64encode(banner.encode()).decode()},
-        gpu_query("index", "driver_version").key: out(smi)}
+        gpu_query("index", "driver_version").key: out("index, driver_version\n" + smi)}  # the header: --format=csv,nounits
 
 
 def test_version_truth_names_both_sides():

@@ -123,3 +123,28 @@ def test_the_nvidia_module_in_an_initramfs_is_found_by_name_without_its_content(
     reply = connection.call([dict(fact.request)], True, 30)[0]
     assert reply["files"] == {module: ""}
     assert fact.parse(reply) == [module]
+
+
+def test_an_initramfs_is_read_again_only_once_it_has_changed(tmp_path):
+    """The runner's one write in a read-only request: what the initramfs holds, keyed by its
+    identity, under GPUCONF_CACHE_DIR here (tests/conftest.py), /var/cache/gpuconf on a host."""
+    image = tmp_path / "initrd.img-6.8.0-45-generic"
+    image.write_bytes(gzip.compress(newc({"etc/modprobe.d/a.conf": b"blacklist nouveau\n"})))
+    fact = initramfs_fact("6.8.0-45-generic")
+    fact.request["paths"] = [str(image)]
+    connection = LocalConnection(ConnectionSpec.from_vars("localhost", {"python": sys.executable}))
+
+    def read() -> tuple:
+        [reply] = connection.call([dict(fact.request)], True, 30)
+        return reply.get("cached"), fact.parse(reply)
+
+    first, again = read(), read()
+    if os.geteuid() != 0:
+        assert first[0] is False and again[0] is False  # only root keeps the cache
+        return
+    assert first == (False, {"etc/modprobe.d/a.conf": "blacklist nouveau\n"})
+    assert again == (True, {"etc/modprobe.d/a.conf": "blacklist nouveau\n"})
+    image.write_bytes(gzip.compress(newc({"etc/modprobe.d/a.conf": b"blacklist nvidiafb\n"})))
+    assert read() == (False, {"etc/modprobe.d/a.conf": "blacklist nvidiafb\n"})
+    cached = [p for p in (Path(os.environ["GPUCONF_CACHE_DIR"]) / "initramfs").iterdir() if str(image) in p.read_text()]
+    assert [p.stat().st_mode & 0o777 for p in cached] == [0o600]  # one entry per initramfs, overwritten

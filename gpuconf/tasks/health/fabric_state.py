@@ -1,4 +1,5 @@
-"""Each GPU's NVLink fabric registration, read from `nvidia-smi -q`'s Fabric section.
+"""Each GPU's NVLink fabric registration: the `fabric.*` fields of `nvidia-smi --query-gpu`
+(the Fabric section of `nvidia-smi -q`), in the host's one nvidia-smi query.
 
 On an NVLink fabric (an NVSwitch board, or a GB200 tray in its rack) a GPU is usable for
 NVLink only once its registration is `State: Completed` with `Status: Success`; until then CUDA
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.facts.base import Fact, FactUnavailable, Output, command
+from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.common import canonical_pci_address, incomplete
 from gpuconf.facts.gather import PCI_FACT
-from gpuconf.facts.nvidia.query import parse_nvidia_smi_query
-from gpuconf.facts.nvidia.query_model import Fabric, NvidiaSmiQuery
-from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE
+from gpuconf.facts.nvidia import QueryCsv, parse_query_csv
+from gpuconf.facts.nvidia.query_model import Fabric, GpuDetails, NvidiaSmiQuery
+from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE, query_fields
 from gpuconf.facts.nvlink_fabric import NONE, RACK, nvlink_fabric
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, drift
@@ -24,16 +26,51 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 BEFORE_FABRIC_STATE = ("Volta", "Ampere")
 
 
+# `-q`'s Fabric section as --query-gpu fields (R550+; an older driver refuses the newer ones,
+# which then read as not reported). compute_cap stands for -q's Product Architecture.
+FABRIC_FIELDS = {"fabric.state": "state", "fabric.status": "status", "fabric.cliqueId": "clique_id",
+                 "fabric.clusterUuid": "cluster_uuid", "fabric.health.summary": "health_summary",
+                 "fabric.health.bandwidth": "health_bandwidth"}
+QUERY_FIELDS = ("index", "pci.bus_id", "compute_cap", *FABRIC_FIELDS)
+
+
+def architecture(compute_cap: object) -> str | None:
+    """The GPU architecture a compute capability belongs to (what `-q` prints as Product Architecture)."""
+    major, _, minor = str(compute_cap or "").partition(".")
+    if not major.isdigit() or not minor.isdigit():
+        return None
+    names = {7: "Volta" if minor == "0" else "Turing", 8: "Ada Lovelace" if minor == "9" else "Ampere", 9: "Hopper"}
+    return names.get(int(major), "Blackwell" if int(major) >= 10 else None)
+
+
+def query_report(csv: QueryCsv) -> NvidiaSmiQuery:
+    """The GPUs' fabric registration, as `nvidia-smi -q` would report it."""
+    def text(value: object) -> str | None:
+        return None if value is None else str(value)
+
+    gpus = []
+    for row in csv.rows:
+        bus_id = str(row.get("pci.bus_id") or "")
+        fabric = Fabric(**{name: text(row.get(field)) for field, name in FABRIC_FIELDS.items()})
+        gpus.append(GpuDetails(bus_id=bus_id, pci_address=canonical_pci_address(bus_id),
+                               architecture=architecture(row.get("compute_cap")), fabric=fabric))
+    return NvidiaSmiQuery(gpus=tuple(gpus), failure=csv.failure)
+
+
 def fabric_query(timeout: float) -> Fact:
     def parse(out: Output) -> NvidiaSmiQuery:
         if out.timed_out:
-            raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi -q did not answer within {timeout:g} s "
-                                  "(its process group was killed)")
+            raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "
+                                  f"{out.timeout or timeout:g} s (its process group was killed)")
         if out.rc == 127:
             raise FactUnavailable("nvidia-smi is not installed")
-        return parse_nvidia_smi_query(out.stdout)
+        text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() and out.rc else "") + out.stdout
+        csv = parse_query_csv(text)
+        if incomplete(csv):
+            raise FactUnavailable(f"nvidia-smi's answer is incomplete: {incomplete(csv)}")
+        return query_report(csv)
 
-    return command(["nvidia-smi", "-q"], parse, timeout=timeout, key="nvsmi:-q")
+    return query_fields(QUERY_FIELDS, parse, timeout=timeout, key="nvsmi:fabric")
 
 
 def fabric_problem(fabric: Fabric | None, rack: bool) -> str | None:
@@ -78,7 +115,7 @@ def judge_fabric_state(report: NvidiaSmiQuery, kind: str, probe: str = "fabric_s
 
 class FabricStateCompleted(HealthProbe):
     """On an NVLink fabric (NVSwitch board or GB200 rack tray), every GPU's fabric
-    registration (`nvidia-smi -q`, Fabric) is Completed with Success, health not Unhealthy,
+    registration (nvidia-smi's fabric.* fields, `-q`'s Fabric section) is Completed with Success, health not Unhealthy,
     and on a rack tray in a domain (clique id and cluster UUID not zero). Anything else fails,
     naming the GPU and the reason. Nodes without a fabric pass, saying so. With a reboot
     pending (a fresh driver) the judgement waits for it."""

@@ -1,15 +1,16 @@
 """One nvidia-smi call per host per run: the `--query-gpu` fields of every probe.
 
 Every GPU probe reads the same fact (`gpu_readings()`, cache key `health:nvidia-smi`),
-so the engine's batched round trip runs `nvidia-smi --query-gpu=<HEALTH_FIELDS>` once,
-whichever probes the play has. The command runs under a timeout that kills its
+and it merges with every other `--query-gpu` fact of the batch (gpuconf/facts/nvidia_smi.py),
+so the engine's batched round trip runs one `nvidia-smi --query-gpu=<all their fields>`,
+whichever probes and tasks the play has. The command runs under a timeout that kills its
 process group: a hang is `driver_unresponsive`.
 
 Older drivers do not know some fields (`clocks_event_reasons.active` was called
 `clocks_throttle_reasons.active` before the R535 rename; `fabric.state` is recent).
 nvidia-smi refuses the whole query then (`Field "X" is not a valid field to query.`),
 so the remote runner reruns it, within the same timeout, without that field (or with
-its old name): `DropRefused`. The header line says which fields came back; a dropped
+its old name): `DropRefused`, inside the one query. The header line says which fields came back; a dropped
 field reads as "not reported" (None) and the probes say so.
 
 `nvidia-smi nvlink -s` is a read of its own (`nvlink_status()`), declared by the NVLink
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuconf.facts.base import DropRefused, Fact, FactUnavailable, Output, command
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address, incomplete
 from gpuconf.facts.nvidia import (
     ClockEventReasons,
@@ -33,6 +34,7 @@ from gpuconf.facts.nvidia import (
     parse_query_csv,
 )
 from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, DRIVER_UNRESPONSIVE, is_fatal
+from gpuconf.facts.nvidia_smi import query_fields
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Unknown
 from gpuconf.tasks.health.common import FAILURE, gpu_name
@@ -51,10 +53,6 @@ HEALTH_FIELDS = (
 INCOMPLETE = "incomplete"   # a finding's value when the output it judges was cut short
 MAX_RETRIES = 8  # at most this many unknown fields are dropped before giving up
 QUERY = "--query-gpu="
-
-
-def query_argv(fields: tuple[str, ...] = HEALTH_FIELDS) -> list[str]:
-    return ["nvidia-smi", QUERY + ",".join(fields), "--format=csv,nounits"]
 
 
 @dataclass(frozen=True)
@@ -183,8 +181,8 @@ def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailur
 
 def gpu_readings(timeout: float = 10.0) -> Fact:
     """The shared fact. The key has no timeout in it: every probe shares one call."""
-    return command(query_argv(), lambda out: parse_readings(out, timeout), timeout=timeout, key="health:nvidia-smi",
-                   drop_refused=DropRefused(QUERY, RENAMED, MAX_RETRIES))
+    return query_fields(HEALTH_FIELDS, lambda out: parse_readings(out, timeout), timeout=timeout,
+                        key="health:nvidia-smi", renames=RENAMED, most=MAX_RETRIES)
 
 
 def parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:

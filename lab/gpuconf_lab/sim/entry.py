@@ -10,11 +10,31 @@ from __future__ import annotations
 import os
 import sys
 
+# The name each simulated tool runs under (`comm`: `ps`, process accounting), so that the lab's
+# process counts name `nvidia-smi`, not the python3 the shim starts. Modules that serve several
+# tools are told which by their first argument.
+TOOL_NAMES = {"nvsmi": "nvidia-smi", "hostengine": "nv-hostengine", "fabricmanager": "nv-fabricmanager",
+              "persistenced": "nvidia-persistenced"}
+NAMED_BY_FIRST_ARGUMENT = {"kmod", "initramfs", "journalctl", "power", "ib", "nvctk", "dcgm", "daemons"}
+
+
+def take_tool_name(argv) -> None:
+    module = os.path.basename(sys.argv[0])[:-3] if sys.argv[0].endswith(".py") else ""
+    name = argv[0] if module in NAMED_BY_FIRST_ARGUMENT and argv else module
+    name = TOOL_NAMES.get(name, name)
+    if name:
+        try:
+            with open("/proc/self/comm", "w") as handle:
+                handle.write(name[:15])
+        except OSError:
+            pass
+
 
 def run(main, argv=None) -> None:
     import fabric
 
     argv = sys.argv[1:] if argv is None else argv
+    take_tool_name(sys.argv[1:])
     fabric.refresh()
     code = 0
     try:

@@ -109,6 +109,7 @@ def fields_for(g: gpu_state.Gpu, driver: str, count: int) -> dict:
         "hostname": (state.hostname(), ""),
         "gpu_recovery_action": (RECOVERY_ACTIONS.get(g.recovery_action, "Unknown"), ""),
     }
+    values.update(fabric_fields(g, driver))
     for reason in REASONS:
         for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
             values[f"{prefix}.{reason}"] = (_active(reasons[reason]), "")
@@ -126,6 +127,23 @@ def fields_for(g: gpu_state.Gpu, driver: str, count: int) -> dict:
                 values[f"ecc.errors.{kind}.{scope}.{part}"] = (shown, "")
     for bucket, value in (("max", "2560" if hopper else "640"), ("high", "0"), ("partial", "0"), ("low", "0"), ("none", "0")):
         values[f"remapped_rows.histogram.{bucket}"] = (value if m.architecture != "Turing" else NA, "")
+    return values
+
+
+def fabric_fields(g: gpu_state.Gpu, driver: str) -> dict:
+    """The fabric ids and health, as `-q`'s Fabric section shows them (nvsmi_report.fabric_block):
+    known from 550 (the summary from 580); an older driver refuses them."""
+    major = int(driver.split(".")[0])
+    if major < 550:
+        return {}
+    probe = g.model.fabric_probe
+    rack = g.cluster_uuid not in ("N/A", gpu_state.ZERO_UUID)
+    summary, bandwidth = ("Healthy", "Full") if rack else (NA, NA)
+    values = {"fabric.cliqueId": (g.clique_id if probe and g.clique_id != "N/A" else NA, ""),
+              "fabric.clusterUuid": (g.cluster_uuid if probe and g.cluster_uuid != "N/A" else NA, ""),
+              "fabric.health.bandwidth": (bandwidth if probe else NA, "")}
+    if major >= 580:
+        values["fabric.health.summary"] = (summary if probe else NA, "")
     return values
 
 
