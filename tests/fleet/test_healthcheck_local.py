@@ -6,6 +6,7 @@ Slurm 22.05 does. The real slurmd and slurmctld run it in tests/slurm/test_healt
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -67,7 +68,7 @@ def node(tmp_path):
         """))
     (tmp_path / "settings").write_text(textwrap.dedent(f"""\
         PATH={bin_dir}:$PATH
-        GPUCONF={GPUCONF}
+        GPUCONF={shlex.quote(str(GPUCONF))}
         GPUCONF_HEALTHCHECK_PLAYBOOK={tmp_path}/health.yml
         GPUCONF_HEALTHCHECK_REPORT={tmp_path}/report.json
         GPUCONF_HEALTHCHECK_LOCK={tmp_path}/lock
