@@ -2,6 +2,7 @@
 
     python bench/floor.py HOSTS.json [--forks 50] [--command true]
     python bench/floor.py HOSTS.json --command-file CMD --stdin-file BYTES   (floor + request)
+    python bench/floor.py HOSTS.json --command-file READS                    (floor + reads)
 
 HOSTS.json is a list of {"address", "port", "user", "key", "known_hosts"}. Each host gets what any
 SSH tool must do at least: a TCP connection, the key exchange, strict host key checking against
@@ -11,6 +12,8 @@ concurrency. Exit status 1 if any host failed.
 
 With --command-file and --stdin-file it runs that command and sends those bytes on its stdin,
 then reads all of its output: bench/capture_request.py saves gpuconf's own first request that way.
+With --command-file alone it runs that command line: bench/floor_reads.py writes issue 17's floor,
+one line that reads the same state as a no-op check, each class of it once.
 """
 from __future__ import annotations
 

@@ -9,10 +9,12 @@ For each host count, in one run on one lab (`bench`, N a100 nodes, always taken 
   fresh nodes   floor and gpuconf check (the drift run), --repeat times, interleaved;
                 with --peers-fresh also ansible --check and pyinfra --dry
   apply         gpuconf apply, once
-  after apply   floor, gpuconf check (the no-op check: the target workload) and floor+request
+  after apply   floor, gpuconf check (the no-op check: the target workload), floor+request
                 (bench/capture_request.py: gpuconf's own first request replayed over a bare paramiko
-                connection: the host-side work without gpuconf's controller), --repeat times,
-                interleaved; then ansible-playbook --check and pyinfra --dry, once each
+                connection: the host-side work without gpuconf's controller) and floor+reads
+                (bench/floor_reads.py: issue 17's floor, one shell line that reads the same files,
+                packages, GPU fields, units and DKMS state once each), --repeat times, interleaved;
+                then ansible-playbook --check and pyinfra --dry, once each
 
 Each tool's time is a ratio to the median floor of the same phase. The table goes to stdout and,
 between its markers, into docs/performance.md, with the exact commands; bench/results/ keeps the
@@ -40,6 +42,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "lab"))   # the lab's own distribution (make venv installs it too)
 
+import floor_reads  # noqa: E402
 import report  # noqa: E402
 from measure import Row, gpuconf_counts, run_tool  # noqa: E402
 from sshd_log import enable_verbose  # noqa: E402
@@ -130,6 +133,7 @@ class Bench:
                 self.peers(lab, names, files, "drift check")
             self.gpuconf(lab, names, "apply", "apply")
             request = self.capture(names[-1], hosts)
+            reads = self.reads_command(request)
             for _ in range(self.args.repeat):
                 self.floor(lab, names, files, "after apply")
                 self.gpuconf(lab, names, "check", "no-op check")
@@ -138,6 +142,10 @@ class Bench:
                              [sys.executable, str(BENCH / "floor.py"), str(files["floor"]), "--forks",
                               str(self.args.forks), "--command-file", str(request / "command"),
                               "--stdin-file", str(request / "stdin")])
+                if reads:
+                    self.run(lab, names, "floor+reads", "no-op check",
+                             [sys.executable, str(BENCH / "floor.py"), str(files["floor"]), "--forks",
+                              str(self.args.forks), "--command-file", str(reads)]).note = reads.read_text()
             self.peers(lab, names, files, "no-op check")
             self.floor(lab, names, files, "after apply")
             if self.args.profile and (hosts >= 20 or hosts == max(self.args.counts)):
@@ -153,6 +161,18 @@ class Bench:
             done = subprocess.run([sys.executable, str(BENCH / "capture_request.py"), str(out), "check", PLAYBOOK,
                                    "-i", LAB, "--limit", host], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
         return out if done.returncode == 0 else None
+
+    def reads_command(self, request: Path | None) -> Path | None:
+        """The issue 17 floor's shell line (bench/floor_reads.py), from the captured request's lists."""
+        if request is None:
+            return None
+        try:
+            line = floor_reads.reads_command(floor_reads.request_ops((request / "stdin").read_text()))
+        except (OSError, ValueError) as error:
+            self.say(f"no floor+reads row: {error}")
+            return None
+        (request / "reads").write_text(line)
+        return request / "reads"
 
     def profile(self, lab: Lab, names: list[str], hosts: int) -> None:
         """One more no-op check under yappi (bench/profile_check.py); not a row of the table."""
