@@ -145,10 +145,18 @@ def write_cluster_files(paths: SlurmPaths, lab: str, slot: int, specs: list[Node
 
 def write_settings(paths: SlurmPaths, settings: dict[str, str]) -> None:
     lines = ["# gpuconf lab: per-lab settings (Lab.slurm_config), included by slurm.conf"]
-    lines += [f"{key}={value}" for key, value in settings.items()]
+    lines += [f"{key}={conf_value(str(value))}" for key, value in settings.items()]
     tmp = paths.settings.with_name(paths.settings.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n")
     os.rename(tmp, paths.settings)
+
+
+def conf_value(value: str) -> str:
+    """A slurm.conf value: one with white space (a checkout's path, say) in double quotes, which
+    Slurm's parser takes as one value; a double quote cannot be written at all."""
+    if '"' in value or "\n" in value:
+        raise LabError(f"a slurm.conf value cannot hold a double quote or a new line: {value!r}")
+    return f'"{value}"' if any(c.isspace() for c in value) else value
 
 
 def read_settings(paths: SlurmPaths) -> dict[str, str]:
@@ -156,7 +164,7 @@ def read_settings(paths: SlurmPaths) -> dict[str, str]:
     for line in paths.settings.read_text().splitlines():
         key, sep, value = line.partition("=")
         if sep and not line.startswith("#"):
-            settings[key] = value
+            settings[key] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
     return settings
 
 

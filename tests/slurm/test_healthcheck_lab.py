@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -27,8 +28,8 @@ PERSONS_REASON = "bad DIMM, ticket 4411"
 LEMONS_REASON = "gpuconf: lemon (4 remediations in 7 days)"
 REPORT = "/var/lib/gpuconf/healthcheck-report.json"
 SETTINGS = f"""\
-GPUCONF={Path(sys.executable).with_name("gpuconf")}
-GPUCONF_HEALTHCHECK_PLAYBOOK={ROOT}/playbooks/gpu-health.yml
+GPUCONF={shlex.quote(str(Path(sys.executable).with_name("gpuconf")))}
+GPUCONF_HEALTHCHECK_PLAYBOOK={shlex.quote(str(ROOT / "playbooks" / "gpu-health.yml"))}
 GPUCONF_HEALTHCHECK_ARGS="--tags xid"
 """
 

@@ -20,8 +20,9 @@ from gpuconf.tasks.health.readings import HEALTH_FIELDS, gpu_readings
 from gpuconf.tasks.services import unit_fact
 
 # A stand-in nvidia-smi: refuses the fields in REFUSE as the real one does (exit 2, the whole
-# query), else prints a header and two GPUs' rows; each run is logged.
-FAKE_SMI = """#!{python}
+# query), else prints a header and two GPUs' rows; each run is logged. The machine's python3
+# (a shebang cannot hold a checkout path with a space in it).
+FAKE_SMI = """#!/usr/bin/python3
 import os, sys
 log, refuse = {log!r}, {refuse!r}
 with open(log, "a") as handle:
@@ -44,7 +45,7 @@ def session_with_fake_smi(tmp_path, monkeypatch, refuse=()):
     bin_dir, log = tmp_path / "bin", tmp_path / "smi.log"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text(FAKE_SMI.format(python=sys.executable, log=str(log), refuse=list(refuse)))
+    smi.write_text(FAKE_SMI.format(log=str(log), refuse=list(refuse)))
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     connection = LocalConnection(ConnectionSpec.from_vars("localhost", {"python": sys.executable}))
