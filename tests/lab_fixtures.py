@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
@@ -45,38 +47,47 @@ def lab_unavailable() -> str | None:
     return None
 
 
-def el9_unavailable() -> str | None:
-    """Why an EL 9 lab cannot start here (what lab_unavailable says, or the missing rpm/dnf tools)."""
+def unavailable_with(require: Callable[[], None]) -> str | None:
+    """Why a lab that also needs `require`'s tools cannot start here: what lab_unavailable says,
+    or what `require` raises."""
     why = lab_unavailable()
     if why is None:
         try:
-            require_el9_tools()
+            require()
         except LabError as exc:
             why = str(exc)
     return why
+
+
+def el9_unavailable() -> str | None:
+    """Why an EL 9 lab cannot start here (no lab, or the missing rpm/dnf tools)."""
+    return unavailable_with(require_el9_tools)
 
 
 def slurm_unavailable() -> str | None:
-    """Why a Slurm lab cannot start here (what lab_unavailable says, or missing Slurm programs)."""
-    why = lab_unavailable()
-    if why is None:
-        try:
-            require_slurm_tools()
-        except LabError as exc:
-            why = str(exc)
-    return why
+    """Why a Slurm lab cannot start here (no lab, or missing Slurm programs)."""
+    return unavailable_with(require_slurm_tools)
+
+
+def start_lab(name: str, profiles: dict[str, int], *,
+              unavailable: Callable[[], str | None] = lab_unavailable, **up: Any) -> Lab:
+    """A fresh lab for a session or module fixture: the tests skip with the reason `unavailable`
+    gives when it cannot start here; a lab of that name left by an interrupted session is taken
+    down first. `up` goes to Lab.up (slurm=True, ...). The fixture takes it down at its end."""
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    lab = Lab(name, boot_delay=0.5)
+    if lab.exists():
+        lab.down()
+    lab.up(profiles, **up)
+    return lab
 
 
 @pytest.fixture(scope="session")
 def lab():
     """The session's lab (2 × a100, 1 × t4), torn down at the end of the session."""
-    why = lab_unavailable()
-    if why:
-        pytest.skip(why)
-    session_lab = Lab(LAB_NAME, boot_delay=0.5)
-    if session_lab.exists():   # left by an interrupted session
-        session_lab.down()
-    session_lab.up(LAB_PROFILES)
+    session_lab = start_lab(LAB_NAME, LAB_PROFILES)
     _fresh_digests.update({info.name: session_lab.digest(info.name) for info in session_lab.nodes})
     yield session_lab
     session_lab.down()
@@ -86,13 +97,7 @@ def lab():
 def el9_lab():
     """The session's EL 9 lab (1 × a100 on Rocky Linux 9.4), torn down at the end of the session.
     Tests that change its node put it back with `el9_lab.reset(EL9_NODE)`."""
-    why = el9_unavailable()
-    if why:
-        pytest.skip(why)
-    session_lab = Lab(EL9_LAB_NAME, boot_delay=0.5)
-    if session_lab.exists():
-        session_lab.down()
-    session_lab.up({"a100@el9": 1})
+    session_lab = start_lab(EL9_LAB_NAME, {"a100@el9": 1}, unavailable=el9_unavailable)
     yield session_lab
     session_lab.down()
 
@@ -102,13 +107,7 @@ def slurm_lab():
     """The session's Slurm lab (6 × t4 with slurmd, slurmctld on the machine; docs/lab-slurm.md),
     torn down at the end of the session. A test that drains, reboots or runs jobs on a node puts
     it back (idle, no jobs, no drain) before it ends: `slurm_idle(lab, node)` waits for that."""
-    why = slurm_unavailable()
-    if why:
-        pytest.skip(why)
-    session_lab = Lab(SLURM_LAB_NAME, boot_delay=0.5)
-    if session_lab.exists():
-        session_lab.down()
-    session_lab.up(SLURM_LAB_PROFILES, slurm=True)
+    session_lab = start_lab(SLURM_LAB_NAME, SLURM_LAB_PROFILES, unavailable=slurm_unavailable, slurm=True)
     yield session_lab
     session_lab.down()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import lab_unavailable, wait_until
+from tests.lab_fixtures import start_lab, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = ("fabric-" + os.environ.get("GPUCONF_TEST_LAB", "test"))[:31]
@@ -66,13 +66,7 @@ class FabricLab:
 
 @pytest.fixture(scope="session")
 def fabric_lab(tmp_path_factory):
-    why = lab_unavailable()
-    if why:
-        pytest.skip(why)
-    lab = Lab(NAME, boot_delay=0.5)
-    if lab.exists():
-        lab.down()
-    lab.up({"b200": 1, "gb200": 2, "h100": 1})
+    lab = start_lab(NAME, {"b200": 1, "gb200": 2, "h100": 1})
     state = FabricLab(lab, tmp_path_factory.mktemp("fabric"), {}, {}, {})
     try:
         for kind in ("b200", "gb200"):

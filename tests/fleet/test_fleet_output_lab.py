@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import LAB_NAME, lab_unavailable
+from tests.lab_fixtures import LAB_NAME, start_lab
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
 NODES = 20
@@ -35,13 +34,7 @@ PLAYBOOK = textwrap.dedent("""\
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """20 t4 nodes, converged by one apply of the playbook."""
-    why = lab_unavailable()
-    if why:
-        pytest.skip(why)
-    lab = Lab(f"{LAB_NAME[:20]}-fleet20", boot_delay=0.5)
-    if lab.exists():
-        lab.down()
-    lab.up({"t4": NODES})
+    lab = start_lab(f"{LAB_NAME[:20]}-fleet20", {"t4": NODES})
     playbook = tmp_path_factory.mktemp("fleet20") / "site.yml"
     playbook.write_text(PLAYBOOK)
     try:

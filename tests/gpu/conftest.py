@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import lab_unavailable
+from tests.lab_fixtures import start_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 # GPUCONF_TEST_LAB keeps two checkouts' labs apart, as in tests/health
@@ -91,14 +91,8 @@ def _converge(state: Converged, profile: str) -> dict[str, Run]:
 
 @pytest.fixture(scope="session")
 def converged(tmp_path_factory) -> Converged:
-    why = lab_unavailable()
-    if why:
-        pytest.skip(why)
     pytest.importorskip("gpuconf_lab.repo", reason="the lab's apt repository of NVIDIA packages is not built yet")
-    lab = Lab(NAME, boot_delay=0.5)
-    if lab.exists():
-        lab.down()
-    lab.up({"a100": 2, "h100": 1, "t4": 1})
+    lab = start_lab(NAME, {"a100": 2, "h100": 1, "t4": 1})
     state = Converged(lab, tmp_path_factory.mktemp("gpulib"))
     try:
         with ThreadPoolExecutor(2) as pool:

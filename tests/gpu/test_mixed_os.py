@@ -19,7 +19,7 @@ import pytest
 
 from gpuconf_lab.fleet import Lab
 from tests.gpu.conftest import ROOT, Run
-from tests.lab_fixtures import LAB_NAME, el9_unavailable, wait_until
+from tests.lab_fixtures import LAB_NAME, el9_unavailable, start_lab, wait_until
 
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
@@ -55,13 +55,7 @@ class Mixed:
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    why = el9_unavailable()
-    if why:
-        pytest.skip(why)
-    lab = Lab(NAME, boot_delay=0.5)
-    if lab.exists():
-        lab.down()
-    lab.up({"t4": 1, "t4@el9": 1, "a100@el9": 1})
+    lab = start_lab(NAME, {"t4": 1, "t4@el9": 1, "a100@el9": 1}, unavailable=el9_unavailable)
     state = Mixed(lab, tmp_path_factory.mktemp("mixed"))
     try:
         with ThreadPoolExecutor(2) as pool:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import lab_unavailable
+from tests.lab_fixtures import start_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 # inventories/lab*/ are git-ignored; GPUCONF_TEST_LAB keeps two sessions' health labs apart
@@ -79,13 +79,7 @@ class HealthLab:
 
 @pytest.fixture(scope="session")
 def health_lab(tmp_path_factory) -> HealthLab:
-    why = lab_unavailable()
-    if why:
-        pytest.skip(why)
-    lab = Lab(NAME, boot_delay=0.5)
-    if lab.exists():
-        lab.down()
-    lab.up({"a100": 1, "t4": 1})
+    lab = start_lab(NAME, {"a100": 1, "t4": 1})
     state = HealthLab(lab, tmp_path_factory.mktemp("health"))
     try:
         converge = gpuconf("apply", "playbooks/a100-node.yml", "-e", "infiniband_subnet_manager=false",
