@@ -25,6 +25,7 @@ from gpuconf_lab.runtime import (
     NodePaths,
     NodeSpec,
     hidden_dirs,
+    launch_in_namespaces,
     process_matches,
     read_pid,
 )
@@ -125,14 +126,8 @@ def launch(paths: NodePaths) -> subprocess.Popen:
     """Start the node's PID 1 in new namespaces; it outlives this process (its own session)."""
     for stale in (paths.pid_file, paths.launcher_pid_file):
         stale.unlink(missing_ok=True)
-    with open(paths.console, "ab") as console:
-        process = subprocess.Popen(
-            ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private",
-             NODE_PYTHON, "-I", "-S", "-B", str(INIT_SCRIPT), str(paths.config)],
-            stdin=subprocess.DEVNULL, stdout=console, stderr=console, start_new_session=True, cwd="/",
-            env=dict(NODE_ENV))
-    paths.launcher_pid_file.write_text(f"{process.pid}\n")
-    return process
+    return launch_in_namespaces([NODE_PYTHON, "-I", "-S", "-B", str(INIT_SCRIPT), str(paths.config)],
+                                paths.console, paths.launcher_pid_file, dict(NODE_ENV))
 
 
 def init_pid(paths: NodePaths) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,6 +303,19 @@ def find_project_root(start: Path | None = None) -> Path:
         if (directory / "pyproject.toml").is_file() and not (directory / "gpuconf_lab").is_dir():
             return directory
     return start
+
+
+def launch_in_namespaces(argv: list[str], console: Path, launcher_pid_file: Path,
+                         env: dict[str, str]) -> subprocess.Popen:
+    """Start `argv` as PID 1 of new mount, UTS and PID namespaces, in its own session so that it
+    outlives this process (a node's init, the Slurm controller): output to `console`, the
+    launcher's pid to `launcher_pid_file`."""
+    with open(console, "ab") as out:
+        process = subprocess.Popen(
+            ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private", *argv],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, cwd="/", env=env)
+    launcher_pid_file.write_text(f"{process.pid}\n")
+    return process
 
 
 def read_pid(path: Path) -> int | None:

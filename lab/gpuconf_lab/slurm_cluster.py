@@ -32,7 +32,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuconf_lab.runtime import ADDRESS_PREFIX, NODE_RUNTIME_DIR, LabError, NodeSpec, process_matches, read_pid
+from gpuconf_lab.runtime import (
+    ADDRESS_PREFIX,
+    NODE_RUNTIME_DIR,
+    LabError,
+    NodeSpec,
+    launch_in_namespaces,
+    process_matches,
+    read_pid,
+)
 from gpuconf_lab.slurm_templates import MUNGE_UNIT, NODE_LINE, SLURM_CONF, SLURMD_UNIT
 
 CONTROLLER_HOST = "slurmctl"
@@ -240,14 +248,8 @@ def start_controller(paths: SlurmPaths, slot: int) -> subprocess.Popen:
         f"mv {shlex.quote(str(paths.pid_file))}.tmp {shlex.quote(str(paths.pid_file))}",
         "exec /usr/sbin/slurmctld -D -i",
     ])
-    with open(paths.log / "controller.log", "ab") as console:
-        process = subprocess.Popen(
-            ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private",
-             "/bin/sh", "-c", script, f"gpuconf-lab-slurm:{paths.root}"],
-            stdin=subprocess.DEVNULL, stdout=console, stderr=console, start_new_session=True, cwd="/",
-            env=controller_environment(paths))
-    paths.launcher_pid_file.write_text(f"{process.pid}\n")
-    return process
+    return launch_in_namespaces(["/bin/sh", "-c", script, f"gpuconf-lab-slurm:{paths.root}"],
+                                paths.log / "controller.log", paths.launcher_pid_file, controller_environment(paths))
 
 
 def controller_pid(paths: SlurmPaths) -> int | None:
