@@ -150,6 +150,12 @@ def mount_namespace(pid: int) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+def processes_named(needle: str) -> list[int]:
+    """Every live process on the machine whose command line mentions `needle`."""
+    return [int(entry) for entry in os.listdir("/proc")
+            if entry.isdigit() and int(entry) != os.getpid() and process_matches(int(entry), needle)]
+
+
 def processes_in_namespace(namespace: tuple[int, int]) -> list[int]:
     """Every process on the machine in that mount namespace: the node's, and nsenter's parents."""
     found = []
@@ -183,20 +189,26 @@ class Stopping:
 
     def wait(self, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
+        own = mount_namespace(os.getpid())
         while True:
+            # A node stopped while it starts: its init may not have written its pid file yet, or
+            # outlive a launcher killed before it asked to die with it. It names its config.
+            named = processes_named(str(self.paths.config))
+            if self.namespace is None:
+                self.namespace = next((ns for ns in map(mount_namespace, named) if ns and ns != own), None)
             left = processes_in_namespace(self.namespace) if self.namespace else []
-            for pid in left:   # an nsenter parent outside the pid namespace
+            for pid in {*left, *named}:   # also an nsenter parent outside the pid namespace
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             alive = [pid for pid in (self.pid, self.launcher_pid)
                      if pid and process_matches(pid, str(self.paths.config))]
-            if not left and not alive and (self.launcher is None or self.launcher.poll() is not None):
+            if not left and not named and not alive and (self.launcher is None or self.launcher.poll() is not None):
                 break
             if time.monotonic() > deadline:
                 raise LabError(f"node {self.paths.root.name} did not stop within {timeout:.0f}s "
-                               f"(processes {left + alive} remain)")
+                               f"(processes {sorted({*left, *named, *alive})} remain)")
             time.sleep(0.02)
         self.paths.pid_file.unlink(missing_ok=True)
         self.paths.launcher_pid_file.unlink(missing_ok=True)
