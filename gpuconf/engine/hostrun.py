@@ -95,20 +95,25 @@ class PlayOnHost:
             raise TaskError(f"{task.type}: {exc}") from None
         return variables, params
 
-    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False) -> list[Any]:
+    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
+                  left: list[TaskDef] | None = None) -> list[Any]:
         """Facts the tasks' checks will read. `speculative` renders before host
         facts are known: conditions on facts count as true, and tasks whose
-        params depend on facts are left for later, so that one round trip can
-        carry both the host facts and nearly every task's facts."""
+        params depend on facts are left for later (appended to `left`), so that
+        one round trip can carry both the host facts and nearly every task's facts."""
         facts = []
         for task in tasks:
             if task.type in ENGINE_ACTIONS or task.become_user or task.keywords.delegate_to:
                 continue  # set_fact and debug read nothing; the others read as someone else, or elsewhere
+            if speculative:
+                found = self._loop_facts(task, True) if task.keywords.items is not None \
+                    else self._speculative_facts(task)
+                if not found and left is not None:
+                    left.append(task)  # read nothing known yet: planned again once the facts are in
+                facts += found
+                continue
             if task.keywords.items is not None:
                 facts += self._loop_facts(task, speculative)
-                continue
-            if speculative:
-                facts += self._speculative_facts(task)
                 continue
             try:
                 prepared = self.prepare(task)
@@ -158,12 +163,15 @@ class PlayOnHost:
         tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
         try:
             self.events.task_started(self.host, "gathering facts")
-            first = self._facts_of(tasks, speculative=True)
+            left: list[TaskDef] = []
+            first = self._facts_of(tasks, speculative=True, left=left)
             if self.play.keywords.gather_facts:
                 first = gather.fact_requests() + first
             self.session.fetch(first)
             self.refresh_facts()
-            self.session.fetch(self._facts_of(tasks))  # usually nothing left: no round trip
+            # A task planned above reads the same once the facts are in (its params did not depend
+            # on them): only the others are planned again. Usually nothing is left: no round trip.
+            self.session.fetch(self._facts_of(left))
             blocks = BlockRun(tasks)
             for index, task in enumerate(tasks):
                 if self.stop():

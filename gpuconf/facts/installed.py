@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_state
 from gpuconf.facts.common import incomplete
@@ -22,11 +22,12 @@ DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 RPM_FORMAT = "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\t%{ARCH}\\n"
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(NamedTuple):
     """One package as the package manager reports it. `version` is the full package version
     (`580.95.05-1`, `3:580.95.05-1.el9`); `status` is dpkg's (`installed`, `config-files`, ...),
-    always `installed` for rpm; `held`: apt-mark hold, or a dnf versionlock entry."""
+    always `installed` for rpm; `held`: apt-mark hold, or a dnf versionlock entry. A named tuple:
+    a host lists about 800 packages, read on every run, and frozen dataclasses made that read
+    twice as slow."""
 
     name: str
     version: str

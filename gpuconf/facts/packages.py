@@ -13,8 +13,10 @@ Format notes:
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuconf.facts.apt_policy import AptPolicy, AptSource, AptVersion, parse_apt_cache_policy
 from gpuconf.facts.common import reads_whole_lines
@@ -27,10 +29,10 @@ _STATUS = {
 }
 
 
-@dataclass(frozen=True)
-class DpkgPackage:
+class DpkgPackage(NamedTuple):
     """One package. ``installed`` means status ``installed`` (``ii``/``hi``); ``held``
-    means desired state ``hold``; ``arch`` comes from ``name:arch`` or a column."""
+    means desired state ``hold``; ``arch`` comes from ``name:arch`` or a column. A named
+    tuple: a host lists about 800 packages, read on every run (gpuconf.facts.installed)."""
 
     name: str
     version: str | None
@@ -67,20 +69,20 @@ class DpkgList:
         return next((p for p in self.packages if p.name == name and (arch is None or p.arch == arch)), None)
 
 
+@functools.lru_cache(maxsize=256)
+def _flags(abbrev: str) -> tuple[str | None, str | None, bool]:
+    """`db:Status-Abbrev` (`ii `, `hi `, `rc `, `iUR`): the desired state, the status and the
+    error flag. A listing holds a handful of distinct values: each is read once."""
+    flags = abbrev.ljust(3)
+    return _DESIRED.get(flags[0].lower()), _STATUS.get(flags[1].lower()), flags[2] not in (" ", "")
+
+
 def _package(name: str, version: str | None, abbrev: str, arch: str | None = None,
              cut: bool = False) -> DpkgPackage:
     name, _, name_arch = name.partition(":")
-    flags = abbrev.ljust(3)
-    return DpkgPackage(
-        name=name,
-        version=None if version in (None, "", "<none>") else version,
-        status_abbrev=abbrev.strip(),
-        desired=_DESIRED.get(flags[0].lower()),
-        status=_STATUS.get(flags[1].lower()),
-        error=flags[2] not in (" ", ""),
-        arch=name_arch or (None if arch in (None, "", "<none>") else arch),
-        version_may_be_cut=cut,
-    )
+    desired, status, error = _flags(abbrev)
+    return DpkgPackage(name, None if version in (None, "", "<none>") else version, abbrev.strip(), desired, status,
+                       error, name_arch or (None if arch in (None, "", "<none>") else arch), cut)
 
 
 _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")

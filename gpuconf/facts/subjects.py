@@ -45,6 +45,8 @@ def plain(value: Any) -> Any:
     """A parsed value as JSON can hold it."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):   # a named tuple (DpkgPackage)
+        return {name: plain(getattr(value, name)) for name in value._fields}
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

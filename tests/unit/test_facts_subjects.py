@@ -73,3 +73,13 @@ def test_facts_lists_subjects_and_names_an_unknown_one(capsys):
     assert "gpus" in capsys.readouterr().out
     assert main(["facts", "node1", "-i", "node1,", "-s", "driver,gpu"]) == 1
     assert "unknown subject 'gpu' (did you mean 'gpus'?)" in capsys.readouterr().err
+
+
+
+def test_the_packages_subject_shows_each_package_by_its_fields():
+    dpkg = SUBJECTS["packages"].reads["dpkg"]
+    value = dpkg.parse(reply("dpkg/dpkg-l-nvidia-glob-440-TRUNCATED-k8s-device-plugin-178.txt"))
+    view = json.loads(json.dumps(subject_view(["packages"], {dpkg.key: value})))
+    first = view["packages"]["dpkg"]["packages"][0]
+    assert "nvidia" in first["name"] and first["status"] in ("installed", "not-installed", "config-files")
+    assert {"version", "desired", "arch"} <= set(first)

@@ -126,3 +126,23 @@ def test_dpkg_l_rows_without_the_header_ruler_are_packages() -> None:
     assert listing.problems == ()
     cut = parse_dpkg_l(text[: text.index("535.104.05-0ubuntu1 amd64") + 6])
     assert [p.name for p in cut.packages] == ["nvidia-driver-535"] and cut.incomplete   # the cut row is not read
+
+
+
+def test_the_installed_fact_reads_every_package_by_name_and_no_listing_cut_short() -> None:
+    from gpuconf.facts.base import FactUnavailable, Output
+    from gpuconf.facts.installed import _dpkg
+
+    text = ("nvidia-driver-535\t535.104.05-0ubuntu1\thi \n"
+            "cuda-toolkit-12-2\t<none>\tun \n"
+            "libnvidia-compute-535:i386\t535.104.05-0ubuntu1\tiF \n"
+            "nvidia-kernel-common-535\t535.104.05-0ubuntu1\trc \n"
+            "dpkg-query: no packages found matching nvidia-dkms-550\n"
+            "garbage\n\n")
+    got = {name: (p.version, p.status, p.held, p.installed) for name, p in _dpkg(Output(text)).items()}
+    assert got == {"nvidia-driver-535": ("535.104.05-0ubuntu1", "installed", True, True),
+                   "cuda-toolkit-12-2": ("", "not-installed", False, False),
+                   "libnvidia-compute-535": ("535.104.05-0ubuntu1", "half-configured", False, False),
+                   "nvidia-kernel-common-535": ("535.104.05-0ubuntu1", "config-files", False, False)}
+    with pytest.raises(FactUnavailable, match="cut short"):
+        _dpkg(Output(text + "nvidia-utils-535\t535.10"))
