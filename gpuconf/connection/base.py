@@ -124,7 +124,7 @@ def sudo_prefix(spec: ConnectionSpec, become_user: str | None = None) -> str:
 
 def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None,
                    become_user: str | None = None) -> str:
-    command = f"{shlex.quote(spec.python)} -B -c {shlex.quote(BOOTSTRAP)}"
+    command = f"{shlex.quote(spec.python)} -B -S -c {shlex.quote(BOOTSTRAP)}"  # -S: the stdlib only, no site
     if uses_sudo(spec, remote_user, become, become_user):
         command = sudo_prefix(spec, become_user) + command
     return command

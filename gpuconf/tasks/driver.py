@@ -102,9 +102,12 @@ class DriverStack(TaskType):
             raise Refused("nvidia_driver_modules: precompiled means Canonical's signed linux-modules-nvidia packages "
                           "(Ubuntu); on the RHEL family use dkms (the <branch>-open or <branch>-dkms module streams)")
         want = names.stack(family, params.branch, params.version, flavour, params.modules, kernels, os_major)
-        findings = self._findings(packages, branch, facts, gpus)
+        # the few driver packages among the host's hundreds, picked once for both looks below
+        drivers = [p for p in packages.packages.values()
+                   if names.is_driver_package(p.name) or p.name.startswith("nvidia-driver-pinning-")]
+        findings = self._findings(drivers, branch, facts, gpus)
         self._secure_boot(params, facts, packages.family)
-        changes = self._changes(want, packages, facts, params)
+        changes = self._changes(want, packages, drivers, facts, params)
         if not changes:
             held = " held," if params.hold else ""
             return Verdict([], f"{flavour} {params.version} ({params.modules}),{held} {len(want.packages)} packages "
@@ -112,11 +115,11 @@ class DriverStack(TaskType):
         return Verdict(changes, "; ".join(c.summary for c in changes), findings=findings)
 
     # -- what is wrong -------------------------------------------------------
-    def _findings(self, packages: PackageSet, branch: catalog.Branch, facts: Facts,
+    def _findings(self, drivers: list[Installed], branch: catalog.Branch, facts: Facts,
                   gpus: list[catalog.Gpu]) -> list[Finding]:
         """A warning for each end-of-life branch found installed, and for the wanted one (which
         can be past its end only when nvidia_driver_allow_eol said so)."""
-        found = {b for p in packages.packages.values() if p.installed and names.is_driver_package(p.name)
+        found = {b for p in drivers if p.installed and names.is_driver_package(p.name)
                  and (b := _branch_of(p))} | {branch.branch}
         warnings = []
         for number in sorted(found):
@@ -136,13 +139,14 @@ class DriverStack(TaskType):
                       f"(Key was rejected by service): {remedy}, or enroll a MOK key for DKMS to sign with "
                       "and set nvidia_driver_dkms_signed: true")
 
-    def _changes(self, want: Stack, packages: PackageSet, facts: Facts, params: DriverStackParams) -> list[Change]:
+    def _changes(self, want: Stack, packages: PackageSet, drivers: list[Installed], facts: Facts,
+                 params: DriverStackParams) -> list[Change]:
         version = want.package_version()
         wanted = [*want.packages, *([want.pinning] if want.pinning else [])]
         missing = [n for n in want.packages if not self._right(packages.installed(n), version)]
         if want.pinning and not packages.installed(want.pinning):
             missing.append(want.pinning)
-        purge = self._others(want, packages)
+        purge = self._others(want, drivers)
         backend = backend_for(packages)
         changes = []
         stream = enabled_stream(facts[MODULE_STREAM]) if want.stream else None
@@ -162,13 +166,13 @@ class DriverStack(TaskType):
                                         version.split(":", 1)[-1])
 
     @staticmethod
-    def _others(want: Stack, packages: PackageSet) -> list[Installed]:
+    def _others(want: Stack, drivers: list[Installed]) -> list[Installed]:
         """Installed driver packages that are not of this stack: another branch or version, the
         other flavour's or source's kernel modules, a transitional package named for another
         branch. Companions of this branch stay (their own task keeps them at the version)."""
         keep = {names.companion(want.family, c, want.branch) for c in names.COMPANIONS}
         others = []
-        for package in packages.packages.values():
+        for package in drivers:
             if not package.installed and package.status != "config-files":
                 continue
             if package.name in want.packages or package.name in keep or not names.is_driver_package(package.name):
