@@ -106,3 +106,26 @@ def test_plain_references_behave_as_jinja(text, expected):
 def test_plain_references_fail_as_jinja(text, message):
     with pytest.raises(TemplateError, match=message):
         render(text, Vars({"site": {"name": "dc1"}}))
+
+
+def test_only_tasks_the_first_pass_could_not_plan_are_planned_again_and_no_read_is_lost(tmp_path):
+    """Before its first task, a host plans its reads twice: before the facts (speculative), then
+    only the tasks that pass could not plan. Together they read all that planning every task with
+    the facts would."""
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "site.yml").write_text(PLAYBOOK)
+    inventory = load_inventory(str(tmp_path / "hosts.yml"))
+    playbook = load_playbook(tmp_path / "site.yml", tmp_path)
+    play, runner = playbook.plays[0], Runner(inventory, playbook, RunOptions())
+    for host in ("n1", "n3"):
+        magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
+        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
+                             lambda r: None, lambda: False, plan_cache=PlanCache())
+        left: list = []
+        first = on_host._facts_of(play.tasks, speculative=True, left=left)
+        on_host.facts.update({"kernel": "6.1.0-28-amd64"})
+        second = on_host._facts_of(left)
+        expected = {"depends on facts"} | ({"only where a host variable says so"} if host == "n1" else set())
+        assert {task.name for task in left} == expected
+        assert {f.key for f in on_host._facts_of(play.tasks)} <= {f.key for f in first + second}
+        assert any("6.1.0-28-amd64" in str(f.request) for f in second)
