@@ -132,7 +132,15 @@ class HostApply:
         if self._reboot_via is not None:
             self._reboot_via()
         else:
-            session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
+            sent = session.connection.round_trips
+            try:
+                session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
+            except ConnectError:
+                if session.connection.round_trips == sent:
+                    raise   # the request never reached the host: it is unreachable
+                # It did, and the host went down before its reply came back: the runner answers and
+                # the reboot starts a second later, which a loaded host may not get through. The
+                # new boot id below is what tells.
         session.release_lock()
         session.connection.close()
         session.forget()
