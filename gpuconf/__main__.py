@@ -1,3 +1,3 @@
-from gpuconf.cli import main
+from gpuconf.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())

@@ -56,7 +56,7 @@ def test_the_product_installs_no_simulator(tmp_path):
     assert [name for name in names if not name.startswith("gpuconf/")] == []
     assert [name for name in names if "lab" in Path(name).parts or "sim" in Path(name).parts] == []
     entry_points = (tmp_path / "gpuconf.egg-info" / "entry_points.txt").read_text()
-    assert "gpuconf = gpuconf.cli:main" in entry_points and "gpuconf-lab" not in entry_points
+    assert "gpuconf = gpuconf.cli:run" in entry_points and "gpuconf-lab" not in entry_points
 
 
 def test_gpuconf_lab_without_the_lab_installed_says_how_to_get_it(tmp_path, monkeypatch, capsys):
