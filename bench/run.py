@@ -57,6 +57,11 @@ GPUCONF = str(ROOT / ".venv" / "bin" / "gpuconf")
 PEERS_BIN = BENCH / ".venv" / "bin"
 
 
+def inventory() -> str:
+    """The lab's inventory by its path: `-i bench` would name this folder, bench/, not the lab."""
+    return str(ROOT / "inventories" / LAB / "hosts.yml")
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -89,7 +94,7 @@ class Bench:
     def gpuconf(self, lab, names, verb, workload):
         report_file = WORK / f"report-{verb}-{len(names)}.json"
         return self.run(lab, names, "gpuconf", workload,
-                        [GPUCONF, verb, PLAYBOOK, "-i", LAB, "--forks", str(self.args.forks), "--report",
+                        [GPUCONF, verb, PLAYBOOK, "-i", inventory(), "--forks", str(self.args.forks), "--report",
                          str(report_file)], report_file=report_file)
 
     def ansible(self, lab, names, files, workload):
@@ -159,7 +164,7 @@ class Bench:
         out = WORK / f"request-{hosts}"
         with open(self.log, "a") as handle:
             done = subprocess.run([sys.executable, str(BENCH / "capture_request.py"), str(out), "check", PLAYBOOK,
-                                   "-i", LAB, "--limit", host], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+                                   "-i", inventory(), "--limit", host], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
         return out if done.returncode == 0 else None
 
     def reads_command(self, request: Path | None) -> Path | None:
@@ -183,7 +188,7 @@ class Bench:
         self.say("profiling one no-op check (yappi, CPU clock, every thread)")
         with open(self.log, "a") as handle:
             subprocess.run([str(PEERS_BIN / "python"), str(BENCH / "profile_check.py"), str(out), "check", PLAYBOOK,
-                            "-i", LAB, "--forks", str(self.args.forks)], cwd=ROOT, env=env, stdout=handle,
+                            "-i", inventory(), "--forks", str(self.args.forks)], cwd=ROOT, env=env, stdout=handle,
                            stderr=subprocess.STDOUT, check=False)
         if out.exists():  # the largest count first in the doc
             self.profile_text = (f"One no-op check of {hosts} hosts under yappi (bench/profile_check.py, "
