@@ -13,8 +13,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from gpuconf.facts.base import Fact, FactUnavailable
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict
+from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift
 
 Severity = Literal["ok", "warning", "failure"]
 OK: Severity = "ok"
@@ -47,6 +48,21 @@ def verdict(findings: list[Finding], changes: list[Change] | None = None, **data
     """A probe's result: its findings, no state changes (remedies aside: each is a Change
     with verify=False, an action the engine's re-check does not expect to vanish)."""
     return Verdict(list(changes or ()), summarise(findings), data, list(findings))
+
+
+def after_pending_reboot(facts: Facts, what: str) -> Verdict | None:
+    """Drift that waits for the pending reboot (a state read now would be the old boot's), or None."""
+    if not facts.reboot_pending:
+        return None
+    return drift(Change(f"{what}: judged after the pending reboot ({', '.join(facts.reboot_pending)})", reboot=True))
+
+
+def read_or_unknown(facts: Facts, fact: Fact, probe: str, what: str) -> Any:
+    """The fact's value; `Unknown` with a failure finding when it cannot be read (hung, failed)."""
+    try:
+        return facts[fact]
+    except FactUnavailable as exc:
+        raise Unknown(str(exc), findings=[Finding(probe, FAILURE, f"{what} cannot be read: {exc}")]) from None
 
 
 class NvidiaSmiParams(Params):

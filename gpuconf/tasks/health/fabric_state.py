@@ -18,8 +18,17 @@ from gpuconf.facts.nvidia.query_model import Fabric, GpuDetails, NvidiaSmiQuery
 from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE, query_fields
 from gpuconf.facts.nvlink_fabric import NONE, RACK, nvlink_fabric
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, drift
-from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
+from gpuconf.tasks.base import Facts, Unknown, Verdict
+from gpuconf.tasks.health.common import (
+    FAILURE,
+    OK,
+    HealthProbe,
+    NvidiaSmiParams,
+    after_pending_reboot,
+    gpu_name,
+    read_or_unknown,
+    verdict,
+)
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 # GPUs on NVSwitch boards before Hopper (HGX A100) print Fabric State N/A: nothing to judge there.
@@ -132,14 +141,10 @@ class FabricStateCompleted(HealthProbe):
         kind = nvlink_fabric(pci["gpus"], pci["nvswitches"])
         if kind == NONE:
             return verdict([Finding(self.probe, OK, "no NVSwitch and no rack NVLink: no fabric to register with")])
-        if facts.reboot_pending:
-            return drift(Change(f"fabric state: judged after the pending reboot ({', '.join(facts.reboot_pending)})",
-                                reboot=True))
-        try:
-            report = facts[fabric_query(params.nvidia_smi_timeout)]
-        except FactUnavailable as exc:
-            raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"fabric state cannot be read: {exc}")]) \
-                from None
+        waiting = after_pending_reboot(facts, "fabric state")
+        if waiting is not None:
+            return waiting
+        report = read_or_unknown(facts, fabric_query(params.nvidia_smi_timeout), self.probe, "fabric state")
         if report.failure is not None and not report.gpus:
             message = f"{report.failure.kind}: {report.failure.message}"
             raise Unknown(message, findings=[Finding(self.probe, FAILURE, f"fabric state cannot be read: {message}",

@@ -18,7 +18,15 @@ from gpuconf.facts.imex import ImexDomain, parse_imex_ctl_nodes
 from gpuconf.facts.nvlink_fabric import RACK, nvlink_fabric
 from gpuconf.results import Finding
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Unknown, Verdict, drift
-from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, verdict
+from gpuconf.tasks.health.common import (
+    FAILURE,
+    OK,
+    WARNING,
+    HealthProbe,
+    after_pending_reboot,
+    read_or_unknown,
+    verdict,
+)
 
 
 class ImexDomainParams(Params):
@@ -92,14 +100,10 @@ class ImexDomainConnected(HealthProbe):
         pci = facts[PCI_FACT]
         if nvlink_fabric(pci["gpus"], pci["nvswitches"]) != RACK:
             return verdict([Finding(self.probe, OK, "not a rack NVLink tray: no IMEX domain to join")])
-        if facts.reboot_pending:
-            return drift(Change(f"IMEX domain: judged after the pending reboot ({', '.join(facts.reboot_pending)})",
-                                reboot=True))
-        try:
-            domain = facts[imex_domain_fact(params.timeout)]
-        except FactUnavailable as exc:
-            raise Unknown(str(exc), findings=[Finding(self.probe, FAILURE, f"IMEX domain cannot be read: {exc}")]) \
-                from None
+        waiting = after_pending_reboot(facts, "IMEX domain")
+        if waiting is not None:
+            return waiting
+        domain = read_or_unknown(facts, imex_domain_fact(params.timeout), self.probe, "IMEX domain")
         if domain is None:   # check mode, before the imex role's package task has run
             return drift(Change("IMEX domain: judged once nvidia-imex is installed (no nvidia-imex-ctl yet)"))
         findings = judge_domain(domain, self.probe)
