@@ -277,20 +277,12 @@ def cpio_remember(path, members, st, found):
     if os.geteuid() != 0:
         return
     target = cpio_cache_path(path, members)
-    tmp = "%s.%d.tmp" % (target, os.getpid())
+    entry = {"path": path, "members": members, "stamp": cpio_stamp(st), "files": found}
     try:
         os.makedirs(CPIO_CACHE, 0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"path": path, "members": members, "stamp": cpio_stamp(st), "files": found}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, target)
+        replace_file("%s.%d.tmp" % (target, os.getpid()), target, json.dumps(entry).encode(), os.O_TRUNC)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
 
 
 def op_cpio(op):
@@ -439,15 +431,31 @@ def op_write(op):
     if not os.path.isdir(directory):
         raise FileNotFoundError("cannot write %s: its directory %s does not exist" % (path, directory))
     backup = make_backup(path, old) if old is not None and op.get("backup") else None
-    tmp = os.path.join(directory, ".%s.gpuconf-%d.tmp" % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    def own(fd):
+        os.fchmod(fd, mode)
+        if uid != -1 or gid != -1:
+            os.fchown(fd, uid, gid)
+    replace_file(os.path.join(directory, ".%s.gpuconf-%d.tmp" % (os.path.basename(path), os.getpid())), path, data,
+                 os.O_EXCL, own)
+    dirfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
+    return {"ok": True, "backup": backup}
+
+
+def replace_file(tmp, path, data, flag, before_sync=None):
+    """Write `data` to `tmp` (mode 0600; `flag` O_EXCL or O_TRUNC), let `before_sync(fd)` set its
+    mode and owner, fsync, rename it over `path`: `path` is the old file or the new one, never half
+    of either. On any failure the temporary file is removed and the error raised."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | flag, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            if uid != -1 or gid != -1:
-                os.fchown(handle.fileno(), uid, gid)
+            if before_sync is not None:
+                before_sync(handle.fileno())
             os.fsync(handle.fileno())
         os.rename(tmp, path)
     except BaseException:
@@ -456,12 +464,6 @@ def op_write(op):
         except OSError:
             pass
         raise
-    dirfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)
-    return {"ok": True, "backup": backup}
 
 
 def make_backup(path, old):
