@@ -40,8 +40,6 @@ TOOLS = {
     "/usr/sbin/insmod": ("kmod", "insmod"),
     "/usr/sbin/depmod": ("kmod", "depmod"),
     "/usr/sbin/modinfo": ("kmod", "modinfo"),
-    "/usr/bin/lsmod": ("kmod", "lsmod"),
-    "/usr/sbin/lsmod": ("kmod", "lsmod"),
     "/usr/bin/kmod": ("kmod", "kmod"),
     "/usr/sbin/update-initramfs": ("initramfs", "update-initramfs"),
     "/usr/bin/lsinitramfs": ("initramfs", "lsinitramfs"),
@@ -91,10 +89,16 @@ def install_sources(root: Path) -> None:
     shutil.copyfile(PROFILES_SOURCE, dest / "profiles.py")
 
 
+# tools that are shell scripts of their own, not shims of a simulator module
+SHELL_TOOLS = {"/usr/bin/lsmod": "lsmod.sh", "/usr/sbin/lsmod": "lsmod.sh"}
+
+
 def install_shims(root: Path) -> None:
     for tool_path, (module, first) in TOOLS.items():
         args = (first,) if first else ()
         write_file(root, tool_path, shim_text(module, *args), 0o755)
+    for tool_path, script in SHELL_TOOLS.items():
+        write_file(root, tool_path, (SIM_SOURCE / script).read_text(), 0o755)
 
 
 def machine_unit_names(root: Path) -> list[str]:

@@ -155,7 +155,7 @@ def render_proc_modules(entries: list[dict] | None = None) -> None:
         taint = f" ({entry['taint']})" if entry.get("taint") else ""
         lines.append(f"{entry['name']} {entry['size']} {refcount(entry, entries)} {used_by} "
                      f"Live 0x{address:016x}{taint}")
-    state.write_in_place(PROC_MODULES, "".join(line + "\n" for line in lines))
+    state.write_in_place(PROC_MODULES, "".join(line + "\n" for line in lines), bound_at="/proc/modules")
 
 
 def resolve(name: str, release: str | None = None, modules: dict | None = None) -> list[str]:

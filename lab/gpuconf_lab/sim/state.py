@@ -28,6 +28,8 @@ VAR = "/var/lib/gpuconf-lab"
 FABRIC = "/run/gpuconf-lab-fabric"
 NODE_JSON = "/etc/gpuconf-lab/node.json"
 SIM_DIR = "/usr/lib/gpuconf-lab/sim"
+# efivarfs, mounted there on a UEFI machine: the firmware's Secure Boot setting (sysfs.render_efivars)
+SECURE_BOOT_VARIABLE = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e398e4b7df8c"
 DEFAULT_KERNEL = "6.1.0-18-amd64"
 
 
@@ -72,14 +74,27 @@ def write_text(absolute: str, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, real)
 
 
-def write_in_place(absolute: str, text: str) -> None:
-    """Rewrite a file keeping its inode: the runtime bind-mounts some of these over /proc."""
+def write_in_place(absolute: str, text: str, bound_at: str | None = None) -> None:
+    """Rewrite a file keeping its inode: the runtime bind-mounts some of these over /proc.
+    With `bound_at` (the /proc file it would be bound over), a file that is not bound there
+    (a kernel without that file, or prefix mode) is replaced whole instead, so that a reader
+    of it (the lab's lsmod) never sees it half-written."""
     real = path(absolute)
+    if bound_at is not None and not _same_file(real, path(bound_at)):
+        write_text(absolute, text)
+        return
     os.makedirs(os.path.dirname(real), exist_ok=True)
     with open(real, "a+", encoding="utf-8") as handle:
         handle.seek(0)
         handle.truncate()
         handle.write(text)
+
+
+def _same_file(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def write_json(absolute: str, value) -> None:
