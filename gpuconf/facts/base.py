@@ -43,7 +43,6 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "journalctl": None,
     "lsmod": None,
     "modinfo": None,
-    "mokutil": (("--sb-state",),),
     "nvcc": (("--version",),),
     "nvidia-imex-ctl": (("-N",), ("-q",)),
     "nvidia-smi": None,

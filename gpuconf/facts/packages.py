@@ -90,21 +90,27 @@ _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")
 
 @reads_whole_lines
 def parse_dpkg_query(text: str) -> DpkgList:
-    """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``."""
+    """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``.
+
+    One tight loop with the row built inline: every run reads a host's ~800 rows."""
     packages: list[DpkgPackage] = []
     not_found: list[str] = []
     problems: list[str] = []
+    add, flags, none = packages.append, _flags, (None, "", "<none>")
     for line in text.splitlines():
-        if not line.strip():
-            continue
-        if match := _NOT_FOUND.match(line.strip()):
-            not_found.append(match.group(1).strip())
-            continue
         cells = line.split("\t")
-        if len(cells) < 3 or not cells[0]:
-            problems.append(line)
+        if len(cells) >= 3 and cells[0] and not line.isspace():
+            name, _, name_arch = cells[0].partition(":")
+            version, abbrev = cells[1], cells[2]
+            arch = cells[3] if len(cells) > 3 else None
+            add(DpkgPackage(name, None if version in none else version, abbrev.strip(), *flags(abbrev),
+                            name_arch or (None if arch in none else arch)))
+        elif not line.strip():
             continue
-        packages.append(_package(cells[0], cells[1], cells[2], cells[3] if len(cells) > 3 else None))
+        elif match := _NOT_FOUND.match(line.strip()):
+            not_found.append(match.group(1).strip())
+        else:
+            problems.append(line)
     return DpkgList(tuple(packages), tuple(not_found), tuple(problems))
 
 

@@ -131,7 +131,7 @@ class DriverStack(TaskType):
 
     @staticmethod
     def _secure_boot(params: DriverStackParams, facts: Facts, family: str) -> None:
-        if params.modules != "dkms" or params.dkms_signed or facts[SECURE_BOOT] is not True:
+        if params.modules != "dkms" or params.dkms_signed or not facts[SECURE_BOOT]:
             return
         remedy = ("set nvidia_driver_modules: precompiled (Canonical's signed linux-modules-nvidia packages)"
                   if family == "Debian" else "install NVIDIA's signed precompiled kmod packages")

@@ -6,7 +6,15 @@ import datetime as dt
 import pytest
 
 from gpuconf.driver import catalog
-from gpuconf.facts.driver_stack import INSTALLED_KERNELS, MODULE_STREAM, SECURE_BOOT, apt_offered, dnf_offered
+from gpuconf.facts.driver_stack import (
+    INSTALLED_KERNELS,
+    MODULE_STREAM,
+    SECURE_BOOT,
+    SECURE_BOOT_VARIABLE,
+    apt_offered,
+    dnf_offered,
+    secure_boot,
+)
 from gpuconf.facts.installed import DPKG_ALL, RPM_ALL, VERSIONLOCK
 from gpuconf.tasks.base import Facts, Refused
 from gpuconf.tasks.driver import DNF_NAMES, apt_patterns
@@ -49,7 +57,7 @@ def offering(branch: int, versions=("580.95.05-1",), extra=()):
     return policy({n: list(versions) for n in names})
 
 
-def replies(installed=(), offered="", secure_boot="SecureBoot disabled\n", kernels=(KERNEL,), branch=580,
+def replies(installed=(), offered="", secure_boot=False, kernels=(KERNEL,), branch=580,
             rpm=None, module=None):
     reply = {DPKG_ALL.key: dpkg(*installed) if rpm is None else SKIPPED,
              RPM_ALL.key: SKIPPED if rpm is None else out("".join(f"{n}\t{v}\tx86_64\n" for n, v in rpm)),
@@ -58,7 +66,7 @@ def replies(installed=(), offered="", secure_boot="SecureBoot disabled\n", kerne
              dnf_offered(DNF_NAMES).key: SKIPPED if rpm is None else out(offered),
              MODULE_STREAM.key: ({"exists": True, "kind": "file", "content_b64": base64.b64encode(module.encode()).decode()}
                                  if module else {"exists": False}),
-             SECURE_BOOT.key: out(secure_boot),
+             SECURE_BOOT.key: {"files": {SECURE_BOOT_VARIABLE: "\x06\x00\x00\x00\x01"} if secure_boot else {}},
              INSTALLED_KERNELS.key: {"files": {f"/boot/vmlinuz-{k}": "" for k in kernels}}}
     return reply
 
@@ -152,13 +160,13 @@ def test_a_flavour_switch_says_what_it_purges_installs_and_that_a_reboot_follows
 
 def test_secure_boot_refuses_unsigned_dkms_and_precompiled_modules_cover_every_kernel():
     with pytest.raises(Refused, match="Secure Boot is enabled.*nvidia_driver_modules: precompiled"):
-        check(WANT_580, replies(offered=offering(580), secure_boot="SecureBoot enabled\n"))
-    signed = check(dict(WANT_580, dkms_signed=True), replies(offered=offering(580), secure_boot="SecureBoot enabled\n"))
+        check(WANT_580, replies(offered=offering(580), secure_boot=True))
+    signed = check(dict(WANT_580, dkms_signed=True), replies(offered=offering(580), secure_boot=True))
     assert signed.changes
     newer = "6.1.0-26-amd64"
     offered = offering(580, extra=[f"linux-modules-nvidia-580-open-{newer}"])
     verdict = check(dict(WANT_580, modules="precompiled"),
-                    replies(offered=offered, secure_boot="SecureBoot enabled\n", kernels=(KERNEL, newer)))
+                    replies(offered=offered, secure_boot=True, kernels=(KERNEL, newer)))
     install = ops(verdict)[0]
     assert f"linux-modules-nvidia-580-open-{KERNEL}=580.95.05-1" in install
     assert f"linux-modules-nvidia-580-open-{newer}=580.95.05-1" in install and "nvidia-dkms" not in install
@@ -321,3 +329,11 @@ def test_a_failed_dnf_transaction_puts_the_old_module_stream_back():
         task.apply(host, build_params("nvidia_driver_stack", dict(WANT_580, allow_eol=True)), verdict.changes)
     assert host.ran[-2:] == ["dnf -y -q module reset nvidia-driver", "dnf -y -q module enable nvidia-driver:535-dkms"]
     assert not any("versionlock add" in step for step in host.ran)   # nothing after the failure
+
+
+def test_secure_boot_is_the_value_after_the_efi_variables_attributes():
+    # efivarfs: 4 bytes of attributes (BOOTSERVICE_ACCESS | RUNTIME_ACCESS), then the value
+    assert secure_boot({SECURE_BOOT_VARIABLE: "\x06\x00\x00\x00\x01"}) is True
+    assert secure_boot({SECURE_BOOT_VARIABLE: "\x06\x00\x00\x00\x00"}) is False
+    assert secure_boot({SECURE_BOOT_VARIABLE: "\x06\x00\x00"}) is False   # cut short: never "enabled"
+    assert secure_boot({}) is False   # no variable: a BIOS boot, or no efivarfs

@@ -213,9 +213,20 @@ def _render_proc_driver(nvidia: dict | None) -> None:
                f"GPU Excluded:\t No\n")
 
 
+def render_efivars() -> None:
+    """The firmware's SecureBoot variable, as this boot started (what mokutil --sb-state reads).
+    efivarfs shows a variable as 4 bytes of attributes (here BOOTSERVICE_ACCESS |
+    RUNTIME_ACCESS), then its data."""
+    real = state.path(state.SECURE_BOOT_VARIABLE)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    with open(real, "wb") as handle:
+        handle.write(b"\x06\x00\x00\x00" + (b"\x01" if state.secure_boot() else b"\x00"))
+
+
 def render_all() -> None:
     """Rebuild everything (boot)."""
     reset()
+    render_efivars()
     render_pci()
     render_modules()
 
