@@ -2,8 +2,11 @@
 repositories offer, the enabled dnf module stream, Secure Boot, and the installed kernels."""
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gpuconf.facts.apt_policy import parse_apt_cache_policy
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
@@ -17,7 +20,7 @@ DNF_LOGDIR = "/run/gpuconf-dnf"
 class Offered:
     """Package versions the host's repositories offer (never the installed-only ones)."""
 
-    versions: dict[str, tuple[str, ...]]
+    versions: Mapping[str, tuple[str, ...]]
 
     def has(self, name: str, version: str | None) -> bool:
         offered = self.versions.get(name, ())
@@ -35,14 +38,18 @@ def _complete(output: Output, what: str) -> str:
 
 
 def _apt_offered(output: Output) -> Offered:
-    text = _complete(output, "apt-cache policy")
+    return _apt_offered_text(_complete(output, "apt-cache policy"))
+
+
+@functools.lru_cache(maxsize=16)   # hosts of one fleet see the same repositories: parsed once, shared read-only
+def _apt_offered_text(text: str) -> Offered:
     versions = {}
     for policy in parse_apt_cache_policy(text):
         if "sources" in policy.missing:
             raise FactUnavailable(f"apt-cache policy output for {policy.package} is cut short")
         versions[policy.package] = tuple(v.version for v in policy.versions
                                          if any(s.origin != "/var/lib/dpkg/status" for s in v.sources))
-    return Offered(versions)
+    return Offered(MappingProxyType(versions))
 
 
 def _dnf_offered(output: Output) -> Offered:

@@ -8,8 +8,10 @@ question of the play is answered from that one listing.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_state
@@ -66,15 +68,30 @@ def _complete(output: Output, program: str) -> str:
     return output.stdout
 
 
-def _dpkg(output: Output) -> dict[str, Installed]:
-    listing = parse_dpkg_query(_complete(output, "dpkg-query"))
+# A converged fleet's hosts list the same packages, byte for byte: each distinct listing is
+# parsed once, and its hosts share the result, read-only (about 1 ms a host for 800 rows).
+LISTINGS_KEPT = 16
+
+
+def _dpkg(output: Output) -> Mapping[str, Installed]:
+    return _dpkg_listing(_complete(output, "dpkg-query"))
+
+
+@functools.lru_cache(maxsize=LISTINGS_KEPT)
+def _dpkg_listing(text: str) -> Mapping[str, Installed]:
+    listing = parse_dpkg_query(text)
     if incomplete(listing):   # a package missing from a cut listing would read as "not installed"
         raise FactUnavailable(f"dpkg-query: {incomplete(listing)}")
-    return {p.name: Installed(p.name, p.version or "", p.status or "unknown", p.held) for p in listing.packages}
+    return MappingProxyType({p.name: Installed(p.name, p.version or "", p.status or "unknown", p.held)
+                             for p in listing.packages})
 
 
-def _rpm(output: Output) -> dict[str, Installed]:
-    text = _complete(output, "rpm -qa")
+def _rpm(output: Output) -> Mapping[str, Installed]:
+    return _rpm_listing(_complete(output, "rpm -qa"))
+
+
+@functools.lru_cache(maxsize=LISTINGS_KEPT)
+def _rpm_listing(text: str) -> Mapping[str, Installed]:
     if text and not text.endswith("\n"):
         raise FactUnavailable("rpm -qa: the listing was cut short")
     packages = {}
@@ -84,7 +101,7 @@ def _rpm(output: Output) -> dict[str, Installed]:
             continue
         name, version, _arch = fields
         packages[name] = Installed(name, version[2:] if version.startswith("0:") else version, "installed")
-    return packages
+    return MappingProxyType(packages)
 
 
 def version_locks(state: FileState) -> set[str]:

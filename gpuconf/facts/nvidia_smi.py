@@ -13,6 +13,7 @@ fact's header: a fact reads it as not reported, never as a value.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,6 +69,11 @@ def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Any], *, tim
                       lambda reply, parts: _columns_of(reply, parts, old_names)))
 
 
+# Nodes of one model print the same rows for most fields (a serial or a UUID makes them differ):
+# each distinct output is parsed once, and its hosts share the result, read-only.
+_query_csv = functools.lru_cache(maxsize=64)(parse_query_csv)
+
+
 def _parse(timeout: float):
     def parse(out: Output) -> QueryCsv:
         if out.timed_out:
@@ -76,7 +82,7 @@ def _parse(timeout: float):
         if out.rc == 127:
             return QueryCsv((), (), {}, failure=detect_nvidia_smi_failure(
                 "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"))
-        result = parse_query_csv(out.stdout + ("\n" + out.stderr if out.rc else ""))
+        result = _query_csv(out.stdout + ("\n" + out.stderr if out.rc else ""))
         if result.failure is None and out.rc != 0 and not result.rows:
             raise FactUnavailable(f"nvidia-smi failed (exit {out.rc}): {(out.stderr or out.stdout).strip()[:300]}")
         return result
