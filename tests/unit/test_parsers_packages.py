@@ -146,3 +146,15 @@ def test_the_installed_fact_reads_every_package_by_name_and_no_listing_cut_short
                    "nvidia-kernel-common-535": ("535.104.05-0ubuntu1", "config-files", False, False)}
     with pytest.raises(FactUnavailable, match="cut short"):
         _dpkg(Output(text + "nvidia-utils-535\t535.10"))
+
+
+def test_hosts_with_the_same_listing_share_one_read_only_parse() -> None:
+    from gpuconf.facts.base import Output
+    from gpuconf.facts.installed import _dpkg
+
+    text = "nvidia-driver-580\t580.95.05-1\thi \nvim\t2:9.0.1378-2\tii \n"
+    one, other = _dpkg(Output(text)), _dpkg(Output("".join(text)))   # two hosts, two equal strings
+    assert one is other and one["vim"].installed
+    with pytest.raises(TypeError):
+        one["vim"] = one["nvidia-driver-580"]   # type: ignore[index]  # no host can change what all share
+    assert _dpkg(Output(text + "curl\t7.88.1-10\tii \n")) is not one   # a host that differs parses its own
