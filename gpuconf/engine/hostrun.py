@@ -27,7 +27,7 @@ from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
-from gpuconf.tasks.base import Refused, Unknown, Verdict
+from gpuconf.tasks.base import Refused, TaskType, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, Verbatim, evaluate_when, render
 
@@ -83,17 +83,28 @@ class PlayOnHost:
         return variables, render(task.params, variables)
 
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
-        """Vars and rendered params, or None when `when` is false."""
-        rendered = self.render_task(task, facts)
-        if rendered is None:
-            return None
-        variables, values = rendered
-        values = TASK_TYPES[task.type].resolve(values, Resolver(variables, task.search_paths))
-        try:
-            params = build_params(task.type, values)
-        except ValueError as exc:
-            raise TaskError(f"{task.type}: {exc}") from None
-        return variables, params
+        """Vars and rendered params, or None when `when` is false. Params are shared with the
+        run's other hosts that look up the same objects (gpuconf/engine/plancache.py)."""
+        variables = self.task_vars(task, facts)
+        task_type = TASK_TYPES[task.type]
+        cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
+        if cache is not None:
+            hit, params = cache.get(task, variables, kind="params")
+            if hit:
+                return None if params is None else (variables, params)
+            variables.reads = {}
+        rendered = self._render(task, variables)
+        params = None
+        if rendered is not None:
+            values = task_type.resolve(rendered[1], Resolver(variables, task.search_paths))
+            try:
+                params = build_params(task.type, values)
+            except ValueError as exc:
+                raise TaskError(f"{task.type}: {exc}") from None
+        if cache is not None and variables.reads is not None:
+            cache.put(task, variables.reads, params, kind="params")
+            variables.reads = None
+        return None if params is None else (variables, params)
 
     def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
                   left: list[TaskDef] | None = None) -> list[Any]:

@@ -9,9 +9,14 @@ own layers, to the identical object (`is`), verbatim or not alike; otherwise it 
 its own variant. A template that uses `inventory_hostname` or a host variable of its own therefore
 renders on every host, and one that reads only group variables renders once per group.
 
-Only that speculative pass uses the cache. Its result decides which facts are fetched early, and
-every check renders again with the host's real facts, so the cache can cost a round trip at
-worst, never a wrong check. An error is never cached: the task reports it when it runs.
+The speculative pass keeps the facts a task will read (`kind="facts"`): they decide which facts are
+fetched early, so a wrong entry could cost a round trip, never a wrong check. The real pass keeps
+each task's validated params (`kind="params"`, `PlayOnHost.prepare`), with the host's real facts
+among its lookups: a template is a function of the variables it looks up and nothing else (no
+clock, no environment), so a host whose every lookup finds the identical objects gets the identical
+params. A task whose type reads the controller's files while it resolves (a template), and a
+loop's item, always render. A value that is shared is never changed: params are only read. An
+error is never cached: the task reports it when it runs.
 """
 from __future__ import annotations
 
@@ -27,14 +32,14 @@ class PlanCache:
     """Results of the speculative pass, per task, each with the lookups it depended on."""
 
     def __init__(self) -> None:
-        # id(task) -> (task, variants); a variant is (reads, value). Tuples are replaced, never
-        # changed, so that worker threads read them without a lock.
-        self._tasks: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        # (id(task), kind) -> (task, variants); a variant is (reads, value). Tuples are replaced,
+        # never changed, so that worker threads read them without a lock.
+        self._tasks: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, task: Any, variables: Vars) -> tuple[bool, Any]:
+    def get(self, task: Any, variables: Vars, kind: str = "facts") -> tuple[bool, Any]:
         """(True, value) when a variant's every lookup finds the same object in `variables`."""
-        slot = self._tasks.get(id(task))
+        slot = self._tasks.get((id(task), kind))
         if slot is None or slot[0] is not task:
             return False, None
         for reads, value in slot[1]:
@@ -46,9 +51,9 @@ class PlanCache:
                 return True, value
         return False, None
 
-    def put(self, task: Any, reads: dict[str, tuple[Any, bool]], value: Any) -> None:
+    def put(self, task: Any, reads: dict[str, tuple[Any, bool]], value: Any, kind: str = "facts") -> None:
         variant = (tuple((key, raw, verbatim) for key, (raw, verbatim) in reads.items()), value)
         with self._lock:
-            slot = self._tasks.get(id(task))
+            slot = self._tasks.get((id(task), kind))
             variants = slot[1] if slot is not None and slot[0] is task else ()
-            self._tasks[id(task)] = (task, (variants + (variant,))[-MAX_VARIANTS:])
+            self._tasks[(id(task), kind)] = (task, (variants + (variant,))[-MAX_VARIANTS:])

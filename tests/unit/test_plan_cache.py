@@ -129,3 +129,49 @@ def test_only_tasks_the_first_pass_could_not_plan_are_planned_again_and_no_read_
         assert {task.name for task in left} == expected
         assert {f.key for f in on_host._facts_of(play.tasks)} <= {f.key for f in first + second}
         assert any("6.1.0-28-amd64" in str(f.request) for f in second)
+
+
+PREPARED = """\
+- hosts: all
+  vars: {module: ib_uverbs}
+  tasks:
+    - name: shared by all
+      kernel_module: {name: "{{ module }}"}
+    - name: per rack
+      kernel_module: {name: "mod_{{ rack }}"}
+    - name: only where a host variable says so
+      kernel_module: {name: "{{ extra_module }}"}
+      when: extra_module is defined
+    - name: depends on facts
+      kernel_module: {name: "{{ facts.module }}"}
+    - name: reads the controller's files while it resolves
+      file: {path: "{{ conf_dir }}/common.conf", content: "x\\n"}
+"""
+
+
+def prepared(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "site.yml").write_text(PREPARED)
+    inventory = load_inventory(str(tmp_path / "hosts.yml"))
+    playbook = load_playbook(tmp_path / "site.yml", tmp_path)
+    play, runner = playbook.plays[0], Runner(inventory, playbook, RunOptions())
+    params = {}
+    for host in runner.play_hosts(play):
+        magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
+        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
+                             lambda r: None, lambda: False, plan_cache=cache)
+        on_host.facts.update({"module": f"nvidia_{host}"})
+        params[host] = [None if (p := on_host.prepare(task)) is None else p[1] for task in play.tasks]
+    return params
+
+
+def test_hosts_that_look_up_the_same_objects_share_params_and_every_host_gets_its_own_values(tmp_path):
+    cache = PlanCache()
+    shared, rendered = prepared(tmp_path, cache), prepared(tmp_path, None)
+    assert shared == rendered                                     # exactly what rendering on each host gives
+    assert shared["n1"][0] is shared["n5"][0]                     # one object for the whole fleet
+    assert shared["n1"][1] is shared["n2"][1] and shared["n1"][1] is not shared["n4"][1]   # one per rack
+    assert shared["n1"][2] is None and shared["n3"][2].name == "ib_umad"
+    assert [shared[h][3].name for h in ("n1", "n2")] == ["nvidia_n1", "nvidia_n2"]          # facts: per host
+    names = {slot[0].name for key, slot in cache._tasks.items() if key[1] == "params"}
+    assert "reads the controller's files while it resolves" not in names   # a template renders on every host
