@@ -146,6 +146,8 @@ PREPARED = """\
       kernel_module: {name: "{{ facts.module }}"}
     - name: reads the controller's files while it resolves
       file: {path: "{{ conf_dir }}/common.conf", content: "x\\n"}
+    - name: reads another host's variables, which its facts fill in as the run goes
+      kernel_module: {name: "{{ hostvars['n3'].extra_module }}"}
 """
 
 
@@ -175,3 +177,5 @@ def test_hosts_that_look_up_the_same_objects_share_params_and_every_host_gets_it
     assert [shared[h][3].name for h in ("n1", "n2")] == ["nvidia_n1", "nvidia_n2"]          # facts: per host
     names = {slot[0].name for key, slot in cache._tasks.items() if key[1] == "params"}
     assert "reads the controller's files while it resolves" not in names   # a template renders on every host
+    assert "reads another host's variables, which its facts fill in as the run goes" not in names
+    assert {params[5].name for params in shared.values()} == {"ib_umad"}
