@@ -10,6 +10,7 @@ transaction (install and purge together), so a failure leaves the old stack inst
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -71,6 +72,23 @@ def _branch_of(package: Installed) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+# id(listing) -> (listing, its driver packages): hosts with the same listing share one read-only
+# mapping (gpuconf/facts/installed.py), so the few driver packages among its hundreds are picked once
+_DRIVERS: dict[int, tuple[Mapping[str, Installed], tuple[Installed, ...]]] = {}
+
+
+def _driver_packages(packages: Mapping[str, Installed]) -> tuple[Installed, ...]:
+    known = _DRIVERS.get(id(packages))
+    if known is not None and known[0] is packages:
+        return known[1]
+    drivers = tuple(p for p in packages.values()
+                    if names.is_driver_package(p.name) or p.name.startswith("nvidia-driver-pinning-"))
+    if len(_DRIVERS) >= 16:
+        _DRIVERS.clear()
+    _DRIVERS[id(packages)] = (packages, drivers)
+    return drivers
+
+
 class DriverStack(TaskType):
     """Exactly one NVIDIA driver stack: `branch` at `version`, kernel modules of one `flavour`
     (auto: the catalog's choice for these GPUs) from DKMS or precompiled signed packages, held
@@ -102,9 +120,7 @@ class DriverStack(TaskType):
             raise Refused("nvidia_driver_modules: precompiled means Canonical's signed linux-modules-nvidia packages "
                           "(Ubuntu); on the RHEL family use dkms (the <branch>-open or <branch>-dkms module streams)")
         want = names.stack(family, params.branch, params.version, flavour, params.modules, kernels, os_major)
-        # the few driver packages among the host's hundreds, picked once for both looks below
-        drivers = [p for p in packages.packages.values()
-                   if names.is_driver_package(p.name) or p.name.startswith("nvidia-driver-pinning-")]
+        drivers = _driver_packages(packages.packages)
         findings = self._findings(drivers, branch, facts, gpus)
         self._secure_boot(params, facts, packages.family)
         changes = self._changes(want, packages, drivers, facts, params)
@@ -115,7 +131,7 @@ class DriverStack(TaskType):
         return Verdict(changes, "; ".join(c.summary for c in changes), findings=findings)
 
     # -- what is wrong -------------------------------------------------------
-    def _findings(self, drivers: list[Installed], branch: catalog.Branch, facts: Facts,
+    def _findings(self, drivers: tuple[Installed, ...], branch: catalog.Branch, facts: Facts,
                   gpus: list[catalog.Gpu]) -> list[Finding]:
         """A warning for each end-of-life branch found installed, and for the wanted one (which
         can be past its end only when nvidia_driver_allow_eol said so)."""
@@ -139,7 +155,7 @@ class DriverStack(TaskType):
                       f"(Key was rejected by service): {remedy}, or enroll a MOK key for DKMS to sign with "
                       "and set nvidia_driver_dkms_signed: true")
 
-    def _changes(self, want: Stack, packages: PackageSet, drivers: list[Installed], facts: Facts,
+    def _changes(self, want: Stack, packages: PackageSet, drivers: tuple[Installed, ...], facts: Facts,
                  params: DriverStackParams) -> list[Change]:
         version = want.package_version()
         wanted = [*want.packages, *([want.pinning] if want.pinning else [])]
@@ -166,7 +182,7 @@ class DriverStack(TaskType):
                                         version.split(":", 1)[-1])
 
     @staticmethod
-    def _others(want: Stack, drivers: list[Installed]) -> list[Installed]:
+    def _others(want: Stack, drivers: tuple[Installed, ...]) -> list[Installed]:
         """Installed driver packages that are not of this stack: another branch or version, the
         other flavour's or source's kernel modules, a transitional package named for another
         branch. Companions of this branch stay (their own task keeps them at the version)."""
