@@ -29,7 +29,7 @@ MAX_VARIANTS = 8  # per task: enough for group-specific values; host-specific on
 
 
 class PlanCache:
-    """Results of the speculative pass, per task, each with the lookups it depended on."""
+    """Results of the speculative pass and of prepare(), per task, each with the lookups it depended on."""
 
     def __init__(self) -> None:
         # (id(task), kind) -> (task, variants); a variant is (reads, value). Tuples are replaced,
