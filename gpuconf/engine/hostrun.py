@@ -102,8 +102,7 @@ class PlayOnHost:
             except ValueError as exc:
                 raise TaskError(f"{task.type}: {exc}") from None
         if cache is not None and variables.reads is not None:
-            if "hostvars" not in variables.reads:  # the one shared value that changes: hosts' facts fill it in
-                cache.put(task, variables.reads, params, kind="params")
+            cache.put(task, variables.reads, params, kind="params")
             variables.reads = None
         return None if params is None else (variables, params)
 

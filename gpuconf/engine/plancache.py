@@ -14,8 +14,9 @@ fetched early, so a wrong entry could cost a round trip, never a wrong check. Th
 each task's validated params (`kind="params"`, `PlayOnHost.prepare`), with the host's real facts
 among its lookups: a template is a function of the variables it looks up and nothing else (no
 clock, no environment), so a host whose every lookup finds the identical objects gets the identical
-params. A task whose type reads the controller's files while it resolves (a template), and a
-loop's item, always render. A value that is shared is never changed: params are only read. An
+params. A task whose type reads the controller's files while it resolves (a template), a loop's
+item, and, in either pass, a result that looked up a value that changes during the run (`LIVE`),
+always render. A value that is shared is never changed: params are only read. An
 error is never cached: the task reports it when it runs.
 """
 from __future__ import annotations
@@ -26,6 +27,9 @@ from typing import Any
 from gpuconf.templating import Vars
 
 MAX_VARIANTS = 8  # per task: enough for group-specific values; host-specific ones just render
+# values every host shares that change while the run goes (hostvars: each host's facts fill it in):
+# a result that looked one up is never kept
+LIVE = frozenset({"hostvars"})
 
 
 class PlanCache:
@@ -52,6 +56,8 @@ class PlanCache:
         return False, None
 
     def put(self, task: Any, reads: dict[str, tuple[Any, bool]], value: Any, kind: str = "facts") -> None:
+        if not LIVE.isdisjoint(reads):
+            return
         variant = (tuple((key, raw, verbatim) for key, (raw, verbatim) in reads.items()), value)
         with self._lock:
             slot = self._tasks.get((id(task), kind))
