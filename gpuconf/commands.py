@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gpuconf.cli import started
 from gpuconf.errors import GpuconfError, UsageError
 
 
@@ -122,6 +123,7 @@ def remediate(args: Any) -> int:
                          become=config.become, connection=args.connection, lock_wait=args.lock_wait,
                          become_password=_become_password(args), strict=args.strict,
                          today=run_day(getattr(args, "today", None)))
+    started()
     return run(args, inventory, playbook, health, options)
 
 
@@ -193,6 +195,7 @@ def _run(args: Any, verb: str) -> int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, interrupt)
+    started()
     try:
         result = runner.run()
     finally:
@@ -438,6 +441,7 @@ def run(args: Any) -> int:
                          forks=args.forks or config.forks or 50, connection=args.connection,
                          accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
                          become_password=_become_password(args), become=config.become, trace=args.verbose >= 3)
+    started()
     result = run_adhoc(inventory, args.pattern, args.args, options, args.limit, args.become, args.timeout,
                        sys.stdout)
     return result.exit_code

@@ -6,11 +6,15 @@ threads together and count the work done.
 """
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
 import threading
 
 import yaml
 
 from gpuconf import templating
+from gpuconf.cli import main
 from gpuconf.driver import catalog
 from gpuconf.facts.common import snake_case
 
@@ -80,3 +84,47 @@ def test_snake_case_is_memoised_and_still_exact():
     hits = snake_case.cache_info().hits
     assert snake_case("HW Power Brake Slowdown") == "hw_power_brake_slowdown"
     assert snake_case.cache_info().hits == hits + 1
+
+
+PROGRAM = """
+import gc, sys
+from gpuconf import cli
+from gpuconf.engine import runner
+from gpuconf.playbook import loader
+
+seen = {}
+load, run = loader.load_playbook, runner.Runner.run
+
+def loading(*args, **kwargs):
+    seen["loading"] = gc.isenabled()
+    return load(*args, **kwargs)
+
+def running(self):
+    seen["running"] = gc.isenabled(), gc.get_freeze_count()
+    return run(self)
+
+loader.load_playbook, runner.Runner.run = loading, running
+sys.argv = ["gpuconf", "check", sys.argv[1], "-i", "h1,", "-c", "local", "--no-retry-file"]
+code = cli.run()
+print("gc:", code, seen["loading"], *seen["running"])
+"""
+
+
+def test_the_program_collects_no_garbage_during_start_up_and_freezes_it_before_the_hosts(tmp_path):
+    """cli.run(): the collector is off while modules, the playbook and the plan load (objects that
+    live until exit), and on again, with those frozen out of its walks, once the hosts start."""
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(f'- hosts: all\n  gather_facts: false\n  tasks:\n    - file: {{path: "{tmp_path}/x", content: "x"}}\n')
+    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(playbook)], capture_output=True, text=True, timeout=60)
+    code, loading, running, frozen = proc.stdout.rpartition("gc: ")[2].split()
+    assert (code, loading, running) == ("2", "False", "True"), proc.stderr
+    assert int(frozen) > 10_000  # the modules' objects: gpuconf, pydantic, jinja2, paramiko
+
+
+def test_main_leaves_the_callers_collector_alone(tmp_path):
+    """Tests and embedders call main(): nothing is frozen and the collector stays as it was."""
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: all\n  gather_facts: false\n  tasks: []\n")
+    frozen = gc.get_freeze_count()
+    main(["check", str(playbook), "-i", "h1,", "-c", "local", "--no-retry-file"])
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
