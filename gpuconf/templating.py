@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jinja2
@@ -204,17 +204,28 @@ class _WithGlobals(Mapping):
         return len(self.base)
 
 
-_COMPILED: dict[str, Any] = {}
+_COMPILED: dict[tuple[str, ...], Any] = {}
+_COMPILE_LOCK = threading.Lock()
+
+
+def _once(key: tuple[str, ...], compile_: Callable[[], Any]) -> Any:
+    """Each template is compiled once per run, not once per host. Hosts run in threads that reach
+    the same template at the same moment (50 at once with the default forks), and compiling it
+    (lexer, parser, optimizer, code generator) costs far more than rendering: the lock makes them
+    wait for the one compile. A template that does not compile is not kept: each host gets its error."""
+    found = _COMPILED.get(key)
+    if found is None:
+        with _COMPILE_LOCK:
+            found = _COMPILED.get(key)
+            if found is None:
+                found = _COMPILED[key] = compile_()
+    return found
 
 
 def _compiled(kind: str, text: str) -> Any:
-    key = kind + "\0" + text
-    if key not in _COMPILED:
-        if kind == "expr":
-            _COMPILED[key] = ENV.compile_expression(text, undefined_to_none=False)._template
-        else:
-            _COMPILED[key] = ENV.from_string(text)
-    return _COMPILED[key]
+    if kind == "expr":
+        return _once((kind, text), lambda: ENV.compile_expression(text, undefined_to_none=False)._template)
+    return _once((kind, text), lambda: ENV.from_string(text))
 
 
 # Most templates in playbooks are plain references (`{{ name }}`, `when: facts.nvswitch`,
@@ -336,23 +347,10 @@ def _guard(text: str, func: Any) -> Any:
         raise TemplateError(f"template '{text.strip()}' failed: {type(exc).__name__}: {exc}") from None
 
 
-_FILES: dict[tuple[str, str], jinja2.Template] = {}
-_FILES_LOCK = threading.Lock()
-
-
 def _file_template(text: str, path: str) -> jinja2.Template:
-    """A template file compiled once per run, not once per host: every host of a fleet renders the
-    same role's file, and compiling it (lexer, parser, code generator) costs far more than rendering.
-    The lock makes the hosts that ask at the same moment wait for the one compile."""
-    key = (path, text)
-    template = _FILES.get(key)
-    if template is None:
-        with _FILES_LOCK:
-            template = _FILES.get(key)
-            if template is None:
-                template = jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None))
-                _FILES[key] = template
-    return template
+    """A role's template file: compiled once (`_once`), with its path for the errors' lines."""
+    return _once(("file", path, text),
+                 lambda: jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None)))
 
 
 def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:

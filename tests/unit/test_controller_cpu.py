@@ -60,7 +60,7 @@ def test_a_template_file_is_compiled_once_for_every_host(monkeypatch):
         compiles.append(1)
         return real_compile(*args, **kwargs)
 
-    monkeypatch.setattr(templating, "_FILES", {})
+    monkeypatch.setattr(templating, "_COMPILED", {})
     monkeypatch.setattr(templating.ENV, "compile", counting_compile)
     text = "export PATH={{ cuda_home }}/bin:$PATH\n{% for x in extra %}{{ x }}\n{% endfor %}"
     rendered = at_once(lambda: templating.render_file(text, {"cuda_home": "/usr/local/cuda", "extra": ["a"]},
@@ -76,6 +76,33 @@ def test_a_template_file_is_compiled_once_for_every_host(monkeypatch):
         assert exc.location is not None and exc.location.line == 2 and exc.location.file.endswith("bad.j2")
     else:
         raise AssertionError("a syntax error must be refused")
+
+
+def test_an_inline_template_and_a_condition_are_compiled_once_for_every_host(monkeypatch):
+    """The same `{{ ... }}` and `when:` reach every host's thread at the same moment: one compile."""
+    compiles = []
+    real_compile = templating.ENV.compile
+
+    def counting_compile(*args, **kwargs):
+        compiles.append(args[0])
+        return real_compile(*args, **kwargs)
+
+    monkeypatch.setattr(templating, "_COMPILED", {})
+    monkeypatch.setattr(templating.ENV, "compile", counting_compile)
+    text, condition = "{{ branch | string + '-' + kind }}", "branch | int >= 580 and kind != 'legacy'"
+    variables = {"branch": 580, "kind": "open"}
+    results = at_once(lambda: (templating.render(text, variables), templating.evaluate_when(condition, variables)))
+    assert set(results) == {("580-open", True)}
+    assert len(compiles) == 2
+    # an expression that does not compile is not kept: every host gets the error
+    for _ in range(2):
+        try:
+            templating.evaluate_when("branch >=", variables)
+        except templating.TemplateError:
+            pass
+        else:
+            raise AssertionError("a syntax error must be refused")
+    assert len(templating._COMPILED) == 2
 
 
 def test_snake_case_is_memoised_and_still_exact():
