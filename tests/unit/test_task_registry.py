@@ -15,6 +15,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import gpuconf.tasks
 from gpuconf.playbook.loader import load_playbook
@@ -98,5 +99,30 @@ def test_a_playbook_of_two_task_types_imports_those_two_and_nothing_it_does_not_
     # positive control: the same interpreter did load what it needed
     assert {"gpuconf.playbook.loader", "gpuconf.engine.validate", "pydantic"} <= modules
     for unused in ("gpuconf.report.junit", "gpuconf.report.html", "gpuconf.report.prometheus",
-                   "cryptography.hazmat.primitives.kdf.pbkdf2", "rich"):
+                   "cryptography.hazmat.primitives.kdf.pbkdf2", "rich",
+                   # nvidia-smi parsers no task of this playbook runs (the package loads them on first use)
+                   "gpuconf.facts.nvidia.query", "gpuconf.facts.nvidia.table", "gpuconf.facts.nvidia.topology",
+                   "xml.etree.ElementTree"):
         assert unused not in modules, unused
+
+
+def test_the_nvidia_facts_package_names_each_parser_once_for_type_checkers_and_for_its_lazy_loader():
+    """gpuconf.facts.nvidia imports its submodules on first use: the names its type-checking imports
+    give and the names its loader knows are the same, and each is the submodule's own object."""
+    import ast
+
+    from gpuconf.facts import nvidia
+
+    tree = ast.parse(Path(nvidia.__file__).read_text())
+    typed = {alias.name: node.module.rsplit(".", 1)[1] for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpuconf.facts.nvidia.")
+             for alias in node.names}
+    assert typed == nvidia._WHERE and sorted(typed) == nvidia.__all__
+    for name, module in typed.items():
+        assert getattr(nvidia, name) is getattr(importlib.import_module(f"gpuconf.facts.nvidia.{module}"), name)
+    try:
+        nvidia.parse_nvidia_smi_qery  # noqa: B018 - the error is what is checked
+    except AttributeError as exc:
+        assert "parse_nvidia_smi_qery" in str(exc)
+    else:
+        raise AssertionError("an unknown name must be an AttributeError")

@@ -19,133 +19,117 @@ any nvidia-smi output                           :func:`detect_nvidia_smi_failure
 ``nvcc --version``                              :func:`parse_nvcc_version`
 fabric manager log / journal                    :func:`parse_fabric_manager_log`, :func:`find_version_mismatch`
 ==============================================  ======================================
-"""
-from gpuconf.facts.nvidia.csv import DmonSamples, QueryCsv, csv_value, parse_dmon, parse_query_csv
-from gpuconf.facts.nvidia.driver import (
-    OPEN,
-    PROPRIETARY,
-    LoadedDriver,
-    ModuleInfo,
-    NvccVersion,
-    parse_modinfo,
-    parse_modinfo_version,
-    parse_nvcc_version,
-    parse_proc_driver_version,
-)
-from gpuconf.facts.nvidia.fabricmanager import (
-    FabricManagerLog,
-    FabricManagerVersionMismatch,
-    NvswitchError,
-    find_version_mismatch,
-    parse_fabric_manager_log,
-)
-from gpuconf.facts.nvidia.failure import (
-    DRIVER_LIBRARY_MISMATCH,
-    DRIVER_NOT_LOADED,
-    FAILURE_KINDS,
-    GPU_LOST,
-    INSUFFICIENT_PERMISSIONS,
-    NO_DEVICES,
-    NVML_INIT_FAILED,
-    NvidiaSmiFailure,
-    detect_nvidia_smi_failure,
-)
-from gpuconf.facts.nvidia.listing import (
-    GpuList,
-    ListedGpu,
-    ListedMigDevice,
-    NvidiaSmiVersion,
-    parse_gpu_list,
-    parse_nvidia_smi_version,
-)
-from gpuconf.facts.nvidia.nvlink import GpuNvlinks, NvlinkLink, NvlinkStatus, parse_nvlink_status
-from gpuconf.facts.nvidia.query import parse_nvidia_smi_query, parse_nvidia_smi_query_xml
-from gpuconf.facts.nvidia.query_model import (
-    CLOCK_EVENT_REASON_BITS,
-    ClockEventReasons,
-    Clocks,
-    EccErrors,
-    Fabric,
-    GpuDetails,
-    GpuProcess,
-    MemoryUsage,
-    MigDevice,
-    NvidiaSmiQuery,
-    PcieLink,
-    PowerReadings,
-    RemappedRows,
-    RetiredPages,
-    Temperatures,
-    Utilization,
-    decode_clock_event_reasons,
-)
-from gpuconf.facts.nvidia.table import NvidiaSmiTable, TableGpu, TableMigDevice, TableProcess, parse_nvidia_smi_table
-from gpuconf.facts.nvidia.topology import GpuAffinity, Topology, parse_topology
 
-__all__ = [
-    "CLOCK_EVENT_REASON_BITS",
-    "DRIVER_LIBRARY_MISMATCH",
-    "DRIVER_NOT_LOADED",
-    "FAILURE_KINDS",
-    "GPU_LOST",
-    "INSUFFICIENT_PERMISSIONS",
-    "NO_DEVICES",
-    "NVML_INIT_FAILED",
-    "OPEN",
-    "PROPRIETARY",
-    "ClockEventReasons",
-    "Clocks",
-    "csv_value",
-    "decode_clock_event_reasons",
-    "detect_nvidia_smi_failure",
-    "DmonSamples",
-    "EccErrors",
-    "Fabric",
-    "FabricManagerLog",
-    "FabricManagerVersionMismatch",
-    "find_version_mismatch",
-    "GpuAffinity",
-    "GpuDetails",
-    "GpuList",
-    "GpuNvlinks",
-    "GpuProcess",
-    "ListedGpu",
-    "ListedMigDevice",
-    "LoadedDriver",
-    "MemoryUsage",
-    "MigDevice",
-    "ModuleInfo",
-    "NvccVersion",
-    "NvidiaSmiFailure",
-    "NvidiaSmiQuery",
-    "NvidiaSmiTable",
-    "NvidiaSmiVersion",
-    "NvlinkLink",
-    "NvlinkStatus",
-    "NvswitchError",
-    "parse_dmon",
-    "parse_fabric_manager_log",
-    "parse_gpu_list",
-    "parse_modinfo",
-    "parse_modinfo_version",
-    "parse_nvcc_version",
-    "parse_nvidia_smi_query",
-    "parse_nvidia_smi_query_xml",
-    "parse_nvidia_smi_table",
-    "parse_nvidia_smi_version",
-    "parse_nvlink_status",
-    "parse_proc_driver_version",
-    "parse_query_csv",
-    "parse_topology",
-    "PcieLink",
-    "PowerReadings",
-    "QueryCsv",
-    "RemappedRows",
-    "RetiredPages",
-    "TableGpu",
-    "TableMigDevice",
-    "TableProcess",
-    "Temperatures",
-    "Topology",
-    "Utilization",
-]
+The submodules load when a name of theirs is first used (PEP 562): a check imports the parsers
+its playbook's tasks use, not the ``-q`` XML reader or the table parser it never runs.
+"""
+# ruff: noqa: F401 - the imports below are for type checkers; at run time __getattr__ loads them
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuconf.facts.nvidia.csv import DmonSamples, QueryCsv, csv_value, parse_dmon, parse_query_csv
+    from gpuconf.facts.nvidia.driver import (
+        OPEN,
+        PROPRIETARY,
+        LoadedDriver,
+        ModuleInfo,
+        NvccVersion,
+        parse_modinfo,
+        parse_modinfo_version,
+        parse_nvcc_version,
+        parse_proc_driver_version,
+    )
+    from gpuconf.facts.nvidia.fabricmanager import (
+        FabricManagerLog,
+        FabricManagerVersionMismatch,
+        NvswitchError,
+        find_version_mismatch,
+        parse_fabric_manager_log,
+    )
+    from gpuconf.facts.nvidia.failure import (
+        DRIVER_LIBRARY_MISMATCH,
+        DRIVER_NOT_LOADED,
+        FAILURE_KINDS,
+        GPU_LOST,
+        INSUFFICIENT_PERMISSIONS,
+        NO_DEVICES,
+        NVML_INIT_FAILED,
+        NvidiaSmiFailure,
+        detect_nvidia_smi_failure,
+    )
+    from gpuconf.facts.nvidia.listing import (
+        GpuList,
+        ListedGpu,
+        ListedMigDevice,
+        NvidiaSmiVersion,
+        parse_gpu_list,
+        parse_nvidia_smi_version,
+    )
+    from gpuconf.facts.nvidia.nvlink import GpuNvlinks, NvlinkLink, NvlinkStatus, parse_nvlink_status
+    from gpuconf.facts.nvidia.query import parse_nvidia_smi_query, parse_nvidia_smi_query_xml
+    from gpuconf.facts.nvidia.query_model import (
+        CLOCK_EVENT_REASON_BITS,
+        ClockEventReasons,
+        Clocks,
+        EccErrors,
+        Fabric,
+        GpuDetails,
+        GpuProcess,
+        MemoryUsage,
+        MigDevice,
+        NvidiaSmiQuery,
+        PcieLink,
+        PowerReadings,
+        RemappedRows,
+        RetiredPages,
+        Temperatures,
+        Utilization,
+        decode_clock_event_reasons,
+    )
+    from gpuconf.facts.nvidia.table import (
+        NvidiaSmiTable,
+        TableGpu,
+        TableMigDevice,
+        TableProcess,
+        parse_nvidia_smi_table,
+    )
+    from gpuconf.facts.nvidia.topology import GpuAffinity, Topology, parse_topology
+
+# where each public name lives: its submodule, imported on first use
+_SUBMODULES = {
+    "csv": ("DmonSamples", "QueryCsv", "csv_value", "parse_dmon", "parse_query_csv"),
+    "driver": ("OPEN", "PROPRIETARY", "LoadedDriver", "ModuleInfo", "NvccVersion", "parse_modinfo",
+        "parse_modinfo_version", "parse_nvcc_version", "parse_proc_driver_version"),
+    "fabricmanager": ("FabricManagerLog", "FabricManagerVersionMismatch", "NvswitchError", "find_version_mismatch",
+        "parse_fabric_manager_log"),
+    "failure": ("DRIVER_LIBRARY_MISMATCH", "DRIVER_NOT_LOADED", "FAILURE_KINDS", "GPU_LOST",
+        "INSUFFICIENT_PERMISSIONS", "NO_DEVICES", "NVML_INIT_FAILED", "NvidiaSmiFailure",
+        "detect_nvidia_smi_failure"),
+    "listing": ("GpuList", "ListedGpu", "ListedMigDevice", "NvidiaSmiVersion", "parse_gpu_list",
+        "parse_nvidia_smi_version"),
+    "nvlink": ("GpuNvlinks", "NvlinkLink", "NvlinkStatus", "parse_nvlink_status"),
+    "query": ("parse_nvidia_smi_query", "parse_nvidia_smi_query_xml"),
+    "query_model": ("CLOCK_EVENT_REASON_BITS", "ClockEventReasons", "Clocks", "EccErrors", "Fabric", "GpuDetails",
+        "GpuProcess", "MemoryUsage", "MigDevice", "NvidiaSmiQuery", "PcieLink", "PowerReadings", "RemappedRows",
+        "RetiredPages", "Temperatures", "Utilization", "decode_clock_event_reasons"),
+    "table": ("NvidiaSmiTable", "TableGpu", "TableMigDevice", "TableProcess", "parse_nvidia_smi_table"),
+    "topology": ("GpuAffinity", "Topology", "parse_topology"),
+}
+_WHERE = {name: module for module, names in _SUBMODULES.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value   # the next use is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
