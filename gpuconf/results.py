@@ -7,7 +7,7 @@ a reboot is pending; 1 is bad input (nothing ran) and 130 an interrupted run.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -15,17 +15,38 @@ from typing import Any
 
 class Final:
     """Results are immutable once the run that made them ends (`RunResult.seal()`): the
-    reporters read them, nothing changes them after the fact."""
-
-    _sealed = False
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if self._sealed:
-            raise AttributeError(f"{type(self).__name__}.{name}: results are final once the run has ended")
-        object.__setattr__(self, name, value)
+    reporters read them, nothing changes them after the fact. Sealing gives the object its
+    class's sealed twin, which refuses assignment; until then a result is a plain dataclass
+    (a `__setattr__` that checked a flag on every field of every result was 2 % of a
+    100-host check's CPU)."""
 
     def _seal(self) -> None:
-        object.__setattr__(self, "_sealed", True)
+        object.__setattr__(self, "__class__", _sealed(type(self)))
+
+
+_SEALED: dict[type, type] = {}
+
+
+def _sealed(cls: type) -> type:
+    if "_unsealed" in cls.__dict__:
+        return cls
+    twin = _SEALED.get(cls)
+    if twin is None:
+        def refuse(self: Any, name: str, value: Any = None) -> None:
+            raise AttributeError(f"{cls.__name__}.{name}: results are final once the run has ended")
+
+        def equal(self: Any, other: Any) -> Any:   # sealed or not, equal fields are equal results
+            if getattr(type(other), "_unsealed", type(other)) is not cls:
+                return NotImplemented
+            return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(cls) if f.compare)
+
+        def new(twin: type, *args: Any, **kwargs: Any) -> Any:   # a copy (replace, copy.copy) is not sealed
+            return cls(*args, **kwargs) if args or kwargs else object.__new__(cls)
+
+        twin = _SEALED[cls] = type(cls.__name__, (cls,), {
+            "__new__": new, "__setattr__": refuse, "__delattr__": refuse, "__eq__": equal, "__hash__": None,
+            "_unsealed": cls, "__qualname__": cls.__qualname__, "__module__": cls.__module__})
+    return twin
 
 
 class Status(str, Enum):

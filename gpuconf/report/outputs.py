@@ -11,7 +11,6 @@ neither the JUnit XML, the HTML template nor the Prometheus writer.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -71,7 +70,7 @@ def write_outputs(run: RunResult, options: OutputOptions, stdout: TextIO | None 
     if options.format == "json":
         from gpuconf.report import jsonreport
 
-        stdout.write(json.dumps(jsonreport.to_dict(run), indent=2) + "\n")
+        stdout.write(jsonreport.dumps(run))
     elif options.format == "junit":
         from gpuconf.report import junit
 

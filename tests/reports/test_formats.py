@@ -126,6 +126,21 @@ def test_json_on_stdout_is_the_report_document_and_fits_the_schema(tmp_path, cap
     assert [t["status"] for t in tasks] == ["ok", "would_change", "would_change", "skipped", "failed"]
     assert tasks[4]["error"].startswith("`echo broken")
     assert document["hosts"]["hostA"]["in_sync"] is False
+    # the layout: a line for each of the run's fields and one for each host, so `grep HOST` finds its record
+    host_lines = [line for line in out.splitlines() if line.startswith('    "host')]
+    assert [json.loads("{" + line.rstrip(",") + "}") for line in host_lines] == [
+        {"hostA": document["hosts"]["hostA"]}, {"hostB": document["hosts"]["hostB"]}]
+    assert out.count("\n") == len(document) + len(document["hosts"]) + 3
+
+
+def test_the_json_of_a_run_with_no_host_is_still_the_document(tmp_path):
+    from gpuconf.report import jsonreport
+    from gpuconf.results import RunResult
+
+    run = RunResult("check", "pb.yml", "inv", started=0.0)
+    assert json.loads(jsonreport.dumps(run)) == jsonreport.to_dict(run)
+    run.host("h1")
+    assert json.loads(jsonreport.dumps(run)) == jsonreport.to_dict(run)
 
 
 @pytest.mark.parametrize("verb", ["check", "apply"])
