@@ -8,6 +8,7 @@ id and cluster UUID. Pass rule and failure signatures: reference section 5.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output
@@ -73,13 +74,17 @@ def fabric_query(timeout: float) -> Fact:
                                   f"{out.timeout or timeout:g} s (its process group was killed)")
         if out.rc == 127:
             raise FactUnavailable("nvidia-smi is not installed")
-        text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() and out.rc else "") + out.stdout
-        csv = parse_query_csv(text)
-        if incomplete(csv):
-            raise FactUnavailable(f"nvidia-smi's answer is incomplete: {incomplete(csv)}")
-        return query_report(csv)
+        return _report((out.stderr.rstrip("\n") + "\n" if out.stderr.strip() and out.rc else "") + out.stdout)
 
     return query_fields(QUERY_FIELDS, parse, timeout=timeout, key="nvsmi:fabric")
+
+
+@functools.lru_cache(maxsize=64)  # the hosts of one model print the same rows: read once, shared read-only
+def _report(text: str) -> NvidiaSmiQuery:
+    csv = parse_query_csv(text)
+    if incomplete(csv):
+        raise FactUnavailable(f"nvidia-smi's answer is incomplete: {incomplete(csv)}")
+    return query_report(csv)
 
 
 def fabric_problem(fabric: Fabric | None, rack: bool) -> str | None:
