@@ -75,36 +75,56 @@ class PlayOnHost:
         return self._render(task, self.task_vars(task, facts))
 
     def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
-        for condition in task.role_when:
-            if not evaluate_when(condition, variables):
-                return None
-        if task.keywords.when is not None and not evaluate_when(task.keywords.when, variables):
+        if not self._holds(task, variables):
             return None
         return variables, render(task.params, variables)
 
+    @staticmethod
+    def _holds(task: TaskDef, variables: Vars) -> bool:
+        """The task's conditions (its roles' `when`, then its own) are all true."""
+        conditions = [*task.role_when, *([] if task.keywords.when is None else [task.keywords.when])]
+        return all(evaluate_when(condition, variables) for condition in conditions)
+
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false. Params are shared with the
-        run's other hosts that look up the same objects (gpuconf/engine/plancache.py)."""
+        run's other hosts that look up the same objects (gpuconf/engine/plancache.py): the task
+        whole (`params`: conditions and params), else its params alone (`params only`), for a
+        condition such as `facts.nvlink_fabric == 'none'` reads this host's own facts object."""
         variables = self.task_vars(task, facts)
         task_type = TASK_TYPES[task.type]
         cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
-        if cache is not None:
-            hit, params = cache.get(task, variables, kind="params")
+        if cache is None:
+            if not self._holds(task, variables):
+                return None
+            return variables, self._params(task, task_type, variables)
+        hit, params = cache.get(task, variables, kind="params")
+        if hit:
+            return None if params is None else (variables, params)
+        variables.reads = {}
+        holds = self._holds(task, variables)
+        whole = variables.reads
+        if holds:
+            hit, params = cache.get(task, variables, kind="params only")
             if hit:
-                return None if params is None else (variables, params)
+                variables.reads = None
+                return variables, params
             variables.reads = {}
-        rendered = self._render(task, variables)
-        params = None
-        if rendered is not None:
-            values = task_type.resolve(rendered[1], Resolver(variables, task.search_paths))
-            try:
-                params = build_params(task.type, values)
-            except ValueError as exc:
-                raise TaskError(f"{task.type}: {exc}") from None
-        if cache is not None and variables.reads is not None:
-            cache.put(task, variables.reads, params, kind="params")
-            variables.reads = None
-        return None if params is None else (variables, params)
+            params = self._params(task, task_type, variables)
+            if variables.reads is not None:
+                cache.put(task, variables.reads, params, kind="params only")
+                whole = whole | variables.reads if whole is not None else None
+        if whole is not None:
+            cache.put(task, whole, params if holds else None, kind="params")
+        variables.reads = None
+        return (variables, params) if holds else None
+
+    @staticmethod
+    def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:
+        values = task_type.resolve(render(task.params, variables), Resolver(variables, task.search_paths))
+        try:
+            return build_params(task.type, values)
+        except ValueError as exc:
+            raise TaskError(f"{task.type}: {exc}") from None
 
     def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
                   left: list[TaskDef] | None = None) -> list[Any]:

@@ -14,7 +14,10 @@ fetched early, so a wrong entry could cost a round trip, never a wrong check. Th
 each task's validated params (`kind="params"`, `PlayOnHost.prepare`), with the host's real facts
 among its lookups: a template is a function of the variables it looks up and nothing else (no
 clock, no environment), so a host whose every lookup finds the identical objects gets the identical
-params. A task whose type reads the controller's files while it resolves (a template), a loop's
+params. A condition that reads this host's own facts (`facts.nvlink_fabric == 'none'`) finds a new
+object on every host, so `prepare` also keeps the params alone (`kind="params only"`), with the
+lookups of the params' rendering only, and judges such conditions on each host. A task whose type
+reads the controller's files while it resolves (a template), a loop's
 item, and, in either pass, a result that looked up a value that changes during the run (`LIVE`),
 always render. A value that is shared is never changed: params are only read. An
 error is never cached: the task reports it when it runs.

@@ -148,6 +148,12 @@ PREPARED = """\
       file: {path: "{{ conf_dir }}/common.conf", content: "x\\n"}
     - name: reads another host's variables, which its facts fill in as the run goes
       kernel_module: {name: "{{ hostvars['n3'].extra_module }}"}
+    - name: a condition on this host's facts, params that read none
+      kernel_module: {name: "{{ module }}"}
+      when: facts.module != 'nvidia_n2'
+    - name: a condition and params on this host's facts
+      kernel_module: {name: "{{ facts.module }}_x"}
+      when: facts.module is defined
 """
 
 
@@ -179,3 +185,6 @@ def test_hosts_that_look_up_the_same_objects_share_params_and_every_host_gets_it
     assert "reads the controller's files while it resolves" not in names   # a template renders on every host
     assert "reads another host's variables, which its facts fill in as the run goes" not in names
     assert {params[5].name for params in shared.values()} == {"ib_umad"}
+    # a condition read this host's facts: the condition is judged on each host, the params are shared
+    assert shared["n2"][6] is None and all(shared[h][6] is shared["n1"][6] for h in ("n3", "n4", "n5"))
+    assert [shared[h][7].name for h in ("n1", "n5")] == ["nvidia_n1_x", "nvidia_n5_x"]
