@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import signal
@@ -10,8 +11,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpuconf.cli import started
 from gpuconf.errors import GpuconfError, UsageError
+
+
+def started() -> None:
+    """The hosts start: what start-up made (modules, the playbook, the plan) is frozen out of the
+    collector's walks, and the collector, which `cli.run()` pauses for start-up, is back on. No
+    effect where the caller never paused it (tests calling `cli.main()`)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _split(text: str) -> set[str]:
