@@ -102,20 +102,22 @@ class PlayOnHost:
             return None if params is None else (variables, params)
         variables.reads = {}
         holds = self._holds(task, variables)
-        whole = variables.reads
+        whole, variables.reads = variables.reads, None
         if holds:
+            # fresh Vars: a variable the conditions rendered would be served from their cache and
+            # not be recorded among the params' own lookups
+            variables = self.task_vars(task, facts)
             hit, params = cache.get(task, variables, kind="params only")
             if hit:
-                variables.reads = None
                 return variables, params
             variables.reads = {}
             params = self._params(task, task_type, variables)
-            if variables.reads is not None:
-                cache.put(task, variables.reads, params, kind="params only")
-                whole = whole | variables.reads if whole is not None else None
+            own, variables.reads = variables.reads, None
+            if own is not None:
+                cache.put(task, own, params, kind="params only")
+            whole = None if whole is None or own is None else whole | own
         if whole is not None:
             cache.put(task, whole, params if holds else None, kind="params")
-        variables.reads = None
         return (variables, params) if holds else None
 
     @staticmethod

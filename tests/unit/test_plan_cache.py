@@ -133,7 +133,7 @@ def test_only_tasks_the_first_pass_could_not_plan_are_planned_again_and_no_read_
 
 PREPARED = """\
 - hosts: all
-  vars: {module: ib_uverbs}
+  vars: {module: ib_uverbs, rack_module: "mod_{{ rack }}"}
   tasks:
     - name: shared by all
       kernel_module: {name: "{{ module }}"}
@@ -154,6 +154,9 @@ PREPARED = """\
     - name: a condition and params on this host's facts
       kernel_module: {name: "{{ facts.module }}_x"}
       when: facts.module is defined
+    - name: a condition and params through one variable, rendered first for the condition
+      kernel_module: {name: "{{ rack_module }}"}
+      when: facts.module is defined and rack_module != 'none'
 """
 
 
@@ -188,3 +191,6 @@ def test_hosts_that_look_up_the_same_objects_share_params_and_every_host_gets_it
     # a condition read this host's facts: the condition is judged on each host, the params are shared
     assert shared["n2"][6] is None and all(shared[h][6] is shared["n1"][6] for h in ("n3", "n4", "n5"))
     assert [shared[h][7].name for h in ("n1", "n5")] == ["nvidia_n1_x", "nvidia_n5_x"]
+    # the params' own lookups include what the condition rendered first: one object per rack
+    assert [shared[h][8].name for h in ("n1", "n2", "n4")] == ["mod_r1", "mod_r1", "mod_r2"]
+    assert shared["n1"][8] is shared["n2"][8]
