@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,3 +257,18 @@ def normalise_quotes(text: str) -> str:
 def snake_case(label: str) -> str:
     """``"HW Power Brake Slowdown"`` -> ``"hw_power_brake_slowdown"``."""
     return re.sub(r"[^0-9a-z]+", "_", label.strip().lower()).strip("_")
+
+
+def lazy_exports(namespace: dict[str, Any], where: dict[str, str]) -> Callable[[str], Any]:
+    """A module's `__getattr__` (PEP 562) for the names it re-exports from other modules:
+    `where[name]` is the module that defines `name`, imported when the name is first used, so
+    that a run imports the parsers it uses and not every parser the package has. Type checkers
+    read the same names from the module's `if TYPE_CHECKING:` imports."""
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        value = namespace[name] = getattr(importlib.import_module(module), name)   # next time a plain attribute
+        return value
+
+    return __getattr__

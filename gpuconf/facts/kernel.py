@@ -9,41 +9,55 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuconf.facts.kernel_log import (
-    CONTINUATION,
-    DMESG,
-    DMESG_CTIME,
-    DMESG_ISO,
-    HARD_LOCKUP,
-    HUNG_TASK,
-    JOURNAL_ISO,
-    KMSG,
-    NVIDIA_IOCTL,
-    RCU_STALL,
-    SOFT_LOCKUP,
-    SYSLOG,
-    KernelLogLine,
-    LockupLine,
-    NouveauEvidence,
-    find_lockups,
-    find_nouveau,
-    parse_kernel_log_line,
-    split_kernel_log,
-)
-from gpuconf.facts.xid import (
-    LostGpu,
-    RecoveryAction,
-    XidEntry,
-    XidEvent,
-    XidSummary,
-    find_lost_gpus,
-    parse_xid_events,
-    recovery_in_message,
-    summarise_xid_events,
-    xid_catalog,
-    xid_entry,
-)
+from gpuconf.facts.common import lazy_exports
+
+if TYPE_CHECKING:
+    from gpuconf.facts.kernel_log import (
+        CONTINUATION,
+        DMESG,
+        DMESG_CTIME,
+        DMESG_ISO,
+        HARD_LOCKUP,
+        HUNG_TASK,
+        JOURNAL_ISO,
+        KMSG,
+        NVIDIA_IOCTL,
+        RCU_STALL,
+        SOFT_LOCKUP,
+        SYSLOG,
+        KernelLogLine,
+        LockupLine,
+        NouveauEvidence,
+        find_lockups,
+        find_nouveau,
+        parse_kernel_log_line,
+        split_kernel_log,
+    )
+    from gpuconf.facts.xid import (
+        LostGpu,
+        RecoveryAction,
+        XidEntry,
+        XidEvent,
+        XidSummary,
+        find_lost_gpus,
+        parse_xid_events,
+        recovery_in_message,
+        summarise_xid_events,
+        xid_catalog,
+        xid_entry,
+    )
+
+# the log and Xid parsers load on first use: a check that reads /proc/modules needs neither
+_WHERE = {name: module for module, names in {
+    "gpuconf.facts.kernel_log": ("CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
+        "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG", "KernelLogLine", "LockupLine",
+        "NouveauEvidence", "find_lockups", "find_nouveau", "parse_kernel_log_line", "split_kernel_log"),
+    "gpuconf.facts.xid": ("LostGpu", "RecoveryAction", "XidEntry", "XidEvent", "XidSummary", "find_lost_gpus",
+        "parse_xid_events", "recovery_in_message", "summarise_xid_events", "xid_catalog", "xid_entry"),
+}.items() for name in names}
+__getattr__ = lazy_exports(globals(), _WHERE)
 
 
 @dataclass(frozen=True)

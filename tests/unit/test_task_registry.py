@@ -17,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import gpuconf.tasks
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.tasks.base import TaskType
@@ -102,27 +104,24 @@ def test_a_playbook_of_two_task_types_imports_those_two_and_nothing_it_does_not_
                    "cryptography.hazmat.primitives.kdf.pbkdf2", "rich",
                    # nvidia-smi parsers no task of this playbook runs (the package loads them on first use)
                    "gpuconf.facts.nvidia.query", "gpuconf.facts.nvidia.table", "gpuconf.facts.nvidia.topology",
-                   "xml.etree.ElementTree"):
+                   "xml.etree.ElementTree", "gpuconf.facts.xid", "gpuconf.facts.kernel_log"):
         assert unused not in modules, unused
 
 
-def test_the_nvidia_facts_package_names_each_parser_once_for_type_checkers_and_for_its_lazy_loader():
-    """gpuconf.facts.nvidia imports its submodules on first use: the names its type-checking imports
-    give and the names its loader knows are the same, and each is the submodule's own object."""
+@pytest.mark.parametrize("module", ["gpuconf.facts.nvidia", "gpuconf.facts.kernel"])
+def test_a_lazy_module_names_each_parser_once_for_type_checkers_and_for_its_loader(module):
+    """gpuconf.facts.nvidia and gpuconf.facts.kernel import the parsers they re-export on first use:
+    the names their type-checking imports give and the names their loader knows are the same, and
+    each is the defining module's own object."""
     import ast
 
-    from gpuconf.facts import nvidia
-
-    tree = ast.parse(Path(nvidia.__file__).read_text())
-    typed = {alias.name: node.module.rsplit(".", 1)[1] for node in ast.walk(tree)
-             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpuconf.facts.nvidia.")
+    lazy = importlib.import_module(module)
+    tree = ast.parse(Path(lazy.__file__).read_text())
+    typed = {alias.name: node.module for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpuconf.facts.") and node.module != "gpuconf.facts.common"
              for alias in node.names}
-    assert typed == nvidia._WHERE and sorted(typed) == nvidia.__all__
-    for name, module in typed.items():
-        assert getattr(nvidia, name) is getattr(importlib.import_module(f"gpuconf.facts.nvidia.{module}"), name)
-    try:
-        nvidia.parse_nvidia_smi_qery  # noqa: B018 - the error is what is checked
-    except AttributeError as exc:
-        assert "parse_nvidia_smi_qery" in str(exc)
-    else:
-        raise AssertionError("an unknown name must be an AttributeError")
+    assert typed == lazy._WHERE and set(typed) <= set(lazy.__all__)
+    for name, defining in typed.items():
+        assert getattr(lazy, name) is getattr(importlib.import_module(defining), name)
+    with pytest.raises(AttributeError, match="parse_nvidia_smi_qery"):
+        lazy.parse_nvidia_smi_qery  # noqa: B018 - the error is what is checked

@@ -26,8 +26,9 @@ its playbook's tasks use, not the ``-q`` XML reader or the table parser it never
 # ruff: noqa: F401 - the imports below are for type checkers; at run time __getattr__ loads them
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuconf.facts.common import lazy_exports
 
 if TYPE_CHECKING:
     from gpuconf.facts.nvidia.csv import DmonSamples, QueryCsv, csv_value, parse_dmon, parse_query_csv
@@ -118,18 +119,6 @@ _SUBMODULES = {
     "table": ("NvidiaSmiTable", "TableGpu", "TableMigDevice", "TableProcess", "parse_nvidia_smi_table"),
     "topology": ("GpuAffinity", "Topology", "parse_topology"),
 }
-_WHERE = {name: module for module, names in _SUBMODULES.items() for name in names}
+_WHERE = {name: f"{__name__}.{module}" for module, names in _SUBMODULES.items() for name in names}
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value   # the next use is a plain module attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__ = lazy_exports(globals(), _WHERE)
