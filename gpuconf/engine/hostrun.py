@@ -82,13 +82,13 @@ class PlayOnHost:
     @staticmethod
     def _holds(task: TaskDef, variables: Vars) -> bool:
         """The task's conditions (its roles' `when`, then its own) are all true."""
-        conditions = [*task.role_when, *([] if task.keywords.when is None else [task.keywords.when])]
-        return all(evaluate_when(condition, variables) for condition in conditions)
+        return all(evaluate_when(condition, variables) for condition in task.role_when) and (
+            task.keywords.when is None or evaluate_when(task.keywords.when, variables))
 
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false. Params are shared with the
         run's other hosts that look up the same objects (gpuconf/engine/plancache.py): the task
-        whole (`params`: conditions and params), else its params alone (`params only`), for a
+        whole (`params`: conditions and params), and its params alone (`params only`), since a
         condition such as `facts.nvlink_fabric == 'none'` reads this host's own facts object."""
         variables = self.task_vars(task, facts)
         task_type = TASK_TYPES[task.type]
@@ -100,25 +100,26 @@ class PlayOnHost:
         hit, params = cache.get(task, variables, kind="params")
         if hit:
             return None if params is None else (variables, params)
-        variables.reads = {}
+        whole: dict[str, tuple[Any, bool]] = {}
+        variables.reads = whole
         holds = self._holds(task, variables)
-        whole, variables.reads = variables.reads, None
-        if holds:
-            # fresh Vars: a variable the conditions rendered would be served from their cache and
-            # not be recorded among the params' own lookups
-            variables = self.task_vars(task, facts)
-            hit, params = cache.get(task, variables, kind="params only")
-            if hit:
-                return variables, params
-            variables.reads = {}
-            params = self._params(task, task_type, variables)
-            own, variables.reads = variables.reads, None
-            if own is not None:
-                cache.put(task, own, params, kind="params only")
-            whole = None if whole is None or own is None else whole | own
-        if whole is not None:
-            cache.put(task, whole, params if holds else None, kind="params")
-        return (variables, params) if holds else None
+        variables.reads = None
+        if not holds:
+            cache.put(task, whole, None, kind="params")
+            return None
+        # fresh Vars: a variable the conditions rendered would be served from their cache and
+        # not be recorded among the params' own lookups
+        variables = self.task_vars(task, facts)
+        hit, params = cache.get(task, variables, kind="params only")
+        if hit:
+            return variables, params
+        own: dict[str, tuple[Any, bool]] = {}
+        variables.reads = own
+        params = self._params(task, task_type, variables)
+        variables.reads = None
+        cache.put(task, own, params, kind="params only")
+        cache.put(task, whole | own, params, kind="params")
+        return variables, params
 
     @staticmethod
     def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:

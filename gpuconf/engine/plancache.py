@@ -17,10 +17,10 @@ clock, no environment), so a host whose every lookup finds the identical objects
 params. A condition that reads this host's own facts (`facts.nvlink_fabric == 'none'`) finds a new
 object on every host, so `prepare` also keeps the params alone (`kind="params only"`), with the
 lookups of the params' rendering only, and judges such conditions on each host. A task whose type
-reads the controller's files while it resolves (a template), a loop's
-item, and, in either pass, a result that looked up a value that changes during the run (`LIVE`),
-always render. A value that is shared is never changed: params are only read. An
-error is never cached: the task reports it when it runs.
+reads the controller's files while it resolves (a template), a loop's item, and, in either pass, a
+result that looked up a value that changes during the run (`LIVE`), always render. A value that is
+shared is never changed: params are only read. An error is never cached: the task reports it when
+it runs.
 """
 from __future__ import annotations
 
