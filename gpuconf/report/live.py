@@ -22,8 +22,9 @@ SLOW_SHOWN = 5
 
 
 class LiveProgress:
-    def __init__(self, console: Console, verb: str, slow_after: float = SLOW_AFTER):
-        self.console, self.verb, self.slow_after = console, verb, slow_after
+    def __init__(self, console: Console, verb: str, slow_after: float | None = None):
+        self.console, self.verb = console, verb
+        self.slow_after = SLOW_AFTER if slow_after is None else slow_after
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.play_name = ""

@@ -17,14 +17,10 @@ import os
 import re
 import sys
 import threading
-from typing import IO, TextIO
-
-from rich.console import Console
-from rich.markup import escape
+from typing import IO, TYPE_CHECKING, TextIO
 
 from gpuconf.report.aggregate import group_recap, group_tasks, host_state, reboot_note, recap_counts, says_something
 from gpuconf.report.hostlist import compress
-from gpuconf.report.live import SLOW_AFTER, LiveProgress
 from gpuconf.report.redact import (
     visible_changes,
     visible_error,
@@ -33,6 +29,11 @@ from gpuconf.report.redact import (
     visible_output,
 )
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gpuconf.report.live import LiveProgress
 
 STYLE = {
     Status.OK: "green", Status.WOULD_CHANGE: "yellow", Status.CHANGED: "yellow", Status.FAILED: "bold red",
@@ -47,7 +48,12 @@ GROUPS_SHOWN = 15  # task groups in the summary; the rest are counted (the repor
 ITEMS_SHOWN = 3  # changes or findings listed under one group
 PROGRESS_STEPS = 4  # without a TTY, a progress line at each quarter of the hosts
 TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stderr
+TAB_SIZE = 8  # rich's, so that a line reads the same on a TTY and in a log
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+# A line is a list of parts: plain text, or (text, style) for a coloured piece. Text is never
+# parsed as markup, so a task name with "[bold]" or a backslash in it prints as written.
+Part = str | tuple[str, str]
 
 
 def stop_writing(stream: IO[str]) -> None:
@@ -66,28 +72,76 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def _show(text: str) -> str:
-    return escape(printable(text))
+def is_terminal(stream: IO[str]) -> bool:
+    """rich's own test (Console.is_terminal): TTY_COMPATIBLE, then FORCE_COLOR, then isatty()."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None:
+        return force != ""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """rich exits the program (status 1) when the reader closes the pipe; the run goes on instead."""
-        self.quiet = True
-        raise BrokenPipeError
+class PlainConsole:
+    """Lines for a log, a pipe or cron: the parts' text, tabs expanded, no colour. It does what
+    rich does there without importing rich (a fifth of a check's start-up)."""
+
+    is_terminal = False
+
+    def __init__(self, file: IO[str]):
+        self.file = file
+
+    def print(self, *parts: Part) -> None:
+        line = "".join(part if isinstance(part, str) else part[0] for part in parts)
+        if "\t" in line:
+            line = expand_tabs(line)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def expand_tabs(text: str) -> str:
+    if text.isascii():
+        return text.expandtabs(TAB_SIZE)
+    from rich.text import Text  # wide characters: rich counts terminal cells, not characters
+    expanded = Text(text)
+    expanded.expand_tabs(TAB_SIZE)
+    return expanded.plain
+
+
+def coloured(stream: IO[str]) -> Console:
+    """rich's Console, for a terminal: colour, and room for the live progress display."""
+    from rich.console import Console
+
+    class Coloured(Console):
+        def on_broken_pipe(self) -> None:
+            """rich exits the program (status 1) when the reader closes the pipe; the run goes on."""
+            self.quiet = True
+            raise BrokenPipeError
+
+    # emoji=False: a task name or command output with ":name:" in it is printed as written
+    return Coloured(file=stream, highlight=False, soft_wrap=True, emoji=False, markup=False)
 
 
 class TextReporter(RunEvents):
     def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False, verb: str = "check",
-                 live: bool | None = None, console: Console | None = None, slow_after: float = SLOW_AFTER):
-        # emoji=False: a task name or command output with ":name:" in it is printed as written
-        # (and each line costs a fifth less: rich looks for emoji codes in every line otherwise)
-        self.console = console or _Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False)
+                 live: bool | None = None, console: Console | None = None, slow_after: float | None = None):
+        stream = stream or sys.stdout
+        terminal = console.is_terminal if console else is_terminal(stream)
+        use_live = terminal if live is None else live
+        self.console: Console | PlainConsole = PlainConsole(stream)
+        self.progress: LiveProgress | None = None
+        if console or terminal or use_live:  # colour, or the live display: rich (imported only here)
+            self.console = console = console or coloured(stream)
+            if use_live:
+                from gpuconf.report.live import LiveProgress
+                self.progress = LiveProgress(console, verb, slow_after)
         self.verbose, self.diff = verbose, diff
         self.reader_gone = False
         self.lock = threading.Lock()
-        use_live = self.console.is_terminal if live is None else live
-        self.progress = LiveProgress(self.console, verb, slow_after) if use_live else None
         self.verb = verb
         self.play_name, self.play_hosts = "", 0
         self.largest_play = 0
@@ -95,13 +149,17 @@ class TextReporter(RunEvents):
         self.drifted: set[str] = set()
         self.failed: set[str] = set()
 
-    def _print(self, text: str) -> None:
+    def _print(self, *parts: Part) -> None:
         """One line; once the reader has gone (`gpuconf check ... | head`), the rest of the run's
         lines go nowhere and the run goes on: its exit code still tells drift from failure."""
         if self.reader_gone:
             return
         try:
-            self.console.print(text)
+            if isinstance(self.console, PlainConsole):
+                self.console.print(*parts)
+            else:
+                from rich.text import Text
+                self.console.print(Text.assemble(*parts))
         except BrokenPipeError:
             self.reader_gone = True
             stop_writing(self.console.file)
@@ -109,7 +167,7 @@ class TextReporter(RunEvents):
     # -- run events (from the runner's threads) -----------------------------
     def play(self, name: str, hosts: list[str] | None = None) -> None:
         with self.lock:
-            self._print(f"\n[bold]{_show(f'PLAY [{name}]')}[/bold]")
+            self._print("\n", (printable(f"PLAY [{name}]"), "bold"))
             self.play_name, self.play_hosts = name, len(hosts or [])
             self.largest_play = max(self.largest_play, self.play_hosts)
             self.done = set()
@@ -136,12 +194,12 @@ class TextReporter(RunEvents):
                 line = f"{self.verb} [{self.play_name}]: {len(self.done)}/{total} hosts done"
                 if self.verb == "check":
                     line += f", {len(self.drifted)} drifted"
-                self._print(f"[dim]{_show(line + f', {len(self.failed)} failed')}[/dim]")
+                self._print((line + f", {len(self.failed)} failed", "dim"))
 
     def remote(self, host: str, text: str) -> None:
         if self.verbose >= 3:
             with self.lock:
-                self._print(f"[dim]{_show(f'<{host}> {text}')}[/dim]")
+                self._print((printable(f"<{host}> {text}"), "dim"))
 
     # -- task lines ---------------------------------------------------------
     def task(self, result: TaskResult) -> None:
@@ -162,24 +220,24 @@ class TextReporter(RunEvents):
         detail = visible_error(result) or visible_message(result)
         if result.handler:
             name = f"handler {name}"
-        line = f"[{style}]{label}[/]: {_show(f'[{result.host}]')} {_show(name)}"
+        head: list[Part] = [(label, style), f": [{result.host}] {printable(name)}"]
         if detail:
-            line += f" [dim]-[/dim] {_show(detail)}"
+            head += [" ", ("-", "dim"), f" {printable(detail)}"]
         with self.lock:
-            self._print(line)
+            self._print(*head)
             changes = visible_changes(result)
             if len(changes) > 1 or (changes and self.verbose):
                 for change in changes:
-                    self._print(f"    - {_show(change.summary)}")
+                    self._print(f"    - {printable(change.summary)}")
                     if self.verbose:
                         for op in change.ops:
-                            self._print(f"[dim]        {_show(op)}[/dim]")
+                            self._print((f"        {printable(op)}", "dim"))
             for finding in visible_findings(result):
                 if finding.severity != "ok":
                     where = "" if finding.gpu is None else f" gpu {finding.gpu}"
                     style = "red" if finding.severity == "failure" else "yellow"
-                    self._print(f"    [{style}]{finding.severity}[/]: "
-                                       f"{_show(f'{finding.probe}{where}: {finding.message}')}")
+                    self._print("    ", (finding.severity, style),
+                                printable(f": {finding.probe}{where}: {finding.message}"))
             if self.diff and not result.secret:
                 for change in changes:
                     self._diff(change)
@@ -188,11 +246,11 @@ class TextReporter(RunEvents):
                     lines = text.rstrip("\n").splitlines()
                     if lines:
                         more = f" (last {TAIL_LINES} of {len(lines)} lines)" if len(lines) > TAIL_LINES else ""
-                        self._print(f"[dim]    {label}{more}:[/dim]")
+                        self._print((f"    {label}{more}:", "dim"))
                         for line in lines[-TAIL_LINES:]:
-                            self._print(f"[dim]      {_show(line)}[/dim]")
+                            self._print((f"      {printable(line)}", "dim"))
             if self.verbose >= 3 and result.traceback and not result.secret:
-                self._print(f"[dim]{_show(result.traceback.rstrip())}[/dim]")
+                self._print((printable(result.traceback.rstrip()), "dim"))
 
     def _per_host_line(self, result: TaskResult) -> bool:
         """Without -v: a small play prints what is not in sync or has a health warning, and what
@@ -206,10 +264,10 @@ class TextReporter(RunEvents):
             for line in change.diff.splitlines():
                 style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                          else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "dim")
-                self._print(f"[{style}]    {_show(line)}[/]")
+                self._print((f"    {printable(line)}", style))
         elif change.before is not None or change.after is not None:
-            self._print(f"[red]    before: {_show(str(change.before))}[/]")
-            self._print(f"[green]    after:  {_show(str(change.after))}[/]")
+            self._print((f"    before: {printable(str(change.before))}", "red"))
+            self._print((f"    after:  {printable(str(change.after))}", "green"))
 
     # -- the end ------------------------------------------------------------
     def recap(self, run: RunResult) -> None:
@@ -218,7 +276,7 @@ class TextReporter(RunEvents):
         with self.lock:
             if not self.verbose and self.largest_play > PER_HOST_MOST:
                 self._task_summary(run)
-            self._print("\n[bold]PLAY RECAP[/bold]")
+            self._print("\n", ("PLAY RECAP", "bold"))
             if len(run.hosts) > RECAP_FOLD_AFTER:
                 self._folded_recap(run)
             else:
@@ -226,67 +284,73 @@ class TextReporter(RunEvents):
                 for name, host in run.hosts.items():
                     reboot = reboot_note(host)
                     style = "bold yellow" if host.reboot_pending else "yellow"
-                    note = f"  [{style}]{reboot}[/]" if reboot else ""
-                    self._print(f"[{host_state(host)}]{_show(name.ljust(width))}[/] : "
-                                f"{_cells(recap_counts(run, host))}{note}")
+                    note: list[Part] = ["  ", (reboot, style)] if reboot else []
+                    self._print((printable(name.ljust(width)), host_state(host)), " : ",
+                                *_cells(recap_counts(run, host)), *note)
             for action in run.slurm or []:
-                self._print(_slurm_line(action))
-            self._print("\n" + _show(summary(run)))
+                self._print(*_slurm_line(action))
+            self._print("\n" + printable(summary(run)))
 
     def _task_summary(self, run: RunResult) -> None:
         groups = group_tasks(run)
-        self._print("\n[bold]TASK SUMMARY[/bold]")
+        self._print("\n", ("TASK SUMMARY", "bold"))
         if not groups:
-            self._print(f"[green]{len(run.hosts)} hosts: every task in sync[/]")
+            self._print((f"{len(run.hosts)} hosts: every task in sync", "green"))
         for group in groups[:GROUPS_SHOWN]:
             label = LABEL.get(group.status, group.status.value)
             count = f"{len(group.hosts)} host{'s' if len(group.hosts) > 1 else ''}"
-            line = f"[{STYLE[group.status]}]{label}[/]: {_show(group.task)} ({count}: {_show(_cut(group.host_list))})"
+            line: list[Part] = [(label, STYLE[group.status]),
+                                printable(f": {group.task} ({count}: {_cut(group.host_list)})")]
             if group.detail:
-                line += f" [dim]-[/dim] {_show(group.detail)}"
-            self._print(line)
+                line += [" ", ("-", "dim"), f" {printable(group.detail)}"]
+            self._print(*line)
             items = list(group.changes) if len(group.changes) > 1 else []
             items += list(group.findings)
             for item in items[:ITEMS_SHOWN]:
-                self._print(f"    - {_show(item)}")
+                self._print(f"    - {printable(item)}")
             if len(items) > ITEMS_SHOWN:
-                self._print(f"[dim]    +{len(items) - ITEMS_SHOWN} more[/dim]")
+                self._print((f"    +{len(items) - ITEMS_SHOWN} more", "dim"))
             if self.diff and group.first is not None and not group.first.secret:
                 changes = visible_changes(group.first)
                 if any(change.diff or change.before is not None or change.after is not None for change in changes):
-                    self._print(f"[dim]    diff on {_show(group.first.host)}:[/dim]")
+                    self._print((f"    diff on {printable(group.first.host)}:", "dim"))
                 for change in changes:
                     self._diff(change)
         if len(groups) > GROUPS_SHOWN:
-            self._print(f"[dim]+{len(groups) - GROUPS_SHOWN} more groups (-v, --report or --html show every "
-                        f"host)[/dim]")
+            self._print((f"+{len(groups) - GROUPS_SHOWN} more groups (-v, --report or --html show every host)",
+                         "dim"))
 
     def _folded_recap(self, run: RunResult) -> None:
         for line in group_recap(run):
-            note = f"  [yellow]{line.reboot}[/]" if line.reboot else ""
+            note: list[Part] = ["  ", (line.reboot, "yellow")] if line.reboot else []
             hosts = f"{_cut(compress(line.hosts))} ({len(line.hosts)} hosts)"
-            self._print(f"[{line.state}]{_show(hosts)}[/] : {_cells(line.counts)}{note}")
+            self._print((printable(hosts), line.state), " : ", *_cells(line.counts), *note)
 
 
 def _cut(text: str, most: int = 200) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def _cells(counts: list[tuple[str, int]]) -> str:
+def _cells(counts: list[tuple[str, int]]) -> list[Part]:
     style = {"ok": "green", "would_change": "yellow", "changed": "yellow", "unreachable": "bold red",
              "failed": "bold red", "skipped": "cyan", "unknown": "magenta", "ignored": "dim",
              "reboot_pending": "bold yellow"}
-    return "  ".join(f"[{style[key]}]{key}={value}[/]" if value else f"{key}={value}" for key, value in counts)
+    parts: list[Part] = []
+    for key, value in counts:
+        if parts:
+            parts.append("  ")
+        parts.append((f"{key}={value}", style[key]) if value else f"{key}={value}")
+    return parts
 
 
-def _slurm_line(action) -> str:
+def _slurm_line(action) -> list[Part]:
     what = {"drain": f"drained: {action.reason}", "resume": f"resumed (was: {action.previous_reason})",
             "wait": f"stays drained ({action.previous_reason}): healthy {action.healthy or 0} run(s) in a row, "
                     "resumed after 2",
             "kept": f"left as it is: not drained by this check ({action.previous_reason})",
             "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
     style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "wait", "kept") else "green"
-    return f"[{style}]slurm[/]: {_show(f'[{action.node}] {what}')}"
+    return [("slurm", style), printable(f": [{action.node}] {what}")]
 
 
 def _short(text: str, most: int = 100) -> str:

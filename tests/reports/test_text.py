@@ -6,6 +6,7 @@ CI and cron run it.
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import re
@@ -16,9 +17,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from gpuconf.report.text import TextReporter, summary
+from gpuconf.report.text import TextReporter, coloured, summary
 from gpuconf.results import ChangeReport, HostResult, RunResult, Status, TaskResult
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
@@ -115,6 +117,70 @@ def test_live_progress_counts_hosts_and_failures_and_names_the_slow_hosts_task()
 
 def test_without_a_tty_there_is_no_live_display():
     assert TextReporter(stream=io.StringIO()).progress is None
+
+
+ODD_TEXT = ["[bold]not markup[/bold]", "a\\[b", "ends in a backslash\\", ":smile: stays", "tab\tin\ta line",
+            "wide 漢字\tthen a tab", "x" * 90 + "  ", "[link=http://x]y[/]", "ünïcode"]
+
+
+def _feed(reporter: TextReporter) -> RunResult:
+    """The same run, event by event, with names and messages rich markup would misread."""
+    hosts = [f"n{index:02d}" for index in range(12)]
+    run = RunResult("check", "p.yml", "inv", 0.0, 1.0)
+    reporter.play("odd [names]", hosts)
+    for index, host in enumerate(hosts):
+        tasks = []
+        for number, odd in enumerate(ODD_TEXT):
+            status = [Status.OK, Status.WOULD_CHANGE, Status.FAILED][(index + number) % 3]
+            tasks.append(TaskResult(
+                host, "p", f"task {odd}", status, role="role" if number % 2 else None,
+                changes=[ChangeReport(f"change {odd}", diff=f"--- a\n+++ b\n-{odd}\n+{odd}!")] * 2
+                if status == Status.WOULD_CHANGE else [],
+                error=f"error {odd}" if status == Status.FAILED else None, stdout=f"{odd}\nline two\n"))
+            reporter.task(tasks[-1])
+        run.hosts[host] = _host(host, *tasks)
+        reporter.host_done(host)
+    reporter.recap(run)
+    return run
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_plain_lines_are_rich_s_lines_without_a_terminal_and_text_is_never_read_as_markup(verbose, monkeypatch):
+    """Without a terminal the reporter writes lines itself (rich is not imported); they are the
+    lines that the reporter's rich console prints to a file that is not a terminal, character for character."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    plain, by_rich = io.StringIO(), io.StringIO()
+    _feed(TextReporter(stream=plain, verbose=verbose, diff=True))
+    assert isinstance(coloured(by_rich), Console) and not coloured(by_rich).is_terminal
+    _feed(TextReporter(verbose=verbose, diff=True, console=coloured(by_rich)))
+    assert plain.getvalue() == by_rich.getvalue()
+    out = plain.getvalue()
+    assert "task [bold]not markup[/bold]" in out and "a\\[b" in out and ":smile: stays" in out
+    assert "ends in a backslash\\\n" in out or "ends in a backslash\\ " in out  # one backslash, as written
+    if verbose:  # a command's stdout; tab stops every 8 cells, and a wide character takes two
+        assert "\n      tab       in      a line\n" in out and "\n      wide 漢字 then a tab\n" in out
+
+
+CHECK_MODULES = textwrap.dedent("""
+    import json, sys
+    from gpuconf.cli import main
+    code = main(["check", "pb.yml", "-i", "h1,h2,", "-c", "local"])
+    print(json.dumps({"code": code, "rich": sorted(m for m in sys.modules if m.split(".")[0] == "rich")}))
+""")
+
+
+def test_a_check_into_a_pipe_does_not_import_rich(tmp_path):
+    (tmp_path / "pb.yml").write_text("- hosts: all\n  tasks:\n    - name: a file\n"
+                                     f"      file: {{path: {tmp_path}/x, content: x}}\n")
+    done = subprocess.run([sys.executable, "-c", CHECK_MODULES], cwd=tmp_path, capture_output=True, text=True,
+                          env=plain_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    *lines, last = done.stdout.strip().splitlines()
+    result = json.loads(last)
+    assert result["code"] == 2  # the file is missing: drift, so the reporter did print lines
+    assert any("would change: [h1] a file" in line for line in lines), lines
+    assert result["rich"] == []
 
 
 def _host(name: str, *tasks: TaskResult, unreachable: bool = False) -> HostResult:
