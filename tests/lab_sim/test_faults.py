@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
+from gpuconf.facts.nvidia import decode_clock_event_reasons
 from gpuconf.facts.nvidia.csv import parse_query_csv
 from gpuconf.facts.nvidia.query import parse_nvidia_smi_query
-from gpuconf.facts.nvidia.query_model import decode_clock_event_reasons
 from gpuconf.facts.xid import parse_xid_events
 
 

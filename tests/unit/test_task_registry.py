@@ -108,6 +108,16 @@ def test_a_playbook_of_two_task_types_imports_those_two_and_nothing_it_does_not_
         assert unused not in modules, unused
 
 
+def test_the_gpu_probes_do_not_load_the_model_of_nvidia_smi_q():
+    """They read --query-gpu: its fabric and clock-reason fields have small modules of their own."""
+    probe = ("import sys, gpuconf.tasks.health.fabric_state, gpuconf.tasks.health.thermal, "
+             "gpuconf.tasks.health.usage; print('gpuconf.facts.nvidia.query_model' in sys.modules, "
+             "'gpuconf.facts.nvidia.clocks' in sys.modules, 'gpuconf.facts.nvidia.fabric' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True"]
+
+
 @pytest.mark.parametrize("module", ["gpuconf.facts.nvidia", "gpuconf.facts.kernel"])
 def test_a_lazy_module_names_each_parser_once_for_type_checkers_and_for_its_loader(module):
     """gpuconf.facts.nvidia and gpuconf.facts.kernel import the parsers they re-export on first use:

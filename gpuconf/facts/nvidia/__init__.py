@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from gpuconf.facts.common import lazy_exports
 
 if TYPE_CHECKING:
+    from gpuconf.facts.nvidia.clocks import CLOCK_EVENT_REASON_BITS, ClockEventReasons, decode_clock_event_reasons
     from gpuconf.facts.nvidia.csv import DmonSamples, QueryCsv, csv_value, parse_dmon, parse_query_csv
     from gpuconf.facts.nvidia.driver import (
         OPEN,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         parse_nvcc_version,
         parse_proc_driver_version,
     )
+    from gpuconf.facts.nvidia.fabric import Fabric
     from gpuconf.facts.nvidia.fabricmanager import (
         FabricManagerLog,
         FabricManagerVersionMismatch,
@@ -72,11 +74,8 @@ if TYPE_CHECKING:
     from gpuconf.facts.nvidia.nvlink import GpuNvlinks, NvlinkLink, NvlinkStatus, parse_nvlink_status
     from gpuconf.facts.nvidia.query import parse_nvidia_smi_query, parse_nvidia_smi_query_xml
     from gpuconf.facts.nvidia.query_model import (
-        CLOCK_EVENT_REASON_BITS,
-        ClockEventReasons,
         Clocks,
         EccErrors,
-        Fabric,
         GpuDetails,
         GpuProcess,
         MemoryUsage,
@@ -88,7 +87,6 @@ if TYPE_CHECKING:
         RetiredPages,
         Temperatures,
         Utilization,
-        decode_clock_event_reasons,
     )
     from gpuconf.facts.nvidia.table import (
         NvidiaSmiTable,
@@ -101,9 +99,11 @@ if TYPE_CHECKING:
 
 # where each public name lives: its submodule, imported on first use
 _SUBMODULES = {
+    "clocks": ("CLOCK_EVENT_REASON_BITS", "ClockEventReasons", "decode_clock_event_reasons"),
     "csv": ("DmonSamples", "QueryCsv", "csv_value", "parse_dmon", "parse_query_csv"),
     "driver": ("OPEN", "PROPRIETARY", "LoadedDriver", "ModuleInfo", "NvccVersion", "parse_modinfo",
         "parse_modinfo_version", "parse_nvcc_version", "parse_proc_driver_version"),
+    "fabric": ("Fabric",),
     "fabricmanager": ("FabricManagerLog", "FabricManagerVersionMismatch", "NvswitchError", "find_version_mismatch",
         "parse_fabric_manager_log"),
     "failure": ("DRIVER_LIBRARY_MISMATCH", "DRIVER_NOT_LOADED", "FAILURE_KINDS", "GPU_LOST",
@@ -113,9 +113,8 @@ _SUBMODULES = {
         "parse_nvidia_smi_version"),
     "nvlink": ("GpuNvlinks", "NvlinkLink", "NvlinkStatus", "parse_nvlink_status"),
     "query": ("parse_nvidia_smi_query", "parse_nvidia_smi_query_xml"),
-    "query_model": ("CLOCK_EVENT_REASON_BITS", "ClockEventReasons", "Clocks", "EccErrors", "Fabric", "GpuDetails",
-        "GpuProcess", "MemoryUsage", "MigDevice", "NvidiaSmiQuery", "PcieLink", "PowerReadings", "RemappedRows",
-        "RetiredPages", "Temperatures", "Utilization", "decode_clock_event_reasons"),
+    "query_model": ("Clocks", "EccErrors", "GpuDetails", "GpuProcess", "MemoryUsage", "MigDevice", "NvidiaSmiQuery",
+        "PcieLink", "PowerReadings", "RemappedRows", "RetiredPages", "Temperatures", "Utilization"),
     "table": ("NvidiaSmiTable", "TableGpu", "TableMigDevice", "TableProcess", "parse_nvidia_smi_table"),
     "topology": ("GpuAffinity", "Topology", "parse_topology"),
 }

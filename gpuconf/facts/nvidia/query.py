@@ -27,9 +27,9 @@ from gpuconf.facts.common import (
     unparseable,
 )
 from gpuconf.facts.nvidia import query_sections as sections
+from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia.failure import detect_nvidia_smi_failure, is_fatal
 from gpuconf.facts.nvidia.query_model import (
-    Fabric,
     GpuDetails,
     MemoryUsage,
     NvidiaSmiQuery,

@@ -6,12 +6,11 @@ Each function takes the text-format path first and the XML path second (see
 from __future__ import annotations
 
 from gpuconf.facts.common import bool_value, float_value, int_value, text_value
+from gpuconf.facts.nvidia.clocks import CLOCK_EVENT_REASON_BITS, ClockEventReasons
+from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia.query_model import (
-    CLOCK_EVENT_REASON_BITS,
-    ClockEventReasons,
     Clocks,
     EccErrors,
-    Fabric,
     GpuProcess,
     MigDevice,
     PowerReadings,

@@ -9,13 +9,14 @@ id and cluster UUID. Pass rule and failure signatures: reference section 5.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 from gpuconf.facts.common import canonical_pci_address, incomplete
 from gpuconf.facts.gather import PCI_FACT
-from gpuconf.facts.nvidia import QueryCsv, parse_query_csv
-from gpuconf.facts.nvidia.query_model import Fabric, GpuDetails, NvidiaSmiQuery
+from gpuconf.facts.nvidia import NvidiaSmiFailure, QueryCsv, parse_query_csv
+from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia_smi import DRIVER_UNRESPONSIVE, query_fields
 from gpuconf.facts.nvlink_fabric import NONE, RACK, nvlink_fabric
 from gpuconf.results import Finding
@@ -30,6 +31,9 @@ from gpuconf.tasks.health.common import (
     read_or_unknown,
     verdict,
 )
+
+if TYPE_CHECKING:
+    from gpuconf.facts.nvidia.query_model import GpuDetails, NvidiaSmiQuery
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 # GPUs on NVSwitch boards before Hopper (HGX A100) print Fabric State N/A: nothing to judge there.
@@ -53,7 +57,26 @@ def architecture(compute_cap: object) -> str | None:
     return names.get(int(major), "Blackwell" if int(major) >= 10 else None)
 
 
-def query_report(csv: QueryCsv) -> NvidiaSmiQuery:
+@dataclass(frozen=True)
+class FabricGpu:
+    """What the probe judges of one GPU: the fields it shares with `-q`'s GpuDetails."""
+
+    bus_id: str
+    pci_address: str | None
+    architecture: str | None
+    fabric: Fabric | None
+
+
+@dataclass(frozen=True)
+class FabricReport:
+    """The GPUs' fabric registration, from --query-gpu; judged as `-q`'s NvidiaSmiQuery is
+    (a model of its own: the probe does not load `-q`'s)."""
+
+    gpus: tuple[FabricGpu, ...]
+    failure: NvidiaSmiFailure | None = None
+
+
+def query_report(csv: QueryCsv) -> FabricReport:
     """The GPUs' fabric registration, as `nvidia-smi -q` would report it."""
     def text(value: object) -> str | None:
         return None if value is None else str(value)
@@ -62,13 +85,13 @@ def query_report(csv: QueryCsv) -> NvidiaSmiQuery:
     for row in csv.rows:
         bus_id = str(row.get("pci.bus_id") or "")
         fabric = Fabric(**{name: text(row.get(field)) for field, name in FABRIC_FIELDS.items()})
-        gpus.append(GpuDetails(bus_id=bus_id, pci_address=canonical_pci_address(bus_id),
-                               architecture=architecture(row.get("compute_cap")), fabric=fabric))
-    return NvidiaSmiQuery(gpus=tuple(gpus), failure=csv.failure)
+        gpus.append(FabricGpu(bus_id=bus_id, pci_address=canonical_pci_address(bus_id),
+                              architecture=architecture(row.get("compute_cap")), fabric=fabric))
+    return FabricReport(gpus=tuple(gpus), failure=csv.failure)
 
 
 def fabric_query(timeout: float) -> Fact:
-    def parse(out: Output) -> NvidiaSmiQuery:
+    def parse(out: Output) -> FabricReport:
         if out.timed_out:
             raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "
                                   f"{out.timeout or timeout:g} s (its process group was killed)")
@@ -80,7 +103,7 @@ def fabric_query(timeout: float) -> Fact:
 
 
 @functools.lru_cache(maxsize=64)  # the hosts of one model print the same rows: read once, shared read-only
-def _report(text: str) -> NvidiaSmiQuery:
+def _report(text: str) -> FabricReport:
     csv = parse_query_csv(text)
     if incomplete(csv):
         raise FactUnavailable(f"nvidia-smi's answer is incomplete: {incomplete(csv)}")
@@ -103,10 +126,11 @@ def fabric_problem(fabric: Fabric | None, rack: bool) -> str | None:
     return None
 
 
-def judge_fabric_state(report: NvidiaSmiQuery, kind: str, probe: str = "fabric_state") -> list[Finding]:
+def judge_fabric_state(report: FabricReport | NvidiaSmiQuery, kind: str, probe: str = "fabric_state") -> list[Finding]:
     rack = kind == RACK
     findings = []
-    for index, gpu in enumerate(report.gpus):
+    gpus: tuple[FabricGpu | GpuDetails, ...] = report.gpus
+    for index, gpu in enumerate(gpus):
         label = gpu_name(index, gpu.pci_address or gpu.bus_id)
         where: dict[str, Any] = dict(gpu=index, bus_id=gpu.pci_address or gpu.bus_id,
                                      value=gpu.fabric.state if gpu.fabric else None)
