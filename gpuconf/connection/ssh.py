@@ -1,8 +1,10 @@
 """SSH connections with paramiko: one transport per host, one channel per call."""
 from __future__ import annotations
 
+import os
 import random
 import socket
+import threading
 import time
 from typing import Any
 
@@ -66,6 +68,29 @@ def describe_socket_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_KEYS: dict[tuple[str, int, int], paramiko.PKey] = {}
+_KEYS_LOCK = threading.Lock()
+
+
+def private_key(path: str) -> paramiko.PKey | None:
+    """The key file, read once for every host of the run (while it is unchanged): given a file
+    name, paramiko reads and parses it on each connection, trying RSA, then ECDSA, then Ed25519.
+    None when it does not load on its own (missing, encrypted, a type paramiko does not know):
+    paramiko then reads it itself, and its error is the one reported."""
+    try:
+        stat = os.stat(os.path.expanduser(path))
+    except OSError:
+        return None
+    version = (path, stat.st_mtime_ns, stat.st_size)
+    with _KEYS_LOCK:
+        if version not in _KEYS:
+            try:
+                _KEYS[version] = paramiko.PKey.from_path(path)  # and its -cert.pub, as paramiko would
+            except Exception:  # noqa: BLE001 - whatever it is, paramiko's own reading reports it
+                return None
+        return _KEYS[version]
+
+
 def describe_ops(ops: list[dict[str, Any]]) -> str:
     """What a request was doing, for an error: the kinds of its ops, and a command's first words."""
     parts = []
@@ -117,9 +142,10 @@ class SSHConnection(Connection):
         client._system_host_keys = hostkeys.load(files)  # type: ignore[attr-defined]  # read-only: never rewritten
         client.set_missing_host_key_policy(hostkeys.Policy(self.accept_new, files[0]))
         name = hostkeys.known_hosts_name(address, port)
+        pkey = private_key(key) if key else None
         try:
             client.connect(
-                address, port=port, username=user, key_filename=key,
+                address, port=port, username=user, pkey=pkey, key_filename=None if pkey else key,
                 look_for_keys=key is None, allow_agent=key is None,
                 timeout=spec.connect_timeout, banner_timeout=spec.connect_timeout,
                 auth_timeout=spec.connect_timeout, channel_timeout=spec.connect_timeout, sock=sock,
