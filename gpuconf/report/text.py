@@ -87,8 +87,8 @@ def is_terminal(stream: IO[str]) -> bool:
 
 
 class PlainConsole:
-    """Lines for a log, a pipe or cron: the parts' text, tabs expanded, no colour. It does what
-    rich does there without importing rich (a fifth of a check's start-up)."""
+    """Lines for a log, a pipe or cron: the parts' text, tabs expanded, no colour. It prints what
+    rich prints there, without importing rich (25-45 ms of a check's start-up)."""
 
     is_terminal = False
 
