@@ -8,5 +8,5 @@ Each fact is a command plus a pure ``parse(output) -> value`` function (pyinfra'
 * never raises on odd input: it returns a typed partial result (``complete=False``,
   ``problems``) or :class:`gpuconf.facts.common.Unparseable`.
 
-They are tested on real captured output in ``../shared/fixtures/real``.
+They are tested on real captured output in ``tests/fixtures/real``.
 """

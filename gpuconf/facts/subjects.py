@@ -3,7 +3,7 @@
 Ansible's `setup` gathers everything; here each subject is a few declared reads (files,
 globs, argv lists of read-only programs: `gpuconf/facts/base.py`), gathered in one round
 trip, each parsed by the parser its tool's output has (tested on real captures under
-`shared/fixtures/real/`). A tool the host lacks is reported as such (`exit 127`), never as
+`tests/fixtures/real/`). A tool the host lacks is reported as such (`exit 127`), never as
 an empty answer, and a tool that hangs is cut at its timeout.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ This module is pure data and stdlib only, because it is used in two places: on t
 where :func:`gpuconf_lab.sim.install.install_image` copies it next to the simulators so that
 ``nvidia-smi``, ``lspci``, ``ibstat`` and sysfs all describe the same hardware.
 
-Values come from real captures in ``../shared/fixtures/real/`` (``nvidia-smi -q`` of an
+Values come from real captures in ``tests/fixtures/real/`` (``nvidia-smi -q`` of an
 8x H100 HGX at 535.161.08, ``nvidia-smi -q -x`` of an A100-SXM4-80GB at 535.54.03 and of a
 Tesla T4, ``ibstat`` of CX-6/CX-7 HCAs), so that simulated output parses like the real thing.
 """
@@ -155,7 +155,7 @@ H200_SXM_141GB = GpuModel(
     nvlinks=18, nvlink_speed="26.562", fabric_probe=True, serial_prefix="1654224",
 )
 
-# No real capture of a Blackwell ``nvidia-smi -q`` is in ../shared/fixtures/real/: the B200 and
+# No real capture of a Blackwell ``nvidia-smi -q`` is in tests/fixtures/real/: the B200 and
 # GB200 values below are the products' published figures (memory, power, NVLink5 at 50 GB/s per
 # link); the layout of every section is the 590 H200 capture's.
 B200_SXM_180GB = GpuModel(

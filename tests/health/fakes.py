@@ -4,10 +4,6 @@ parsed by its fact's own parser, as the engine does."""
 from __future__ import annotations
 
 import base64
-import os
-from pathlib import Path
-
-import pytest
 
 from gpuconf.facts import gather
 from gpuconf.facts.base import file_state
@@ -16,10 +12,9 @@ from gpuconf.tasks.base import Facts, Unknown
 from gpuconf.tasks.health.pci import LINK_ATTRIBUTES, LINK_FACT
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, GpuReading
 from gpuconf.tasks.registry import TASK_TYPES, build_params
+from tests.real import read_real
 from tests.replies import parsed_replies
 
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 SMI = "health:nvidia-smi"
 NVLINK = "health:nvlink"
 KERNEL_LOG = "health:kernel-log"
@@ -27,12 +22,9 @@ IB = "health:ib-sysfs"
 
 
 def real(path: str) -> str:
-    """A real capture's text as the tool printed it; the test is skipped where the captures
-    are not present. gpud's testdata files were stored without the newline the tool printed
+    """A real capture's text as the tool printed it (a missing one fails the test). gpud's testdata files were stored without the newline the tool printed
     last (a last line without one reads as cut short), so it is added back for them."""
-    if not (REAL / path).is_file():
-        pytest.skip(f"real capture {path} not present under {REAL}")
-    text = (REAL / path).read_text()
+    text = read_real(path)
     return text + "\n" if path.endswith("-gpud.txt") and not text.endswith("\n") else text
 
 

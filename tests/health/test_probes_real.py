@@ -1,4 +1,4 @@
-"""Each probe's judgement on real captures (../shared/fixtures/real): nvidia-smi -q and
+"""Each probe's judgement on real captures (tests/fixtures/real): nvidia-smi -q and
 --query-gpu CSV, Xid dmesg lines, nvlink -s, /proc/driver/nvidia/version, ibstat and
 sysfs. Expected verdicts are read off the capture by hand and named per GPU."""
 import sys
@@ -18,7 +18,8 @@ from gpuconf.tasks.health.pcie import PcieParams, judge_links, link_from_smi
 from gpuconf.tasks.health.readings import GpuReadings, parse_readings
 from gpuconf.tasks.health.thermal import ClockParams, TemperatureParams, judge_clocks, judge_temperature
 from gpuconf.tasks.health.usage import judge_persistence
-from tests.health.fakes import REAL, readings_from_query, real, run_probe, stat
+from tests.health.fakes import readings_from_query, real, run_probe, stat
+from tests.real import REAL
 
 
 def q(name: str):
@@ -30,7 +31,7 @@ def severities(findings) -> dict:
 
 
 def q_captures():
-    return sorted(p.name for p in (REAL / "nvidia-smi").glob("q-*.txt")) if REAL.is_dir() else []
+    return sorted(p.name for p in (REAL / "nvidia-smi").glob("q-*.txt"))
 
 
 @pytest.mark.parametrize("name", q_captures())

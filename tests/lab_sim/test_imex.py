@@ -4,28 +4,22 @@ driver version, the imex-peer-down fault, and IMEX channel 0 at nvidia load only
 NVreg_CreateImexChannel0=1 is configured (gone after a reboot otherwise)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
 from gpuconf.tasks.health.imex_domain import judge_domain
+from tests.real import real_path
 
 DRIVER = "580.95.05"
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 SIM = Path(__file__).resolve().parents[2] / "lab/gpuconf_lab/sim"
 ADDRESSES = {"tray1": "10.0.0.1", "tray2": "10.0.0.2"}
 CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 
 
 def test_ctl_layout_is_the_real_captures():
-    capture = REAL / "imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt"
-    if not capture.is_file():
-        pytest.skip(f"real capture not present under {REAL}")
+    capture = real_path("imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt")
     # the simulator module as installed in a node (stdlib only), in its own interpreter: its
     # sibling modules (state, gpu, ...) must not land in this process's sys.modules
     code = ("import sys; import imex; sys.stdout.write(imex.render_domain('3/25/2025 10:42:08.082', "

@@ -17,9 +17,8 @@ import yaml
 
 from gpuconf_lab.repo_rpm import build_rpm_repo
 from gpuconf_lab.sim.rpm_packages import DRIVERS
+from tests.real import read_real
 
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 FIXTURE = "dnf/dnf-module-list-nvidia-driver-rhel9-TRUNCATED-yum-precompiled-kmod-63.txt"
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("rpmbuild", "createrepo_c", "dnf")),
@@ -94,13 +93,11 @@ def test_packages_carry_nvidias_epoch_release_and_scriptlets(repo):
 
 
 def test_dnf_module_list_prints_like_the_real_capture(dnf):
-    if not (REAL / FIXTURE).is_file():
-        pytest.skip(f"real fixtures not present at {REAL}")
     done = dnf("module", "list", "nvidia-driver")
     assert done.returncode == 0, done.stderr
     row = re.compile(r"^nvidia-driver +(\S+(?: \[[de]\])?) +(.+?) +(Nvidia driver for \S+ branch) *$")
     ours = {m.group(1): m for m in map(row.match, done.stdout.splitlines()) if m}
-    real = {m.group(1): m for m in map(row.match, (REAL / FIXTURE).read_text().splitlines()) if m}
+    real = {m.group(1): m for m in map(row.match, read_real(FIXTURE).splitlines()) if m}
     assert re.search(r"^Name +Stream +Profiles +Summary *$", done.stdout, re.M)
     assert list(ours)[:4] == ["latest-dkms", "open-dkms [d]", "535-dkms", "535-open"]
     for stream in ("latest-dkms", "open-dkms [d]", "535-dkms", "535-open"):

@@ -2,9 +2,7 @@
 reference lists (In Progress, Insufficient Resources, Unhealthy, no domain on a rack tray)."""
 from __future__ import annotations
 
-import os
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -12,15 +10,7 @@ from gpuconf.facts.nvidia.query import parse_nvidia_smi_query, parse_query_excer
 from gpuconf.facts.nvidia.query_model import Fabric
 from gpuconf.facts.nvlink_fabric import NVSWITCH, RACK
 from gpuconf.tasks.health.fabric_state import fabric_problem, judge_fabric_state
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def real(rel: str) -> str:
-    if not (REAL / rel).is_file():
-        pytest.skip(f"real capture {rel} not present under {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
+from tests.real import read_real as real
 
 
 def test_hgx_h200_capture_passes_and_names_each_gpu():

@@ -5,9 +5,6 @@ with a stand-in nvidia-smi that refuses an unknown field as the real one does.""
 import json
 import os
 import sys
-from pathlib import Path
-
-import pytest
 
 from gpuconf.connection.base import ConnectionSpec
 from gpuconf.connection.local import LocalConnection
@@ -18,6 +15,7 @@ from gpuconf.facts.nvidia_smi import gpu_query
 from gpuconf.tasks.health.fabric_state import fabric_query
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, gpu_readings
 from gpuconf.tasks.services import unit_fact
+from tests.real import read_real
 
 # A stand-in nvidia-smi: refuses the fields in REFUSE as the real one does (exit 2, the whole
 # query), else prints a header and two GPUs' rows; each run is logged. The machine's python3
@@ -153,11 +151,7 @@ def test_the_runner_runs_the_simple_command_as_sh_would(tmp_path):
 
 def test_a_real_h200_answer_cut_into_each_facts_columns():
     """nvidia-smi 590's own CSV (every field, with units), sliced for the fabric probe and a task."""
-    path = Path(os.environ.get("GPUCONF_REAL_FIXTURES", "/work/shared/fixtures/real")) / \
-        "nvidia-smi/query-gpu-csv-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt"
-    if not path.exists():
-        pytest.skip(f"no real captures at {path.parent}")
-    text = path.read_text()
+    text = read_real("nvidia-smi/query-gpu-csv-idle-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt")
     header = [cell.split(" [")[0] for cell in text.splitlines()[0].split(", ")]
     fabric, driver = fabric_query(10), gpu_query("index", "driver_version")
     [batch] = batches([fabric, driver])

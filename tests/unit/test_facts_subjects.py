@@ -8,15 +8,12 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from gpuconf.cli import main
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.facts.subjects import SUBJECTS, subject_reads, subject_view
+from tests.real import read_real
 
 PRODUCT = Path(__file__).resolve().parents[2] / "gpuconf"
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 PARSER_PREFIXES = ("parse_", "find_", "detect_", "decode_")
 
 
@@ -47,9 +44,7 @@ def test_subject_reads_are_read_only_and_distinct():
 
 
 def reply(rel: str, rc: int = 0) -> dict:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return {"out": (REAL / rel).read_text(encoding="utf-8"), "err": "", "rc": rc, "timed_out": False}
+    return {"out": read_real(rel), "err": "", "rc": rc, "timed_out": False}
 
 
 def test_subjects_parse_real_captures_and_say_why_a_tool_is_missing():

@@ -3,7 +3,6 @@ on peers down, the IMEX channel task as a table, and the peer list the imex role
 an inventory group."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,15 @@ from gpuconf.tasks.imex import CHANNEL0, CHANNEL0_STATE, NVIDIA_IN_INITRAMFS
 from gpuconf.tasks.initramfs import initramfs_fact
 from gpuconf.templating import Vars, render_string
 from tests.health.fakes import files, run_probe, shell
+from tests.real import read_real
 from tests.unit.test_tasks_table import assert_changes, check, missing, stat
 
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = "195 nvidia\n195 nvidiactl\n234 nvidia-caps-imex-channels (major number)\n509 nvidia-nvswitch\n"
 
 
 def capture() -> str:
-    path = REAL / "imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt"
-    if not path.is_file():
-        pytest.skip(f"real capture not present under {REAL}")
-    return path.read_text()
+    return read_real("imex/imex-ctl-N-gh200-2node-domain-up-jpsnips.txt")
 
 
 def with_peer_down(text: str) -> str:

@@ -1,16 +1,15 @@
-"""Every real capture under ../shared/fixtures/real has a parser test that asserts values
+"""Every real capture under tests/fixtures/real has a parser test that asserts values
 from it: each tests/unit/test_parsers_*.py lists the files it checks in ``CASES``."""
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.real import REAL, read_real
+
 HERE = Path(__file__).resolve().parent
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 
 
 def claimed_files() -> dict[str, str]:
@@ -28,9 +27,25 @@ def claimed_files() -> dict[str, str]:
 
 
 def test_every_real_fixture_has_a_parser_test() -> None:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
     on_disk = {p.relative_to(REAL).as_posix() for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.md"}
     claimed = claimed_files()
     assert sorted(on_disk - set(claimed)) == [], "fixtures without a parser test"
     assert sorted(set(claimed) - on_disk) == [], "tests naming fixtures that do not exist"
+
+
+def test_a_missing_capture_fails_the_test_that_asks_for_it() -> None:
+    with pytest.raises(pytest.fail.Exception, match="is missing from"):
+        read_real("nvidia-smi/no-such-capture.txt")
+
+
+def test_the_suite_reads_real_captures_only_from_the_project() -> None:
+    """A clone anywhere, with nothing beside it, runs every test: no test reaches outside the
+    repository for a capture, and every capture has its source in SOURCES.md."""
+    tests = HERE.parent
+    outside = [p.relative_to(tests).as_posix() for p in tests.rglob("*.py")
+               if "shared" + "/fixtures" in p.read_text(encoding="utf-8") or "GPUCONF_REAL" + "_FIXTURES" in
+               p.read_text(encoding="utf-8")]
+    assert outside == []
+    sources = (REAL / "SOURCES.md").read_text(encoding="utf-8")
+    on_disk = [p.relative_to(REAL).as_posix() for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.md"]
+    assert [rel for rel in on_disk if f"`{rel}`" not in sources] == []

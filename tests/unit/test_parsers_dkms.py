@@ -1,22 +1,10 @@
 """dkms status parser on every real capture (v2 comma, v3 slash, added, WARNING suffix)."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.dkms import DkmsEntry, parse_dkms_status
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
-
+from tests.real import read_real as read
 
 # file -> (entry count, first entry, last entry)
 DKMS = {

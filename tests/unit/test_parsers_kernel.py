@@ -2,9 +2,6 @@
 classification, nouveau evidence, lockups, /proc/modules and taint decoding."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.kernel import (
@@ -29,16 +26,7 @@ from gpuconf.facts.kernel import (
     xid_entry,
 )
 from gpuconf.facts.xid import ACTIONS
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
-
+from tests.real import read_real as read
 
 K = "dmesg/"
 # file -> (records, format of the first record, first message start, Xid (code, count) pairs,

@@ -2,9 +2,6 @@
 on every real capture of those kinds."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.common import Incomplete, Unparseable, incomplete
@@ -21,16 +18,7 @@ from gpuconf.facts.nvidia import (
     parse_nvcc_version,
     parse_proc_driver_version,
 )
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
-
+from tests.real import read_real as read
 
 PROC = {
     "proc-driver-nvidia-version/open-525.60.11-arch-nixGL-121.txt":

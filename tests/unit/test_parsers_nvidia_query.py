@@ -5,9 +5,6 @@ GPU's identity and readings, plus the oddity the capture was kept for.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.common import Unparseable
@@ -17,15 +14,7 @@ from gpuconf.facts.nvidia import (
     parse_nvidia_smi_query,
     parse_nvidia_smi_query_xml,
 )
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
+from tests.real import read_real as read
 
 
 def parse(rel: str) -> NvidiaSmiQuery:

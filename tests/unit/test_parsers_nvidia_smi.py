@@ -2,9 +2,6 @@
 and topo -m, on every real capture of those kinds (values read from the files)."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.common import Unparseable
@@ -24,15 +21,7 @@ from gpuconf.facts.nvidia import (
     parse_query_csv,
     parse_topology,
 )
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
+from tests.real import read_real as read
 
 
 def as_printed(rel: str) -> str:

@@ -2,9 +2,6 @@
 apt-cache policy (German locale), on every real capture of those kinds."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.packages import (
@@ -14,16 +11,7 @@ from gpuconf.facts.packages import (
     parse_dpkg_l,
     parse_dpkg_query,
 )
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
-
+from tests.real import read_real as read
 
 # file -> (rows, installed (ii) rows, rc rows, not_found patterns, problems)
 DPKG_L = {

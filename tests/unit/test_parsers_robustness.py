@@ -3,15 +3,11 @@ every kind, so mostly the wrong kind), each cut at several points, plus odd inpu
 must return its typed result or Unparseable."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts import dkms, infiniband, kernel, nvidia, packages, systemd
+from tests.real import REAL
 
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 
 def sysfs_infiniband_files(text: str):
     """parse_sysfs_infiniband_files with `text` as every file's content."""
@@ -46,10 +42,9 @@ ODD = ["", "\n", "   \n\t\n", "\x00\x01\x02", "GPU 0:", "GPU 00000000:19:00.0\n 
 
 def samples() -> list[str]:
     texts = list(ODD)
-    if REAL.is_dir():
-        for path in sorted(REAL.rglob("*.txt")):
-            text = path.read_text(encoding="utf-8")
-            texts += [text, text[: len(text) // 2], text[: len(text) // 3 * 2], text[1:37]]
+    for path in sorted(REAL.rglob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        texts += [text, text[: len(text) // 2], text[: len(text) // 3 * 2], text[1:37]]
     return texts
 
 

@@ -6,9 +6,6 @@ logs, nvidia-smi -q excerpts (Fabric health, GSP firmware), nvlink -info firmwar
 Each capture is also cut short, and a cut never yields a confident wrong value."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
@@ -23,9 +20,7 @@ from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
 from gpuconf.facts.nvidia.query import parse_query_excerpt
 from gpuconf.facts.packages import parse_apt_cache_policy
 from gpuconf.facts.rpm import parse_dnf_module_list, parse_rpm_qa
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
+from tests.real import read_real as read
 
 FM = "fabricmanager/"
 CASES = [
@@ -52,10 +47,6 @@ CASES = [
 ]
 
 
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
 
 
 def test_apt_policy_without_installed_line_is_not_known_not_none():

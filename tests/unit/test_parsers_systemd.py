@@ -2,9 +2,6 @@
 real capture of those kinds."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from gpuconf.facts.common import Unparseable
@@ -17,16 +14,7 @@ from gpuconf.facts.systemd import (
     parse_systemctl_show,
     parse_systemctl_show_all,
 )
-
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
-
-
-def read(rel: str) -> str:
-    if not REAL.is_dir():
-        pytest.skip(f"real fixtures not present at {REAL}")
-    return (REAL / rel).read_text(encoding="utf-8")
-
+from tests.real import read_real as read
 
 S = "systemctl/"
 IS_ACTIVE = {

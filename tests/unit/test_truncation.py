@@ -1,6 +1,6 @@
 """No cut of a real capture yields a confident wrong value.
 
-Every capture under ../shared/fixtures/real that a parser test claims (``CASES`` of
+Every capture under tests/fixtures/real that a parser test claims (``CASES`` of
 tests/unit/test_parsers_*.py) is cut at 20 points and given to the parsers of its kind.
 For each cut, a parser either says the result is incomplete (`gpuconf.facts.common.
 incomplete`), or every value it does return is the value the whole capture gives at the
@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,10 +23,9 @@ from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.nvidia.driver import find_api_mismatch, parse_proc_driver_params
 from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
 from gpuconf.facts.nvidia.query import parse_query_excerpt
+from tests.real import REAL
 from tests.unit.test_parsers_coverage import claimed_files
 
-REAL = Path(os.environ.get("GPUCONF_REAL_FIXTURES")
-            or Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real")
 POINTS = 20
 
 Parser = Callable[[str], Any]
@@ -125,9 +122,7 @@ def wrong_values(cut: Any, whole: Any, log: bool = False) -> list[str]:
 
 
 def captures() -> list[str]:
-    if not REAL.is_dir():
-        return []
-    return sorted(rel for rel in claimed_files() if (REAL / rel).is_file())
+    return sorted(claimed_files())
 
 
 def test_every_claimed_capture_has_its_parsers_here():

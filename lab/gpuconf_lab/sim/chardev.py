@@ -2,7 +2,7 @@
 
 ``/proc/devices`` lists a driver's majors while it is loaded; the nvidia module registers
 ``nvidia``, ``nvidiactl``, ``nvidia-caps-imex-channels`` and, on NVSwitch boards,
-``nvidia-nvswitch`` (``../shared/fixtures/real/imex/proc-devices-*``). The runtime binds
+``nvidia-nvswitch`` (``tests/fixtures/real/imex/proc-devices-*``). The runtime binds
 ``/run/gpuconf-lab/proc/devices`` over ``/proc/devices``; it is rewritten in place.
 
 IMEX channels are ``/dev/nvidia-caps-imex-channels/channel<N>`` with the

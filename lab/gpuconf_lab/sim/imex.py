@@ -3,7 +3,7 @@
 The daemon (``nvidia-imex -c /etc/nvidia-imex/config.cfg``) reads ``config.cfg`` and the peer
 list it names (``IMEX_NODE_CONFIG_FILE``, one IP per line), finds this node's own address in
 it, and refuses to start when the loaded driver is not its own version. Its log follows the
-real start-up log (``../shared/fixtures/real/imex/imex-daemon-log-570-gh200-jpsnips.txt``);
+real start-up log (``tests/fixtures/real/imex/imex-daemon-log-570-gh200-jpsnips.txt``);
 the lines for a refusal are the lab's own wording, as no capture of one exists.
 
 While it runs, the daemon holds ``imex-<node>.lock`` in the lab's shared fabric directory
