@@ -1,9 +1,12 @@
 """Fixtures shared across the suite. The lab's live in tests/lab_fixtures.py; the
 reliability figures printed at the end in tests/figures.py."""
 import atexit
+import inspect
 import os
 import shutil
 import tempfile
+
+import pytest
 
 pytest_plugins = ["tests.lab_fixtures", "tests.figures"]
 
@@ -13,3 +16,40 @@ pytest_plugins = ["tests.lab_fixtures", "tests.figures"]
 if "GPUCONF_CACHE_DIR" not in os.environ:
     os.environ["GPUCONF_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpuconf-test-cache-")
     atexit.register(shutil.rmtree, os.environ["GPUCONF_CACHE_DIR"], True)
+
+
+# The markers (registered in pyproject.toml): `pytest -m unit` is the quick loop with no lab, no
+# sshd and no Slurm; `make test` runs them all. A test is marked by what it starts, found from the
+# fixtures it uses (transitively) and its own body, so a new lab test needs no marker by hand.
+_STARTS_A_LAB = ("start_lab(", "Lab(", "SSHD", "slurm=True")
+_LAB_DIRS = {"lab", "lab_sim", "gpu", "fabric"}
+_sources: dict[object, str] = {}
+
+
+def _source(func) -> str:
+    if func not in _sources:
+        try:
+            _sources[func] = inspect.getsource(func)
+        except (OSError, TypeError):
+            _sources[func] = ""
+    return _sources[func]
+
+
+def _starts_a_lab(item) -> bool:
+    if item.path.parent.name in _LAB_DIRS or "slurm_lab" in item.fixturenames:
+        return True
+    functions = [getattr(item, "function", None)]
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        functions += [definition.func for definition in defs]
+    return any(marker in _source(func) for func in functions if func is not None for marker in _STARTS_A_LAB)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if "slurm_lab" in item.fixturenames or item.path.parent.name == "slurm":
+            item.add_marker(pytest.mark.slurm)
+            item.add_marker(pytest.mark.lab)
+        elif _starts_a_lab(item):
+            item.add_marker(pytest.mark.lab)
+        else:
+            item.add_marker(pytest.mark.unit)
