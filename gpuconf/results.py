@@ -110,8 +110,8 @@ class TaskResult(Final):
     location: str = ""
     secret: bool = False
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
-    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed"
-    # (status unknown)
+    not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed",
+    # "interrupted" (SIGINT) (status unknown)
     data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
@@ -158,6 +158,16 @@ class HostResult(Final):
     @property
     def reboot_pending(self) -> bool:
         return any(t.status == Status.REBOOT_PENDING for t in self.tasks)
+
+    @property
+    def not_started(self) -> list[TaskResult]:
+        """The tasks (and notified handlers) that SIGINT kept from starting on this host."""
+        return [t for t in self.tasks if t.not_run == "interrupted"]
+
+    @property
+    def interrupted(self) -> bool:
+        """SIGINT came before this host's work was done: it is not converged, whatever ran."""
+        return any(t.not_run == "interrupted" for t in self.tasks)
 
 
 @dataclass

@@ -209,8 +209,9 @@ class PlayOnHost:
             blocks = BlockRun(tasks)
             for index, task in enumerate(tasks):
                 if self.stop():
-                    if not self.deadline_reached():
-                        break  # interrupted: no new task starts
+                    if not self.deadline_reached():  # interrupted: no new task starts, and the report
+                        self._interrupted(tasks[index:])  # says which ones it left out
+                        break
                     if not (self.options.check_mode and self._answerable(task)):
                         self.mark_not_run([task])
                         continue
@@ -279,10 +280,17 @@ class PlayOnHost:
             return True  # `when` is false: nothing to read
         return all(f.key in self.session.cache for f in self._reads(task, prepared[1]))
 
-    def mark_not_run(self, tasks: list[TaskDef], handler: bool = False) -> None:
-        for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler):
+    def mark_not_run(self, tasks: list[TaskDef], handler: bool = False, reason: str = "deadline") -> None:
+        for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler, reason):
             self.results.append(result)
             self.emit(result)
+
+    def _interrupted(self, left: list[TaskDef]) -> None:
+        """SIGINT: the tasks not started, and the handlers notified but never run (a restart that a
+        changed file asked for is work left undone, as much as a task)."""
+        self.mark_not_run(left, reason="interrupted")
+        pending = [h for h in self.play.handlers if {h.name, *h.keywords.listen} & set(self.notified)]
+        self.mark_not_run(pending, handler=True, reason="interrupted")
 
     # -- one task -------------------------------------------------------------
     def _result(self, task: TaskDef | None, status: Status, **kw: Any) -> TaskResult:

@@ -56,9 +56,11 @@ def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
 
 def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,
                     handler: bool = False, reason: str = "deadline", error: str = "") -> list[TaskResult]:
-    """Tasks the run left out (past its deadline, or once max_fail_percentage stopped it):
-    `unknown`, never silently absent from the report."""
-    if not error:
+    """Tasks the run left out (past its deadline, once max_fail_percentage stopped it, or after
+    SIGINT): `unknown`, never silently absent from the report."""
+    if not error and reason == "interrupted":
+        error = "not started: the run was interrupted (SIGINT)"
+    elif not error:
         error = f"not run: the run's deadline ({deadline:g} s) was reached" if deadline is not None else "not run"
     return [TaskResult(host=host, play=play.name, task=t.name, status=Status.UNKNOWN, type=t.type, role=t.role,
                        location=str(t.location), secret=bool(t.keywords.no_log), error=error, handler=handler,

@@ -104,7 +104,9 @@ class Runner:
                 if not self._run_play(index, play, hosts, result, out_of_play):
                     if self.budget_spent:
                         self._not_started(index, result, out_of_play, self.stop_reason, self.budget_spent)
-                    elif self.deadline_reached() and not self.stop_event.is_set():
+                    elif self.stop_event.is_set():  # SIGINT: the hosts and plays never started are listed
+                        self._not_started(index, result, out_of_play, "interrupted")
+                    elif self.deadline_reached():
                         self._not_started(index, result, out_of_play)
                     break
             if self.options.slurm_nodes is not None:
@@ -154,8 +156,8 @@ class Runner:
 
     def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
                      error: str = "") -> None:
-        """The deadline came, or a batch spent the failure budget: every host's tasks in the
-        plays it never started are `unknown`, with the reason."""
+        """The deadline came, a batch spent the failure budget, or SIGINT stopped the run: every
+        host's tasks in the plays it never started are `unknown`, with the reason."""
         for index in range(first, len(self.playbook.plays)):
             play = self.playbook.plays[index]
             if index > first:
@@ -244,7 +246,10 @@ class Runner:
     def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
         self._began.add((index, host))
-        if self.deadline_reached() and not self.stop_event.is_set():
+        if self.stop_event.is_set():  # queued behind --forks when SIGINT came: it never connects
+            self._mark_not_run(play, host, run, "interrupted")
+            return True
+        if self.deadline_reached():
             self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
             return True
         try:

@@ -124,3 +124,94 @@ def group_recap(run: RunResult) -> list[RecapLine]:
         lines[key].hosts.append(name)
     rank = {"red": 0, "yellow": 1, "green": 2}
     return sorted(lines.values(), key=lambda line: rank[line.state])
+
+
+def _short(text: str, most: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= most else line[: most - 1] + "…"
+
+
+def _first_reason(host: HostResult) -> str:
+    for wanted in (Status.FAILED, Status.UNKNOWN):  # the first failure names the host's problem, not a later unknown
+        for task in host.tasks:
+            if task.status == wanted and not task.ignored:
+                return _short(f"{task.task}: {visible_error(task) or task.status.value}")
+    for task in host.tasks:
+        if task.status == Status.WOULD_CHANGE:
+            changes = visible_changes(task)
+            return _short(changes[0].summary if changes else task.task)
+    for task in host.tasks:
+        if task.status == Status.REBOOT_PENDING:
+            return _short(visible_message(task) or task.task)
+    return ""
+
+
+def _names(tasks: list[TaskResult], most: int = 3) -> str:
+    names = [task_name(t) for t in tasks[:most]]
+    return ", ".join(names) + (f", +{len(tasks) - most} more" if len(tasks) > most else "")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def interrupted_reason(host: HostResult) -> str:
+    """What SIGINT left of a host's run: the tasks that ended (the changes named: they happened),
+    and those never started, e.g. `5 tasks done (2 changed: a, b), 3 not started (c, d, e)`."""
+    left = host.not_started
+    done = [t for t in host.tasks if t.not_run is None]
+    changed = [t for t in done if t.status == Status.CHANGED]
+    text = f"{_plural(len(done), 'task')} done" if done else "nothing done"
+    if changed:
+        text += f" ({len(changed)} changed: {_names(changed)})"
+    return f"{text}, {len(left)} not started ({_names(left)})"
+
+
+def summary(run: RunResult) -> str:
+    """One paragraph, e.g. `37/40 in sync, 2 drifted (node07: start nvidia-fabricmanager; node12: ...),
+    1 unreachable (node33)`. Each host is counted once, under its worst state. A host that SIGINT
+    stopped before its work was done is `interrupted`, never converged, whatever it changed."""
+    hosts = list(run.hosts.values())
+    unreachable = [h for h in hosts if h.unreachable]
+    failed = [h for h in hosts if not h.unreachable and any(t.status == Status.FAILED and not t.ignored
+                                                            for t in h.tasks)]
+    interrupted = [h for h in hosts if not h.unreachable and h not in failed and h.interrupted]
+    unknown = [h for h in hosts if not h.unreachable and h not in failed and h not in interrupted and h.failed]
+    bad = unreachable + failed + interrupted + unknown
+    drifted = [h for h in hosts if h not in bad and h.drifted]
+    pending = [h for h in hosts if h not in bad and h.reboot_pending]
+    changed = [h for h in hosts if h not in bad and h.changed]
+    good = len(hosts) - len(bad) - len(drifted) - len(pending)
+    parts = [f"{good}/{len(hosts)} {'in sync' if run.verb == 'check' else 'converged'}"]
+    if run.verb == "apply" and changed:
+        parts[0] += f" ({len(changed)} changed)"
+
+    def listed(group: list[HostResult], reason=_first_reason, most: int = 5) -> str:
+        items = [f"{h.host}: {reason(h)}" if reason else h.host for h in group[:most]]
+        more = f", +{len(group) - most} more" if len(group) > most else ""
+        return "; ".join(items) + more
+
+    for group, word in ((drifted, "drifted"), (pending, "reboot pending"), (failed, "failed")):
+        if group:
+            parts.append(f"{len(group)} {word} ({listed(group)})")
+    if interrupted:
+        parts.append(f"{len(interrupted)} interrupted ({listed(interrupted, interrupted_reason)})")
+    if unknown:
+        parts.append(f"{len(unknown)} unknown ({listed(unknown)})")
+    if unreachable:
+        parts.append(f"{len(unreachable)} unreachable ({listed(unreachable, None)})")
+    text = ", ".join(parts)
+    if run.deadline_reached:
+        not_run = sum(1 for h in hosts for t in h.tasks if t.not_run not in (None, "interrupted"))
+        text += f"; deadline of {run.deadline:g} s reached ({not_run} tasks not run)"
+    if run.budget_spent:
+        left = sorted({h.host for h in hosts for t in h.tasks if t.not_run in ("max_fail_percentage", "batch_failed")})
+        what = "max_fail_percentage exceeded" if "max_fail_percentage" in run.budget_spent else \
+            "every host of a serial batch failed"
+        text += f"; {what}: {len(left)} hosts not started"
+    if run.interrupted:
+        left_out = [t for h in hosts for t in h.not_started]
+        text += (f"; interrupted (SIGINT): {_plural(len(left_out), 'task')} not started on "
+                 f"{_plural(len({t.host for t in left_out}), 'host')}" if left_out else
+                 "; interrupted (SIGINT) after every task had ended")
+    return text

@@ -57,6 +57,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
         hosts[name] = {
             "unreachable": host.unreachable, "error": host.error, "reboot_required": host.reboot_required,
             "reboot_pending": host.reboot_pending, "in_sync": host_in_sync(run, host),
+            "interrupted": host.interrupted,
             "round_trips": host.round_trips, "connections": host.connects,
             "stats": {s.value: host.count(s) for s in Status if s != Status.UNREACHABLE}
             | {"unreachable": int(host.unreachable)},
@@ -73,8 +74,9 @@ def to_dict(run: RunResult) -> dict[str, Any]:
 
 
 def host_in_sync(run: RunResult, host: HostResult) -> bool:
-    """check: nothing drifted, failed, unknown or unreachable; apply: converged with nothing failed."""
-    if host.unreachable or host.failed or (run.strict and host.warned):
+    """check: nothing drifted, failed, unknown or unreachable; apply: converged with nothing failed.
+    A host that SIGINT stopped before its work was done is neither."""
+    if host.unreachable or host.failed or host.interrupted or (run.strict and host.warned):
         return False
     if run.verb == "check":
         return not host.drifted

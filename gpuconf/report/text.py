@@ -1,8 +1,8 @@
 """Human output: a progress line, a summary by task across hosts, a PLAY RECAP, a summary paragraph.
 
-This is the one human reporter. By default it prints per-host, per-task lines
-only for the tasks that are not in sync, and only on plays of 10 hosts or fewer;
-beyond that, the task summary says the same once per group of hosts
+This is the one human reporter (its closing paragraph is `aggregate.summary`). By
+default it prints per-host, per-task lines only for the tasks that are not in sync,
+and only on plays of 10 hosts or fewer; beyond that, the task summary says the same once per group of hosts
 (`aggregate.py`), and the PLAY RECAP folds hosts with the same counts beyond 20
 hosts. `-v` prints every line of every host. On a TTY the lines are coloured (rich), a
 live progress display (`live.py`) sits at the bottom, and `--diff` is
@@ -19,7 +19,15 @@ import sys
 import threading
 from typing import IO, TYPE_CHECKING, TextIO
 
-from gpuconf.report.aggregate import group_recap, group_tasks, host_state, reboot_note, recap_counts, says_something
+from gpuconf.report.aggregate import (
+    group_recap,
+    group_tasks,
+    host_state,
+    reboot_note,
+    recap_counts,
+    says_something,
+    summary,
+)
 from gpuconf.report.hostlist import compress
 from gpuconf.report.redact import (
     visible_changes,
@@ -28,7 +36,7 @@ from gpuconf.report.redact import (
     visible_message,
     visible_output,
 )
-from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
+from gpuconf.results import RunEvents, RunResult, Status, TaskResult
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -351,65 +359,3 @@ def _slurm_line(action) -> list[Part]:
             "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
     style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "wait", "kept") else "green"
     return [("slurm", style), printable(f": [{action.node}] {what}")]
-
-
-def _short(text: str, most: int = 100) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= most else line[: most - 1] + "…"
-
-
-def _first_reason(host: HostResult) -> str:
-    for wanted in (Status.FAILED, Status.UNKNOWN):  # the first failure names the host's problem, not a later unknown
-        for task in host.tasks:
-            if task.status == wanted and not task.ignored:
-                return _short(f"{task.task}: {visible_error(task) or task.status.value}")
-    for task in host.tasks:
-        if task.status == Status.WOULD_CHANGE:
-            changes = visible_changes(task)
-            return _short(changes[0].summary if changes else task.task)
-    for task in host.tasks:
-        if task.status == Status.REBOOT_PENDING:
-            return _short(visible_message(task) or task.task)
-    return ""
-
-
-def summary(run: RunResult) -> str:
-    """One paragraph, e.g. `37/40 in sync, 2 drifted (node07: start nvidia-fabricmanager; node12: ...),
-    1 unreachable (node33)`. Each host is counted once, under its worst state."""
-    hosts = list(run.hosts.values())
-    unreachable = [h for h in hosts if h.unreachable]
-    failed = [h for h in hosts if not h.unreachable and any(t.status == Status.FAILED and not t.ignored
-                                                            for t in h.tasks)]
-    unknown = [h for h in hosts if not h.unreachable and h not in failed and h.failed]
-    bad = unreachable + failed + unknown
-    drifted = [h for h in hosts if h not in bad and h.drifted]
-    pending = [h for h in hosts if h not in bad and h.reboot_pending]
-    changed = [h for h in hosts if h not in bad and h.changed]
-    good = len(hosts) - len(bad) - len(drifted) - len(pending)
-    parts = [f"{good}/{len(hosts)} {'in sync' if run.verb == 'check' else 'converged'}"]
-    if run.verb == "apply" and changed:
-        parts[0] += f" ({len(changed)} changed)"
-
-    def listed(group: list[HostResult], with_reason: bool = True, most: int = 5) -> str:
-        items = [f"{h.host}: {_first_reason(h)}" if with_reason else h.host for h in group[:most]]
-        more = f", +{len(group) - most} more" if len(group) > most else ""
-        return "; ".join(items) + more
-
-    for group, word in ((drifted, "drifted"), (pending, "reboot pending"), (failed, "failed"),
-                        (unknown, "unknown")):
-        if group:
-            parts.append(f"{len(group)} {word} ({listed(group)})")
-    if unreachable:
-        parts.append(f"{len(unreachable)} unreachable ({listed(unreachable, False)})")
-    text = ", ".join(parts)
-    if run.deadline_reached:
-        not_run = sum(1 for h in hosts for t in h.tasks if t.not_run)
-        text += f"; deadline of {run.deadline:g} s reached ({not_run} tasks not run)"
-    if run.budget_spent:
-        left = sorted({h.host for h in hosts for t in h.tasks if t.not_run in ("max_fail_percentage", "batch_failed")})
-        what = "max_fail_percentage exceeded" if "max_fail_percentage" in run.budget_spent else \
-            "every host of a serial batch failed"
-        text += f"; {what}: {len(left)} hosts not started"
-    if run.interrupted:
-        text += "; interrupted"
-    return text
