@@ -23,6 +23,17 @@ BUSY = "busy: another gpuconf run holds"  # how a HostBusy message starts (a tas
 class HostBusy(RemoteError):
     """Another gpuconf run holds the host's lock beyond the wait."""
 
+
+class RebootPending(HostBusy):
+    """Another gpuconf run rebooted the host and it has not gone down yet (connection/lock.py):
+    `boot_id` is the boot that is ending; the caller waits for a new one."""
+
+    def __init__(self, host: str, note: dict[str, Any]):
+        self.boot_id = str(note.get("boot_id", ""))
+        self.owner = str(note.get("owner", "unknown"))
+        super().__init__(f"{host}: a reboot started by another gpuconf run ({self.owner}; "
+                         f"reboot sent at {note.get('when', '?')}) is pending")
+
 SEPARATOR = "\n#--gpuconf-request--\n"
 START = "#--gpuconf-runner--\n"
 # the runner refuses, in a read-only request, any program the facts may not run either
@@ -222,6 +233,12 @@ def lock_reply(host: str, line: str, stderr: str) -> None:
     """Raise unless the holder said it has the lock."""
     if line.startswith("locked"):
         return
+    if line.startswith("rebooting "):
+        try:
+            note = json.loads(line[len("rebooting "):])
+        except ValueError:
+            note = {}
+        raise RebootPending(host, note if isinstance(note, dict) else {})
     if line.startswith("busy"):
         raise HostBusy(f"{BUSY} the lock on {host}: {line[5:]}")
     raise RemoteError(f"cannot take the run lock on {host}: {(stderr or line).strip()[-300:] or 'no answer'}")

@@ -1,4 +1,4 @@
-"""The per-host run lock: `flock` on /run/gpuconf.lock.
+"""The per-host run lock: `flock` on /run/gpuconf.lock, and the reboot marker beside it.
 
 An apply holds it exclusively for the whole run through a small process on
 the host that lives as long as its channel: when the run ends, or the
@@ -6,6 +6,18 @@ controller dies and the connection drops, the process reads EOF and exits,
 and the kernel releases the lock. A check takes it shared in each of its
 round trips, waiting a bounded time, so it never silently reads a host in
 the middle of an apply.
+
+A reboot must not free the lock while the host is still up: another apply
+waiting on it would start a package transaction that the reboot then cuts
+(a half-configured DKMS package, no driver). So the reboot op first writes a
+marker (`/run/gpuconf.lock.reboot`: the boot id, the run that owns it, and
+until when the reboot may take), and the holder of that run keeps the lock
+after its channel closes: it dies with the host, or, if the reboot never
+comes, gives the lock up at that deadline and removes the marker. A holder
+that finds a marker of the *current* boot (while it waits, or once it has
+the lock) knows the host is about to go down: it answers `rebooting` and
+gives the lock up, and the controller waits for the new boot. /run is a
+tmpfs, so a reboot clears the marker; one of an earlier boot is stale.
 """
 from __future__ import annotations
 
@@ -13,10 +25,39 @@ import shlex
 from typing import Any
 
 LOCK_PATH = "/run/gpuconf.lock"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+def marker_path(lock_path: str) -> str:
+    return lock_path + ".reboot"
+
 
 HOLDER = r"""
-import fcntl, os, sys, time
+import fcntl, json, os, sys, time
 path, wait, owner = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+marker = path + ".reboot"
+
+def boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+def read_marker():
+    try:
+        with open(marker) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+def pending(note):
+    return bool(note) and note.get("boot_id") == boot_id() and time.time() < float(note.get("until", 0))
+
+def rebooting(note):
+    print("rebooting " + json.dumps(note), flush=True)
+    sys.exit(76)
+
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 deadline = time.time() + wait
 while True:
@@ -24,6 +65,9 @@ while True:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         break
     except (BlockingIOError, PermissionError):
+        note = read_marker()
+        if pending(note):
+            rebooting(note)
         if time.time() >= deadline:
             try:
                 print("busy " + open(path + ".owner").read().strip(), flush=True)
@@ -31,10 +75,24 @@ while True:
                 print("busy unknown", flush=True)
             sys.exit(75)
         time.sleep(0.2)
+note = read_marker()
+if pending(note):
+    rebooting(note)
+if note is not None:
+    os.unlink(marker)   # an earlier boot's, or a reboot that never came: stale
+me = "%s (pid %d, since %s)" % (owner, os.getpid(), time.strftime("%H:%M:%S"))
 with open(path + ".owner", "w") as handle:
-    handle.write("%s (pid %d, since %s)" % (owner, os.getpid(), time.strftime("%H:%M:%S")))
+    handle.write(me)
 print("locked", flush=True)
 sys.stdin.read()
+note = read_marker()
+if pending(note) and note.get("owner") == me:
+    while time.time() < float(note["until"]):   # the host goes down with the lock held
+        time.sleep(min(5.0, max(0.1, float(note["until"]) - time.time())))
+    try:
+        os.unlink(marker)
+    except OSError:
+        pass
 """
 
 

@@ -20,7 +20,7 @@ import time
 
 MAX_CONTENT = 4 * 1024 * 1024
 MAX_OUTPUT = 1024 * 1024
-WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "symlink")
+WRITE_OPS = ("write", "remove", "mkdir", "run", "reboot", "announce_reboot", "symlink")
 READ_OPS = ("sh", "stat", "exec", "glob", "host", "cpio")
 # programs an exec in a read-only request may start (gpuconf/facts/base.py READ_ONLY_PROGRAMS)
 READ_ONLY_PROGRAMS = {}  # filled in by gpuconf/connection/base.py when the runner is sent
@@ -536,7 +536,31 @@ def op_symlink(op):
     return {"ok": True}
 
 
+def op_announce_reboot(op):
+    """Write the reboot marker beside the run lock (gpuconf/connection/lock.py) before the
+    reboot is sent: this run's lock holder then keeps the lock until the host is down, and a
+    run waiting on it waits for the new boot instead of starting a transaction the reboot cuts."""
+    lock = op["lock"]
+    try:
+        with open(lock + ".owner") as handle:
+            owner = handle.read().strip()
+    except OSError:
+        owner = "unknown"
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        boot_id = handle.read().strip()
+    note = {"boot_id": boot_id, "owner": owner, "when": time.strftime("%H:%M:%S"),
+            "until": time.time() + float(op.get("timeout", 600))}
+    marker = lock + ".reboot"
+    tmp = "%s.gpuconf-%d.tmp" % (marker, os.getpid())
+    with open(tmp, "w") as handle:
+        json.dump(note, handle)
+    os.rename(tmp, marker)
+    return {"ok": True}
+
+
 def op_reboot(op):
+    if op.get("lock"):
+        op_announce_reboot(op)
     # Detach, so the reply reaches the controller before the host goes down.
     subprocess.Popen(["/bin/sh", "-c", "sleep %s; %s" % (float(op.get("delay", 1)), op["cmd"])],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -575,7 +599,8 @@ def lock_owner(path):
         return "unknown"
 
 
-WRITERS = {"write": op_write, "mkdir": op_mkdir, "remove": op_remove, "symlink": op_symlink, "reboot": op_reboot}
+WRITERS = {"write": op_write, "mkdir": op_mkdir, "remove": op_remove, "symlink": op_symlink, "reboot": op_reboot,
+           "announce_reboot": op_announce_reboot}
 
 
 def run_op(op, readonly):

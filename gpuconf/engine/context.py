@@ -12,14 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import paramiko
-
+from gpuconf.engine.reboot_wait import NoNewBoot, take_run_lock, wait_for_new_boot
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating import Vars, evaluate_when, is_template, render_file
+from gpuconf.yamlsrc import read_source
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -29,7 +29,7 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     else:
         candidates = [base / name for base in search_paths]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.exists() and not candidate.is_dir():  # a FIFO or device is found, and refused by _text
             return candidate
     looked = ", ".join(str(c) for c in candidates)
     raise TaskError(f"file '{name}' not found (looked in {looked})")
@@ -68,7 +68,7 @@ class Resolver:
 def _text(path: Path) -> str:
     """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_source(path, TaskError).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                         "gpuconf writes text files") from None
@@ -124,48 +124,40 @@ class HostApply:
 
     def reboot(self, command: str, timeout: float) -> float:
         """Reboot the host (or have the scheduler reboot it) and wait for a new boot id and SSH;
-        returns the seconds taken."""
+        returns the seconds taken.
+
+        The reboot is announced on the host first (connection/lock.py): this run's lock holder
+        then keeps the lock until the host is down, so no other run starts a package
+        transaction that the reboot would cut; after the boot the lock is taken again."""
         session = self._session
         old = session.get(gather.BOOT_ID)
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
+        lock = {"lock": session.lock_args[0], "timeout": timeout} if session.lock_args else {}
         if self._reboot_via is not None:
+            if lock:
+                session.call([{"op": "announce_reboot", **lock}], readonly=False, become=self._become)
             self._reboot_via()
         else:
             sent = session.connection.round_trips
             try:
-                session.call([{"op": "reboot", "cmd": command, "delay": 1}], readonly=False, become=self._become)
+                session.call([{"op": "reboot", "cmd": command, "delay": 1, **lock}], readonly=False,
+                             become=self._become)
             except ConnectError:
                 if session.connection.round_trips == sent:
                     raise   # the request never reached the host: it is unreachable
                 # It did, and the host went down before its reply came back: the runner answers and
                 # the reboot starts a second later, which a loaded host may not get through. The
                 # new boot id below is what tells.
-        session.release_lock()
-        session.connection.close()
+        session.release_lock()   # the holder stays on the host until it goes down (the marker)
+        try:
+            wait_for_new_boot(session, old_id, started + timeout)
+        except NoNewBoot as exc:
+            raise TaskError(f"host did not come back within {timeout:.0f} s after reboot ({exc})") from None
+        if session.lock_args:  # the reboot ended the lock holder: take the lock again
+            take_run_lock(session, *session.lock_args)
+        session.reboot_required = False
+        session.reboot_reasons.clear()
         session.forget()
-        time.sleep(2)
-        last_error = "no answer"
-        while time.monotonic() - started < timeout:
-            try:
-                session.connection.open()
-                state = session.get(gather.BOOT_ID)
-                if state.exists and state.text.strip() != old_id:
-                    if session.lock_args:  # the reboot ended the lock holder: take the lock again
-                        session.take_lock(*session.lock_args)
-                    session.reboot_required = False
-                    session.reboot_reasons.clear()
-                    session.forget()
-                    self._on_reboot(time.monotonic() - started)
-                    return time.monotonic() - started
-                last_error = "still the same boot id"
-                session.connection.close()
-                session.forget()
-            except ConnectError as exc:
-                last_error = exc.message
-                session.connection.close()
-            except (EOFError, OSError, paramiko.SSHException) as exc:   # it went away again mid-handshake
-                last_error = f"connection lost: {exc or type(exc).__name__}"
-                session.connection.close()
-            time.sleep(1)
-        raise TaskError(f"host did not come back within {timeout:.0f} s after reboot ({last_error})")
+        self._on_reboot(time.monotonic() - started)
+        return time.monotonic() - started

@@ -25,6 +25,7 @@ from gpuconf.engine.flow import RunOnce
 from gpuconf.engine.hostrun import PlayOnHost
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
@@ -297,7 +298,7 @@ class Runner:
         """Apply holds the host's run lock for the whole run; check takes it shared per request."""
         if self.options.verb == "apply":
             owner = f"gpuconf apply {self.playbook.path.name} from {socket.gethostname()}"
-            session.take_lock(LOCK_PATH, self.options.lock_wait, owner)
+            take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
 
