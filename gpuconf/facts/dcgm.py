@@ -87,6 +87,7 @@ def parse_dcgmi_diag_table(text: str) -> DiagReport:
 class HealthReport:
     overall: str | None  # Healthy, Warning, Failure; None when the JSON is absent or cut
     incidents: tuple[str, ...] = ()
+    incomplete: str = ""  # why it is not whole ("" when it is): gpuconf.facts.common
 
 
 def _messages(node: Any) -> list[str]:
@@ -110,8 +111,8 @@ def parse_dcgmi_health(text: str) -> HealthReport:
         return HealthReport(None)
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError:
-        return HealthReport(None)  # cut short: not known
+    except json.JSONDecodeError as exc:   # an object begun and never closed: cut short, not known
+        return HealthReport(None, incomplete=f"dcgmi's JSON is cut short or malformed ({exc.msg})")
     body = data.get("body", {}) if isinstance(data, dict) else {}
     overall = body.get("Overall Health", {}) if isinstance(body, dict) else {}
     value = overall.get("value") if isinstance(overall, dict) else None

@@ -9,7 +9,9 @@
 then a ``Hint: [d]efault, [e]nabled, [x]disabled, [i]nstalled`` line. A stream carries
 ``[d]``, ``[e]`` or ``[x]`` after its name, a profile ``[d]`` (default) or ``[i]``
 (installed). A row with no summary, or no profiles, was cut short: the listing is then
-``complete=False``, and the row is kept out rather than read half.
+``complete=False``, and the row is kept out rather than read half. dnf closes every listing
+with the Hint line: tables without it after them were cut short too, even at a line end
+(``incomplete`` says so; the rows read are kept).
 
 ``rpm -qa`` prints ``NAME-VERSION-RELEASE.ARCH`` a line (``kmod-nvidia-4.18.0-553.el8_10-
 570.86.16-1.el8.x86_64``: the name itself has dashes, the last two split off version and
@@ -48,6 +50,7 @@ class ModuleStream:
 class ModuleList:
     streams: tuple[ModuleStream, ...]
     complete: bool
+    incomplete: str = ""  # why the listing is not whole ("" when it is): gpuconf.facts.common
 
     def stream(self, name: str, stream: str) -> ModuleStream | None:
         return next((s for s in self.streams if (s.name, s.stream) == (name, stream)), None)
@@ -62,14 +65,15 @@ def _columns(header: str) -> list[int] | None:
 def parse_dnf_module_list(text: str) -> ModuleList:
     """Rows of every table in the output; rows cut short make the listing incomplete."""
     streams, complete, columns = [], True, None
+    hinted = True  # the Hint line came after the last table (nothing to close before a table)
     lines = text.splitlines()
     for number, line in enumerate(lines):
         if line.startswith("Name") and (found := _columns(line)):
-            columns = found
+            columns, hinted = found, False
             continue
         if columns is None or not line.strip() or line.startswith(("Hint:", "$", "#")):
             if line.startswith("Hint:"):
-                columns = None
+                columns, hinted = None, True
             continue
         cells = [line[start:end].strip() for start, end in zip(columns, [*columns[1:], None], strict=True)]
         name, stream_text, profiles_text, summary = cells
@@ -84,6 +88,8 @@ def parse_dnf_module_list(text: str) -> ModuleList:
             profiles.append((_FLAGS.sub("", item).strip(), "".join(sorted(_FLAGS.findall(item)))))
         streams.append(ModuleStream(name, _FLAGS.sub("", stream_text).strip(), "d" in flags, "e" in flags,
                                     "x" in flags, tuple(profiles), summary))
+    if not hinted:
+        return ModuleList(tuple(streams), False, "dnf module list ends before its closing Hint line: cut short")
     return ModuleList(tuple(streams), complete)
 
 

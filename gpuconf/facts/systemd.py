@@ -134,14 +134,20 @@ _ROW = re.compile(r"^(?P<mark>[●*×]\s*)?(?P<unit>\S+)\s+(?P<load>\S+)\s+(?P<a
 
 @reads_whole_lines
 def parse_list_units(text: str) -> UnitList:
-    """Parse ``systemctl list-units [--failed|--all]`` (with or without ``--no-legend``)."""
+    """Parse ``systemctl list-units [--failed|--all]`` (with or without ``--no-legend``).
+
+    With its legend (a ``UNIT`` header), systemctl closes the listing with "N loaded units
+    listed.": a listing with the header and without that line was cut short, even at a line
+    end, and says so (``incomplete``); with ``--no-legend`` there is neither."""
     rows: list[UnitRow] = []
     count: int | None = None
+    header = summary = False
     in_table = True  # the table ends at the first blank line; the legend follows
     for line in text.splitlines():
         stripped = line.strip()
-        if match := re.match(r"^(\d+) loaded units? listed", stripped):
-            count = int(match.group(1))
+        if match := re.match(r"^(\S+) loaded units? listed", stripped):
+            count, summary = int(match.group(1)) if match.group(1).isdigit() else None, True
+        header = header or stripped.startswith("UNIT ")
         if not stripped:
             in_table = in_table and not rows
             continue
@@ -151,7 +157,9 @@ def parse_list_units(text: str) -> UnitList:
         if match and match.group("load") in ("loaded", "not-found", "masked", "error", "bad-setting", "stub", "merged"):
             rows.append(UnitRow(match.group("unit"), match.group("load"), match.group("active"),
                                 match.group("sub"), match.group("desc").strip(), bool(match.group("mark"))))
-    return UnitList(tuple(rows), count)
+    cut = header and not summary
+    return UnitList(tuple(rows), count, "systemctl list-units ends before its 'loaded units listed' line: cut short"
+                    if cut else "")
 
 
 @dataclass(frozen=True)

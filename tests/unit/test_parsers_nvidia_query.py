@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.facts.common import Unparseable
+from gpuconf.facts.common import Incomplete, Unparseable, incomplete
 from gpuconf.facts.nvidia import (
     DRIVER_NOT_LOADED,
     NvidiaSmiQuery,
@@ -242,4 +242,12 @@ def test_failure_and_garbage_are_typed() -> None:
     assert (failed.gpus, failed.complete) == ((), False)
     garbage = parse_nvidia_smi_query("hello\nworld\n")
     assert garbage.complete is False and garbage.gpus == ()
-    assert isinstance(parse_nvidia_smi_query_xml("<nvidia_smi_log><gpu"), Unparseable)
+    assert isinstance(parse_nvidia_smi_query_xml("<nvidia_log><gpu>\n"), Unparseable)
+    assert isinstance(parse_nvidia_smi_query_xml("<nvidia_smi_log><gpu"), Incomplete)  # begun, never closed
+
+
+def test_xml_cut_at_a_line_end_before_its_closing_tag_is_incomplete() -> None:
+    text = read("nvidia-smi-xml/q-x-515.105.01-tesla-t4-telegraf.txt")
+    assert text.rstrip().endswith("</nvidia_smi_log>") and parse_nvidia_smi_query_xml(text).complete
+    cut = parse_nvidia_smi_query_xml(text[: text.rindex("</nvidia_smi_log>")])
+    assert isinstance(cut, Incomplete) and "</nvidia_smi_log>" in incomplete(cut)

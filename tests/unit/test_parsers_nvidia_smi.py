@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.facts.common import Unparseable
+from gpuconf.facts.common import Unparseable, incomplete
 from gpuconf.facts.nvidia import (
     DRIVER_LIBRARY_MISMATCH,
     DRIVER_NOT_LOADED,
@@ -314,25 +314,29 @@ def test_nvlink_inactive_links_and_all_gpus() -> None:
     assert degraded.gpus[0].inactive_links == (1,) and degraded.gpus[0].active_link_count == 1
 
 
-# topo -m: file -> (device columns, GPU rows with affinity, (GPU0, GPU1) link, GPU0 CPU affinity)
+# topo -m: file -> (device columns, GPU rows with affinity, (GPU0, GPU1) link, GPU0 CPU affinity, whole).
+# The format closes itself (a row per device the header names, the Legend, a NIC Legend naming
+# each NIC): three captures stop before that end (two cut by the index, one whose reporter left
+# the Legend out), so their values are read and the result says it is incomplete.
 TOPOS = {
-    D + "topo-m-16x-v100-dgx2-NV6-mlx5-columns-old-layout-TRUNCATED-nccl-tests-78.txt": (26, 4, "NV6", "0-23,48-71"),
-    D + "topo-m-8x-hopper-NV18-9nic-spaces-TRUNCATED-sglang-13973.txt": (17, 6, "NV18", "0-23,96-119"),
-    D + "topo-m-8x-rtx4090-2nic-tabs-go-gpuallocator-17.txt": (10, 8, "SYS", "0-55,112-167"),
-    D + "topo-m-ansi-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt": (1, 1, None, "0-23"),
-    D + "topo-m-ansi-nvidia-l40s-595.80-nvidia-gpu-exporter.txt": (1, 1, None, "0-7"),
+    D + "topo-m-16x-v100-dgx2-NV6-mlx5-columns-old-layout-TRUNCATED-nccl-tests-78.txt": (26, 4, "NV6", "0-23,48-71", False),
+    D + "topo-m-8x-hopper-NV18-9nic-spaces-TRUNCATED-sglang-13973.txt": (17, 6, "NV18", "0-23,96-119", False),
+    D + "topo-m-8x-rtx4090-2nic-tabs-go-gpuallocator-17.txt": (10, 8, "SYS", "0-55,112-167", False),
+    D + "topo-m-ansi-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt": (1, 1, None, "0-23", True),
+    D + "topo-m-ansi-nvidia-l40s-595.80-nvidia-gpu-exporter.txt": (1, 1, None, "0-7", True),
 }
 
 
 @pytest.mark.parametrize("rel", sorted(TOPOS))
 def test_topology(rel: str) -> None:
-    devices, rows, link, cpus = TOPOS[rel]
+    devices, rows, link, cpus, whole = TOPOS[rel]
     topo = parse_topology(read(rel))
     assert topo.failure is None
     assert (len(topo.devices), len(topo.affinity)) == (devices, rows)
     assert topo.links.get(("GPU0", "GPU1")) == link
     assert topo.links[("GPU0", "GPU0")] == "X"
     assert topo.affinity["GPU0"].cpu_affinity == cpus
+    assert (incomplete(topo) == "") == whole, incomplete(topo)
 
 
 def test_topology_details() -> None:
@@ -340,15 +344,31 @@ def test_topology_details() -> None:
     assert hopper.nvlink_count("GPU0", "GPU7") == 18
     assert hopper.links[("GPU3", "NIC4")] == "PIX"
     assert hopper.affinity["GPU4"].numa_affinity == "2"
+    assert "GPU6, GPU7, NIC0, NIC1 and 7 more without a row" in hopper.incomplete
     tabs = parse_topology(read(D + "topo-m-8x-rtx4090-2nic-tabs-go-gpuallocator-17.txt"))
     assert tabs.links[("NIC0", "NIC1")] == "PIX" and tabs.links[("GPU6", "NIC0")] == "PHB"
     assert "NIC0" not in tabs.affinity
+    assert tabs.incomplete == "nvidia-smi topo -m ends before its Legend: cut short"
     ansi = parse_topology(read(D + "topo-m-ansi-nvidia-l40s-595.80-nvidia-gpu-exporter.txt"))
     assert ansi.devices == ("GPU0",) and ansi.affinity["GPU0"].gpu_numa_id == "N/A"
-    legend = parse_topology("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
-                            "GPU0\t X \tPIX\t0-31\t0\t\tN/A\nNIC0\tPIX\t X \n\nLegend:\n\n  X    = Self\n\n"
-                            "NIC Legend:\n\n  NIC0: mlx5_0\n")
-    assert legend.nic_names == {"NIC0": "mlx5_0"} and legend.links[("NIC0", "GPU0")] == "PIX"
+
+
+# SYNTHETIC (documented shape, not a capture): a GPU and a NIC, the Legend as the 590 capture
+# above prints it, and the NIC Legend as published topo -m outputs with NICs print it.
+LEGEND = "\n".join(line for line in read(D + "topo-m-ansi-nvidia-h200-590.48.01-nvidia-gpu-exporter.txt").splitlines()
+                   if line.startswith("  ") or line.startswith("Legend") or not line)
+WITH_NIC = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+            "GPU0\t X \tPIX\t0-31\t0\t\tN/A\nNIC0\tPIX\t X \n" + LEGEND + "\n\nNIC Legend:\n\n  NIC0: mlx5_0\n")
+
+
+def test_topology_nic_legend_and_each_closing_line():
+    whole = parse_topology(WITH_NIC)
+    assert whole.nic_names == {"NIC0": "mlx5_0"} and whole.links[("NIC0", "GPU0")] == "PIX"
+    assert whole.incomplete == ""
+    lines = WITH_NIC.splitlines(keepends=True)
+    closing = [n for n, line in enumerate(lines) if line.startswith(("NIC0\t", "Legend", "  NV#", "  NIC0:"))]
+    for n in closing:   # cut at the line end just before each closing line: never whole
+        assert incomplete(parse_topology("".join(lines[:n]))), lines[n]
 
 
 CASES = sorted(LISTS) + sorted(VERSIONS) + sorted(FAILURES) + sorted(CSVS) + sorted(TABLES) + \

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuconf.facts.common import incomplete
 from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
 from gpuconf.facts.nvidia.driver import (
@@ -61,7 +62,7 @@ def test_apt_policy_without_installed_line_is_not_known_not_none():
 
 def test_dnf_module_list_streams_flags_and_profiles():
     listing = parse_dnf_module_list(read(CASES[2]))
-    assert not listing.complete  # cut after "nvidia-driver  570"
+    assert not listing.complete and incomplete(listing)  # cut after "nvidia-driver  570", no Hint line
     assert [s.stream for s in listing.streams] == ["latest", "latest-dkms", "latest-open-gpu", "open-dkms", "535",
                                                    "535-dkms", "535-open", "535-open-gpu"]
     default = listing.stream("nvidia-driver", "open-dkms")
@@ -71,16 +72,23 @@ def test_dnf_module_list_streams_flags_and_profiles():
     assert listing.stream("nvidia-driver", "570") is None  # the cut row is not read half
     dnf5 = parse_dnf_module_list(read(CASES[1]))
     assert not dnf5.complete and len(dnf5.streams) == 7 and dnf5.streams[-1].stream == "520"
+    assert incomplete(dnf5) == "dnf module list ends before its closing Hint line: cut short"
+    whole_rows = read(CASES[2])[: read(CASES[2]).rindex("\n", 0, -1) + 1]   # up to the last whole row
+    assert parse_dnf_module_list(whole_rows).streams == listing.streams and incomplete(parse_dnf_module_list(whole_rows))
     assert dnf5.stream("nvidia-driver", "515-open").summary == "Nvidia driver for 515-open branch"
 
 
 def test_dnf_module_list_whole_with_enabled_stream():
+    # SYNTHETIC (documented shape, not a capture): one row as dnf prints an enabled stream with an
+    # installed profile, then the Hint line dnf closes every listing with
     text = ("Name           Stream          Profiles                   Summary\n"
             "nvidia-driver  580-open [e]    default [d] [i], fm, ks    Nvidia driver for 580-open branch\n\n"
             "Hint: [d]efault, [e]nabled, [x]disabled, [i]nstalled\n")
     listing = parse_dnf_module_list(text)
     assert listing.complete and listing.streams[0].enabled and listing.streams[0].stream == "580-open"
     assert listing.streams[0].profiles[0] == ("default", "di")
+    cut = parse_dnf_module_list(text[: text.index("Hint:")])   # cut at the line end before the Hint
+    assert cut.streams == listing.streams and not cut.complete and "Hint" in incomplete(cut)
 
 
 def test_rpm_qa_names_with_dashes_and_arches():
@@ -102,6 +110,7 @@ def test_dcgmi_diag_table_cut_is_incomplete_and_a_failure_is_named():
         "| PCIe                      | Fail - GPU: 3                                  |\n"
         "|                           | PCIe replay count above threshold              |\n"
         "+---------------------------+------------------------------------------------+\n")
+    assert incomplete(parse_dcgmi_diag_table(whole[: whole.rstrip().rindex("\n") + 1]))   # before the border
     report = parse_dcgmi_diag_table(whole)
     assert report.complete and [(t.category, t.test, t.details) for t in report.failed] == [
         ("Integration", "PCIe", "GPU: 3 PCIe replay count above threshold")]
@@ -110,7 +119,11 @@ def test_dcgmi_diag_table_cut_is_incomplete_and_a_failure_is_named():
 def test_dcgmi_health_json_and_a_cut_one():
     text = read(CASES[5])
     assert parse_dcgmi_health(text).overall == "Healthy"
+    assert parse_dcgmi_health(text).incomplete == ""
     assert parse_dcgmi_health(text[: text.index('"value"')]).overall is None  # cut: not known
+    last = text.rstrip().rindex("\n") + 1   # the line end before the JSON's closing brace
+    cut = parse_dcgmi_health(text[:last])
+    assert cut.overall is None and incomplete(cut)
 
 
 def test_imex_domain_nodes_matrix_and_state():

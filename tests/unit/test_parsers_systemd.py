@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.facts.common import Unparseable
+from gpuconf.facts.common import Unparseable, incomplete
 from gpuconf.facts.systemd import (
     UnitProperties,
     parse_is_active,
@@ -77,12 +77,19 @@ def test_list_units() -> None:
         ("smartd.service", "masked", "failed", "dead")]
     assert [u.unit for u in listing.failed] == ["smartd.service"]
     assert listing.listed_count is None  # "xxx loaded units listed" was anonymised
+    assert listing.incomplete == ""      # ... but the closing line is there
+    text = read(S + "systemctl-list-units-failed-masked-check-systemd.txt")
+    cut = parse_list_units(text[: text.index("xxx loaded units listed")])   # at the line end before it
+    assert cut.units == listing.units and "loaded units listed" in incomplete(cut)
+    # SYNTHETIC (documented shape, not a capture): a failed unit with its marker, as systemd 249+ prints it
     failed = parse_list_units(
         "  UNIT                         LOAD   ACTIVE SUB    DESCRIPTION\n"
         "● nvidia-fabricmanager.service loaded failed failed NVIDIA fabric manager service\n\n"
         "LOAD   = Reflects whether the unit definition was properly loaded.\n\n1 loaded units listed.\n")
     assert [(u.unit, u.marked) for u in failed.failed] == [("nvidia-fabricmanager.service", True)]
     assert failed.listed_count == 1
+    no_legend = parse_list_units("nvidia-fabricmanager.service loaded failed failed NVIDIA fabric manager service\n")
+    assert no_legend.failed and no_legend.incomplete == ""   # --no-legend: no header, no closing line
 
 
 def test_start_failure() -> None:

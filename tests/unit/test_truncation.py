@@ -7,11 +7,17 @@ incomplete`), or every value it does return is the value the whole capture gives
 same place: a temperature cut from 45 to 4, a version cut to 535.1, a DKMS state cut to
 "inst" are wrong values, never "not yet read". Values left out (GPUs after the cut, a
 port not reached) are allowed: a cut log is an earlier log.
+
+A cut exactly at a line end looks whole. Formats that close themselves (a closing line, or a
+count declared before the rows: ``CLOSING``, listed in docs/driver-stack.md) are therefore
+also cut at the line end just before each of their closing lines, and must say incomplete;
+a capture that itself stops before its closing line must say so as it is.
 """
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +25,7 @@ import pytest
 
 from gpuconf.facts import dkms, imex, infiniband, kernel, nvidia, packages, rpm, systemd
 from gpuconf.facts.common import incomplete
-from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.dcgm import parse_dcgmi_diag_json, parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.nvidia.driver import find_api_mismatch, parse_proc_driver_params
 from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
 from gpuconf.facts.nvidia.query import parse_query_excerpt
@@ -33,6 +39,7 @@ Parser = Callable[[str], Any]
 KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("apt/apt-cache-policy-*", (packages.parse_apt_cache_policy,)),
     ("apt/apt-mark-hold-*", (packages.parse_apt_mark,)),
+    ("dcgmi/dcgmi-diag-*-json-*", (parse_dcgmi_diag_json,)),
     ("dcgmi/dcgmi-diag-*", (parse_dcgmi_diag_table,)),
     ("dcgmi/dcgmi-health-*", (parse_dcgmi_health,)),
     ("dkms/*", (dkms.parse_dkms_status,)),
@@ -144,4 +151,49 @@ def test_no_cut_of_a_real_capture_gives_a_confident_wrong_value(rel):
             cut = text[: len(text) * point // POINTS]
             for wrong in wrong_values(parse(cut), whole, log):
                 problems.append(f"{parse.__name__} at {point}/{POINTS} ({len(cut)} chars): {wrong}")
+    assert problems == []
+
+
+# Formats with a closing line of their own, or a count declared before what it counts: capture
+# (glob, first match wins) -> the parsers, and the lines that close it (a regex per line). Each
+# capture is cut at the line end just before every such line. None: the kind has no closing line.
+CLOSING: list[tuple[str, tuple[Parser, ...] | None, str]] = [
+    # every device the header names has its row; the Legend ends with NV#; a NIC Legend names each NIC
+    ("nvidia-smi/topo-*", (nvidia.parse_topology,), r"(GPU|NIC|mlx5_)\d+\s|Legend:|NIC Legend:|  NV#|  NIC\d+:"),
+    ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,), r"Hint:"),
+    # the Processes block's closing border (every border before it is before the block's end too)
+    ("nvidia-smi/default-*", (nvidia.parse_nvidia_smi_table,), r"\+-[-+]*\+\s*$"),
+    ("nvidia-smi-xml/*", (nvidia.parse_nvidia_smi_query_xml,), r"</nvidia_smi_log>"),
+    ("nvidia-smi/q-fabric-*", None, ""),     # excerpts of -q (grep, one GPU's section)
+    ("nvidia-smi/q-gsp-*", None, ""),
+    ("nvidia-smi/q-*", (nvidia.parse_nvidia_smi_query,), r"GPU [0-9A-Fa-f]{4,8}:"),   # "Attached GPUs : N" blocks
+    ("systemctl/systemctl-list-units-*", (systemd.parse_list_units,), r"\S+ loaded units? listed"),
+    ("dcgmi/dcgmi-diag-*-json-*", (parse_dcgmi_diag_json,), r"\}"),
+    ("dcgmi/dcgmi-diag-*", (parse_dcgmi_diag_table,), r"\+[-=+]+\+\s*$"),
+    ("dcgmi/dcgmi-health-*", (parse_dcgmi_health,), r"\}"),
+    ("ibstat/*", (infiniband.parse_ibstat,), r"\s*(Port \d+:|Link layer:)"),     # "Number of ports: N"
+    ("ibv_devinfo/ibv-devinfo-l-*", None, ""),
+    ("ibv_devinfo/*", (infiniband.parse_ibv_devinfo,), r"\s+(port|state):"),      # "phys_port_cnt: N"
+    ("imex/imex-ctl-*", (imex.parse_imex_ctl_nodes,), r"Domain State:"),
+]
+
+
+def closing_for(rel: str) -> tuple[tuple[Parser, ...], str] | None:
+    found = next(((parsers, pattern) for glob, parsers, pattern in CLOSING if fnmatch.fnmatch(rel, glob)), None)
+    return found if found and found[0] else None
+
+
+@pytest.mark.parametrize("rel", [rel for rel in cuttable() if closing_for(rel)])
+def test_a_cut_at_a_line_end_before_a_closing_line_is_incomplete(rel):
+    text = (REAL / rel).read_text(encoding="utf-8")
+    parsers, pattern = closing_for(rel)  # type: ignore[misc]
+    lines = text.splitlines(keepends=True)
+    closing = [n for n, line in enumerate(lines) if re.match(pattern, line)]
+    problems = []
+    for parse in parsers:
+        if not closing and not incomplete(parse(text)):   # the capture stops before its first closing line
+            problems.append(f"{parse.__name__}: the capture has none of its closing lines yet reads as whole")
+        for n in closing:   # (a cut before the first line is no output at all: another state, not a cut)
+            if n and not incomplete(parse("".join(lines[:n]))):
+                problems.append(f"{parse.__name__}: cut before line {n + 1} ({lines[n].strip()[:40]!r}) reads as whole")
     assert problems == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuconf.facts.common import (
+    Incomplete,
     Unparseable,
     bool_value,
     canonical_pci_address,
@@ -55,12 +56,16 @@ def parse_nvidia_smi_query(text: str) -> NvidiaSmiQuery:
     return result
 
 
-def parse_nvidia_smi_query_xml(text: str) -> NvidiaSmiQuery | Unparseable:
+def parse_nvidia_smi_query_xml(text: str) -> NvidiaSmiQuery | Incomplete | Unparseable:
     """Parse ``nvidia-smi -q -x`` XML (nvsmi_device_v11/v12 DTDs) into the same model."""
     failure = detect_nvidia_smi_failure(text)
     if failure is not None:
         return NvidiaSmiQuery(gpus=(), complete=False, failure=failure, problems=(failure.message,))
     root = xml_tree(text)
+    if root is None and "<nvidia_smi_log>" in text and "</nvidia_smi_log>" not in text:
+        # the document's own closing tag is its last line: without it the XML was cut short,
+        # even at a line end (not a format we do not know)
+        return Incomplete("nvidia-smi -q -x ends before </nvidia_smi_log>: cut short", text.strip()[:200])
     if root is None:
         return unparseable("expected nvidia-smi -q -x XML", text)
     return _from_tree(root)

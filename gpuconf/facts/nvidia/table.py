@@ -151,6 +151,8 @@ def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
     has_process_block = any("Processes:" in line for line in lines)
     if not has_process_block:
         problems.append("no Processes block: output cut short")
+    elif not _closed(lines):
+        problems.append("the Processes block has no closing border: output cut short")
     return NvidiaSmiTable(
         gpus=tuple(gpus),
         mig_devices=tuple(migs),
@@ -163,6 +165,14 @@ def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
         failure=failure,
         problems=tuple(problems),
     )
+
+
+def _closed(lines: list[str]) -> bool:
+    """The table's own end: after the Processes block's ``|===|`` line, a ``+---+`` border (every
+    driver closes the table with one, after the process rows or "No running processes found")."""
+    start = next(n for n, line in enumerate(lines) if "Processes:" in line)
+    rule = next((n for n in range(start, len(lines)) if re.fullmatch(r"\|=+\|", lines[n].strip())), None)
+    return rule is not None and any(re.fullmatch(r"\+-+\+", line.strip()) for line in lines[rule + 1:])
 
 
 def _gpu(first: re.Match[str], following: list[str]) -> TableGpu | None:

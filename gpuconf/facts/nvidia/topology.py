@@ -5,6 +5,12 @@ and 590+ underlines the header with ANSI codes. Cells are split on tabs or runs 
 spaces, empty cells dropped. Device columns (``GPU0``, ``NIC3``, ``mlx5_0``) come first,
 then the affinity columns (``CPU Affinity``, ``NUMA Affinity``, ``GPU NUMA ID``); NIC
 rows have no affinity cells. The ``Legend`` and ``NIC Legend`` blocks end the matrix.
+
+The format closes itself: the header names every device, and each gets a row; the
+``Legend`` block always follows, its last entry ``NV#  = Connection traversing a bonded
+set of # NVLinks`` (every driver from 2018's DGX-2 to 590 prints it); with NICs, a ``NIC
+Legend`` names each one. Output that lacks any of these was cut short, even at a line end:
+the matrix read so far is kept and the result is ``incomplete``.
 """
 from __future__ import annotations
 
@@ -68,10 +74,14 @@ def parse_topology(text: str) -> Topology:
     nic_names: dict[str, str] = {}
     problems: list[str] = []
     in_matrix = True
+    legend: set[str] = set()  # the closing blocks seen: "Legend", its "NV#" entry, "NIC Legend"
     for line in lines[header_index + 1:]:
         if line.strip().startswith(("Legend", "NIC Legend")):
             in_matrix = False
+            legend.add(line.strip().rstrip(":"))
             continue
+        if not in_matrix and line.strip().startswith("NV#"):
+            legend.add("NV#")
         nic = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
         if nic:
             nic_names[nic.group(1)] = nic.group(2)
@@ -90,4 +100,23 @@ def parse_topology(text: str) -> Topology:
                                         named.get("GPU NUMA ID"))
         if len(values) < len(devices):
             problems.append(f"row {row} has {len(values)} of {len(devices)} device cells")
-    return Topology(devices, links, affinity, nic_names, problems=tuple(problems))
+    return Topology(devices, links, affinity, nic_names, problems=tuple(problems),
+                    incomplete=_cut_before_the_end(devices, {row for row, _ in links}, legend, nic_names))
+
+
+def _cut_before_the_end(devices: tuple[str, ...], rows: set[str], legend: set[str], nic_names: dict[str, str]) -> str:
+    """Why the output stops before the format's own end ("" when it reaches it): a device the
+    header names without its row, no Legend or a Legend without its last entry, a NIC the
+    NIC Legend does not name."""
+    missing = [device for device in devices if device not in rows]
+    if missing:
+        named = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        return f"nvidia-smi topo -m's header names {named} without a row: cut short"
+    if "Legend" not in legend:
+        return "nvidia-smi topo -m ends before its Legend: cut short"
+    if "NV#" not in legend:
+        return "nvidia-smi topo -m's Legend ends before its last entry (NV#): cut short"
+    nics = [device for device in devices if re.fullmatch(r"NIC\d+", device) and device not in nic_names]
+    if nics:
+        return f"nvidia-smi topo -m's NIC Legend does not name {', '.join(nics)}: cut short"
+    return ""
