@@ -5,6 +5,13 @@ Debian family: `dpkg-query -W` over all packages (held = desired state `hold`). 
 are declared; the remote runner runs only the one that fits the host (`/etc/redhat-release`
 tells them apart), so a check costs one package-manager process per host, and every package
 question of the play is answered from that one listing.
+
+The same listing tells when a package manager was cut short (killed, or the host rebooted under
+it): dpkg leaves packages half-way (`iU` unpacked, `iF` half-configured, `iH` half-installed,
+the reinstall-required flag `R`) and entries in its journal
+(/var/lib/dpkg/updates, which apt checks before it says "dpkg was interrupted"); an rpm
+transaction cut between installing the new version and erasing the old leaves the package
+installed twice. Both are `unfinished` in the PackageSet.
 """
 from __future__ import annotations
 
@@ -14,12 +21,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_state
+from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.packages import parse_dpkg_query
 
 REDHAT_MARK = "/etc/redhat-release"
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
+DPKG_UPDATES = "/var/lib/dpkg/updates"
 DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 RPM_FORMAT = "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\t%{ARCH}\\n"
 
@@ -47,10 +55,29 @@ class Installed(NamedTuple):
         return self.version.split(":")[-1].rsplit("-", 1)[0] if "-" in self.version else self.version.split(":")[-1]
 
 
+class Unfinished(NamedTuple):
+    """A package an interrupted package manager left half-way: dpkg's status for it
+    (`half-configured`, ...) or, for rpm, `installed twice (v1, v2)`. `reinstall`: dpkg cannot
+    finish it by configuring (half-installed, or flagged reinstall-required)."""
+
+    name: str
+    state: str
+    reinstall: bool = False
+
+
+class Listing(NamedTuple):
+    """One package manager's listing: every package by name, and the unfinished ones."""
+
+    packages: Mapping[str, Installed]
+    unfinished: tuple[Unfinished, ...] = ()
+
+
 @dataclass(frozen=True)
 class PackageSet:
     family: str  # "Debian" or "RedHat"
     packages: Mapping[str, Installed]
+    unfinished: tuple[Unfinished, ...] = ()
+    journal: tuple[str, ...] = ()  # dpkg's journal entries not yet in its status file
 
     def get(self, name: str) -> Installed | None:
         return self.packages.get(name)
@@ -73,35 +100,60 @@ def _complete(output: Output, program: str) -> str:
 LISTINGS_KEPT = 16
 
 
-def _dpkg(output: Output) -> Mapping[str, Installed]:
+# dpkg statuses of a package that a dpkg run began and did not finish. Triggers still to run
+# (`it`, `iW`) are not among them: the package works, and apt's next run processes them itself.
+HALF_WAY = ("unpacked", "half-configured", "half-installed")
+
+
+def _dpkg(output: Output) -> Listing:
     return _dpkg_listing(_complete(output, "dpkg-query"))
 
 
 @functools.lru_cache(maxsize=LISTINGS_KEPT)
-def _dpkg_listing(text: str) -> Mapping[str, Installed]:
+def _dpkg_listing(text: str) -> Listing:
     listing = parse_dpkg_query(text)
     if incomplete(listing):   # a package missing from a cut listing would read as "not installed"
         raise FactUnavailable(f"dpkg-query: {incomplete(listing)}")
-    return MappingProxyType({p.name: Installed(p.name, p.version or "", p.status or "unknown", p.held)
-                             for p in listing.packages})
+    packages = MappingProxyType({p.name: Installed(p.name, p.version or "", p.status or "unknown", p.held)
+                                 for p in listing.packages})
+    unfinished = tuple(Unfinished(p.name, p.status if p.status in HALF_WAY else "reinstall-required",
+                                  p.status == "half-installed" or p.error)
+                       for p in listing.packages if p.status in HALF_WAY or p.error)
+    return Listing(packages, unfinished)
 
 
-def _rpm(output: Output) -> Mapping[str, Installed]:
+def _rpm(output: Output) -> Listing:
     return _rpm_listing(_complete(output, "rpm -qa"))
 
 
+def _install_only(name: str) -> bool:
+    """Packages rpm keeps several versions of by design (dnf's installonlypkgs, gpg keys)."""
+    return name in ("kernel", "gpg-pubkey") or (
+        name.startswith("kernel-") and not name.startswith(("kernel-headers", "kernel-tools", "kernel-srpm")))
+
+
 @functools.lru_cache(maxsize=LISTINGS_KEPT)
-def _rpm_listing(text: str) -> Mapping[str, Installed]:
+def _rpm_listing(text: str) -> Listing:
     if text and not text.endswith("\n"):
         raise FactUnavailable("rpm -qa: the listing was cut short")
     packages = {}
+    versions: dict[tuple[str, str], list[str]] = {}
     for line in text.splitlines():
         fields = line.split("\t")
         if len(fields) != 3:
             continue
-        name, version, _arch = fields
-        packages[name] = Installed(name, version[2:] if version.startswith("0:") else version, "installed")
-    return MappingProxyType(packages)
+        name, version, arch = fields
+        version = version[2:] if version.startswith("0:") else version
+        packages[name] = Installed(name, version, "installed")
+        versions.setdefault((name, arch), []).append(version)
+    twice = tuple(Unfinished(name, f"installed twice ({', '.join(found)})")
+                  for (name, _arch), found in sorted(versions.items()) if len(found) > 1 and not _install_only(name))
+    return Listing(MappingProxyType(packages), twice)
+
+
+def _journal(files: dict[str, str]) -> tuple[str, ...]:
+    # apt's test: a file named by digits only is a pending entry (dpkg writes tmp.i first)
+    return tuple(sorted(name for name in (path.rsplit("/", 1)[-1] for path in files) if name.isdigit()))
 
 
 def version_locks(state: FileState) -> set[str]:
@@ -122,7 +174,8 @@ DPKG_ALL = command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}"], _dpkg, timeout=30,
                    unless_exists=REDHAT_MARK)
 RPM_ALL = command(["rpm", "-qa", "--qf", RPM_FORMAT], _rpm, timeout=30, key="packages:rpm", if_exists=REDHAT_MARK)
 VERSIONLOCK = file_state(VERSIONLOCK_LIST)
-INSTALLED: list[Fact] = [DPKG_ALL, RPM_ALL, VERSIONLOCK]
+DPKG_JOURNAL = file_glob([f"{DPKG_UPDATES}/*"], _journal, what="name", key="dpkg:updates")
+INSTALLED: list[Fact] = [DPKG_ALL, RPM_ALL, VERSIONLOCK, DPKG_JOURNAL]
 
 
 def family(host: Mapping[str, Any]) -> str:
@@ -134,7 +187,13 @@ def package_set(values: Any, host: Mapping[str, Any]) -> PackageSet:
     """The installed packages, from the facts of `INSTALLED` (`values`: a task's Facts)."""
     if family(host) == "RedHat":
         locks = version_locks(values[VERSIONLOCK])
+        listing = values[RPM_ALL]
         packages = {name: Installed(p.name, p.version, p.status, name in locks)
-                    for name, p in values[RPM_ALL].items()}
-        return PackageSet("RedHat", packages)
-    return PackageSet("Debian", values[DPKG_ALL])
+                    for name, p in listing.packages.items()}
+        return PackageSet("RedHat", packages, listing.unfinished)
+    listing = values[DPKG_ALL]
+    try:
+        journal = values[DPKG_JOURNAL]
+    except FactUnavailable:   # a second sign only: the statuses in the listing are the first
+        journal = ()
+    return PackageSet("Debian", listing.packages, listing.unfinished, journal)

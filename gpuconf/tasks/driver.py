@@ -31,7 +31,7 @@ from gpuconf.facts.driver_stack import (
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Verdict, run
-from gpuconf.tasks.packages import AptBackend, Backend, DnfBackend, apply_ops, backend_for
+from gpuconf.tasks.packages import AptBackend, Backend, DnfBackend, apply_ops, backend_for, repair_changes
 
 VERSION = r"^\d{3}\.\d+(\.\d+)?$"
 NAMED_BRANCH = re.compile(r"-(\d{3})(?:-open|-server|-server-open)?(?:-|$)")
@@ -123,7 +123,8 @@ class DriverStack(TaskType):
         drivers = _driver_packages(packages.packages)
         findings = self._findings(drivers, branch, facts, gpus)
         self._secure_boot(params, facts, packages.family)
-        changes = self._changes(want, packages, drivers, facts, params)
+        changes = [*repair_changes(packages, params.lock_timeout),   # apt and dnf refuse to start until it is done
+                   *self._changes(want, packages, drivers, facts, params)]
         if not changes:
             held = " held," if params.hold else ""
             return Verdict([], f"{flavour} {params.version} ({params.modules}),{held} {len(want.packages)} packages "

@@ -16,7 +16,7 @@ from gpuconf.facts.installed import INSTALLED, package_set
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
 from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
-from gpuconf.tasks.packages import AptBackend, apply_ops, backend_for, version_matches
+from gpuconf.tasks.packages import AptBackend, apply_ops, backend_for, repair_changes, version_matches
 
 
 def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
@@ -233,13 +233,16 @@ class DriverCompanion(TaskType):
         current = packages.installed(name)
         install = [backend.install([backend.spec(name, version)], True)]
         hold = [backend.hold([name], True, {name: version})] if params.hold else []
+        repair = repair_changes(packages)   # an interrupted dpkg or rpm first: nothing installs until it is done
         if current is None:
-            return drift(Change(f"install {name} {version} (the driver's version)", install + hold))
+            return drift(*repair, Change(f"install {name} {version} (the driver's version)", install + hold))
         if not version_matches(current.version, version):
-            return drift(Change(f"{name} {current.version} installed, the driver is {version}", install + hold,
-                                before=current.version, after=version))
+            return drift(*repair, Change(f"{name} {current.version} installed, the driver is {version}",
+                                         install + hold, before=current.version, after=version))
         if params.hold and not current.held:
-            return drift(Change(f"hold {name}", hold))
+            return drift(*repair, Change(f"hold {name}", hold))
+        if repair:
+            return drift(*repair)
         return in_sync(f"{name} {current.version} matches the driver" + (", held" if current.held else ""))
 
     def apply(self, ctx, params: CompanionParams, changes: list[Change]) -> None:

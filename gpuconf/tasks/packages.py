@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
+from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
 from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
@@ -46,7 +46,7 @@ def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
                     raise TaskError(f"{op.description}: apt-mark did not hold {', '.join(sorted(missed))}: "
                                     f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
             continue
-        plain = lock_error(output.stdout + "\n" + output.stderr, lock_timeout)
+        plain = lock_error(output.stdout + "\n" + output.stderr, op.request.get("lock_wait", lock_timeout))
         tail = (output.stderr.strip() or output.stdout.strip())[-800:]
         raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
@@ -71,8 +71,10 @@ class AptBackend:
     def spec(name: str, version: str | None) -> str:
         return f"{name}={version}" if version else name
 
-    def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float, purge: bool = False) -> str:
-        options = ["-y", "-q", *(["--purge"] if purge else []), "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
+    def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float, purge: bool = False,
+             reinstall: bool = False) -> str:
+        options = ["-y", "-q", *(["--purge"] if purge else []), *(["--reinstall"] if reinstall else []),
+                   "-o", f"DPkg::Lock::Timeout={lock_timeout:.0f}",
                    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
         if verb == "install":
             options.append("--allow-downgrades")
@@ -90,6 +92,19 @@ class AptBackend:
     def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
         return run(self._apt("purge" if purge else "remove", names, allow_held, lock_timeout),
                    timeout=1800 + lock_timeout)
+
+    def repair(self, unfinished: tuple[Unfinished, ...], lock_timeout: float = LOCK_TIMEOUT) -> list[Op]:
+        """Finish what an interrupted dpkg left: configure every half-way package (and merge its
+        journal), then reinstall those that configuring cannot finish. dpkg does not wait for
+        its lock: a held lock fails at once (`lock_wait` 0 tells apply_ops so)."""
+        configure = run("DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",
+                        timeout=1800, description="run: dpkg --configure -a")
+        ops = [Op(dict(configure.request, lock_wait=0), configure.description)]
+        again = [u.name for u in unfinished if u.reinstall]
+        if again:
+            ops.append(run(self._apt("install", again, True, lock_timeout, reinstall=True), timeout=1800 + lock_timeout,
+                           description=f"run: apt-get install --reinstall {' '.join(again)}"))
+        return ops
 
     def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
         # dpkg --set-selections under apt-mark does not wait for the lock: it fails at once, naming the holder
@@ -121,6 +136,11 @@ class DnfBackend:
     def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
         return run(["dnf", "-y", "-q", "remove", "--", *names], timeout=1800 + lock_timeout)
 
+    def repair(self, unfinished: tuple[Unfinished, ...], lock_timeout: float = LOCK_TIMEOUT) -> list[Op]:
+        """An rpm transaction cut short leaves the old version of a package installed beside the
+        new one: dnf removes the older of each pair (dnf(8), `remove --duplicates`)."""
+        return [run(["dnf", "-y", "-q", "remove", "--duplicates"], timeout=1800 + lock_timeout)]
+
     def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
         if not hold:
             return run(["dnf", "-q", "versionlock", "delete", *names], timeout=120)
@@ -133,6 +153,25 @@ Backend = AptBackend | DnfBackend
 
 def backend_for(packages: PackageSet) -> Backend:
     return DnfBackend() if packages.family == "RedHat" else AptBackend()
+
+
+def repair_changes(packages: PackageSet, lock_timeout: float = AptBackend.LOCK_TIMEOUT) -> list[Change]:
+    """The change that finishes an interrupted package manager's work, or none. Every task that
+    runs a package transaction puts it first: apt and dnf refuse to start one until it is done."""
+    if not packages.unfinished and not packages.journal:
+        return []
+    backend = backend_for(packages)
+    ops = backend.repair(packages.unfinished, lock_timeout)
+    shown = [f"{u.name} {u.state}" for u in packages.unfinished[:5]]
+    if len(packages.unfinished) > 5:
+        shown.append(f"{len(packages.unfinished) - 5} more")
+    ran = " and ".join(f"`{op.description.removeprefix('run: ')}`" for op in ops)
+    if isinstance(backend, DnfBackend):
+        return [Change(f"an rpm transaction was interrupted: {', '.join(shown)}; apply runs {ran}", ops)]
+    count = len(packages.journal)
+    what = ", ".join(shown) or (f"its journal (/var/lib/dpkg/updates) holds {count} change{'s' * (count != 1)} "
+                                "not yet in its status file")
+    return [Change(f"dpkg was interrupted: {what}; apply runs {ran}", ops)]
 
 
 def lock_error(output: str, lock_timeout: float) -> str | None:
@@ -193,7 +232,7 @@ class Package(TaskType):
         backend: Backend = (AptBackend() if params.backend == "apt" else DnfBackend() if params.backend == "dnf"
                             else backend_for(packages))
         states = {name: packages.get(name) for name in params.names}
-        changes: list[Change] = []
+        changes = repair_changes(packages, params.lock_timeout)
         allow_held = bool(params.hold)
         if params.state == "present":
             wanted = []

@@ -127,11 +127,13 @@ def test_the_installed_fact_reads_every_package_by_name_and_no_listing_cut_short
             "nvidia-kernel-common-535\t535.104.05-0ubuntu1\trc \n"
             "dpkg-query: no packages found matching nvidia-dkms-550\n"
             "garbage\n\n")
-    got = {name: (p.version, p.status, p.held, p.installed) for name, p in _dpkg(Output(text)).items()}
+    listing = _dpkg(Output(text))
+    got = {name: (p.version, p.status, p.held, p.installed) for name, p in listing.packages.items()}
     assert got == {"nvidia-driver-535": ("535.104.05-0ubuntu1", "installed", True, True),
                    "cuda-toolkit-12-2": ("", "not-installed", False, False),
                    "libnvidia-compute-535": ("535.104.05-0ubuntu1", "half-configured", False, False),
                    "nvidia-kernel-common-535": ("535.104.05-0ubuntu1", "config-files", False, False)}
+    assert [(u.name, u.state) for u in listing.unfinished] == [("libnvidia-compute-535", "half-configured")]
     with pytest.raises(FactUnavailable, match="cut short"):
         _dpkg(Output(text + "nvidia-utils-535\t535.10"))
 
@@ -141,8 +143,8 @@ def test_hosts_with_the_same_listing_share_one_read_only_parse() -> None:
     from gpuconf.facts.installed import _dpkg
 
     text = "nvidia-driver-580\t580.95.05-1\thi \nvim\t2:9.0.1378-2\tii \n"
-    one, other = _dpkg(Output(text)), _dpkg(Output("".join(text)))   # two hosts, two equal strings
+    one, other = _dpkg(Output(text)).packages, _dpkg(Output("".join(text))).packages   # two hosts, equal strings
     assert one is other and one["vim"].installed
     with pytest.raises(TypeError):
         one["vim"] = one["nvidia-driver-580"]   # type: ignore[index]  # no host can change what all share
-    assert _dpkg(Output(text + "curl\t7.88.1-10\tii \n")) is not one   # a host that differs parses its own
+    assert _dpkg(Output(text + "curl\t7.88.1-10\tii \n")).packages is not one   # a host that differs parses its own
