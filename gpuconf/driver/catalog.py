@@ -14,9 +14,10 @@ from importlib import resources
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 Flavour = Literal["open", "proprietary"]
+GRACE = "grace-"  # a device tag's prefix for a Grace superchip's GPU (grace-hopper: GH200)
 
 
 class Branch(BaseModel):
@@ -53,6 +54,14 @@ class Catalog(BaseModel):
     open_only: tuple[str, ...]
     devices: dict[str, str]
 
+    @model_validator(mode="after")
+    def _known_generations(self) -> Catalog:
+        """A device tagged with a generation the rules do not know would escape every rule."""
+        unknown = sorted({g for g in self.devices.values() if g.removeprefix(GRACE) not in self.architectures})
+        if unknown:
+            raise ValueError(f"devices name generations not in architectures: {', '.join(unknown)}")
+        return self
+
     def get(self, branch: int) -> Branch | None:
         return next((b for b in self.branches if b.branch == branch), None)
 
@@ -84,7 +93,7 @@ class Gpu:
     pci_address: str
     device_id: str
     architecture: str | None   # a generation of `Catalog.architectures`, or None
-    grace: bool = False        # a Grace superchip (GH200): open modules only
+    grace: bool = False        # a Grace superchip's GPU (GH200, GB200): open modules only
 
     @property
     def label(self) -> str:
@@ -98,8 +107,9 @@ def gpus(host_gpus: list[dict[str, str]] | None) -> list[Gpu]:
     for gpu in host_gpus or []:
         device = str(gpu.get("device_id", "")).lower()
         generation = catalog().devices.get(device)
-        grace = generation == "grace-hopper"
-        found.append(Gpu(str(gpu.get("pci_address", "?")), device, "hopper" if grace else generation, grace))
+        grace = bool(generation and generation.startswith(GRACE))
+        found.append(Gpu(str(gpu.get("pci_address", "?")), device,
+                         generation.removeprefix(GRACE) if generation else None, grace))
     return found
 
 
