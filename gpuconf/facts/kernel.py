@@ -1,9 +1,10 @@
 """Kernel facts: ``/proc/modules``, ``/proc/sys/kernel/tainted``, and the kernel log
-(line splitting, Xid events, nouveau evidence, lockups).
+(line splitting, Xid and NVSwitch SXid events, nouveau evidence, lockups).
 
-The log and Xid parsers live in :mod:`gpuconf.facts.kernel_log` and
-:mod:`gpuconf.facts.xid` (size); import everything from here. The Xid catalog
-(``xid_catalog.csv``) is described in :mod:`gpuconf.facts.xid`.
+The log, Xid and SXid parsers live in :mod:`gpuconf.facts.kernel_log`,
+:mod:`gpuconf.facts.xid` and :mod:`gpuconf.facts.sxid` (size); import everything from here.
+The Xid catalog (``xid_catalog.csv``) is described in :mod:`gpuconf.facts.xid`, the SXid
+table (``sxid_catalog.csv``) in :mod:`gpuconf.facts.sxid`.
 """
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ if TYPE_CHECKING:
         parse_kernel_log_line,
         split_kernel_log,
     )
+    from gpuconf.facts.sxid import (
+        SXidEntry,
+        SXidEvent,
+        SXidSummary,
+        parse_sxid_events,
+        summarise_sxid_events,
+        sxid_catalog,
+        sxid_entry,
+    )
     from gpuconf.facts.xid import (
         LostGpu,
         RecoveryAction,
@@ -56,6 +66,8 @@ _WHERE = {name: module for module, names in {
         "NouveauEvidence", "find_lockups", "find_nouveau", "parse_kernel_log_line", "split_kernel_log"),
     "gpuconf.facts.xid": ("LostGpu", "RecoveryAction", "XidEntry", "XidEvent", "XidSummary", "find_lost_gpus",
         "parse_xid_events", "recovery_in_message", "summarise_xid_events", "xid_catalog", "xid_entry"),
+    "gpuconf.facts.sxid": ("SXidEntry", "SXidEvent", "SXidSummary", "parse_sxid_events", "summarise_sxid_events",
+        "sxid_catalog", "sxid_entry"),
 }.items() for name in names}
 __getattr__ = lazy_exports(globals(), _WHERE)
 
@@ -226,7 +238,8 @@ __all__ = [
     "XidEvent", "XidSummary", "decode_taint", "find_lockups", "find_lost_gpus", "find_nouveau",
     "recovery_in_message", "xid_catalog", "xid_entry",
     "parse_kernel_log_line", "parse_proc_modules", "parse_xid_events", "split_kernel_log",
-    "summarise_xid_events",
+    "summarise_xid_events", "SXidEntry", "SXidEvent", "SXidSummary", "parse_sxid_events",
+    "summarise_sxid_events", "sxid_catalog", "sxid_entry",
 ]
 
 

@@ -44,7 +44,7 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("dcgmi/dcgmi-health-*", (parse_dcgmi_health,)),
     ("dkms/*", (dkms.parse_dkms_status,)),
     ("dmesg/open-kernel-module-load-banner-*", (nvidia.parse_proc_driver_version,)),
-    ("dmesg/*", (kernel.parse_xid_events, kernel.find_lost_gpus, kernel.find_lockups)),
+    ("dmesg/*", (kernel.parse_xid_events, kernel.parse_sxid_events, kernel.find_lost_gpus, kernel.find_lockups)),
     ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,)),
     ("dnf/rpm-qa-*", (rpm.parse_rpm_qa,)),
     ("dpkg/*", (packages.parse_dpkg_l,)),

@@ -20,7 +20,16 @@ from pydantic import Field
 
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, FileState, Output, command, file_state
-from gpuconf.facts.kernel import decode_taint, find_lockups, find_lost_gpus, parse_xid_events, summarise_xid_events
+from gpuconf.facts.kernel import (
+    decode_taint,
+    find_lockups,
+    find_lost_gpus,
+    parse_sxid_events,
+    parse_xid_events,
+    summarise_sxid_events,
+    summarise_xid_events,
+)
+from gpuconf.facts.sxid import SXidSummary
 from gpuconf.facts.xid import FAIL, INFO, LOST_CANDIDATES, WARN, LostGpu, RecoveryAction, recovery_from_text
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
@@ -29,6 +38,7 @@ from gpuconf.tasks.health.hardware import PCI_FACT
 from gpuconf.tasks.health.pci import index_of, sysfs_gpu_addresses
 from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, optional_readings, smi_indexes
 
+# "Xid" also keeps the NVSwitch driver's "SXid" lines
 CANDIDATES = r"Xid|lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl|" + LOST_CANDIDATES
 JOURNAL = ["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"]
 
@@ -118,16 +128,34 @@ def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], index
     return findings
 
 
+def _sxid_finding(summary: SXidSummary) -> Finding:
+    entry, line = summary.entry, summary.first
+    where = f"NVSwitch {summary.switch} ({summary.pci_address})" if summary.switch is not None \
+        else f"NVSwitch {summary.pci_address}"
+    verdict = {True: "Fatal", False: "Non-fatal", None: "no verdict"}[summary.fatal]
+    named = (f"{entry.name}, {entry.category.replace('_', ' ')} in the Fabric Manager guide" if entry.known
+             else "not in the Fabric Manager guide's SXid table")
+    when = line.log.timestamp
+    action = None if summary.action == "none" else summary.action
+    return Finding("sxid", SEVERITY[summary.severity], f"{where}: SXid {summary.code} ({named}) {verdict} "
+                   f"x{summary.occurrences} this boot" + (f", first at {when}" if when else "")
+                   + (f"; action: {action}" if action else "") + (f": {line.message[:160]}" if line.message else ""),
+                   bus_id=summary.pci_address, value=summary.occurrences, action=action)
+
+
 def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_order: list[str],
                source: str = "dmesg", probe: str = "xid") -> list[Finding]:
     """One finding per (GPU, Xid code) by NVIDIA's catalog (the recovery action a line
-    names decides over it), and one per GPU the log says was lost without an Xid 79."""
+    names decides over it), one per GPU the log says was lost without an Xid 79, and one
+    per (NVSwitch, SXid code) by the Fabric Manager guide's table (the line's Fatal or
+    Non-fatal decides over it)."""
     findings = []
     summaries = summarise_xid_events(parse_xid_events(text))
     for summary in summaries:
         findings.append(_xid_finding(summary, params, index_of(summary.pci_address, indexes, sysfs_order), probe))
     fallen = {s.pci_address for s in summaries if s.code == 79}
     findings += _lost_findings(find_lost_gpus(text), fallen, indexes, sysfs_order)
+    findings += [_sxid_finding(summary) for summary in summarise_sxid_events(parse_sxid_events(text))]
     if not findings:
         findings.append(Finding(probe, OK, f"no Xid errors in this boot's kernel log ({source})", value=0))
     return findings
@@ -158,7 +186,12 @@ class NoXidErrors(HealthProbe):
     (gpuconf/facts/xid_catalog.csv: fail, warn or info, and the action the vendor names);
     the recovery action a line names (Xid 154 "... to 0x2 (Node Reboot Required)")
     decides over the catalog, and codes not in it warn. An NVRM line saying a GPU fell
-    off the bus or is lost fails it, with or without an Xid line. nvidia-smi's
+    off the bus or is lost fails it, with or without an Xid line. NVSwitch SXid lines
+    (`nvidia-nvswitchN: SXid (PCI:...): CODE, Fatal|Non-fatal, ...`) are judged per
+    (switch, code) by the Fabric Manager guide's SXid table (gpuconf/facts/sxid_catalog.csv):
+    a Fatal one fails and asks for the guide's recovery (a reboot, or a reset of all GPUs
+    and NVSwitches); a non-fatal one warns, or is info when the guide says the switch
+    corrected it. nvidia-smi's
     `gpu_recovery_action` is read on every check: anything but None fails, naming the
     action. Lines from earlier boots are never read."""
 
