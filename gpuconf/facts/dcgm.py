@@ -160,6 +160,10 @@ def parse_dcgmi_diag_json(text: str) -> DiagReport:
     except json.JSONDecodeError as exc:
         return DiagReport((), False, incomplete=f"dcgmi's JSON is cut short or malformed ({exc.msg})")
     categories = _diag_body(data)
+    body = data.get("DCGM Diagnostic") if isinstance(data, dict) else None
+    error = body.get("runtime_error") if isinstance(body, dict) else None
+    if error and not categories:   # DCGM 4's schema: the diag could not run, and says why
+        return DiagReport((), False, incomplete=f"dcgmi diag could not run: {str(error)[:200]}")
     if not isinstance(categories, list) or not categories:
         return DiagReport((), False, incomplete="dcgmi's JSON has no test categories")
     tests = [t for c in categories if isinstance(c, dict) for test in c.get("tests") or [] if isinstance(test, dict)

@@ -49,7 +49,7 @@ def test_nvidia_smi_output_cut_mid_field_is_unknown(node):
 def test_the_dcgm_role_installed_dcgm_for_the_drivers_cuda_major_and_runs_the_host_engine(node):
     _, out, _ = node.sh("dpkg-query -W -f='${Package} ${Version}\\n' 'datacenter-gpu-manager-4-*'; "
                         "systemctl is-active nvidia-dcgm; dcgmi discovery -l | head -1")
-    assert {"datacenter-gpu-manager-4-core 4.5.2-1", "datacenter-gpu-manager-4-cuda13 4.5.2-1", "active",
+    assert {"datacenter-gpu-manager-4-core 4.7.0-1", "datacenter-gpu-manager-4-cuda13 4.7.0-1", "active",
             "8 GPUs found."} <= set(out.splitlines()), out     # driver 580: CUDA 13
     assert "datacenter-gpu-manager-4-cuda12 " not in out
 

@@ -3,9 +3,12 @@
 ``dcgmi`` talks to a running host engine and fails the way the real one does without it.
 Supported: ``discovery -l``, ``health -c [-j]`` and ``diag -r 1|2|3|4 [-j|--json]``.
 
-The diag JSON has DCGM 4's shape (top key ``DCGM Diagnostic``, per-test ``test_summary``
-with the verdict, per-GPU ``results`` with ``entity_group``/``entity_id``/``status`` and
-``warnings`` on a failure, then ``entity_groups`` and ``metadata``), written the way
+The diag JSON has DCGM 4's shape, as NVIDIA documents it in DCGM's own schema
+(``testing/python3/dcgm_diag_schema.json``, NVIDIA/DCGM @72fa3fe, 4.6.0): top key ``DCGM
+Diagnostic``, per-test ``test_summary`` with the verdict, per-GPU ``results`` with
+``entity_group``/``entity_group_id``/``entity_id``/``status`` and ``warnings`` (``error_category``,
+``error_id``, ``error_severity``, ``warning``) on a failure, then ``entity_groups`` and
+``metadata`` (``version``, ``Driver Version Detected``), written the way
 dcgmi's JSON writer lays it out (tabs, ``"key" : value``, as in the real ``health -c -j``
 capture in ``fixtures/real/dcgmi``). Faults: ``dcgm-fail TEST GPU`` fails one test on one
 GPU; ``dcgmi-hang`` makes every dcgmi block until it is killed. The health watch stays
@@ -24,7 +27,7 @@ import modules
 import state
 
 HOSTENGINE = f"{state.RUN}/nv-hostengine.json"
-VERSION = "4.5.2"
+VERSION = "4.7.0"   # the dcgm role's pin (roles/dcgm/defaults/main.yml)
 # level -> (category, test) run at that level and below, DCGM 4 names
 TESTS = ((1, "Deployment", "software"), (2, "Integration", "pcie"), (2, "Hardware", "memory"),
          (3, "Hardware", "diagnostic"), (3, "Stress", "targeted_stress"), (3, "Stress", "targeted_power"),
@@ -98,8 +101,7 @@ def diag_report(level: int) -> dict:
                 for g in gpus]
     return {"DCGM Diagnostic": {"test_categories": [{"category": c, "tests": t} for c, t in categories.items()]},
             "entity_groups": [{"entities": entities, "entity_group": "GPU", "entity_group_id": 1}],
-            "metadata": {"DCGM Version": VERSION, "Driver Version Detected": gpu.driver_version() or "",
-                         "version": VERSION}}
+            "metadata": {"Driver Version Detected": gpu.driver_version() or "", "version": VERSION}}
 
 
 def _table(report: dict) -> str:

@@ -231,7 +231,7 @@ def all_packages() -> list[Package]:
     return driver_stack() + cuda_packages() + infiniband_packages() + other_packages() + dcgm_packages()
 
 
-DCGM_VERSIONS = ("4.5.1-1", "4.5.2-1")
+DCGM_VERSIONS = ("4.5.1-1", "4.5.2-1", "4.7.0-1")   # the last: the dcgm role's pin
 
 
 def dcgm_packages() -> list[Package]:
