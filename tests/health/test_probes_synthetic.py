@@ -243,7 +243,8 @@ def test_persistence_remedy_is_opt_in():
 
 
 def test_fabric_manager_down_fails_and_the_remedy_restarts_it():
-    down = replies(smi(), {"health:is-active:nvidia-fabricmanager": shell("inactive\n", rc=3)})
+    down = replies(smi(), {"health:is-active:nvidia-fabricmanager": shell("inactive\n", rc=3),
+                           "health:journal:nvidia-fabricmanager": shell("")})   # stopped, no refusal logged
     check, _ = run_probe("health_fabricmanager", {"remedy": True}, down)
     assert check.findings[0].severity == "failure" and check.findings[0].message == "nvidia-fabricmanager is inactive"
     assert [op.request["cmd"] for c in check.changes for op in c.ops] == ["systemctl restart nvidia-fabricmanager"]

@@ -6,17 +6,26 @@ logs, nvidia-smi -q excerpts (Fabric health, GSP firmware), nvlink -info firmwar
 Each capture is also cut short, and a cut never yields a confident wrong value."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpuconf.facts.common import incomplete
-from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.dcgm import parse_dcgmi_diag_json, parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
 from gpuconf.facts.nvidia.driver import (
     find_api_mismatch,
     parse_proc_driver_params,
     parse_proc_driver_version,
 )
-from gpuconf.facts.nvidia.fabricmanager import parse_fabric_manager_log
+from gpuconf.facts.nvidia.fabricmanager import (
+    IB_UMAD_NOT_LOADED,
+    NO_NVSWITCH,
+    NOTHING_TO_DO,
+    NVLINK_SM_NOT_RUNNING,
+    REFUSED_VERSION,
+    parse_fabric_manager_log,
+)
 from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
 from gpuconf.facts.nvidia.query import parse_query_excerpt
 from gpuconf.facts.packages import parse_apt_cache_policy
@@ -45,6 +54,9 @@ CASES = [
     "proc-driver-nvidia-params/params-enablegpufirmware-0-awsome-distributed-ai-17.txt",
     "dmesg/open-kernel-module-load-banner-535.98-TRUNCATED-open-gpu-kernel-modules-543.txt",
     "systemctl/journal-persistenced-api-mismatch-535-TRUNCATED-amazon-ecs-ami-256.txt",
+    FM + "journal-fm-precheck-ib-umad-not-loaded-hgx-b200-TRUNCATED-canvos-700.txt",
+    FM + "nvlsm-ibwarn-ib-umad-not-loaded-talos-siderolabs-docs-581.txt",
+    "dcgmi/dcgmi-diag-r3-json-dcgm-3-TRUNCATED-dcgm-139.txt",
 ]
 
 
@@ -158,6 +170,70 @@ def test_fabric_manager_nvl5_and_multicast_lines():
     assert wrapper.nvlsm_build == "OpenSM 2025.06.5_eb3b4ba_df9bb3c_ae214d2"
     active = parse_fabric_manager_log(read(CASES[13]))
     assert (active.management_guid, active.gpu_probes, active.nothing_to_do) == ("0xe09d7303003f3bf8", 1, False)
+
+
+def test_fabric_manager_refusals_are_named_from_real_lines():
+    umad = parse_fabric_manager_log(read(CASES[20]))
+    assert (umad.system, umad.refusal.name) == ("NVL5", IB_UMAD_NOT_LOADED)
+    assert umad.refusal.line.endswith('Kernel module "ib_umad" has not been loaded, fabric manager cannot be started')
+    nvlsm = parse_fabric_manager_log(read(CASES[21]))
+    assert nvlsm.refusal.name == IB_UMAD_NOT_LOADED and "is ib_umad module loaded?" in nvlsm.refusal.line
+    assert parse_fabric_manager_log(read(CASES[11])).refusal.name == NO_NVSWITCH          # pre-NVL5: no NVSwitch
+    mismatch = parse_fabric_manager_log(read(FM + "fm-driver-interface-mismatch-530-gpu-operator-544.txt"))
+    assert mismatch.refusal.name == REFUSED_VERSION and "530.30.02" in mismatch.refusal.line
+    for healthy in (CASES[9], CASES[12], CASES[13]):
+        assert parse_fabric_manager_log(read(healthy)).refusal is None
+    # SYNTHETIC (assembled from the real lines above, not one capture): on NVL5, NV_WARN_NOTHING_TO_DO is
+    # the NVLink Subnet Manager not running (fabric manager user guide, quoted in siderolabs/extensions PR 717)
+    nvl5 = read(CASES[20]).splitlines(keepends=True)[3] + read(CASES[11]).splitlines(keepends=True)[1]
+    assert parse_fabric_manager_log(nvl5).refusal.name == NVLINK_SM_NOT_RUNNING
+    assert parse_fabric_manager_log(read(CASES[11]).splitlines(keepends=True)[1]).refusal.name == NOTHING_TO_DO
+    # a later start clears an earlier refusal
+    started = "[Dec 18 2024 19:00:00] [INFO] [tid 1] Fabric Manager version 535.161.08 is running\n"
+    assert parse_fabric_manager_log(read(CASES[20]) + started).refusal is None
+
+
+def test_dcgmi_diag_json_of_dcgm_3_as_captured_and_made_whole():
+    text = read(CASES[22])
+    posted = parse_dcgmi_diag_json(text)
+    assert incomplete(posted) and posted.tests == () and not posted.complete   # as posted: never a pass
+    # ASSEMBLED from the capture (not as printed): the reporter's {"..."} dropped, cut after the
+    # Hardware category and closed there. DCGM 3's shape: per-GPU results, gpu_id a string.
+    whole = text[: text.index('\t\t\t{\n\t\t\t\t"category" : "Stress"')].replace('\t\t\t{"..."},\n', "")
+    report = parse_dcgmi_diag_json(whole.rstrip().rstrip(",") + "\n\t\t]\n\t}\n}\n")
+    assert report.complete and incomplete(report) == ""
+    assert [(t.category, t.test, t.gpu, t.result) for t in report.tests] == [
+        ("Integration", "PCIe", 0, "Skip"), ("Hardware", "GPU Memory", 0, "Skip"),
+        ("Hardware", "Diagnostic", 0, "Skip"), ("Hardware", "EUD Test", 0, "Skip")]
+
+
+# SYNTHETIC (documented shape, not a capture: no public dcgmi diag -j output of DCGM 4 was found):
+# the keys NVIDIA's schema for DCGM 4's diag JSON requires (NVIDIA/DCGM testing/python3/
+# dcgm_diag_schema.json @72fa3fe, 4.6.0), laid out with tabs as dcgmi's writer does.
+DCGM4 = {"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [{
+    "name": "software",
+    "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"},
+                {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 1, "status": "Fail", "warnings": [
+                    {"error_category": 6, "error_id": 28, "error_severity": 2,
+                     "warning": "Error using CUDA API cudaGetDeviceCount"}]}],
+    "test_summary": {"status": "Fail"}}]}]},
+    "entity_groups": [{"entities": [{"device_id": "2330", "entity_id": 0}, {"device_id": "2330", "entity_id": 1}],
+                       "entity_group": "GPU", "entity_group_id": 1}],
+    "metadata": {"version": "4.7.0", "Driver Version Detected": "580.95.05"}}
+
+
+def test_dcgmi_diag_json_of_dcgm_4_documented_shape():
+    text = json.dumps(DCGM4, indent="\t") + "\n"
+    report = parse_dcgmi_diag_json(text)
+    assert report.complete and report.version == "4.7.0"
+    assert [(t.test, t.gpu, t.result) for t in report.tests] == [("software", 0, "Pass"), ("software", 1, "Fail")]
+    assert [(t.gpu, t.details) for t in report.failed] == [(1, "Error using CUDA API cudaGetDeviceCount")]
+    assert incomplete(parse_dcgmi_diag_json(text[: text.rstrip().rindex("\n") + 1]))   # before the closing brace
+    summary_only = json.loads(text)
+    summary_only["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"] = []
+    assert [(t.test, t.result) for t in parse_dcgmi_diag_json(json.dumps(summary_only)).tests] == [("software", "Fail")]
+    broken = {"DCGM Diagnostic": {"runtime_error": "Couldn't find the DCGM diagnostic plugins"}, "metadata": {}}
+    assert "could not run: Couldn't find" in incomplete(parse_dcgmi_diag_json(json.dumps(broken)))
 
 
 def test_nvlink_info_firmware_of_gb200():

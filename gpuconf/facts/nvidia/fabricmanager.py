@@ -17,7 +17,13 @@ What matters on an NVSwitch node:
   NVSwitch management port GUID given to nvlsm and FM (``-g 0x...``), nvlsm's OpenSM build,
   ``NV_WARN_NOTHING_TO_DO`` (no NVSwitch: FM must not run there), the script's own usage
   error (``Unknown option: ...``), and the GPU probe requests a healthy NVL5 FM logs;
-* multicast teams set up and released (IMEX / NVLS memory).
+* multicast teams set up and released (IMEX / NVLS memory);
+* the start-up refusals, by name (:class:`FabricManagerRefusal`), from real lines: ``ib_umad``
+  not loaded (the NVL5 precheck's ``Kernel module "ib_umad" has not been loaded, fabric manager
+  cannot be started``, spectrocloud/CanvOS PR 700, or nvlsm's ``is ib_umad module loaded?``,
+  siderolabs/docs PR 581), ``NV_WARN_NOTHING_TO_DO`` (on NVL5 the NVLink Subnet Manager is not
+  running, fabric manager user guide as quoted in siderolabs/extensions PR 717; before NVL5 there
+  is no NVSwitch, data-infra/cube-studio issue 29), and the driver-interface version mismatch.
 """
 from __future__ import annotations
 
@@ -31,6 +37,13 @@ STARTED = "started"                  # the last start is logged but did not fini
 VERSION_MISMATCH = "version_mismatch"
 UNKNOWN = "unknown"                  # no start banner and no mismatch in the text
 
+# why a start was refused (FabricManagerRefusal.name)
+IB_UMAD_NOT_LOADED = "ib_umad_not_loaded"        # NVL5: the precheck, or nvlsm, found no ib_umad
+NVLINK_SM_NOT_RUNNING = "nvlink_sm_not_running"  # NVL5: NV_WARN_NOTHING_TO_DO, nvlsm not serving FM
+NO_NVSWITCH = "no_nvswitch"                      # before NVL5: NV_WARN_NOTHING_TO_DO, nothing to route
+NOTHING_TO_DO = "nothing_to_do"                  # NV_WARN_NOTHING_TO_DO with no precheck line to tell which
+REFUSED_VERSION = "version_mismatch"             # FM's driver-interface version is not the driver's
+
 
 @dataclass(frozen=True)
 class FabricManagerVersionMismatch:
@@ -39,6 +52,16 @@ class FabricManagerVersionMismatch:
 
     fabric_manager_version: str
     driver_version: str | None
+    line: str
+
+
+@dataclass(frozen=True)
+class FabricManagerRefusal:
+    """Why the last start of fabric manager was refused: ``name`` (``ib_umad_not_loaded``,
+    ``nvlink_sm_not_running``, ``no_nvswitch``, ``nothing_to_do``, ``version_mismatch``) and
+    the line that says so, as printed."""
+
+    name: str
     line: str
 
 
@@ -77,6 +100,7 @@ class FabricManagerLog:
     nvlsm_build: str | None = None       # "OpenSM 2025.06.5_..."
     gpu_probes: int = 0                  # "GPU probe request received" (NVL5, healthy)
     multicast_teams: int = 0             # set up minus released
+    refusal: FabricManagerRefusal | None = None   # the last start's refusal; a later start clears it
     incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
@@ -124,9 +148,12 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
     extra: dict = {"gpu_probes": 0, "multicast_teams": 0}
     for line in normalise_quotes(text).splitlines():
         _nvl5(line, extra)
+        if refusal := _refusal(line, extra.get("system")):
+            extra["refusal"] = refusal
         if match := _START.search(line):
             starts += 1
             version, state, mismatch, gpus = match.group(1), STARTED, None, set()
+            extra["refusal"] = None
         elif match := _MISMATCH.search(line):
             state = VERSION_MISMATCH
             mismatch = FabricManagerVersionMismatch(match.group("fm"), match.group("driver"), line.strip())
@@ -147,6 +174,18 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
                 )
             )
     return FabricManagerLog(state, version, starts, mismatch, len(gpus), tuple(errors), **extra)
+
+
+def _refusal(line: str, system: str | None) -> FabricManagerRefusal | None:
+    """The refusal one line names, if any (``system``: what the precheck detected so far)."""
+    if 'Kernel module "ib_umad" has not been loaded' in line or "is ib_umad module loaded?" in line:
+        return FabricManagerRefusal(IB_UMAD_NOT_LOADED, line.strip())
+    if "NV_WARN_NOTHING_TO_DO" in line:
+        name = {"NVL5": NVLINK_SM_NOT_RUNNING, "pre-NVL5": NO_NVSWITCH}.get(system or "", NOTHING_TO_DO)
+        return FabricManagerRefusal(name, line.strip())
+    if _MISMATCH.search(line):
+        return FabricManagerRefusal(REFUSED_VERSION, line.strip())
+    return None
 
 
 def _nvl5(line: str, found: dict) -> None:

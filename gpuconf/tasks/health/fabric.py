@@ -9,6 +9,8 @@ from pydantic import Field
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.gather import PCI_FACT
 from gpuconf.facts.nvidia import NvlinkStatus
+from gpuconf.facts.nvidia import fabricmanager as fm
+from gpuconf.facts.nvidia.fabricmanager import FabricManagerRefusal, parse_fabric_manager_log
 from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
 from gpuconf.facts.systemd import parse_is_active
 from gpuconf.results import Finding
@@ -81,6 +83,40 @@ class NvlinksActive(HealthProbe):
         return judge_nvlinks(status, params, {g.index: g.bus_id for g in readings.gpus if g.bus_id}, self.probe)
 
 
+# what to do about each of fabric manager's start-up refusals (facts.nvidia.fabricmanager names them)
+REFUSAL_FIXES = {
+    fm.IB_UMAD_NOT_LOADED: "load ib_umad now and at boot (modprobe ib_umad; list it in /etc/modules-load.d/: "
+                           "the fabricmanager role does both on NVLink5 boards), then restart {service}",
+    fm.NVLINK_SM_NOT_RUNNING: "install nvlsm and libnvsdm at the driver's version and load ib_umad, so that "
+                              "{service}'s start script can start the NVLink Subnet Manager (the fabricmanager "
+                              "role does so on NVLink5 boards; /var/log/nvlsm.log says why it stopped)",
+    fm.NO_NVSWITCH: "this node has no NVSwitch for fabric manager to route: disable it (systemctl disable --now "
+                    "{service}; the fabricmanager role does so)",
+    fm.NOTHING_TO_DO: "no NVSwitch to route, or on NVLink5 the NVLink Subnet Manager is not running: disable {service} "
+                      "where there is no NVSwitch, else install and start nvlsm",
+    fm.REFUSED_VERSION: "install nvidia-fabricmanager at the driver's exact version (the nvidia_driver_companion task, "
+                        "package: fabricmanager), then restart {service}",
+}
+
+
+def fabric_manager_journal(unit: str) -> Fact:
+    """This boot's journal of the unit: the start script's and fabric manager's own refusals."""
+    def parse(out: Output) -> FabricManagerRefusal | None:
+        if out.rc != 0 or out.timed_out:
+            return None   # no journal to read: the service state alone is the evidence
+        return parse_fabric_manager_log(out.stdout).refusal
+
+    return command(["journalctl", "-u", unit, "-b", "0", "--no-pager", "-q", "-n", "200"], parse, timeout=10,
+                   key=f"health:journal:{unit}")
+
+
+def refusal_finding(refusal: FabricManagerRefusal, state: str, service: str, probe: str) -> Finding:
+    """A refusal as a named finding with its fix (value: the refusal's name)."""
+    fix = REFUSAL_FIXES.get(refusal.name, "read journalctl -u {service}").format(service=service)
+    return Finding(probe, FAILURE, f"{service} is {state}: it refused to start ({refusal.name}: "
+                   f"{refusal.line[-160:]}); fix: {fix}", value=refusal.name)
+
+
 def service_state(unit: str) -> Fact:
     def parse(out: Output) -> str:
         state = parse_is_active(out.stdout)
@@ -110,19 +146,25 @@ def judge_fabric(state: str, readings: GpuReadings, service: str, probe: str = "
 
 class FabricManagerReady(HealthProbe):
     """On NVSwitch systems, the fabric manager service is active and every GPU that
-    reports a fabric state (`fabric.state`, Hopper and later) reports Completed.
-    Remedy (`remedy: true`, apply only): restart the service."""
+    reports a fabric state (`fabric.state`, Hopper and later) reports Completed. A service
+    that refused to start says why, from this boot's journal, as a named finding with its
+    fix: ib_umad not loaded, the NVLink Subnet Manager not running, no NVSwitch, a version
+    mismatch. Remedy (`remedy: true`, apply only): restart the service."""
 
     name = "health_fabricmanager"
     probe = "fabric_manager"
     Params = FabricManagerParams
 
     def reads(self, params: FabricManagerParams):
-        return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout)]
+        return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout),
+                fabric_manager_journal(params.service)]
 
     def check(self, params: FabricManagerParams, facts: Facts) -> Verdict:
         state = facts[service_state(params.service)]
         service = Finding(self.probe, OK if state == "active" else FAILURE, f"{params.service} is {state}")
+        refusal = None if state == "active" else facts[fabric_manager_journal(params.service)]
+        if refusal is not None:
+            return self._refused(params, facts, state, refusal)
         readings = require_readings(facts, self.probe, params.nvidia_smi_timeout, [service])
         findings = judge_fabric(state, readings, params.service, self.probe)
         changes = []
@@ -130,3 +172,14 @@ class FabricManagerReady(HealthProbe):
             changes.append(Change(f"restart {params.service}", [run(["systemctl", "restart", params.service])],
                                   verify=False))
         return verdict(findings, changes)
+
+    def _refused(self, params: FabricManagerParams, facts: Facts, state: str,
+                 refusal: FabricManagerRefusal) -> Verdict:
+        """A refusal is a known failure whatever nvidia-smi answers: named, with its fix. No restart:
+        it would be refused again until the fix is made."""
+        named = refusal_finding(refusal, state, params.service, self.probe)
+        try:
+            readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
+        except Unknown as exc:   # the GPUs' fabric states are not known; the refusal still is
+            return verdict([named, *exc.findings])
+        return verdict([named, *judge_fabric(state, readings, params.service, self.probe)[1:]])
