@@ -27,6 +27,7 @@ import catalog
 import chardev
 import el
 import entry
+import gpu_faults
 import initramfs
 import kernels
 import lifecycle
@@ -143,6 +144,8 @@ def start() -> None:
     if profile.gpu_count and not modules.is_loaded("nvidia") and not modules.is_loaded("nouveau") \
             and "nouveau" not in live.blacklist:
         _load("nouveau", live, users=1)
+    if modules.is_loaded("nvidia"):
+        gpu_faults.reapply_sticky()   # failed hardware fails again at every boot
     for name in _boot_order(units.enabled_units()):
         try:
             lifecycle.start(name)

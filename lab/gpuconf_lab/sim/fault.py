@@ -5,7 +5,8 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
 ``/run`` and end at the next boot (a hung driver, volatile ECC counts, the dpkg lock holder).
 
     nvidia-smi-hang                 every nvidia-smi call blocks until killed
-    xid CODE [--gpu N] [--pid P --name NAME]   one real-format NVRM Xid line in the kernel log
+    xid CODE [--gpu N] [--pid P --name NAME]   one real-format NVRM Xid line in the kernel log;
+                                    48 and 119 also leave the GPU needing a reset (nvidia-smi -r)
     temp C [--gpu N]                GPU temperature; above the slowdown threshold clocks throttle
     pcie-downgrade [--gpu N] [--gen G]         link trained at gen G (default 3) below the slot's
     ecc COUNT [--gpu N]             uncorrectable DRAM ECC errors (volatile, and in the aggregate)
@@ -28,11 +29,14 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
                                     unless --no-xid), and nvidia-smi cannot get its handle any more
     recovery-action ACTION [--gpu N]      Xid 154 "GPU recovery action changed ..." and nvidia-smi's
                                     gpu_recovery_action; ACTION: reset, reboot, drain-p2p, drain-reset
+    gpu-process [--gpu N] [--name NAME]   a process holding the GPUs open (nvidia-smi -r refuses)
     truncated                       nvidia-smi --query-gpu output cut mid-field (no last newline)
     dcgm-fail TEST GPU              dcgmi diag fails TEST (software, pcie, memory ...) on GPU
     dcgmi-hang                      every dcgmi call blocks until killed
     clear [KIND]                    undo one kind, or every fault
---gpu takes an index, a comma list or "all"; the default is GPU 0.
+--gpu takes an index, a comma list or "all"; the default is GPU 0. --sticky (xid,
+fallen-off-bus, recovery-action, imex-peer-down) makes the fault come back at every boot and
+after a reset of its GPU, like failed hardware, until cleared (sim/gpu_faults.py).
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ import sys
 import el
 import entry
 import gpu
+import gpu_faults
 import identity
 import imex
 import kernels
@@ -78,7 +83,7 @@ DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 HOLDER = f"{state.RUN}/faults-dpkg-lock.pid"
 
 
-FLAGS = ("--no-xid",)
+FLAGS = ("--no-xid", "--sticky")
 
 
 def _options(args: list[str]) -> tuple[list[str], dict]:
@@ -147,6 +152,8 @@ def xid(code: int, options: dict) -> None:
         logs.kmsg(f"NVRM: Xid (PCI:{pci}): {code}, {who}, {XID_MESSAGES.get(code, 'Unknown error')}", 4)
         if code == 79:
             logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
+    if code in gpu_faults.RESET_XIDS:
+        gpu_faults.needs_reset(_gpus(options))
 
 
 def fallen_off_bus(options: dict, xid_line: bool) -> list[int]:
@@ -225,6 +232,9 @@ def dpkg_lock() -> int:
 
 
 def clear(kind: str | None) -> None:
+    gpu_faults.clear_sticky(kind)
+    if kind in (None, "gpu-process"):
+        gpu_faults.stop_apps()
     if kind in (None, "dpkg-lock"):
         text = state.read_text(HOLDER)
         if text and text.strip().isdigit():
@@ -257,6 +267,8 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(__doc__.split("\n\n", 1)[1])
         return 0 if argv else 2
     kind, (positional, options) = argv[0], _options(argv[1:])
+    if options.get("sticky") and kind in gpu_faults.STICKY_KINDS:
+        gpu_faults.record_sticky([arg for arg in argv if arg != "--sticky"])
     if kind == "nvidia-smi-hang":
         _update("volatile", "nvidia_smi_hang", lambda _c: True)
         print("fault nvidia-smi-hang: every nvidia-smi call now blocks until killed")
@@ -317,6 +329,10 @@ def main(argv: list[str]) -> int:
     elif kind == "recovery-action" and positional and positional[0] in RECOVERY:
         indexes = recovery_action(positional[0], options)
         print(f"fault recovery-action: {_describe(indexes)} needs {RECOVERY[positional[0]][1]}")
+    elif kind == "gpu-process":
+        indexes = _gpus(options)
+        pid = gpu_faults.start_app(indexes, options.get("name", "python3"))
+        print(f"fault gpu-process: {options.get('name', 'python3')} (pid {pid}) holds {_describe(indexes)}")
     elif kind in ("truncated", "dcgmi-hang"):
         _update("volatile", kind.replace("-", "_"), lambda _c: True)
         print(f"fault {kind}: on")

@@ -9,7 +9,9 @@ the lines for a refusal are the lab's own wording, as no capture of one exists.
 While it runs, the daemon holds ``imex-<node>.lock`` in the lab's shared fabric directory
 (``sim/fabric.py``) and publishes its bind address in ``imex-<node>.json`` there, so every node
 sees which peers run IMEX, the way the subnet managers are seen. The ``imex-peer-down`` fault
-leaves ``imex-<node>.down`` there: that node's daemon stops answering its peers.
+leaves ``imex-<node>.down`` there: that node's daemon stops answering its peers until it is
+restarted (``systemctl restart nvidia-imex``: a new daemon answers), or for good with
+``--sticky`` (it comes back at every start, like a broken node).
 
 ``nvidia-imex-ctl -N`` prints the domain in the real format
 (``imex-ctl-N-gh200-2node-domain-up-jpsnips.txt``): a peer is ``C`` (connected) when its
@@ -28,6 +30,7 @@ import daemons
 import entry
 import fabric
 import gpu
+import gpu_faults
 import modules
 import state
 
@@ -204,6 +207,9 @@ def daemon(version: str, args: list[str]) -> int:
         sys.stderr.write("Another instance of nvidia-imex is already running\n")
         return 1
     os.set_inheritable(lock, True)
+
+    if not gpu_faults.is_sticky("imex-peer-down"):
+        set_answering(name, True)   # a fresh daemon answers its peers: a restart recovers a wedged one
 
     def ready(pid: int) -> None:
         _write_shared(_shared(name, "json"), {"address": own, "version": version, "pid": pid})

@@ -8,7 +8,7 @@ invocation block, as a wedged GPU does, until it is killed.
 
 Supported: the default table, ``-L``, ``-q`` (``-d SECTION``), ``--query-gpu`` with
 ``--format=csv[,noheader][,nounits]``, ``--query-compute-apps``, ``-i``, ``-pm``, ``-pl``,
-``nvlink -s``, ``--version``.
+``nvlink -s``, ``--version``, ``-r``/``--gpu-reset`` (``nvsmi_reset.py``).
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ import time
 
 import entry
 import gpu as gpu_state
+import gpu_faults
 import nvsmi_query
 import nvsmi_report
+import nvsmi_reset
 import state
 
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -63,6 +65,8 @@ def parse(argv: list[str]) -> dict:
             opts["pl"] = take()
         elif key in ("-s", "--status") and opts["sub"] == "nvlink":
             opts["nvlink_status"] = True
+        elif key in ("-r", "--gpu-reset"):
+            opts["reset"] = True
         elif key == "--version":
             opts["version"] = True
         elif key in ("-h", "--help"):
@@ -120,6 +124,8 @@ def main(argv: list[str]) -> int:
     if gpus is None:
         sys.stdout.write("No devices were found\n")
         return 6
+    if opts.get("reset"):
+        return nvsmi_reset.reset(gpus)
     if "pm" in opts:
         return persistence(gpus, opts["pm"])
     if "pl" in opts:
@@ -133,10 +139,12 @@ def main(argv: list[str]) -> int:
             return 2
         if "query_apps" in opts:
             names = [n.strip() for n in opts["query_apps"].split(",") if n.strip()]
+            units = "nounits" not in fmt
             if "noheader" not in fmt:
-                units = "nounits" not in fmt
                 print(", ".join(f"{n} [MiB]" if n in ("used_memory", "used_gpu_memory") and units else
                                 ("used_gpu_memory" if n == "used_memory" else n) for n in names))
+            for line in compute_apps(gpus, names, units):
+                print(line)
             return 0
         names = [n.strip() for n in opts["query_gpu"].split(",") if n.strip()]
         lost = [g for g in gpus if g.lost]
@@ -170,6 +178,23 @@ def main(argv: list[str]) -> int:
         return 15 if any(g.lost for g in gpus) else 0
     sys.stdout.write(nvsmi_report.table(gpus, driver))
     return 0
+
+
+APP_MEMORY_MIB = 1024
+
+
+def compute_apps(gpus: list, names: list[str], units: bool) -> list[str]:
+    """Rows of --query-compute-apps for the ``gpu-process`` fault's processes on ``gpus``."""
+    rows = []
+    for pid, app in sorted(gpu_faults.apps().items()):
+        for g in gpus:
+            if g.index not in app["gpus"]:
+                continue
+            values = {"pid": str(pid), "process_name": app["name"], "name": app["name"], "gpu_uuid": g.uuid,
+                      "gpu_bus_id": g.bdf, "used_memory": f"{APP_MEMORY_MIB}{' MiB' if units else ''}"}
+            values["used_gpu_memory"] = values["used_memory"]
+            rows.append(", ".join(values.get(name, "[N/A]") for name in names))
+    return rows
 
 
 def persistence(gpus: list, value: str) -> int:
