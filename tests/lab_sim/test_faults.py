@@ -118,6 +118,23 @@ def test_lockup_and_kmsg_faults(gpu_node):
     assert int(gpu_node.read("/run/gpuconf-lab/proc/tainted")) & 16384
 
 
+def test_sxid_lines_follow_the_nvswitch_drivers_format_and_fail_the_xid_probe(gpu_node):
+    from gpuconf.facts.sxid import parse_sxid_events
+    from gpuconf.tasks.health.kernel_log import XidParams, judge_xids
+
+    gpu_node.run("fault", "sxid", "20034", "--switch", "1", "--link", "48", check=True)
+    gpu_node.run("fault", "sxid", "12028", "--switch", "3", "--link", "32", "--non-fatal", check=True)
+    dmesg = gpu_node.run("journalctl", "dmesg").stdout
+    assert "nvidia-nvswitch1: SXid (PCI:0000:c5:00.0): 20034, Fatal, Link 48 LTSSM Fault Up\n" in dmesg
+    events = parse_sxid_events(dmesg)
+    assert [(e.switch, e.code, e.fatal) for e in events] == [(1, 20034, True), (1, 20034, None),
+                                                              (3, 12028, False), (3, 12028, None)]
+    findings = {f.bus_id: f for f in judge_xids(dmesg, XidParams(), {}, []) if f.probe == "sxid"}
+    assert (findings["0000:c5:00.0"].severity, findings["0000:c5:00.0"].action) == ("failure", "reboot_node")
+    assert findings["0000:c7:00.0"].severity == "warning"
+    assert gpu_node.run("fault", "sxid", "20034", "--switch", "6").returncode != 0   # the A100 board has 6
+
+
 def test_unknown_fault_is_refused(node):
     assert node.run("fault", "melt").returncode == 2
     assert "no GPU 9" in node.run("fault", "temp", "90", "--gpu", "9").stderr

@@ -29,12 +29,13 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
                                     unless --no-xid), and nvidia-smi cannot get its handle any more
     recovery-action ACTION [--gpu N]      Xid 154 "GPU recovery action changed ..." and nvidia-smi's
                                     gpu_recovery_action; ACTION: reset, reboot, drain-p2p, drain-reset
+    sxid CODE [--switch N] [--link L] [--non-fatal]   an NVSwitch SXid event in the kernel log
     gpu-process [--gpu N] [--name NAME]   a process holding the GPUs open (nvidia-smi -r refuses)
     truncated                       nvidia-smi --query-gpu output cut mid-field (no last newline)
     dcgm-fail TEST GPU              dcgmi diag fails TEST (software, pcie, memory ...) on GPU
     dcgmi-hang                      every dcgmi call blocks until killed
     clear [KIND]                    undo one kind, or every fault
---gpu takes an index, a comma list or "all"; the default is GPU 0. --sticky (xid,
+--gpu takes an index, a comma list or "all"; the default is GPU 0. --sticky (xid, sxid,
 fallen-off-bus, recovery-action, imex-peer-down) makes the fault come back at every boot and
 after a reset of its GPU, like failed hardware, until cleared (sim/gpu_faults.py).
 """
@@ -83,7 +84,7 @@ DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 HOLDER = f"{state.RUN}/faults-dpkg-lock.pid"
 
 
-FLAGS = ("--no-xid", "--sticky")
+FLAGS = ("--no-xid", "--sticky", "--non-fatal")
 
 
 def _options(args: list[str]) -> tuple[list[str], dict]:
@@ -329,6 +330,10 @@ def main(argv: list[str]) -> int:
     elif kind == "recovery-action" and positional and positional[0] in RECOVERY:
         indexes = recovery_action(positional[0], options)
         print(f"fault recovery-action: {_describe(indexes)} needs {RECOVERY[positional[0]][1]}")
+    elif kind == "sxid" and positional:
+        address = gpu_faults.sxid(int(positional[0]), int(options.get("switch", "0")), int(options.get("link", "0")),
+                                  not options.get("non-fatal"))
+        print(f"fault sxid: SXid {positional[0]} logged for NVSwitch {address}")
     elif kind == "gpu-process":
         indexes = _gpus(options)
         pid = gpu_faults.start_app(indexes, options.get("name", "python3"))

@@ -8,6 +8,9 @@
   GPU that fell off the bus or a pending node reboot: those end with the boot.
 * ``gpu-process [--gpu N] [--name NAME]``: a process with the GPUs' device files open (a CUDA
   application), which the nvidia module counts as a user and ``--query-compute-apps`` lists.
+* ``sxid CODE [--switch N] [--link L] [--non-fatal]``: an NVSwitch SXid event as the
+  nvidia-nvswitch driver logs it (``tests/fixtures/real/dmesg/sxid-20034-xid-79-nvswitch-gpud-readme.txt``):
+  the line with the verdict, then its ``Severity ... Engine instance`` detail line.
 * ``--sticky`` (on ``xid``, ``fallen-off-bus``, ``recovery-action``, ``imex-peer-down``): the
   fault is recorded in ``/var/lib`` and injected again at every boot, and again after a GPU
   reset of the GPUs it names; only ``fault clear`` ends it.
@@ -21,6 +24,7 @@ import signal
 
 import daemons
 import gpu
+import logs
 import modules
 import state
 
@@ -29,7 +33,7 @@ STICKY = "sticky"
 RESET_XIDS = (48, 119)
 # NVML recovery actions a GPU reset satisfies: 1 GPU reset, 3 drain P2P, 4 drain and reset
 RESET_ACTIONS = (1, 3, 4)
-STICKY_KINDS = ("xid", "fallen-off-bus", "recovery-action", "imex-peer-down")
+STICKY_KINDS = ("xid", "sxid", "fallen-off-bus", "recovery-action", "imex-peer-down")
 
 
 def needs_reset(indexes: list[int]) -> None:
@@ -55,6 +59,27 @@ def clear_after_reset(indexes: list[int]) -> None:
                 data["recovery_action"].pop(key)
             (data.get("ecc_volatile") or {}).pop(key, None)
         state.write_json(gpu.VOLATILE_FAULTS, {k: v for k, v in data.items() if v not in ({}, None)})
+
+
+# the text after "Link N" in real SXid lines (gpud's captures and kmsg tests)
+SXID_MESSAGES = {20034: "LTSSM Fault Up", 12028: "egress non-posted PRIV error", 24007: "sourcetrack timeout error",
+                 20009: "RX Short Error Rate", 22013: "Minion Link DLREQ interrupt"}
+
+
+def sxid(code: int, switch: int, link: int, fatal: bool) -> str:
+    """Log one SXid event of NVSwitch ``switch``; returns its PCI address."""
+    buses = state.profile().nvswitch_buses
+    if not buses:
+        raise SystemExit("fault sxid: this node has no NVSwitch")
+    if not modules.is_loaded("nvidia"):
+        raise SystemExit("fault sxid: the nvidia module (and its NVSwitch driver) is not loaded")
+    if not 0 <= switch < len(buses):
+        raise SystemExit(f"fault sxid: no NVSwitch {switch} on this node (it has {len(buses)})")
+    address = f"0000:{buses[switch]:02x}:00.0"
+    prefix = f"nvidia-nvswitch{switch}: SXid (PCI:{address}): {code}"
+    logs.kmsg(f"{prefix}, {'Fatal' if fatal else 'Non-fatal'}, Link {link:02d} {SXID_MESSAGES.get(code, 'error')}", 3)
+    logs.kmsg(f"{prefix}, Severity {1 if fatal else 0} Engine instance {link:02d} Sub-engine instance 00", 3)
+    return address
 
 
 def start_app(indexes: list[int], name: str) -> int:
@@ -131,7 +156,7 @@ def reapply_sticky(gpus: list[int] | None = None) -> None:
     import fault  # the fault command's own functions; imported late (it imports this module)
 
     for entry in sticky():
-        if gpus is not None and (entry[0] == "imex-peer-down" or not _names_gpu(entry, gpus)):
+        if gpus is not None and (entry[0] in ("imex-peer-down", "sxid") or not _names_gpu(entry, gpus)):
             continue
         with contextlib.redirect_stdout(io.StringIO()):
             fault.main(entry)
