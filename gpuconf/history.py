@@ -36,12 +36,22 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE steps (remediation INTEGER NOT NULL REFERENCES remediations(id), at REAL NOT NULL, "
         "step TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')",
     ],
+    [  # version 2: what caused each remediation, for the lemon rule (gpuconf/remediate/lemon.py)
+        "ALTER TABLE remediations ADD COLUMN cause TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE remediations ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''",
+        # a row of version 1 has only its finding to tell: the check's reason names drift as such
+        "UPDATE remediations SET cause = CASE WHEN finding LIKE 'gpuconf: drift:%' THEN 'drift' ELSE 'fault' END",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-# outcomes: what a finished remediation came to
-RESUMED, FAILED, LEMON, SKIPPED_BUSY, VERIFIED, INTERRUPTED = (
-    "resumed", "failed", "lemon", "skipped_busy", "verified", "interrupted")
-COUNTED = (RESUMED, FAILED)  # a remediation that ran its apply: what the lemon rule counts
+# outcomes: what a finished remediation came to; FOREIGN: someone else drained (or resumed) the
+# node while gpuconf worked on it, and gpuconf left it to them
+RESUMED, FAILED, LEMON, SKIPPED_BUSY, VERIFIED, INTERRUPTED, FOREIGN = (
+    "resumed", "failed", "lemon", "skipped_busy", "verified", "interrupted", "foreign")
+# causes: the check found drift only, or a failure (a failed health probe, a task that failed or
+# could not tell its state)
+DRIFT, FAULT = "drift", "fault"
+DRIFT_FINDING = "gpuconf: drift:"  # how the check words a reason that is drift (gpuconf.slurm.drain_reason)
 
 
 class HistoryError(GpuconfError):
@@ -60,6 +70,8 @@ class Record:
     detail: str
     step: str
     run: str
+    cause: str = ""  # DRIFT or FAULT
+    fingerprint: str = ""  # of the changes the check planned (drift): the same drift has the same one
 
     @property
     def open(self) -> bool:
@@ -147,12 +159,14 @@ class History:
 
     # -- writing ------------------------------------------------------------
     def begin(self, host: str, node: str, finding: str, run: str, step: str = "begin",
-              started: float | None = None) -> int:
-        """A new open remediation, its first step already journaled."""
+              started: float | None = None, cause: str | None = None, fingerprint: str = "") -> int:
+        """A new open remediation, its first step already journaled. Without a cause, the finding
+        tells it (`gpuconf: drift: ...` is drift)."""
         at = time.time() if started is None else started
         with self._write() as db:
-            cursor = db.execute("INSERT INTO remediations (host, node, started, finding, step, run) "
-                                "VALUES (?, ?, ?, ?, ?, ?)", (host, node, at, finding, step, run))
+            cursor = db.execute("INSERT INTO remediations (host, node, started, finding, step, run, cause, "
+                                "fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                (host, node, at, finding, step, run, cause or cause_of(finding), fingerprint))
             record = int(cursor.lastrowid or 0)
             db.execute("INSERT INTO steps VALUES (?, ?, ?, '')", (record, at, step))
         return record
@@ -171,15 +185,16 @@ class History:
             db.execute("INSERT INTO steps VALUES (?, ?, 'done', ?)", (record, at, f"{outcome}: {detail}".rstrip(": ")))
 
     def add(self, host: str, node: str, outcome: str, finding: str, detail: str = "", started: float | None = None,
-            run: str = "manual") -> int:
+            run: str = "manual", cause: str | None = None, fingerprint: str = "") -> int:
         """A finished remediation in one go (an import, or a test's seed)."""
-        record = self.begin(host, node, finding, run, started=started)
+        record = self.begin(host, node, finding, run, started=started, cause=cause, fingerprint=fingerprint)
         self.finish(record, outcome, detail, ended=started)
         return record
 
     # -- reading ------------------------------------------------------------
     def records(self, host: str | None = None) -> list[Record]:
-        query = "SELECT id, host, node, started, ended, outcome, finding, detail, step, run FROM remediations"
+        query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint "
+                 "FROM remediations")
         args: tuple[str, ...] = ()
         if host is not None:
             query, args = query + " WHERE host = ?", (host,)
@@ -195,6 +210,11 @@ class History:
         with self._lock:
             return [tuple(row) for row in self._db.execute(
                 "SELECT at, step, detail FROM steps WHERE remediation = ? ORDER BY at, rowid", (record,))]
+
+
+def cause_of(finding: str) -> str:
+    """DRIFT when the check's reason is drift (`gpuconf: drift: ...`), else FAULT."""
+    return DRIFT if finding.startswith(DRIFT_FINDING) else FAULT
 
 
 class RunLock:

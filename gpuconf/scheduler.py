@@ -9,11 +9,15 @@ munge as for any `scontrol`), each under a timeout.
 Every reason gpuconf sets starts with `gpuconf: ` (gpuconf.slurm.PREFIX): that prefix is
 how a drain is known to be gpuconf's own. Slurm 22.05 verbs used (`man scontrol`):
 `show node`, `update NodeName= State=DRAIN Reason=`, `update ... State=RESUME`, and
-`reboot reason= NODE` on a node gpuconf has drained and whose jobs have ended. Neither ASAP
+`reboot NODE` on a node gpuconf has drained and whose jobs have ended. Neither ASAP
 nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot was ASAP,
 nextstate=resume or down", so with ASAP or nextstate=RESUME the node would be back in service
 before gpuconf has verified it, and nextstate=DOWN would leave it DOWN rather than drained. A
-plain reboot keeps the drain and its reason.
+plain reboot keeps the drain and its reason. Nor `reason=`: slurmctld sets the node's reason to
+it, whoever set the one before, where a reboot without it keeps the reason the node has and
+appends " : reboot issued" (seen on the lab's Slurm 22.05.8). gpuconf reads the reason right
+before it reboots and never reboots a node whose reason is not its own; without `reason=`, an
+operator who drains in between keeps their words.
 """
 from __future__ import annotations
 
@@ -102,8 +106,9 @@ class Scheduler(Protocol):
         """Back in service (the caller has checked that the drain is gpuconf's own)."""
         ...
 
-    def reboot(self, node: str, reason: str) -> None:
-        """Reboot it (drained, idle); it stays out of service after the reboot, with this reason."""
+    def reboot(self, node: str) -> None:
+        """Reboot it (drained by gpuconf, idle); it stays out of service after the reboot, and keeps
+        the reason it has (gpuconf's own drain)."""
         ...
 
 
@@ -155,14 +160,15 @@ class Slurm:
     def resume(self, node: str) -> None:
         self._scontrol("update", f"NodeName={node}", "State=RESUME")
 
-    def reboot(self, node: str, reason: str) -> None:
-        self._scontrol(*reboot_args(node, reason))
+    def reboot(self, node: str) -> None:
+        self._scontrol(*reboot_args(node))
 
 
-def reboot_args(node: str, reason: str) -> list[str]:
+def reboot_args(node: str) -> list[str]:
     """`scontrol reboot` as remediation asks for it, the node drained and idle: it reboots now, and
-    comes back still drained with this reason (see the module's docstring for why not ASAP)."""
-    return ["reboot", f"reason={reason_text(reason)}", node]
+    comes back still drained with the reason it had (see the module's docstring for why neither
+    ASAP nor reason=)."""
+    return ["reboot", node]
 
 
 def parse_nodes(text: str) -> list[Node]:

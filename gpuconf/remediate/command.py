@@ -3,6 +3,7 @@ scheduler, the history under the state directory, SIGINT and SIGTERM as a clean 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -10,32 +11,36 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
-from gpuconf.history import FILE, History, RunLock, default_state_dir
+from gpuconf.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan
+from gpuconf.remediate.lemon import judge
 from gpuconf.remediate.loop import Remediation, Settings
+from gpuconf.report.redact import visible_changes
 from gpuconf.results import HostResult, Status
-from gpuconf.scheduler import Scheduler, Slurm
+from gpuconf.scheduler import Slurm
 from gpuconf.slurm import PREFIX, drain_reason
 
 
 class EngineHooks:
-    """The loop's check and apply, as `gpuconf check` and `gpuconf apply` run them."""
+    """The loop's check and apply, as `gpuconf check` and `gpuconf apply` run them. The apply's reboot
+    is the loop's (through the scheduler, after it has read the node's reason again)."""
 
     def __init__(self, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions,
-                 scheduler: Scheduler, nodes: dict[str, str], stop: threading.Event):
+                 stop: threading.Event):
         self.inventory, self.playbook, self.options = inventory, playbook, options
         plays = [*playbook.plays, *(health.plays if health else [])]
         self.checked = dataclasses.replace(playbook, plays=plays)  # the playbook and the health gate
-        self.scheduler, self.nodes, self.stop = scheduler, nodes, stop
+        self.stop = stop
         self._runners: set[Runner] = set()
         self._lock = threading.Lock()
 
@@ -61,10 +66,8 @@ class EngineHooks:
         result = self._run(self.checked, options, hosts)
         return {h: verdict(result.hosts.get(h), h, options.strict) for h in hosts}
 
-    def apply(self, host: str, reason: str) -> str | None:
-        node = self.nodes[host]
-        options = dataclasses.replace(self.options, verb="apply",
-                                      reboot_via=lambda _host: self.scheduler.reboot(node, reason))
+    def apply(self, host: str, reboot: Callable[[], None]) -> str | None:
+        options = dataclasses.replace(self.options, verb="apply", reboot_via=lambda _host: reboot())
         result = self._run(self.playbook, options, [host])
         found = result.hosts.get(host)
         if found is None:
@@ -89,7 +92,25 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if not (host.failed or host.drifted or warned):
         return plan.Verdict(name, True)
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
-    return plan.Verdict(name, False, reason)
+    cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
+    return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "")
+
+
+def drift_fingerprint(host: HostResult) -> str:
+    """The changes the check planned for a drifted host, hashed: the same drift (the same tasks
+    wanting the same state) has the same fingerprint; a new desired state (the playbook, its roles
+    or its variables changed) another. A change counts by its summary and what it wants: `after`
+    and the added lines of its diff, not the lines it removes (what the node has now may differ
+    from one time to the next). A secret task's changes are hidden first: only that it drifted goes in."""
+    digest = hashlib.sha256()
+    for task in host.tasks:
+        if task.status != Status.WOULD_CHANGE or task.ignored:
+            continue
+        wanted = [[c.summary, repr(c.after), [line for line in (c.diff or "").splitlines()
+                                              if line.startswith("+") and not line.startswith("+++")]]
+                  for c in visible_changes(task)]
+        digest.update(json.dumps([task.play, task.task, task.type, wanted]).encode())
+    return digest.hexdigest()[:16]
 
 
 def scope(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict[str, str]:
@@ -118,7 +139,7 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
     state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     stop = threading.Event()
     scheduler = Slurm()
-    hooks = EngineHooks(inventory, playbook, health, options, scheduler, hosts, stop)
+    hooks = EngineHooks(inventory, playbook, health, options, stop)
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -158,23 +179,25 @@ def history(args: Any) -> int:
         return 0
     store = History(state_dir, create=False)
     try:
-        records = store.records(args.host)
+        judged = judge(store.records(args.host))
         if args.format == "json":
-            data = [dict(dataclasses.asdict(r), steps=[{"at": at, "step": step, "detail": detail}
-                                                       for at, step, detail in store.steps(r.id)])
-                    for r in records]
+            data = [dict(dataclasses.asdict(j.record), lemon={"counted": j.counted, "why": j.why},
+                         steps=[{"at": at, "step": step, "detail": detail}
+                                for at, step, detail in store.steps(j.record.id)])
+                    for j in judged]
             print(json.dumps({"host": args.host, "schema_version": store.version, "remediations": data}, indent=2))
             return 0
     finally:
         store.close()
-    if not records:
+    if not judged:
         print(f"{args.host}: no remediation in {store.path}")
         return 0
-    rows = [("STARTED (UTC)", "OUTCOME", "STEP", "FINDING", "DETAIL")]
-    rows += [(_when(r.started), r.outcome or "open", r.step, r.finding, r.detail) for r in records]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    rows = [("STARTED (UTC)", "OUTCOME", "STEP", "FINDING", "LEMON RULE", "DETAIL")]
+    rows += [(_when(j.record.started), j.record.outcome or "open", j.record.step, j.record.finding, j.why,
+              j.record.detail) for j in judged]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
-        print("  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip())
+        print("  ".join(cell.ljust(widths[i]) if i < 5 else cell for i, cell in enumerate(row)).rstrip())
     return 0
 
 

@@ -18,6 +18,7 @@ from gpuconf.errors import GpuconfError
 from gpuconf.history import History, Record
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
 from gpuconf.scheduler import Node, Scheduler
 
 
@@ -26,8 +27,9 @@ class Hooks(Protocol):
         """The read-only check (playbook and health gate) of these hosts."""
         ...
 
-    def apply(self, host: str, reason: str) -> str | None:
-        """Converge the host (a reboot goes through the scheduler, with this reason); an error, or None."""
+    def apply(self, host: str, reboot: Callable[[], None]) -> str | None:
+        """Converge the host; a reboot a task needs calls `reboot` (the scheduler's, which may refuse
+        with a GpuconfError). An error, or None."""
         ...
 
 
@@ -43,10 +45,6 @@ class Settings:
     run_id: str = ""
 
 
-class Stopped(Exception):
-    """SIGINT: the node is left as it is (drained with gpuconf's reason), its journal step open."""
-
-
 class Remediation:
     def __init__(self, hosts: dict[str, str], scheduler: Scheduler, hooks: Hooks, history: History,
                  settings: Settings, say: Callable[[str], None] = lambda line: None,
@@ -58,6 +56,7 @@ class Remediation:
         self.clock = clock
         self.summary = out.Summary()
         self._lock = threading.Lock()
+        self.watch = Watch(self._states, settings.poll, self.stop)
 
     # -- the run --------------------------------------------------------------
     def run(self) -> out.Summary:
@@ -187,16 +186,24 @@ class Remediation:
         if record is not None:
             self.history.step(rid, "resume")
         outcome = out.RESUMED if applied else out.VERIFIED
-        if self._resume(host):
-            self.history.finish(rid, outcome)
-            self.summary.set(host, name, outcome)
-        else:
-            self.history.finish(rid, outcome, "not resumed: drained meanwhile for another reason")
+        try:
+            self._resume(host)
+        except TakenOver as taken:
+            self._left_to_someone(host, rid, taken.node, drifted=False)
+            return
+        self.history.finish(rid, outcome)
+        self.summary.set(host, name, outcome)
 
     def _lemon(self, host: str) -> None:
         name = self.hosts[host]
         reason = self.settings.lemon.reason(self.history.records(host), self.clock())
-        rid = self.history.begin(host, name, self._verdicts[host].finding, self.settings.run_id, step="lemon")
+        verdict = self._verdicts[host]
+        rid = self.history.begin(host, name, verdict.finding, self.settings.run_id, step="lemon",
+                                 cause=verdict.cause or None, fingerprint=verdict.fingerprint)
+        node = self._states().get(name)
+        if node is None or node.foreign:  # drained meanwhile by someone else: their reason stays
+            self._left_to_someone(host, rid, node, drifted=True)
+            return
         self._line(host, f"drain: {reason}")
         self.scheduler.drain(name, reason)
         self.history.finish(rid, out.LEMON, reason)
@@ -205,103 +212,108 @@ class Remediation:
     def _remediate(self, host: str, record: Record | None, verdict: plan.Verdict) -> None:
         name, reason = self.hosts[host], verdict.finding
         if record is None:
-            rid = self.history.begin(host, name, reason, self.settings.run_id, step="drain")
+            rid = self.history.begin(host, name, reason, self.settings.run_id, step="drain",
+                                     cause=verdict.cause or None, fingerprint=verdict.fingerprint)
         else:
             rid = record.id
             self.history.step(rid, "drain", reason)
-        self._line(host, f"drain: {reason}")
-        self.scheduler.drain(name, reason)
-        self.history.step(rid, "wait")
-        if not self._wait_idle(host):
-            self.history.step(rid, "undrain")
-            resumed = self._resume(host)
-            detail = f"jobs still running after {plan.duration_text(self.settings.drain_timeout)}" + \
-                ("; resumed, to be retried in a later wave" if resumed else "")
-            self.history.finish(rid, out.SKIPPED_BUSY, detail)
-            self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
-            return
-        self.history.step(rid, "apply")
-        self._line(host, "apply")
-        error = self.hooks.apply(host, reason)
-        self._check_stop()
-        self._settle_reboots(self._states(), only=name)
-        self.history.step(rid, "verify")
-        self._line(host, "verify")
-        after = self.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
-        self._check_stop()
-        if error is None and after.clean:
-            self.history.step(rid, "resume")
-            if self._resume(host):
+        verified = False
+        try:
+            node = self._states().get(name)
+            if node is None or node.foreign:  # drained by someone else since the wave was read
+                raise TakenOver(node)
+            self._line(host, f"drain: {reason}")
+            self.scheduler.drain(name, reason)
+            self.history.step(rid, "wait")
+            if not self._wait_idle(host):
+                self.history.step(rid, "undrain")
+                resumed = self._resume(host)
+                detail = f"jobs still running after {plan.duration_text(self.settings.drain_timeout)}" + \
+                    ("; resumed, to be retried in a later wave" if resumed else "")
+                self.history.finish(rid, out.SKIPPED_BUSY, detail)
+                self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
+                return
+            self.watch.still_ours(name)
+            self.history.step(rid, "apply")
+            self._line(host, "apply")
+            error = self.hooks.apply(host, lambda: self._reboot(host))
+            self._check_stop()
+            self._settle_reboots(self._states(), only=name)
+            self.watch.still_ours(name)
+            self.history.step(rid, "verify")
+            self._line(host, "verify")
+            after = self.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
+            self._check_stop()
+            verified = error is None and after.clean
+            if verified:
+                self.history.step(rid, "resume")
+                self._resume(host)
                 self.history.finish(rid, out.RESUMED)
                 self.summary.set(host, name, out.RESUMED)
-            else:
-                self.history.finish(rid, out.RESUMED, "verified; drained meanwhile for another reason")
-            return
-        why = error or after.finding
-        failed = plan.failed_reason(why)
-        self.history.step(rid, "fail", failed)
-        self._line(host, f"drain: {failed}")
-        self.scheduler.drain(name, failed)
-        self.history.finish(rid, out.FAILED, plan.first_line(why))
-        self.summary.set(host, name, out.FAILED, failed, drifted=True)
+                return
+            why = error or after.finding
+            failed = plan.failed_reason(why)
+            self.history.step(rid, "fail", failed)
+            self.watch.still_ours(name)
+            self._line(host, f"drain: {failed}")
+            self.scheduler.drain(name, failed)
+            self.history.finish(rid, out.FAILED, plan.first_line(why))
+            self.summary.set(host, name, out.FAILED, failed, drifted=True)
+        except TakenOver as taken:
+            self._left_to_someone(host, rid, taken.node, drifted=not verified)
 
     # -- helpers --------------------------------------------------------------
     def _resume(self, host: str) -> bool:
-        """Resume the node if, read now, its drain is still gpuconf's own."""
+        """Resume the node if, read now, its drain is still gpuconf's own (TakenOver if someone else's);
+        False when it is in service already."""
         name = self.hosts[host]
         node = self._states().get(name)
-        if node is None or node.in_service:
-            return node is not None
-        if not node.ours:
-            self.summary.set(host, name, out.FOREIGN, f"{node.state}, reason: {node.reason or '(none)'}")
-            self._line(host, f"not resumed: drained meanwhile by someone else ({node.reason})")
+        if node is not None and node.in_service:
             return False
+        if node is None or not node.ours:
+            raise TakenOver(node)
         self._line(host, "resume")
         self.scheduler.resume(name)
-        self._wait_in_service(host)
+        if not self.watch.in_service(name, self.settings.resume_timeout):
+            self._line(host, f"resumed, but not in service after {plan.duration_text(self.settings.resume_timeout)}")
         return True
 
-    def _wait_in_service(self, host: str) -> None:
-        """A resumed node can show IDLE* (not responding) until the scheduler has pinged its daemon
-        (Slurm does so for a node that was down): the next wave would count it out of service, so
-        wait for it here."""
-        deadline = time.monotonic() + self.settings.resume_timeout
-        while time.monotonic() < deadline:
-            node = self._states().get(self.hosts[host])
-            if node is None or node.in_service or ("DRAIN" in node.flags and not node.ours):
-                return
-            if self.stop.wait(self.settings.poll):
-                return
-        self._line(host, f"resumed, but not in service after {plan.duration_text(self.settings.resume_timeout)}")
+    def _reboot(self, host: str) -> None:
+        """The apply's reboot, through the scheduler, only while the drain is gpuconf's own; the
+        scheduler keeps the reason the node has (gpuconf's) and never writes one of its own."""
+        name = self.hosts[host]
+        try:
+            self.watch.still_ours(name)
+        except TakenOver as taken:
+            raise NotRebooted(f"not rebooted: {self._whose(host, taken.node)}") from None
+        self._line(host, "reboot")
+        self.scheduler.reboot(name)
+
+    def _left_to_someone(self, host: str, rid: int, node: Node | None, drifted: bool) -> None:
+        """Someone else drained (or resumed) the node while gpuconf worked on it: the remediation
+        ends there, its journal closed, the node as they left it."""
+        who = self._whose(host, node)
+        self.history.finish(rid, out.FOREIGN, f"at '{self._journal_step(host)}': {who}")
+        self.summary.set(host, self.hosts[host], out.FOREIGN, who, drifted=drifted)
+        self._line(host, f"{who}: left to them, not touched any further")
+
+    def _whose(self, host: str, node: Node | None) -> str:
+        return whose(node, self.hosts[host], self.scheduler.name)
 
     def _wait_idle(self, host: str) -> bool:
         """Until the node's jobs have ended (True), or --drain-timeout (False)."""
-        name = self.hosts[host]
-        deadline = time.monotonic() + self.settings.drain_timeout
-        said = False
-        while True:
-            node = self._states().get(name)
-            if node is None or not node.busy:
-                return True
-            if time.monotonic() >= deadline:
-                self._line(host, f"still busy after {plan.duration_text(self.settings.drain_timeout)}: skipped")
-                return False
-            if not said:
-                self._line(host, f"wait: jobs still running ({node.state})")
-                said = True
-            if self.stop.wait(self.settings.poll):
-                raise Stopped()
+        timeout = self.settings.drain_timeout
+        if self.watch.idle(self.hosts[host], timeout,
+                           lambda node: self._line(host, f"wait: jobs still running ({node.state})")):
+            return True
+        self._line(host, f"still busy after {plan.duration_text(timeout)}: skipped")
+        return False
 
     def _settle_reboots(self, states: dict[str, Node], only: str | None = None) -> None:
         """Wait for the nodes gpuconf asked to reboot to register again (their reboot flag gone)."""
-        names = [n for n, node in states.items() if node.rebooting and node.ours and (only is None or n == only)
-                 and n in self.hosts.values()]
-        deadline = time.monotonic() + self.settings.reboot_timeout
-        while names and time.monotonic() < deadline:
-            states = self._states()
-            names = [n for n in names if n in states and states[n].rebooting]
-            if names and self.stop.wait(self.settings.poll):
-                raise Stopped()
+        self.watch.reboots([n for n, node in states.items() if node.rebooting and node.ours
+                            and (only is None or n == only) and n in self.hosts.values()],
+                           self.settings.reboot_timeout)
 
     def _states(self) -> dict[str, Node]:
         states = self.scheduler.nodes(self.hosts.values())

@@ -4,14 +4,14 @@ lemon rule and how a journal left by a stopped run is carried on. No I/O here: t
 """
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
-from gpuconf.history import COUNTED, Record
+from gpuconf.history import Record
+from gpuconf.remediate.lemon import LemonRule as LemonRule  # the loop's settings name it here
 from gpuconf.scheduler import Node, reason_text
 from gpuconf.slurm import FAILED_PREFIX, LEMON_PREFIX, PREFIX
 
@@ -73,6 +73,8 @@ class Verdict:
     clean: bool
     finding: str = ""  # `gpuconf: <first finding>`, when not clean
     unreachable: bool = False
+    cause: str = ""  # when not clean: "drift" (nothing failed, only drift) or "fault" (gpuconf.history)
+    fingerprint: str = ""  # of the changes planned for the drift: the same drift, the same fingerprint
 
 
 # what the loop does with a node
@@ -84,25 +86,6 @@ LEMON = "lemon"            # needs remediating, but was remediated too often: dr
 STILL_LEMON = "still_lemon"  # already drained as a lemon, and still one
 UNREACHABLE = "unreachable"  # the check could not reach it: nothing is decided about it
 NOT_IN_SCHEDULER = "not_in_scheduler"
-
-
-@dataclass(frozen=True)
-class LemonRule:
-    after: int = 3
-    window: float = 7 * 86400.0
-
-    def counted(self, records: Iterable[Record], now: float) -> list[Record]:
-        """The remediations that count: those that ran their apply, within the window."""
-        return [r for r in records if r.outcome in COUNTED and r.started >= now - self.window]
-
-    def is_lemon(self, records: Iterable[Record], now: float) -> bool:
-        return self.after > 0 and len(self.counted(records, now)) >= self.after
-
-    def reason(self, records: Iterable[Record], now: float) -> str:
-        counted = self.counted(records, now)
-        days = ", ".join(f"{datetime.datetime.fromtimestamp(r.started, datetime.UTC):%m-%d} {r.outcome}"
-                         for r in counted[-self.after:])
-        return reason_text(f"{LEMON_PREFIX} ({len(counted)} remediations in {duration_text(self.window)}: {days})")
 
 
 def decide(verdict: Verdict, node: Node | None, lemon: bool) -> str:
@@ -125,9 +108,11 @@ def replay(record: Record, node: Node | None) -> str | None:
     it on (the node is still out of service under gpuconf's reason: this run finishes it).
 
     Closed here: the node is back in service (the run stopped after `resume`, or before its drain
-    took effect), or someone else's drain replaced gpuconf's."""
+    took effect), or someone else's drain replaced gpuconf's (left to them: `foreign`)."""
     if node is not None and node.ours:
         return None
+    if node is not None and node.foreign:
+        return FOREIGN
     if record.step in ("resume", "undrain"):
         return "resumed" if record.step == "resume" else "skipped_busy"
     return "interrupted"

@@ -1,6 +1,9 @@
 """What a remediation run came to: per node, its outcome; for the run, the exit code, the
 summary lines and the JSON report.
 
+`foreign` is a node someone else holds: drained for their own reason before the run, or drained
+(or resumed) by them while gpuconf worked on it, after which gpuconf touched it no further.
+
 Exit codes (a bitmask, as check and apply): 0 every node in scope is in sync and was left in
 service (or is drained by someone else and in sync); 2 drift or a failure is left on some node
 (skipped busy, not started for the budget, drained by someone else, still a lemon); 4 a node
@@ -27,7 +30,7 @@ LEFT_UNCONVERGED = (SKIPPED_BUSY, NOT_STARTED, STILL_LEMON)
 TITLES = [(RESUMED, "resumed"), (VERIFIED, "verified and resumed"), (FAILED, "remediation failed (left drained)"),
           (LEMON, "lemons (left drained)"), (STILL_LEMON, "still lemons (left drained)"),
           (SKIPPED_BUSY, "skipped, still busy at --drain-timeout (left in service)"),
-          (FOREIGN, "drained by someone else (not touched)"), (NOT_STARTED, "not started"),
+          (FOREIGN, "drained by someone else (left as they set it)"), (NOT_STARTED, "not started"),
           (UNREACHABLE, "unreachable"), (NOT_IN_SCHEDULER, "not known to the scheduler"),
           (ERROR, "errors"), (INTERRUPTED, "interrupted (left drained, the journal says where)")]
 

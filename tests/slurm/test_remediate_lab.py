@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -19,46 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from gpuconf.history import History
-from gpuconf.scheduler import parse_nodes
-from tests.lab_fixtures import slurm_idle, wait_until
+from tests.lab_fixtures import wait_until
+from tests.slurm.remediate_helpers import DRIFT_FILE, HEALTH, RELEASE, ROOT, SITE, drift, nodes, put_back
 
-ROOT = Path(__file__).resolve().parents[2]
-SITE = "tests/slurm/remediate-site.yml"
-HEALTH = "tests/slurm/remediate-health.yml"
-DRIFT_FILE = "/etc/modprobe.d/gpuconf-remediate-test.conf"
-RELEASE = "/var/tmp/remediate-release"  # the test's jobs end once it exists
 IN_SERVICE = ("idle", "mixed", "allocated", "completing")
-
-
-@pytest.fixture(scope="module")
-def cluster(slurm_lab, tmp_path_factory):
-    """The lab, and a PATH whose scontrol is the lab cluster's."""
-    shim = tmp_path_factory.mktemp("slurm-client")
-    argv = slurm_lab.slurm_client_argv(["scontrol"])
-    (shim / "scontrol").write_text(f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n")
-    (shim / "scontrol").chmod(0o755)
-    yield slurm_lab, f"{shim}:{os.environ['PATH']}"
-    for info in slurm_lab.nodes:
-        put_back(slurm_lab, info.name)
-
-
-def put_back(lab, node: str) -> None:
-    lab.exec(node, ["rm", "-f", DRIFT_FILE, RELEASE])
-    slurm_idle(lab, node)
-
-
-def drift(lab, node: str) -> None:
-    rc, _, err = lab.exec(node, ["sh", "-c", f"echo 'options nvidia NVreg_EnableGpuFirmware=0' > {DRIFT_FILE}"])
-    assert rc == 0, err
-
-
-def nodes(lab) -> dict:
-    result = lab.slurm(["scontrol", "show", "node"])
-    assert result.returncode == 0, result.stderr
-    return {n.name: n for n in parse_nodes(result.stdout)}
 
 
 def remediate(cluster, state: Path, *args: str, popen: bool = False):
@@ -150,7 +114,7 @@ def test_a_node_drained_by_hand_stays_drained_and_is_reported(cluster, tmp_path)
         assert done.returncode == 0, done.stderr
         run = remediate(cluster, tmp_path / "state", "--max-unavailable", "2")
         assert run.returncode == 2, run.stdout + run.stderr
-        assert "drained by someone else (not touched) (1):" in run.stdout and "bob: fan replacement" in run.stdout
+        assert "drained by someone else (left as they set it) (1):" in run.stdout and "bob: fan replacement" in run.stdout
         after = nodes(lab)[node]
         assert (after.state, after.reason) == ("IDLE+DRAIN", "bob: fan replacement")
         assert lab.exec(node, ["test", "-e", DRIFT_FILE])[0] == 0  # not applied either

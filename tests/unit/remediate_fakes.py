@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.scheduler import Node
 
@@ -31,6 +32,7 @@ class FakeSlurm:
         self.max_out = 0  # the most nodes out of service right after a change
         self.max_seen = 0  # ... at any read, as sinfo sampled between changes would see
         self.lock = threading.Lock()
+        self.on_read = None  # called before each read of the states (an operator acting meanwhile)
 
     def node(self, name: str) -> Node:
         fake = self.state[name]
@@ -49,6 +51,8 @@ class FakeSlurm:
         self.max_seen = max(self.max_seen, self.out_of_service())
 
     def nodes(self, names: Iterable[str]) -> dict[str, Node]:
+        if self.on_read is not None:
+            self.on_read()
         with self.lock:
             self.max_seen = max(self.max_seen, self.out_of_service())
             for fake in self.state.values():
@@ -75,13 +79,14 @@ class FakeSlurm:
             fake.reason = None
             self._changed()
 
-    def reboot(self, node: str, reason: str) -> None:
-        """As a plain scontrol reboot of a drained node: it comes back drained, not responding until
-        slurmctld has pinged it."""
+    def reboot(self, node: str) -> None:
+        """As a plain scontrol reboot (no reason=) of a drained node: it keeps its reason, with
+        " : reboot issued" appended, and comes back drained, not responding until slurmctld has
+        pinged it."""
         with self.lock:
-            self.calls.append(("reboot", node, reason))
+            self.calls.append(("reboot", node))
             fake = self.state[node]
-            fake.reason, fake.silent = reason, 2
+            fake.reason, fake.silent = f"{fake.reason} : reboot issued", 2
             self._changed()
 
     def hand_drain(self, node: str, reason: str, base: str = "IDLE") -> None:
@@ -100,10 +105,14 @@ class FakeHooks:
         self.reboot = reboot
         self.applied: list[str] = []
         self.checked: list[list[str]] = []
-        self.during_apply = None  # called inside apply (a test's interrupt)
+        self.during_apply = None  # called inside apply, before its reboot (a test's interrupt, an operator)
+        self.after_apply = None  # called at the end of apply, after its reboot
+        self.during_check = None  # called in each check after the first (the verifications)
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
+        if self.during_check is not None and len(self.checked) > 1:  # a verification
+            self.during_check()
         result = {}
         for host in hosts:
             if host in self.broken:
@@ -114,13 +123,18 @@ class FakeHooks:
                 result[host] = plan.Verdict(host, True)
         return result
 
-    def apply(self, host: str, reason: str) -> str | None:
+    def apply(self, host: str, reboot) -> str | None:
         self.applied.append(host)
         assert not self.slurm.node(host).in_service, "applied to a node in service"
         assert not self.slurm.node(host).busy, "applied while jobs ran"
         if self.during_apply is not None:
             self.during_apply()
-        if self.reboot:
-            self.slurm.reboot(host, reason)
         self.drifted.discard(host)
+        if self.reboot:
+            try:
+                reboot()  # as the engine's reboot task: a refusal fails the task, and the apply
+            except GpuconfError as exc:
+                return f"apply: Reboot: {exc}"
+        if self.after_apply is not None:
+            self.after_apply()
         return None

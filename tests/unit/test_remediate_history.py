@@ -76,9 +76,13 @@ def test_gpuconf_history_shows_a_table_and_json(tmp_path, capsys):
     text = capsys.readouterr().out.splitlines()
     assert text[0].split()[:4] == ["STARTED", "(UTC)", "OUTCOME", "STEP"]
     assert "failed" in text[1] and "Xid 79" in text[1] and "open" in text[2] and "apply" in text[2]
+    assert "LEMON RULE" in text[0] and "counts: the remediation failed (verify: Xid 79)" in text[1]
+    assert "open: a run stopped in it" in text[2]
     assert main(["history", "a100-01", "--state-dir", str(tmp_path), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["outcome"] for r in data["remediations"]] == ["failed", None]
+    assert [r["lemon"]["counted"] for r in data["remediations"]] == [True, False]
+    assert [r["cause"] for r in data["remediations"]] == ["fault", "drift"]
     assert data["remediations"][1]["steps"][0]["step"] == "apply"
     assert main(["history", "nobody", "--state-dir", str(tmp_path / "empty")]) == 0
     assert "no remediation recorded" in capsys.readouterr().out
@@ -109,12 +113,13 @@ def test_the_slurm_commands_remediation_runs():
     assert set(slurm.nodes(["a100-01", "t4-01", "unknown"])) == {"a100-01", "t4-01"}
     slurm.drain("a100-01", "gpuconf: drift: x\ny")
     slurm.resume("a100-01")
-    slurm.reboot("a100-01", "gpuconf: drift: x")
+    slurm.reboot("a100-01")
     assert run.argv == [
         ["scontrol", "show", "node"],
         ["scontrol", "update", "NodeName=a100-01", "State=DRAIN", "Reason=gpuconf: drift: x y"],
         ["scontrol", "update", "NodeName=a100-01", "State=RESUME"],
-        ["scontrol", "reboot", "reason=gpuconf: drift: x", "a100-01"]]
+        # no reason=: Slurm would set it over whatever reason the node has; without, it keeps it
+        ["scontrol", "reboot", "a100-01"]]
 
 
 def test_a_failing_scontrol_is_an_error_that_names_the_command():

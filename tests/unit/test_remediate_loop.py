@@ -173,22 +173,6 @@ def test_a_run_killed_before_its_drain_took_effect_is_closed_and_started_afresh(
     assert summary.nodes["n2"].outcome == out.RESUMED
 
 
-def test_a_node_drained_by_someone_else_during_the_work_is_not_resumed(tmp_path):
-    slurm = FakeSlurm(NODES)
-    hooks = FakeHooks(slurm, drifted=["n5"])
-    original = hooks.apply
-
-    def apply_then_operator_drains(host, reason):
-        error = original(host, reason)
-        slurm.hand_drain(host, "bob: taking it for tests", base="IDLE")
-        return error
-
-    hooks.apply = apply_then_operator_drains
-    summary = remediate(slurm, hooks, tmp_path)
-    assert slurm.state["n5"].reason == "bob: taking it for tests" and ("resume", "n5") not in slurm.calls
-    assert summary.nodes["n5"].outcome == out.FOREIGN
-
-
 def test_a_check_interrupted_decides_nothing(tmp_path):
     """An interrupted check leaves tasks out: a drained node must not be resumed on what it did not check."""
     slurm = FakeSlurm(NODES)

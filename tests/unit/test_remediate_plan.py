@@ -101,28 +101,6 @@ def test_a_node_the_scheduler_does_not_know():
     assert plan.decide(DRIFT, None, False) == plan.NOT_IN_SCHEDULER
 
 
-def record(outcome: str | None, days_ago: float, step: str = "done") -> Record:
-    return Record(1, "h", "h", NOW - days_ago * DAY, None, outcome, "gpuconf: drift: x", "", step, "r")
-
-
-def test_the_lemon_rule_counts_remediations_that_applied_within_the_window():
-    rule = plan.LemonRule(3, 7 * DAY)
-    two = [record("failed", 1), record("resumed", 2)]
-    assert not rule.is_lemon(two, NOW)
-    assert rule.is_lemon([*two, record("failed", 6.9)], NOW)
-    assert not rule.is_lemon([*two, record("failed", 7.5)], NOW)  # out of the window
-    # neither a skipped busy node, a lemon drain, an interrupted record nor an open one counts
-    assert not rule.is_lemon([*two, record("skipped_busy", 1), record("lemon", 1), record("interrupted", 1),
-                              record(None, 1, "apply")], NOW)
-    assert not plan.LemonRule(0, 7 * DAY).is_lemon([record("failed", 1)] * 10, NOW)  # 0: never
-
-
-def test_the_lemon_reason_is_gpuconfs_and_names_the_history():
-    reason = plan.LemonRule(3, 7 * DAY).reason([record("failed", 1), record("failed", 2), record("resumed", 3)], NOW)
-    assert reason.startswith("gpuconf: lemon (3 remediations in 7d: ")
-    assert reason.count("failed") == 2 and "resumed" in reason
-
-
 def test_a_failed_reason_keeps_one_prefix_and_one_line():
     assert plan.failed_reason("gpuconf: failed: Xid 79\nmore") == "gpuconf: remediation failed: failed: Xid 79"
     assert len(plan.failed_reason("x" * 500)) <= 120
@@ -134,10 +112,12 @@ def test_a_failed_reason_keeps_one_prefix_and_one_line():
     ("drain", "MIXED", None, "interrupted"),                          # killed before the drain took
     ("resume", "IDLE", None, "resumed"),                              # killed after the resume
     ("undrain", "MIXED", None, "skipped_busy"),
-    ("apply", "IDLE+DRAIN", "bob: bad fan", "interrupted"),           # someone else took it over
+    ("apply", "IDLE+DRAIN", "bob: bad fan", "foreign"),               # someone else took it over
+    ("resume", "IDLE+DRAIN", "bob: bad fan", "foreign"),
 ])
 def test_a_journal_left_open_is_carried_on_or_closed(step, state, reason, closing):
-    assert plan.replay(record(None, 0, step), node("h", state, reason)) == closing
+    left = Record(1, "h", "h", NOW, None, None, "gpuconf: drift: x", "", step, "r")
+    assert plan.replay(left, node("h", state, reason)) == closing
 
 
 def test_a_hosts_check_result_becomes_its_verdict():
@@ -146,7 +126,11 @@ def test_a_hosts_check_result_becomes_its_verdict():
 
     drifted = HostResult("h", [TaskResult("h", "p", "gsp", Status.WOULD_CHANGE,
                                           changes=[ChangeReport("remove the GSP override /etc/x")])])
-    assert verdict(drifted, "h", False) == plan.Verdict("h", False, "gpuconf: drift: remove the GSP override /etc/x")
+    found = verdict(drifted, "h", False)
+    assert (found.clean, found.finding, found.cause) == (False, "gpuconf: drift: remove the GSP override /etc/x", "drift")
+    assert len(found.fingerprint) == 16
+    broken = HostResult("h", [*drifted.tasks, TaskResult("h", "p", "xid", Status.FAILED, error="Xid 79")])
+    assert (verdict(broken, "h", False).cause, verdict(broken, "h", False).fingerprint) == ("fault", "")
     assert verdict(HostResult("h", [TaskResult("h", "p", "t", Status.OK)]), "h", False).clean
     assert verdict(None, "h", False).clean  # no play of the playbook runs on it
     gone = verdict(HostResult("h", unreachable=True, error="timed out\nmore"), "h", False)
