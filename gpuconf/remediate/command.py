@@ -23,7 +23,7 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import limit_hosts, match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan
-from gpuconf.remediate.lemon import judge
+from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.report.redact import visible_changes
 from gpuconf.results import HostResult, Status
@@ -128,7 +128,7 @@ def settings(args: Any) -> Settings:
         raise UsageError("--lemon-after must be 0 (never a lemon) or more")
     return Settings(budget=plan.parse_budget(args.max_unavailable),
                     drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
-                    lemon=plan.LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
+                    lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 

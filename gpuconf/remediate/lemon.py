@@ -33,6 +33,7 @@ from gpuconf.history import (
     Record,
     cause_of,
 )
+from gpuconf.remediate.plan import duration_text
 from gpuconf.scheduler import reason_text
 from gpuconf.slurm import LEMON_PREFIX, PREFIX
 
@@ -107,8 +108,6 @@ class LemonRule:
         return self.after > 0 and len(self.counted(records, now)) >= self.after
 
     def reason(self, records: Iterable[Record], now: float) -> str:
-        from gpuconf.remediate.plan import duration_text  # here: plan imports this module
-
         counted = self.counted(records, now)
         days = ", ".join(f"{_day(j.record.started)} {j.label}" for j in counted[-self.after:])
         return reason_text(f"{LEMON_PREFIX} ({len(counted)} remediations in {duration_text(self.window)}: {days})")

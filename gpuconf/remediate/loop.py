@@ -18,6 +18,7 @@ from gpuconf.errors import GpuconfError
 from gpuconf.history import History, Record
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
 from gpuconf.scheduler import Node, Scheduler
 
@@ -37,7 +38,7 @@ class Hooks(Protocol):
 class Settings:
     budget: plan.Budget
     drain_timeout: float = 600.0
-    lemon: plan.LemonRule = plan.LemonRule()
+    lemon: LemonRule = LemonRule()
     poll: float = 2.0
     busy_retries: int = 1  # a node still busy at --drain-timeout is tried again in this many later waves
     reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this

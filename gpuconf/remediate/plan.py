@@ -1,5 +1,5 @@
-"""The pure rules of a remediation: the budget, what to do with each node, the waves, the
-lemon rule and how a journal left by a stopped run is carried on. No I/O here: the loop
+"""The pure rules of a remediation: the budget, what to do with each node, the waves, and
+how a journal left by a stopped run is carried on (the lemon rule is lemon.py's). No I/O here: the loop
 (loop.py) feeds these what the check, the scheduler and the history said.
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
 from gpuconf.history import Record
-from gpuconf.remediate.lemon import LemonRule as LemonRule  # the loop's settings name it here
 from gpuconf.scheduler import Node, reason_text
 from gpuconf.slurm import FAILED_PREFIX, LEMON_PREFIX, PREFIX
 

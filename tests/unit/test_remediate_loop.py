@@ -11,6 +11,7 @@ import pytest
 from gpuconf.history import History
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.loop import Remediation, Settings
 from tests.unit.remediate_fakes import FakeHooks, FakeSlurm
 
@@ -106,7 +107,7 @@ def test_a_lemon_fixed_by_a_person_stays_drained_until_its_history_ages(tmp_path
     slurm.hand_drain("n2", "gpuconf: lemon (3 remediations in 7d: ...)")
     summary = remediate(slurm, FakeHooks(slurm), tmp_path)
     assert summary.nodes["n2"].outcome == out.STILL_LEMON and not slurm.node("n2").in_service
-    summary = remediate(slurm, FakeHooks(slurm), tmp_path, lemon=plan.LemonRule(3, 86400 * 1.5))
+    summary = remediate(slurm, FakeHooks(slurm), tmp_path, lemon=LemonRule(3, 86400 * 1.5))
     assert summary.nodes["n2"].outcome == out.VERIFIED and slurm.node("n2").in_service
 
 
