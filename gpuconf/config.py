@@ -89,7 +89,7 @@ def _file_values(cwd: Path) -> tuple[dict[str, Any], str, Path] | None:
             return _toml_values(path)
         parser = configparser.ConfigParser(interpolation=None)
         try:
-            parser.read(path)
+            parser.read_string(_config_text(path), str(path))
         except configparser.Error as exc:
             raise UsageError(f"{path}: {exc.message}") from None
         unknown = [s for s in parser.sections() if s != "defaults"]
@@ -100,9 +100,16 @@ def _file_values(cwd: Path) -> tuple[dict[str, Any], str, Path] | None:
     return _toml_values(pyproject) if pyproject.is_file() else None
 
 
+def _config_text(path: Path) -> str:
+    """A configuration file's text: a regular file of bounded size, as every file the user gives."""
+    from gpuconf.userfiles import read_source
+
+    return read_source(path, UsageError).decode("utf-8", errors="replace")
+
+
 def _toml_values(path: Path) -> tuple[dict[str, Any], str, Path] | None:
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(_config_text(path))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: {exc}") from None
     table = data.get("tool", {}).get("gpuconf")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import shlex
 import string
 import subprocess
@@ -22,7 +21,7 @@ from typing import Any
 from gpuconf.errors import InventoryError, Location
 
 SCRIPT_TIMEOUT = 60.0  # seconds an inventory script may take for --list
-_RANGE = re.compile(r"\[([0-9a-zA-Z]+):([0-9a-zA-Z]+)(?::(\d+))?\]")
+MAX_RANGE_HOSTS = 100_000  # the hosts one INI line may name: `node[0:99999999]` is a typo, not a fleet
 
 
 def looks_like_ini(path: Path) -> bool:
@@ -31,34 +30,69 @@ def looks_like_ini(path: Path) -> bool:
         return True
     if path.suffix in (".yml", ".yaml", ".json"):
         return False
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return False
-    for line in lines:
+    for line in _read_text(path).splitlines():
         text = line.strip()
         if text and not text.startswith(("#", ";", "---")):
             return text.startswith("[") or ":" not in text.split("=", 1)[0]
     return False
 
 
+def _read_text(path: Path) -> str:
+    """An inventory file's text, bounded as every file the user gives (yamlsrc.read_source)."""
+    from gpuconf.userfiles import read_source
+
+    return read_source(path, InventoryError).decode("utf-8", errors="replace")
+
+
 def expand_range(pattern: str, where: Location) -> list[str]:
-    """`node[01:03]` -> node01, node02, node03 (zero padding kept); `r-[a:c]` -> r-a, r-b, r-c."""
-    match = _RANGE.search(pattern)
-    if not match:
+    """`node[01:03]` -> node01, node02, node03 (zero padding kept); `r-[a:c]` -> r-a, r-b, r-c;
+    `n[1:5:2]` -> n1, n3, n5. `where` is the pattern's own position: an error points at its `[`.
+    Stricter than Ansible, which reads `[:03]` as node0..node3 (unpadded) and `[03:01]` as no host
+    at all: both are mistakes, and said so."""
+    start = pattern.find("[")
+    if start < 0:
         return [pattern]
-    first, last, stride = match.group(1), match.group(2), int(match.group(3) or 1)
-    head, tail = pattern[:match.start()], pattern[match.end():]
+    here = Location(where.file, where.line, (where.column or 1) + start)
+    end = pattern.find("]", start)
+    if end < 0:
+        raise InventoryError(f"host range '{pattern[start:]}' has no closing ']'", here)
+    values = _range_values(pattern[start + 1:end], here, pattern)
+    rest = expand_range(pattern[end + 1:], Location(where.file, where.line, (here.column or 1) + end + 1 - start))
+    if len(values) * len(rest) > MAX_RANGE_HOSTS:
+        raise InventoryError(f"host range '{pattern}' makes {len(values) * len(rest):,} hosts, more than the "
+                             f"{MAX_RANGE_HOSTS} one line may add", here)
+    return [pattern[:start] + value + tail for value in values for tail in rest]
+
+
+def _range_values(body: str, where: Location, pattern: str) -> list[str]:
+    shown = f"[{body}]' in '{pattern}"
+    parts = body.split(":")
+    if len(parts) not in (2, 3):
+        raise InventoryError(f"bad host range '{shown}': write [start:end] or [start:end:step], with numbers like "
+                             "[01:16] or letters like [a:f]", where)
+    first, last, step = parts[0], parts[1], parts[2] if len(parts) == 3 else "1"
+    if not first:
+        raise InventoryError(f"host range '{shown}' has no start: write it, as in [01:16]", where)
+    if not last:
+        raise InventoryError(f"host range '{shown}' has no end: write it, as in [01:16]", where)
+    if not step.isdigit() or int(step) < 1:
+        raise InventoryError(f"host range '{shown}': the step must be a whole number of 1 or more", where)
     if first.isdigit() and last.isdigit():
-        width = len(first) if first.startswith("0") else 0
-        values = [str(n).zfill(width) for n in range(int(first), int(last) + 1, stride)]
+        if first.startswith("0") and 1 < len(first) != len(last):
+            raise InventoryError(f"host range '{shown}': a zero-padded start and its end have the same width "
+                                 "([01:16], not [01:3])", where)
+        low, high, width = int(first), int(last), len(first) if first.startswith("0") else 0
     elif len(first) == 1 and len(last) == 1 and first in string.ascii_letters and last in string.ascii_letters:
-        values = [chr(c) for c in range(ord(first), ord(last) + 1, stride)]
+        low, high, width = ord(first), ord(last), -1
     else:
-        raise InventoryError(f"bad host range '{match.group(0)}' (numbers like [01:16] or letters like [a:f])", where)
-    if not values:
-        raise InventoryError(f"empty host range '{match.group(0)}'", where)
-    return [name for value in values for name in expand_range(head + value + tail, where)]
+        raise InventoryError(f"bad host range '{shown}' (numbers like [01:16] or letters like [a:f])", where)
+    if low > high:
+        raise InventoryError(f"host range '{shown}' has its start after its end: it would name no host", where)
+    if (high - low) // int(step) + 1 > MAX_RANGE_HOSTS:
+        raise InventoryError(f"host range '{shown}' makes more than the {MAX_RANGE_HOSTS} hosts one line may add",
+                             where)
+    numbers = range(low, high + 1, int(step))
+    return [chr(n) for n in numbers] if width < 0 else [str(n).zfill(width) for n in numbers]
 
 
 def _literal(text: str) -> Any:
@@ -82,7 +116,7 @@ def load_ini(inventory: Any, path: Path) -> None:
     """Read an INI inventory into `inventory` (an `Inventory`)."""
     section, kind = "ungrouped", "hosts"
     children: list[tuple[str, str, Location]] = []
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for number, line in enumerate(_read_text(path).splitlines(), 1):
         text = line.strip()
         where = Location(str(path), number, 1)
         if not text or text.startswith(("#", ";")):
@@ -111,7 +145,8 @@ def load_ini(inventory: Any, path: Path) -> None:
             children.append((section, words[0], where))
         else:
             host_vars = _pairs(words[1:], where, literal=True)
-            for name in expand_range(words[0], where):
+            column = line.find(words[0]) + 1 or 1  # the host pattern's own column, for a range's error
+            for name in expand_range(words[0], Location(str(path), number, column)):
                 if name in inventory.groups:
                     raise InventoryError(f"'{name}' is both a host and a group", where)
                 inventory.add_host(name, "ungrouped" if section == "all" else section, host_vars)

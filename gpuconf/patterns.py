@@ -14,6 +14,7 @@ from pathlib import Path
 from gpuconf.errors import InventoryError
 from gpuconf.inventory import Inventory
 from gpuconf.suggest import did_you_mean
+from gpuconf.userfiles import read_source
 
 
 def split_pattern(pattern: str) -> list[str]:
@@ -24,10 +25,10 @@ def split_pattern(pattern: str) -> list[str]:
 def _term_hosts(inventory: Inventory, term: str) -> list[str]:
     if term.startswith("@"):
         path = Path(term[1:])
-        try:
-            names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-        except OSError as exc:
-            raise InventoryError(f"cannot read limit file {path}: {exc.strerror}") from None
+        if not path.exists():
+            raise InventoryError(f"cannot read limit file {path}: no such file")
+        text = read_source(path, InventoryError).decode("utf-8", errors="replace")  # bounded, regular files only
+        names = [line.strip() for line in text.splitlines() if line.strip()]
         return [n for n in names if n in inventory.hosts]
     if term in ("all", "*"):
         return list(inventory.hosts)

@@ -19,6 +19,7 @@ import jinja2.sandbox
 import yaml
 
 from gpuconf.errors import Location, TemplateError
+from gpuconf.template_bounds import bound_environment, bound_template
 
 # One expression, with spaces around it at most: a line break around it is text, and kept
 # (`content: |` with one `{{ x }}` line renders to "value\n", as a file's last line should).
@@ -64,6 +65,7 @@ def _make_env() -> jinja2.Environment:
         quote=lambda v: __import__("shlex").quote(str(v)),
     )
     env.tests["version"] = _version_test
+    bound_environment(env)  # output and CPU bounds (gpuconf/template_bounds.py)
     return env
 
 
@@ -218,7 +220,7 @@ def _once(key: tuple[str, ...], compile_: Callable[[], Any]) -> Any:
         with _COMPILE_LOCK:
             found = _COMPILED.get(key)
             if found is None:
-                found = _COMPILED[key] = compile_()
+                found = _COMPILED[key] = bound_template(compile_())
     return found
 
 

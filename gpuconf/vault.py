@@ -127,7 +127,9 @@ def read_password_file(path: str) -> bytes:
             raise UsageError(f"vault password script {path} exited {done.returncode}")
         data = done.stdout
     else:
-        data = file.read_bytes()
+        from gpuconf.userfiles import read_source  # bounded, as every file the user gives
+
+        data = read_source(file, UsageError)
     password = data.splitlines()[0].strip() if data.strip() else b""
     if not password:
         raise UsageError(f"vault password file {path} is empty")

@@ -13,6 +13,7 @@ import yaml
 
 from gpuconf import vault
 from gpuconf.errors import Location, PlaybookError
+from gpuconf.userfiles import read_source
 
 try:  # the C loader composes nodes much faster; construction stays in Python
     from yaml import CSafeLoader as _BaseLoader
@@ -148,14 +149,9 @@ def _position(text: str | bytes, offset: int) -> tuple[int, int]:
 
 
 def load_file(path: str | Path) -> Any:
-    """Load one YAML file; a missing or unreadable file is a PlaybookError."""
+    """Load one YAML file; a missing, unreadable, special or oversized file is a PlaybookError."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PlaybookError(f"file not found: {path}") from None
-    except OSError as exc:
-        raise PlaybookError(f"cannot read {path}: {exc.strerror or exc}") from None
+    data = read_source(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -65,7 +65,7 @@ CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_passw
 class ConnectionSpec(BaseModel):
     """How to reach one host, read from its inventory variables."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)  # connect_timeout: .inf
 
     host: str
     address: str = ""

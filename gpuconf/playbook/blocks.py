@@ -127,7 +127,7 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
         raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
                             "playbook loads (use `when:` on the include to choose)", where)
     path = Path(target) if Path(target).is_absolute() else context.here / target
-    if not path.is_file():
+    if not path.exists():
         raise PlaybookError(f"{key}: task file '{target}' not found (looked for {path})", where)
     if path.resolve() in loader.stack:
         raise PlaybookError(f"{key}: '{target}' includes itself: "
@@ -171,7 +171,7 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     if not isinstance(target, str) or is_template(target):
         raise PlaybookError("import_playbook names a playbook file (not a template)", where)
     path = Path(target) if Path(target).is_absolute() else loader.playbook.parent / target
-    if not path.is_file():
+    if not path.exists():
         raise PlaybookError(f"import_playbook: '{target}' not found (looked for {path})", where)
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)

@@ -100,7 +100,7 @@ class Loader:
         for index, vars_file in enumerate(keywords.vars_files):
             path = Path(vars_file)
             path = path if path.is_absolute() else self.playbook.parent / path
-            if not path.is_file():
+            if not path.exists():
                 where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
                     node.location("vars_files")
                 raise PlaybookError(f"vars file '{vars_file}' not found (looked for {path})", where)

@@ -32,7 +32,7 @@ warnings.filterwarnings("ignore", message='Field name "register"', category=User
 class LoopControl(BaseModel):
     """Ansible's `loop_control`: what an item is called, and how its result line names it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `timeout: 1e309` is no timeout
 
     loop_var: str = "item"
     label: str | None = None
@@ -53,7 +53,7 @@ UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0
 class TaskKeywords(BaseModel):
     """Every key of a task except its one task type."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `timeout: 1e309` is no timeout
 
     name: str | None = None
     when: str | bool | list[str | bool] | None = None
@@ -142,7 +142,7 @@ class RoleRef(BaseModel):
 
 
 class PlayKeywords(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `timeout: 1e309` is no timeout
 
     name: str | None = None
     hosts: str | list[str]

@@ -11,6 +11,7 @@ from typing import Any
 from gpuconf import yamlsrc
 from gpuconf.errors import UsageError
 from gpuconf.suggest import did_you_mean
+from gpuconf.userfiles import read_source
 
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:")
 
@@ -31,7 +32,7 @@ def role_variables(path: Path) -> tuple[str, list[tuple[str, Any, str]]]:
     defaults = path / "defaults" / "main.yml"
     if not defaults.is_file():
         return "", []
-    lines = defaults.read_text().splitlines()
+    lines = read_source(defaults).decode("utf-8", errors="replace").splitlines()
     values = yamlsrc.plain(yamlsrc.load_file(defaults) or {})
     summary, first = "", True
     variables: list[tuple[str, Any, str]] = []

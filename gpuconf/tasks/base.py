@@ -31,7 +31,7 @@ from gpuconf.facts.base import Fact, FactUnavailable, Output, Request
 class Params(BaseModel):
     """Base of every task's parameters: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a timeout of 1e309 or .nan is no number
 
 
 # -- operations: what apply sends to the host ----------------------------------
