@@ -16,10 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import Fact, FileState, file_glob, file_state
+
+if TYPE_CHECKING:
+    from gpuconf.driver.names import Naming
 
 Family = Literal["Debian", "RedHat", "Suse"]
 PackageBackend = Literal["apt", "dnf", "zypper"]
@@ -59,6 +62,13 @@ NEEDS: dict[PackageBackend, tuple[str, ...]] = {"apt": ("dpkg-query", "apt-get")
                                                 "zypper": ("rpm", "zypper")}
 
 
+def os_ids(*backends: PackageBackend) -> tuple[str, ...]:
+    """The os-release IDs whose platform uses one of `backends`: the runner's guard on a listing
+    (`if_os`), so that a host runs only its own package manager's listing. Taken from the same
+    table as the platform; an ID known only by ID_LIKE matches by its ID_LIKE words."""
+    return tuple(sorted(os_id for os_id, known in OS_RELEASE.items() if BACKENDS[known.family] in backends))
+
+
 class PlatformUnknown(GpuconfError):
     """The host's platform cannot be known: the host fails, with this message."""
 
@@ -81,9 +91,16 @@ class Platform:
         return self.version_id.split(".")[0]
 
     @property
-    def driver_naming(self) -> Family:
-        """Which of NVIDIA's package namings (gpuconf.driver.names) the host's repositories use."""
-        return self.family
+    def driver_names(self) -> Naming:
+        """How NVIDIA's repositories for this host name the driver's packages (gpuconf.driver.names)."""
+        from gpuconf.driver.names import DebianNames, RedHatNames  # the catalog loads only for driver tasks
+
+        if self.family == "Debian":
+            return DebianNames()
+        if self.family == "RedHat":
+            return RedHatNames(el=self.major)
+        raise PlatformUnknown(f"{self.distribution} {self.version_id}: gpuconf knows no NVIDIA driver package "
+                              "naming for this family (Debian/Ubuntu and the RHEL family only)")
 
     def initramfs_image(self, kernel: str) -> str:
         return f"/boot/initramfs-{kernel}.img" if self.initramfs == "dracut" else f"/boot/initrd.img-{kernel}"

@@ -125,18 +125,44 @@ def read_only_argv(argv):
     return allowed is None or any(tuple(argv[1:1 + len(prefix)]) == tuple(prefix) for prefix in allowed)
 
 
+def os_release_ids():
+    """The host's os-release ID and ID_LIKE words (an empty set without the file)."""
+    ids = set()
+    try:
+        with open("/etc/os-release") as handle:
+            text = handle.read(65536)
+    except (OSError, UnicodeDecodeError):
+        return ids
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("ID", "ID_LIKE"):
+            ids.update(value.strip().strip("\"'").split())
+    return ids
+
+
+def skipped_because(op):
+    """Why a read is not run here ("" to run it): a path that exists or is missing, or an
+    os-release naming none of `if_os` (the platform's choice of package manager, made by the
+    controller's one table: gpuconf/platform.py)."""
+    if op.get("unless_exists") and os.path.exists(op["unless_exists"]):
+        return op["unless_exists"]
+    if op.get("if_exists") and not os.path.exists(op["if_exists"]):
+        return "no " + op["if_exists"]
+    if op.get("if_os") and not os_release_ids() & set(op["if_os"]):
+        return "os-release names none of " + " ".join(op["if_os"])
+    return ""
+
+
 def op_exec(op, readonly):
     """A read: the first of `argv` and its alternatives (`or`) that succeeds, then `grep` and
     `tail` on its output, so that a filter costs no second process."""
     argvs = [op["argv"]] + list(op.get("or", []))
     if readonly and not all(read_only_argv(a) for a in argvs):
         return {"error": "refused: %s is not a read-only program" % " ".join(argvs[0][:2])}
-    skip = (op.get("unless_exists") and os.path.exists(op["unless_exists"])) or \
-        (op.get("if_exists") and not os.path.exists(op["if_exists"]))
-    if skip:
+    why = skipped_because(op)
+    if why:
         return {"rc": 0, "out": "", "err": "", "timed_out": False, "timeout": op.get("timeout", 10),
-                "skipped_because": op["unless_exists"] if op.get("unless_exists") and os.path.exists(
-                    op["unless_exists"]) else "no " + op["if_exists"]}
+                "skipped_because": why}
     if op.get("apt_architectures"):
         argvs = [a[:1] + apt_architectures() + a[1:] for a in argvs]
     deadline = time.time() + float(op.get("timeout", 10))

@@ -1,4 +1,4 @@
-"""Which packages make up one driver stack, by OS family, branch, flavour and module source.
+"""Which packages make up one driver stack, by repository naming, branch, flavour and module source.
 
 Debian/Ubuntu (NVIDIA's CUDA repository): up to branch 580 every package carries the branch in
 its name (`nvidia-dkms-580-open`); from 590 on the names are unversioned (`nvidia-dkms-open`) and
@@ -6,7 +6,8 @@ a pinning package (`nvidia-driver-pinning-595`) holds them on the branch. Precom
 modules are Canonical's `linux-modules-nvidia-<branch>[-open]-<kernel release>`, one per kernel.
 RHEL family (dnf): the driver is the module `nvidia-driver`, stream `<branch>-open` (open, DKMS)
 or `<branch>-dkms` (proprietary), with epoch-3 package versions `3:<version>-1.el<N>`.
-Sources: ../shared/reference/nvidia-stack-2026.md sections 2 and 3.
+Sources: ../shared/reference/nvidia-stack-2026.md sections 2 and 3. The host's platform picks the
+naming (DebianNames or RedHatNames, as testinfra picks DebianPackage or RpmPackage).
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from typing import Literal
 
 from gpuconf.driver.catalog import Flavour
 
-Family = Literal["Debian", "RedHat"]
 ModuleSource = Literal["dkms", "precompiled"]
 UNVERSIONED_FROM = 590
 
@@ -37,7 +37,7 @@ COMPANIONS = {
 class Stack:
     """The packages of one driver stack on one host, and the version each must have."""
 
-    family: Family
+    naming: Naming
     branch: int
     version: str              # upstream, e.g. 580.95.05
     flavour: Flavour
@@ -45,22 +45,84 @@ class Stack:
     packages: tuple[str, ...]  # exact-version packages, in install order
     pinning: str | None = None  # Debian >= 590: the branch-lock package (its own version)
     stream: str | None = None   # RHEL: the module stream to enable
-    el: str = "9"
 
     def package_version(self) -> str:
         """The version the package manager reports for every package of the stack."""
-        return package_version(self.family, self.version, self.el)
+        return self.naming.package_version(self.version)
 
     def spec(self, name: str) -> str:
         """`name=version` (apt) or `name-3:version-1.elN` (dnf): the exact install argument."""
-        if self.family == "Debian":
-            return f"{name}={self.package_version()}"
-        return f"{name}-{self.package_version()}"
+        return self.naming.spec(name, self.package_version())
 
 
-def package_version(family: Family, version: str, el: str = "9") -> str:
-    """`580.95.05` as apt (`580.95.05-1`) or dnf (`3:580.95.05-1.el9`) reports a driver package."""
-    return f"{version}-1" if family == "Debian" else f"3:{version}-1.el{el}"
+class Naming:
+    """How one family of NVIDIA's repositories names the driver's packages and versions: one
+    subclass per family, picked once per host by its platform (gpuconf/platform.py)."""
+
+    # Canonical's signed precompiled modules (linux-modules-nvidia-*): Ubuntu's archive only
+    precompiled_modules = False
+    # what makes DKMS-built modules acceptable under Secure Boot without a MOK key
+    secure_boot_remedy = "install NVIDIA's signed precompiled kmod packages"
+
+    def package_version(self, version: str) -> str:
+        raise NotImplementedError
+
+    def spec(self, name: str, package_version: str) -> str:
+        raise NotImplementedError
+
+    def stack(self, branch: int, version: str, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> Stack:
+        raise NotImplementedError
+
+    def companion(self, name: str, branch: int) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class DebianNames(Naming):
+    """NVIDIA's CUDA repository for Debian and Ubuntu: `580.95.05-1`, names with the branch up to 580."""
+
+    precompiled_modules = True
+    secure_boot_remedy = ("set nvidia_driver_modules: precompiled (Canonical's signed linux-modules-nvidia "
+                          "packages)")
+
+    def package_version(self, version: str) -> str:
+        return f"{version}-1"
+
+    def spec(self, name: str, package_version: str) -> str:
+        return f"{name}={package_version}"
+
+    def stack(self, branch: int, version: str, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> Stack:
+        pinning = f"nvidia-driver-pinning-{branch}" if branch >= UNVERSIONED_FROM else None
+        return Stack(self, branch, version, flavour, modules, debian_names(branch, flavour, modules, kernels),
+                     pinning=pinning)
+
+    def companion(self, name: str, branch: int) -> str:
+        suffixed, plain, _ = COMPANIONS[name]
+        return (suffixed if branch < UNVERSIONED_FROM else plain).format(branch=branch)
+
+
+@dataclass(frozen=True)
+class RedHatNames(Naming):
+    """NVIDIA's CUDA repository for EL `el`: epoch-3 versions `3:580.95.05-1.el9`, the driver as
+    the module stream `<branch>-open` or `<branch>-dkms`."""
+
+    el: str = "9"
+
+    def package_version(self, version: str) -> str:
+        return f"3:{version}-1.el{self.el}"
+
+    def spec(self, name: str, package_version: str) -> str:
+        return f"{name}-{package_version}"
+
+    def stack(self, branch: int, version: str, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> Stack:
+        kmod = "kmod-nvidia-open-dkms" if flavour == "open" else "kmod-nvidia-latest-dkms"
+        stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
+        return Stack(self, branch, version, flavour, modules,
+                     ("nvidia-kmod-common", kmod, "nvidia-driver-cuda-libs", "nvidia-driver", "nvidia-driver-cuda"),
+                     stream=stream)
+
+    def companion(self, name: str, branch: int) -> str:
+        return COMPANIONS[name][2]
 
 
 def debian_names(branch: int, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> tuple[str, ...]:
@@ -78,26 +140,6 @@ def debian_names(branch: int, flavour: Flavour, modules: ModuleSource, kernels: 
     else:
         kernel_packages = dkms
     return tuple(common + kernel_packages + user)
-
-
-def stack(family: Family, branch: int, version: str, flavour: Flavour, modules: ModuleSource,
-          kernels: list[str], el: str = "9") -> Stack:
-    if family == "Debian":
-        pinning = f"nvidia-driver-pinning-{branch}" if branch >= UNVERSIONED_FROM else None
-        return Stack(family, branch, version, flavour, modules, debian_names(branch, flavour, modules, kernels),
-                     pinning=pinning)
-    kmod = "kmod-nvidia-open-dkms" if flavour == "open" else "kmod-nvidia-latest-dkms"
-    stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
-    return Stack(family, branch, version, flavour, modules,
-                 ("nvidia-kmod-common", kmod, "nvidia-driver-cuda-libs", "nvidia-driver", "nvidia-driver-cuda"),
-                 stream=stream, el=el)
-
-
-def companion(family: Family, name: str, branch: int) -> str:
-    debian_suffixed, debian_plain, redhat = COMPANIONS[name]
-    if family == "RedHat":
-        return redhat
-    return (debian_suffixed if branch < UNVERSIONED_FROM else debian_plain).format(branch=branch)
 
 
 def is_driver_package(name: str) -> bool:

@@ -19,7 +19,6 @@ from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating import Vars, evaluate_when, is_template, render_file
-from gpuconf.userfiles import read_source
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -29,7 +28,7 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     else:
         candidates = [base / name for base in search_paths]
     for candidate in candidates:
-        if candidate.exists() and not candidate.is_dir():  # a FIFO or device is found, and refused by _text
+        if candidate.is_file():
             return candidate
     looked = ", ".join(str(c) for c in candidates)
     raise TaskError(f"file '{name}' not found (looked in {looked})")
@@ -68,7 +67,7 @@ class Resolver:
 def _text(path: Path) -> str:
     """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
     try:
-        return read_source(path, TaskError).decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                         "gpuconf writes text files") from None
@@ -77,11 +76,12 @@ def _text(path: Path) -> str:
 
 
 def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None,
-               today: datetime.date | None = None) -> Facts:
-    """The declared reads of a task, fetched (one round trip for those not cached yet)."""
+               today: datetime.date | None = None, host_facts: frozenset[str] | None = None) -> Facts:
+    """The declared reads of a task, fetched (one round trip for those not cached yet), with the
+    host facts it declared and the host's platform."""
     session.fetch(reads, become)
     return Facts({f.key: session.cache[f.key] for f in reads if f.key in session.cache}, reads, host,
-                 tuple(session.reboot_reasons), today)
+                 tuple(session.reboot_reasons), today, (session.parent or session).platform, host_facts)
 
 
 class HostApply:

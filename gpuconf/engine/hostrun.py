@@ -53,6 +53,7 @@ class PlayOnHost:
         self.events = events or RunEvents()
         self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
         self.facts: dict[str, Any] = {}
+        self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         self._magic: Verbatim | None = None
         self._registered = Verbatim(registered)
         self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
@@ -199,8 +200,9 @@ class PlayOnHost:
             self.events.task_started(self.host, "gathering facts")
             left: list[TaskDef] = []
             first = self._facts_of(tasks, speculative=True, left=left)
-            if self.play.keywords.gather_facts:
-                first = gather.fact_requests() + first
+            if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
+                                                      if t.type in TASK_TYPES):
+                first = gather.fact_requests() + first   # the host facts a task declared: gathered all the same
             self.session.fetch(first)
             self.refresh_facts()
             # A task planned above reads the same once the facts are in (its params did not depend
@@ -255,9 +257,11 @@ class PlayOnHost:
     def refresh_facts(self) -> None:
         values = {f.key: self.session.cache.get(f.key) for f in gather.fact_requests()}
         if all(v is not None for v in values.values()):
-            self.facts.clear()
-            self.facts.update(gather.assemble(values))
-            self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
+            self.task_host = gather.assemble(values)
+            if self.play.keywords.gather_facts:  # the `facts` of templates, as Ansible's gather_facts
+                self.facts.clear()
+                self.facts.update(self.task_host)
+                self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
 
     def run_handlers(self) -> None:
         for handler in self.play.handlers:
@@ -348,7 +352,8 @@ class PlayOnHost:
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        facts = read_facts(task_session(self, task), reads, self.facts, task.become, self.options.today)
+        facts = read_facts(task_session(self, task), reads, self.task_host, task.become, self.options.today,
+                           TASK_TYPES[task.type].host_facts)
         verdict = TASK_TYPES[task.type].check(params, facts)
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
         return verdict

@@ -19,6 +19,7 @@ from gpuconf.connection.base import Connection, LockHandle
 from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 from gpuconf.facts.merge import Batch, batches, reply_for
+from gpuconf.platform import PLATFORM_FACTS, Platform, PlatformUnknown, from_facts
 
 CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is abandoned
 
@@ -34,6 +35,9 @@ class HostSession:
         self.trace = trace  # -vvv: told every request before it is sent
         self.connection = connection
         self.cache: dict[str, Any] = {}
+        # the host's platform, resolved from the first round trip (gpuconf/platform.py); an error
+        # when it cannot be known, which fails the tasks that need it
+        self.platform: Platform | PlatformUnknown | None = None
         self.deadline = deadline
         self.reboot_required = False
         self.reboot_reasons: list[str] = []
@@ -94,10 +98,18 @@ class HostSession:
     def fetch(self, facts: list[Fact], become: bool | None = None) -> None:
         """Gather every fact not yet cached, in one read-only round trip: facts of one
         source share one request (gpuconf/facts/merge.py)."""
+        first = self.parent or self
+        if first.platform is None:  # the first round trip of a host also reads what its platform is
+            facts = [*PLATFORM_FACTS, *facts]
         missing = batches([f for f in facts if f.key not in self.cache])
         if missing:
             replies = self.call([b.request for b in missing], readonly=True, become=become)
             self._store(missing, replies)
+        if first.platform is None:
+            try:
+                first.platform = from_facts(self.cache)
+            except PlatformUnknown as exc:
+                first.platform = exc
 
     def _store(self, sent: list[Batch], replies: list[dict[str, Any]]) -> None:
         for batch, reply in zip(sent, replies):

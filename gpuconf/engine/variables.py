@@ -79,9 +79,6 @@ ANSIBLE_FACTS = {
     "ansible_kernel": ("kernel",), "ansible_processor_vcpus": ("cpus",), "ansible_memtotal_mb": ("memory_mb",),
     "ansible_distribution_version": ("os", "version_id"),
 }
-DISTRIBUTIONS = {"debian": ("Debian", "Debian"), "ubuntu": ("Ubuntu", "Debian"), "rhel": ("RedHat", "RedHat"),
-                 "rocky": ("Rocky", "RedHat"), "almalinux": ("AlmaLinux", "RedHat"), "centos": ("CentOS", "RedHat"),
-                 "fedora": ("Fedora", "RedHat")}  # os-release ID -> Ansible's distribution and os_family
 
 
 def fact_aliases(facts: Any) -> dict[str, Any]:
@@ -96,10 +93,10 @@ def fact_aliases(facts: Any) -> dict[str, Any]:
             value = value.get(key) if isinstance(value, Mapping) else None
         if value is not None:
             aliases[name] = value
-    os_id = (facts.get("os") or {}).get("id") if isinstance(facts.get("os"), Mapping) else None
-    if os_id:
-        distribution, family = DISTRIBUTIONS.get(os_id, (os_id.capitalize(), os_id.capitalize()))
-        aliases.update(ansible_distribution=distribution, ansible_os_family=family)
+    os = facts.get("os")
+    if isinstance(os, Mapping) and os.get("id"):  # names from the platform's one table (gpuconf/platform.py)
+        distribution = os.get("distribution") or str(os["id"]).capitalize()
+        aliases.update(ansible_distribution=distribution, ansible_os_family=os.get("family") or distribution)
     return aliases
 
 

@@ -133,12 +133,13 @@ class DropRefused:
 
 def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
-            if_exists: str | None = None,
+            if_exists: str | None = None, if_os: Sequence[str] = (),
             grep: str | None = None, tail: int | None = None, drop_refused: DropRefused | None = None) -> Fact:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
-    found), `unless_exists` skips the command (rc 0, no output) when that path exists,
+    found), `unless_exists` skips the command (rc 0, no output) when that path exists, `if_exists`
+    when it is missing, `if_os` when the host's os-release ID and ID_LIKE name none of these,
     `grep` keeps only the output lines matching a regular expression (case-insensitive),
     `tail` the last lines, and `drop_refused` reruns it without a field it refuses: all
     done by the remote runner, with no second process."""
@@ -152,6 +153,8 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["unless_exists"] = unless_exists
     if if_exists:
         request["if_exists"] = if_exists
+    if if_os:
+        request["if_os"] = sorted(if_os)
     if grep:
         request["grep"] = grep
     if tail:

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from gpuconf.facts.apt_policy import parse_apt_cache_policy
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
-from gpuconf.facts.installed import REDHAT_MARK
+from gpuconf.platform import os_ids
 
 MODULE_STATE = "/etc/dnf/modules.d/nvidia-driver.module"
 DNF_LOGDIR = "/run/gpuconf-dnf"
@@ -63,7 +63,7 @@ def _dnf_offered(output: Output) -> Offered:
 
 
 def apt_offered(patterns: list[str]) -> Fact:
-    fact = command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, unless_exists=REDHAT_MARK)
+    fact = command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, if_os=os_ids("apt"))
     # the remote runner tells apt its architectures, which apt would ask dpkg for (three processes)
     fact.request["apt_architectures"] = True
     return fact
@@ -75,7 +75,7 @@ def dnf_offered(names: list[str]) -> Fact:
     # stream that is not enabled yet are seen too
     return command(["dnf", "-C", "-q", f"--setopt=logdir={DNF_LOGDIR}", "repoquery", "--disable-modular-filtering",
                     "--qf", "%{name}\t%{epoch}:%{version}-%{release}", *names], _dnf_offered, timeout=60,
-                   if_exists=REDHAT_MARK)
+                   if_os=os_ids("dnf"))
 
 
 def enabled_stream(state: FileState) -> str | None:

@@ -12,6 +12,7 @@ from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command
 from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 from gpuconf.facts.nvlink_fabric import nvlink_fabric
+from gpuconf.platform import OS_RELEASE_FACT, os_facts
 
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
 BRIDGE_CLASS = "0x068000"  # NVSwitch
@@ -19,24 +20,6 @@ BRIDGE_CLASS = "0x068000"  # NVSwitch
 
 def _text(state: FileState) -> str:
     return state.text or "" if state.exists else ""
-
-
-# Ansible's ansible_os_family names, from os-release ID and ID_LIKE
-OS_FAMILIES = {"Debian": {"debian", "ubuntu"},
-               "RedHat": {"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn"}}
-
-
-def _os_release(text: str) -> dict[str, str]:
-    values = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key.lower()] = value.strip().strip('"')
-    ids = {values.get("id", ""), *values.get("id_like", "").split()}
-    family = next((name for name, members in OS_FAMILIES.items() if ids & members), "")
-    return {"id": values.get("id", ""), "version_id": values.get("version_id", ""),
-            "pretty_name": values.get("pretty_name", ""), "family": family,
-            "major": values.get("version_id", "").split(".")[0]}
 
 
 def _meminfo_mb(text: str) -> int:
@@ -108,7 +91,7 @@ HOST = host_info()
 FACTS: dict[str, tuple[Fact, Any]] = {
     "kernel": (file_state("/proc/sys/kernel/osrelease"), lambda s: _text(s).strip()),
     "boot_id": (BOOT_ID, lambda s: _text(s).strip()),
-    "os": (file_state("/etc/os-release", follow=True), lambda s: _os_release(_text(s))),
+    "os": (OS_RELEASE_FACT, lambda s: os_facts(_text(s))),  # the platform's read and table
     "memory_mb": (file_state("/proc/meminfo"), lambda s: _meminfo_mb(_text(s))),
     "nvidia_driver": (file_state("/proc/driver/nvidia/version"), _driver),
     "host": (HOST, None),

@@ -2,9 +2,9 @@
 
 Debian family: `dpkg-query -W` over all packages (held = desired state `hold`). RHEL family:
 `rpm -qa` with an explicit format, and the dnf versionlock list (held = locked). Both reads
-are declared; the remote runner runs only the one that fits the host (`/etc/redhat-release`
-tells them apart), so a check costs one package-manager process per host, and every package
-question of the play is answered from that one listing.
+are declared; the remote runner runs only the one the host's platform uses (its os-release,
+judged by gpuconf/platform.py's one table), so a check costs one package-manager process per
+host, and every package question of the play is answered from that one listing.
 
 The same listing tells when a package manager was cut short (killed, or the host rebooted under
 it): dpkg leaves packages half-way (`iU` unpacked, `iF` half-configured, `iH` half-installed,
@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.packages import parse_dpkg_query
+from gpuconf.platform import Platform, PlatformUnknown, os_ids
 
-REDHAT_MARK = "/etc/redhat-release"
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 DPKG_UPDATES = "/var/lib/dpkg/updates"
 DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
@@ -74,7 +74,7 @@ class Listing(NamedTuple):
 
 @dataclass(frozen=True)
 class PackageSet:
-    family: str  # "Debian" or "RedHat"
+    backend: str  # the platform's package backend: "apt" or "dnf"
     packages: Mapping[str, Installed]
     unfinished: tuple[Unfinished, ...] = ()
     journal: tuple[str, ...] = ()  # dpkg's journal entries not yet in its status file
@@ -171,29 +171,29 @@ def version_locks(state: FileState) -> set[str]:
 
 
 DPKG_ALL = command(["dpkg-query", "-W", f"-f={DPKG_FORMAT}"], _dpkg, timeout=30, key="packages:dpkg",
-                   unless_exists=REDHAT_MARK)
-RPM_ALL = command(["rpm", "-qa", "--qf", RPM_FORMAT], _rpm, timeout=30, key="packages:rpm", if_exists=REDHAT_MARK)
+                   if_os=os_ids("apt"))
+RPM_ALL = command(["rpm", "-qa", "--qf", RPM_FORMAT], _rpm, timeout=30, key="packages:rpm",
+                  if_os=os_ids("dnf", "zypper"))
 VERSIONLOCK = file_state(VERSIONLOCK_LIST)
 DPKG_JOURNAL = file_glob([f"{DPKG_UPDATES}/*"], _journal, what="name", key="dpkg:updates")
 INSTALLED: list[Fact] = [DPKG_ALL, RPM_ALL, VERSIONLOCK, DPKG_JOURNAL]
 
 
-def family(host: Mapping[str, Any]) -> str:
-    """The host's OS family from its facts ("Debian" unless os-release says RHEL family)."""
-    return ((host.get("os") or {}).get("family") or "Debian") if isinstance(host.get("os"), Mapping) else "Debian"
-
-
-def package_set(values: Any, host: Mapping[str, Any]) -> PackageSet:
-    """The installed packages, from the facts of `INSTALLED` (`values`: a task's Facts)."""
-    if family(host) == "RedHat":
+def package_set(values: Any, platform: Platform) -> PackageSet:
+    """The installed packages, from the facts of `INSTALLED` (`values`: a task's Facts), read
+    with the host's package backend."""
+    if platform.packages == "zypper":
+        raise PlatformUnknown(f"{platform.distribution} {platform.version_id}: gpuconf does not manage zypper "
+                              "packages yet (apt and dnf only)")
+    if platform.packages == "dnf":
         locks = version_locks(values[VERSIONLOCK])
         listing = values[RPM_ALL]
         packages = {name: Installed(p.name, p.version, p.status, name in locks)
                     for name, p in listing.packages.items()}
-        return PackageSet("RedHat", packages, listing.unfinished)
+        return PackageSet("dnf", packages, listing.unfinished)
     listing = values[DPKG_ALL]
     try:
         journal = values[DPKG_JOURNAL]
     except FactUnavailable:   # a second sign only: the statuses in the listing are the first
         journal = ()
-    return PackageSet("Debian", listing.packages, listing.unfinished, journal)
+    return PackageSet("apt", listing.packages, listing.unfinished, journal)

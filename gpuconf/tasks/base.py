@@ -19,13 +19,14 @@ from __future__ import annotations
 import base64
 import datetime
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, Request
+from gpuconf.platform import Platform, PlatformUnknown
 
 
 class Params(BaseModel):
@@ -135,18 +136,49 @@ class Refused(Exception):
 
 # -- what check() and apply() see ----------------------------------------------
 
+class HostFacts(Mapping[str, Any]):
+    """The host facts a task declared (`TaskType.host_facts`), gathered whether the play gathers
+    facts or not. Reading one it did not declare is a bug in the task, as for reads."""
+
+    def __init__(self, facts: Mapping[str, Any], declared: frozenset[str]):
+        self._facts, self._declared = facts, declared
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._declared:
+            raise LookupError(f"host fact {key!r} was read but not declared in host_facts")
+        return self._facts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self._facts if key in self._declared)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class Facts:
-    """The values of a task's declared reads, the host's facts, the reboots already
-    pending on the host, and the run's day (`today`, for end-of-life dates). Reading a fact
-    the task did not declare is a bug in the task."""
+    """The values of a task's declared reads, the host facts it declared, the host's platform,
+    the reboots already pending on the host, and the run's day (`today`, for end-of-life dates).
+    Reading a fact the task did not declare is a bug in the task."""
 
     def __init__(self, values: Mapping[str, Any], declared: list[Fact], host: Mapping[str, Any],
-                 reboot_pending: tuple[str, ...] = (), today: datetime.date | None = None):
+                 reboot_pending: tuple[str, ...] = (), today: datetime.date | None = None,
+                 platform: Platform | PlatformUnknown | None = None, host_facts: frozenset[str] | None = None):
         self._values = values
         self.today = today or datetime.date.today()  # the run's clock: --today, GPUCONF_TODAY
         self._declared = {f.key for f in declared}
-        self.host = host
+        self.host: Mapping[str, Any] = host if host_facts is None else HostFacts(host, host_facts)
         self.reboot_pending = reboot_pending
+        self._platform = platform
+
+    @property
+    def platform(self) -> Platform:
+        """The host's platform (package backend, initramfs tool, driver naming). A host whose
+        platform cannot be known fails here, with the reason, in the task that needed it."""
+        if isinstance(self._platform, PlatformUnknown):
+            raise self._platform
+        if self._platform is None:
+            raise LookupError("the host's platform was not resolved before the task ran")
+        return self._platform
 
     def __getitem__(self, fact: Fact) -> Any:
         if fact.key not in self._declared:
@@ -185,6 +217,9 @@ class TaskType:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[Params]] = Params
+    # The host facts check() reads (`facts.host[...]`: kernel, gpus, ...), gathered for it even
+    # when the play does not gather facts (gpuconf/facts/gather.py names them).
+    host_facts: ClassVar[frozenset[str]] = frozenset()
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation

@@ -67,6 +67,7 @@ class CudaCompatibility(TaskType):
 
     name = "cuda_compatibility"
     Params = CompatibilityParams
+    host_facts = frozenset({"gpus"})
 
     def check(self, params: CompatibilityParams, facts: Facts) -> Verdict:
         minimum = MIN_DRIVER.get(params.cuda)

@@ -97,6 +97,7 @@ class DriverStack(TaskType):
 
     name = "nvidia_driver_stack"
     Params = DriverStackParams
+    host_facts = frozenset({"gpus", "kernel"})
 
     def reads(self, params: DriverStackParams) -> list[Fact]:
         return [*INSTALLED, apt_offered(apt_patterns(params.branch)), dnf_offered(DNF_NAMES), MODULE_STREAM,
@@ -111,18 +112,18 @@ class DriverStack(TaskType):
         if refusal:
             raise Refused(refusal)
         assert branch is not None and flavour != "auto"
-        packages = package_set(facts, facts.host)
+        packages = package_set(facts, facts.platform)
         running = {facts.host["kernel"]} if facts.host.get("kernel") else set()
         kernels = sorted(set(facts[INSTALLED_KERNELS]) | running)
-        os_major = str((facts.host.get("os") or {}).get("major") or "9")
-        family: names.Family = "RedHat" if packages.family == "RedHat" else "Debian"
-        if family == "RedHat" and params.modules == "precompiled":
+        naming = facts.platform.driver_names
+        if params.modules == "precompiled" and not naming.precompiled_modules:
             raise Refused("nvidia_driver_modules: precompiled means Canonical's signed linux-modules-nvidia packages "
-                          "(Ubuntu); on the RHEL family use dkms (the <branch>-open or <branch>-dkms module streams)")
-        want = names.stack(family, params.branch, params.version, flavour, params.modules, kernels, os_major)
+                          f"(Ubuntu); on {facts.platform.distribution} use dkms (the <branch>-open or <branch>-dkms "
+                          "module streams)")
+        want = naming.stack(params.branch, params.version, flavour, params.modules, kernels)
         drivers = _driver_packages(packages.packages)
         findings = self._findings(drivers, branch, facts, gpus)
-        self._secure_boot(params, facts, packages.family)
+        self._secure_boot(params, facts, naming)
         changes = [*repair_changes(packages, params.lock_timeout),   # apt and dnf refuse to start until it is done
                    *self._changes(want, packages, drivers, facts, params)]
         if not changes:
@@ -147,11 +148,10 @@ class DriverStack(TaskType):
         return warnings
 
     @staticmethod
-    def _secure_boot(params: DriverStackParams, facts: Facts, family: str) -> None:
+    def _secure_boot(params: DriverStackParams, facts: Facts, naming: names.Naming) -> None:
         if params.modules != "dkms" or params.dkms_signed or not facts[SECURE_BOOT]:
             return
-        remedy = ("set nvidia_driver_modules: precompiled (Canonical's signed linux-modules-nvidia packages)"
-                  if family == "Debian" else "install NVIDIA's signed precompiled kmod packages")
+        remedy = naming.secure_boot_remedy
         raise Refused("Secure Boot is enabled and DKMS builds unsigned modules, which the kernel would refuse "
                       f"(Key was rejected by service): {remedy}, or enroll a MOK key for DKMS to sign with "
                       "and set nvidia_driver_dkms_signed: true")
@@ -187,7 +187,7 @@ class DriverStack(TaskType):
         """Installed driver packages that are not of this stack: another branch or version, the
         other flavour's or source's kernel modules, a transitional package named for another
         branch. Companions of this branch stay (their own task keeps them at the version)."""
-        keep = {names.companion(want.family, c, want.branch) for c in names.COMPANIONS}
+        keep = {want.naming.companion(c, want.branch) for c in names.COMPANIONS}
         others = []
         for package in drivers:
             if not package.installed and package.status != "config-files":
@@ -206,7 +206,7 @@ class DriverStack(TaskType):
     @staticmethod
     def _offered(want: Stack, missing: list[str], facts: Facts) -> None:
         """Refuse before apply when the host's repositories lack a wanted version."""
-        fact = apt_offered(apt_patterns(want.branch)) if want.family == "Debian" else dnf_offered(DNF_NAMES)
+        fact = apt_offered(apt_patterns(want.branch)) if facts.platform.packages == "apt" else dnf_offered(DNF_NAMES)
         offered: Offered = facts[fact]
         version = want.package_version()
         absent = [n for n in missing if not offered.has(n, None if n == want.pinning else version)]

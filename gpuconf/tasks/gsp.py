@@ -35,6 +35,7 @@ class GspFirmware(TaskType):
 
     name = "gsp_firmware"
     Params = GspParams
+    host_facts = frozenset({"gpus"})   # the catalog's flavour for `auto`
 
     def reads(self, params: GspParams):
         return [file_state(params.path), PROC_VERSION]

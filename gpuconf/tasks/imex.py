@@ -65,6 +65,7 @@ class ImexChannel(TaskType):
 
     name = "imex_channel"
     Params = ImexChannelParams
+    host_facts = frozenset({"kernel"})
 
     def reads(self, params: ImexChannelParams) -> list[Fact]:
         return [file_state(params.path), PROC_DEVICES, CHANNEL0_STATE, initramfs_fact(None), NVIDIA_IN_INITRAMFS]
@@ -97,10 +98,7 @@ class ImexChannel(TaskType):
         members = facts[initramfs_fact(None)] or {}
         if any(line.strip() == OPTIONS_LINE for text in members.values() for line in text.splitlines()):
             return None
-        if (facts.host.get("os") or {}).get("family") == "RedHat":
-            rebuild = run(["dracut", "-f", "--kver", kernel], timeout=600)
-        else:
-            rebuild = run(["update-initramfs", "-u", "-k", kernel], timeout=600)
+        rebuild = run(facts.platform.initramfs_rebuild(kernel), timeout=600)
         return Change(f"initramfs for {kernel} loads nvidia without {OPTION}: {rebuild.request['cmd']}", [rebuild])
 
     @staticmethod

@@ -44,6 +44,7 @@ class Initramfs(TaskType):
 
     name = "initramfs"
     Params = InitramfsParams
+    host_facts = frozenset({"kernel"})
 
     def reads(self, params: InitramfsParams):
         return [initramfs_fact(params.kernel)]
@@ -53,12 +54,9 @@ class Initramfs(TaskType):
         if not kernel:
             raise Unknown("the running kernel release is not known")
         files = facts[initramfs_fact(params.kernel)]
-        if (facts.host.get("os") or {}).get("family") == "RedHat":
-            path, tool = f"/boot/initramfs-{kernel}.img", "dracut"
-            rebuild = [run(["dracut", "-f", "--kver", kernel], timeout=600)]
-        else:
-            path, tool = f"/boot/initrd.img-{kernel}", "update-initramfs"
-            rebuild = [run(["update-initramfs", "-u", "-k", kernel], timeout=600)]
+        platform = facts.platform
+        path, tool = platform.initramfs_image(kernel), platform.initramfs
+        rebuild = [run(platform.initramfs_rebuild(kernel), timeout=600)]
         if files is None:
             return drift(Change(f"{path} is missing: {tool}", rebuild, reboot=True))
         present = {line.strip() for text in files.values() for line in text.splitlines()}

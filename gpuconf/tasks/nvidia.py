@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuconf.driver import catalog, names
+from gpuconf.driver import catalog
 from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.driver_stack import INSTALLED_KERNELS
@@ -47,6 +47,7 @@ class DkmsModule(TaskType):
 
     name = "dkms_module"
     Params = DkmsModuleParams
+    host_facts = frozenset({"kernel"})
 
     def reads(self, params: DkmsModuleParams):
         return [dkms_fact(params.module), INSTALLED_KERNELS]
@@ -97,6 +98,7 @@ class NvidiaModule(TaskType):
     reboot-pending."""
 
     name = "nvidia_module"
+    host_facts = frozenset({"gpus"})   # the catalog's flavour for `auto`
     Params = NvidiaModuleParams
 
     def _smi(self, params: NvidiaModuleParams) -> Fact:
@@ -225,10 +227,10 @@ class DriverCompanion(TaskType):
         return INSTALLED
 
     def check(self, params: CompanionParams, facts: Facts) -> Verdict:
-        packages = package_set(facts, facts.host)
-        family: names.Family = "RedHat" if packages.family == "RedHat" else "Debian"
-        name = names.companion(family, params.package, params.branch)
-        version = names.package_version(family, params.version, str((facts.host.get("os") or {}).get("major") or "9"))
+        packages = package_set(facts, facts.platform)
+        naming = facts.platform.driver_names
+        name = naming.companion(params.package, params.branch)
+        version = naming.package_version(params.version)
         backend = backend_for(packages)
         current = packages.installed(name)
         install = [backend.install([backend.spec(name, version)], True)]

@@ -1,4 +1,4 @@
-"""Packages through apt or dnf, chosen from the host's OS family, read from one listing per host."""
+"""Packages through apt or dnf, the host platform's, read from one listing per host."""
 from __future__ import annotations
 
 import re
@@ -65,7 +65,6 @@ class AptBackend:
     `lock_timeout` seconds for the dpkg lock (apt's DPkg::Lock::Timeout)."""
 
     LOCK_TIMEOUT = 120.0
-    family = "Debian"
 
     @staticmethod
     def spec(name: str, version: str | None) -> str:
@@ -117,7 +116,6 @@ class DnfBackend:
     holds as versionlock entries (dnf-plugins-core's versionlock plugin)."""
 
     LOCK_TIMEOUT = AptBackend.LOCK_TIMEOUT
-    family = "RedHat"
 
     @staticmethod
     def spec(name: str, version: str | None) -> str:
@@ -152,7 +150,7 @@ Backend = AptBackend | DnfBackend
 
 
 def backend_for(packages: PackageSet) -> Backend:
-    return DnfBackend() if packages.family == "RedHat" else AptBackend()
+    return DnfBackend() if packages.backend == "dnf" else AptBackend()
 
 
 def repair_changes(packages: PackageSet, lock_timeout: float = AptBackend.LOCK_TIMEOUT) -> list[Change]:
@@ -193,7 +191,7 @@ class PackageParams(Params):
     version: str | None = None
     state: Literal["present", "absent", "purged"] = "present"
     hold: bool | None = None
-    backend: Literal["auto", "apt", "dnf"] = "auto"  # auto: from the host's OS family
+    backend: Literal["auto", "apt", "dnf"] = "auto"  # auto: the host's platform's
     lock_timeout: float = Field(AptBackend.LOCK_TIMEOUT, ge=0, le=86400)  # seconds to wait for the dpkg lock
 
     @field_validator("name")
@@ -217,7 +215,7 @@ class PackageParams(Params):
 
 class Package(TaskType):
     """Packages present (optionally at an exact version), absent or purged; held or unheld
-    (`apt-mark hold`, dnf versionlock). apt or dnf is chosen from the host's OS family. Waits up
+    (`apt-mark hold`, dnf versionlock). apt or dnf is the host's platform's (its os-release). Waits up
     to `lock_timeout` seconds (default 120) for the dpkg lock, then fails naming the holder's
     PID; it never kills the holder."""
 
@@ -228,7 +226,7 @@ class Package(TaskType):
         return INSTALLED
 
     def check(self, params: PackageParams, facts: Facts) -> Verdict:
-        packages = package_set(facts, facts.host)
+        packages = package_set(facts, facts.platform)
         backend: Backend = (AptBackend() if params.backend == "apt" else DnfBackend() if params.backend == "dnf"
                             else backend_for(packages))
         states = {name: packages.get(name) for name in params.names}

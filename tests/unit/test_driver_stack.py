@@ -19,6 +19,7 @@ from gpuconf.facts.installed import DPKG_ALL, RPM_ALL, VERSIONLOCK
 from gpuconf.tasks.base import Facts, Refused
 from gpuconf.tasks.driver import DNF_NAMES, apt_patterns
 from gpuconf.tasks.registry import TASK_TYPES, build_params
+from tests.platforms import platform_for
 from tests.replies import parsed_replies
 from tests.unit.test_tasks_table import op_text
 
@@ -75,7 +76,8 @@ def check(params, reply, host=DEBIAN, today=TODAY):
     task = TASK_TYPES["nvidia_driver_stack"]
     model = build_params("nvidia_driver_stack", params)
     reads = task.reads(model)
-    return task.check(model, Facts(parsed_replies(reads, reply), reads, host, (), today))
+    return task.check(model, Facts(parsed_replies(reads, reply), reads, host, (), today, platform_for(host),
+                                   task.host_facts))
 
 
 def ops(verdict):
@@ -213,7 +215,8 @@ def task_check(name, params, reply, host=DEBIAN):
     task = TASK_TYPES[name]
     model = build_params(name, params)
     reads = task.reads(model)
-    return task.check(model, Facts(parsed_replies(reads, reply), reads, host, (), TODAY))
+    return task.check(model, Facts(parsed_replies(reads, reply), reads, host, (), TODAY, platform_for(host),
+                                   task.host_facts))
 
 
 def test_a_companion_at_another_version_is_drift_naming_both():

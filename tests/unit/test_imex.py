@@ -128,7 +128,8 @@ def test_imex_channel_in_sync_says_why():
 
 
 def test_nvidia_imex_is_one_name_everywhere_and_a_driver_package():
-    assert {names.companion(f, "imex", b) for f in ("Debian", "RedHat") for b in (580, 595)} == {"nvidia-imex"}
+    namings = (names.DebianNames(), names.RedHatNames())
+    assert {naming.companion("imex", b) for naming in namings for b in (580, 595)} == {"nvidia-imex"}
     assert names.is_driver_package("nvidia-imex")
 
 

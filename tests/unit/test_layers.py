@@ -9,10 +9,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "suggest", "vault", "yamlsrc", "config", "userfiles"},
+    {"errors", "suggest", "vault", "yamlsrc", "config"},
     {"results"},
-    {"facts", "driver"},
-    {"templating", "template_bounds"},
+    {"facts", "driver", "platform"},
+    {"templating"},
     {"tasks"},
     {"inventory", "inventory_sources", "patterns"},
     {"playbook"},

@@ -39,5 +39,6 @@ def test_fabric_kind_from_pci(gpu, count, switches, kind):
     ("Debian", 580, "nvlsm", "libnvsdm-580"), ("Debian", 595, "nvlsm", "libnvsdm"),
     ("RedHat", 580, "nvlsm", "libnvsdm")])
 def test_nvlink5_companion_names(family, branch, nvlsm, nvsdm):
-    assert (names.companion(family, "nvlsm", branch), names.companion(family, "nvsdm", branch)) == (nvlsm, nvsdm)
+    naming = names.DebianNames() if family == "Debian" else names.RedHatNames()
+    assert (naming.companion("nvlsm", branch), naming.companion("nvsdm", branch)) == (nvlsm, nvsdm)
     assert names.is_driver_package(nvlsm) and names.is_driver_package(nvsdm)

@@ -4,6 +4,7 @@ import pytest
 from gpuconf.tasks.base import Facts
 from gpuconf.tasks.packages import PackageParams, lock_error
 from gpuconf.tasks.registry import TASK_TYPES
+from tests.platforms import DEBIAN_12
 
 APT_WAITED = ("Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 "
               "(unattended-upgr)...\nE: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), "
@@ -14,7 +15,7 @@ DPKG_REFUSED = "dpkg: error: dpkg frontend lock was locked by another process wi
 def nothing_installed(params: PackageParams) -> Facts:
     """A dpkg-query that lists nothing: every package is missing."""
     reads = TASK_TYPES["package"].reads(params)
-    return Facts({f.key: f.parse({"out": "", "err": "", "rc": 0, "timed_out": False}) for f in reads}, reads, {})
+    return Facts({f.key: f.parse({"out": "", "err": "", "rc": 0, "timed_out": False}) for f in reads}, reads, {}, platform=DEBIAN_12)
 
 
 @pytest.mark.parametrize("lock_timeout, option", [(None, "DPkg::Lock::Timeout=120"), (5, "DPkg::Lock::Timeout=5")])

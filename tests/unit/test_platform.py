@@ -1,11 +1,15 @@
 """The platform of a host, from its os-release and its tools: one table, no guess."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from gpuconf.facts.base import FileState
 from gpuconf.platform import OS_RELEASE, TOOLS_FACT, PlatformUnknown, from_facts, os_facts, resolve
 
+ROOT = Path(__file__).resolve().parents[2]
 DEB = {"dpkg-query", "apt-get", "update-initramfs", "update-grub", "rpm"}  # rpm too: the lab's Debian nodes have it
 EL = {"rpm", "dnf", "dracut", "grubby"}
 
@@ -43,7 +47,12 @@ def test_the_initramfs_commands_follow_the_tool():
     assert debian.initramfs_rebuild("6.1.0-28-amd64") == ["update-initramfs", "-u", "-k", "6.1.0-28-amd64"]
     assert rocky.initramfs_image("5.14.0-427.el9") == "/boot/initramfs-5.14.0-427.el9.img"
     assert rocky.initramfs_rebuild("5.14.0-427.el9") == ["dracut", "-f", "--kver", "5.14.0-427.el9"]
-    assert (rocky.major, rocky.driver_naming, debian.driver_naming) == ("9", "RedHat", "Debian")
+    assert rocky.major == "9"
+    assert rocky.driver_names.package_version("580.95.05") == "3:580.95.05-1.el9"
+    assert debian.driver_names.package_version("580.95.05") == "580.95.05-1"
+    assert resolve(RHEL_10, EL).driver_names.package_version("580.95.05") == "3:580.95.05-1.el10"
+    with pytest.raises(PlatformUnknown, match="no NVIDIA driver package naming"):
+        print(resolve(SLES_15, {"rpm", "zypper"}).driver_names)
 
 
 @pytest.mark.parametrize("text, tools, message", [
@@ -73,3 +82,20 @@ def test_os_facts_name_the_distribution_and_family_from_the_one_table():
     assert os_facts(ALPINE)["family"] == "" and os_facts(ALPINE)["distribution"] == ""
     assert {d.family for d in OS_RELEASE.values()} == {"Debian", "RedHat", "Suse"}
 
+
+
+def test_no_module_outside_platform_compares_os_family_strings():
+    """Tasks ask the platform: 'RedHat'/'Debian'/'Suse' compared with == or in, or a table of
+    os-release IDs, appear nowhere in the product but in gpuconf/platform.py."""
+    offenders = []
+    for path in sorted((ROOT / "gpuconf").rglob("*.py")):
+        if path.name == "platform.py" and path.parent.name == "gpuconf":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                names = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+                if {"RedHat", "Debian", "Suse", "rhel", "debian", "ubuntu", "rocky"} & set(names):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Constant) and node.value == "/etc/redhat-release":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} (/etc/redhat-release)")
+    assert offenders == []

@@ -14,6 +14,7 @@ from gpuconf.facts.gather import LSMOD, PROC_MODULES
 from gpuconf.tasks.base import Facts, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
 from gpuconf.templating import Vars, evaluate_when
+from tests.platforms import platform_for
 from tests.replies import parsed_replies
 
 
@@ -27,8 +28,12 @@ class Conditions:
         return evaluate_when(condition, self.vars)
 
 
-def served(replies: dict, reads: list, host: dict | None = None, reboot_pending: tuple = ()) -> Facts:
-    return Facts(parsed_replies(reads, replies), reads, host or {}, reboot_pending)
+def served(replies: dict, reads: list, host: dict | None = None, reboot_pending: tuple = (),
+           host_facts: frozenset[str] | None = None) -> Facts:
+    """The facts a task sees: its replies, the host facts it declared (`host_facts`: reading
+    another fails, as in a run) and the platform the host dict stands for."""
+    return Facts(parsed_replies(reads, replies), reads, host or {}, reboot_pending, None, platform_for(host),
+                 host_facts)
 def stat(path, content=None, mode=0o644, owner="root", group="root", kind="file", exists=True, with_content=True):
     reply = {"exists": exists}
     if exists:
@@ -59,7 +64,7 @@ def op_text(op) -> str:
 def check(type_name, params, replies, variables=None, host=None, reboot_pending=()):
     task = TASK_TYPES[type_name]
     model = build_params(type_name, task.resolve(params, Conditions(variables)))
-    return task.check(model, served(replies, task.reads(model), host, reboot_pending))
+    return task.check(model, served(replies, task.reads(model), host, reboot_pending, task.host_facts))
 
 
 def assert_changes(result, summaries, ops):
