@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuconf.connection.lock import marker_path
 from gpuconf.engine.reboot_wait import NoNewBoot, take_run_lock, wait_for_new_boot
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
@@ -19,6 +20,7 @@ from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating import Vars, evaluate_when, is_template, render_file
+from gpuconf.userfiles import read_source
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -28,7 +30,7 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     else:
         candidates = [base / name for base in search_paths]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.exists() and not candidate.is_dir():  # a FIFO or device is found, and refused by _text
             return candidate
     looked = ", ".join(str(c) for c in candidates)
     raise TaskError(f"file '{name}' not found (looked in {looked})")
@@ -67,7 +69,7 @@ class Resolver:
 def _text(path: Path) -> str:
     """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_source(path, TaskError).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                         "gpuconf writes text files") from None
@@ -137,7 +139,16 @@ class HostApply:
         if self._reboot_via is not None:
             if lock:
                 session.call([{"op": "announce_reboot", **lock}], readonly=False, become=self._become)
-            self._reboot_via()
+            try:
+                self._reboot_via()
+            except BaseException:
+                # the scheduler did not reboot (the node is no longer gpuconf's, scontrol failed):
+                # the marker goes, or this run's lock holder would keep the host locked until its
+                # deadline for a reboot that never comes
+                if lock:
+                    session.call([{"op": "remove", "path": marker_path(lock["lock"])}], readonly=False,
+                                 become=self._become)
+                raise
         else:
             sent = session.connection.round_trips
             try:

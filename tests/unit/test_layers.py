@@ -9,10 +9,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "suggest", "vault", "yamlsrc", "config"},
+    {"errors", "suggest", "vault", "yamlsrc", "config", "userfiles"},
     {"results"},
     {"facts", "driver", "platform"},
-    {"templating"},
+    {"templating", "template_bounds"},
     {"tasks"},
     {"inventory", "inventory_sources", "patterns"},
     {"playbook"},
