@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 import yaml
 
+from gpuconf import secret_marks as marks
 from gpuconf.errors import Location, TemplateError
+from gpuconf.secret_marks import STATE as MARKS
+from gpuconf.secret_marks import CountingEnvironment, MarkingEnvironment, mark, tell, touch
 from gpuconf.template_bounds import bound_environment, bound_template
+from gpuconf.yamlsrc import Secret
 
 # One expression, with spaces around it at most: a line break around it is text, and kept
 # (`content: |` with one `{{ x }}` line renders to "value\n", as a file's last line should).
@@ -53,9 +56,7 @@ def _version_test(value: Any, other: Any, op: str = "eq") -> bool:
 
 
 def _make_env() -> jinja2.Environment:
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
-    )
+    env = CountingEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     env.filters.update(
         bool=_to_bool,
         to_json=lambda v: json.dumps(v, sort_keys=True, default=str),  # str: a value validate cannot know yet
@@ -70,6 +71,9 @@ def _make_env() -> jinja2.Environment:
 
 
 ENV = _make_env()
+MARKING = MarkingEnvironment(ENV)  # a render that read a secret runs again here (gpuconf/secret_marks.py)
+bound_environment(MARKING)  # under the same bounds,
+MARKING.mark_filters(ENV.filters)  # and the marks outside them
 
 
 def is_template(value: Any) -> bool:
@@ -108,16 +112,27 @@ class Vars(Mapping):
     """Layered variables, highest precedence first, rendered on first lookup
     (except `Verbatim` layers)."""
 
-    def __init__(self, *layers: Mapping[str, Any]):
+    def __init__(self, *layers: Mapping[str, Any], secrets: Any = None):
         self.layers = [layer for layer in layers if layer]
         self._rendered: dict[str, Any] = {}
         self._active: list[str] = []
         # When set (by gpuconf.engine.plancache), every lookup is recorded here:
         # name -> (the raw value found or MISSING, whether its layer is verbatim).
         self.reads: dict[str, tuple[Any, bool]] | None = None
+        self.secrets = secrets  # the host's set of secret strings (engine/secrets.py), told what renders make
+        self._secret_keys: set[str] = set()  # rendered variables that are, hold or were made from a secret
+        self._names: frozenset[str] | None = None
+
+    def secret_names(self) -> frozenset[str]:
+        """The variables `secret_vars` lists, at any level."""
+        if self._names is None:
+            self._names = marks.listed_names([layer for layer in self.layers if layer.__class__ is not Verbatim])
+        return self._names
 
     def lookup_raw(self, key: str) -> tuple[Any, bool]:
         """The raw value `key` resolves to and whether it is verbatim; (MISSING, False) if none."""
+        if key == marks.SECRET_NAMES:
+            return self.secret_names(), False
         for layer in self.layers:
             if key in layer:
                 return layer[key], isinstance(layer, Verbatim)
@@ -138,18 +153,37 @@ class Vars(Mapping):
 
     def __getitem__(self, key: str) -> Any:
         if key in self._rendered:
+            if key in self._secret_keys:
+                touch()
             return self._rendered[key]
         layer, value = self._find(key)
         if isinstance(layer, Verbatim):
+            if isinstance(value, Secret):  # a loop's item from a secret list, say
+                touch()
             return value
         if key in self._active:
             raise TemplateError(f"variable '{key}' refers to itself: {' -> '.join(self._active + [key])}")
+        names = self._names if self._names is not None else self.secret_names()
+        if self.reads is not None:
+            self.reads[marks.SECRET_NAMES] = (names, False)
+        before = MARKS.reads
         self._active.append(key)
         try:
             value = render(value, self)
         finally:
             self._active.pop()
+        if MARKS.reads != before or key in names:
+            value = self._secret(key, value, key in names)
         self._rendered[key] = value
+        return value
+
+    def _secret(self, key: str, value: Any, listed: bool) -> Any:
+        """A variable that is, holds or was made from a secret: each later lookup reads a secret."""
+        if listed:  # named in secret_vars: its value is marked here, its numbers hidden as text
+            value = mark(value)
+            tell(self.secrets, [value])
+        self._secret_keys.add(key)
+        touch()
         return value
 
     def __contains__(self, key: object) -> bool:
@@ -177,7 +211,7 @@ class Vars(Mapping):
 
     def child(self, *layers: Mapping[str, Any]) -> Vars:
         """A new Vars with extra layers above this one's."""
-        return Vars(*layers, *self.layers)
+        return Vars(*layers, *self.layers, secrets=self.secrets)
 
 
 def _run(template: jinja2.Template, variables: Mapping[str, Any]) -> jinja2.runtime.Context:
@@ -224,10 +258,12 @@ def _once(key: tuple[str, ...], compile_: Callable[[], Any]) -> Any:
     return found
 
 
-def _compiled(kind: str, text: str) -> Any:
+def _compiled(kind: str, text: str, env: jinja2.Environment | None = None) -> Any:
+    env = env or ENV
+    key = (kind, text) if env is ENV else ("marked " + kind, text)
     if kind == "expr":
-        return _once((kind, text), lambda: ENV.compile_expression(text, undefined_to_none=False)._template)
-    return _once((kind, text), lambda: ENV.from_string(text))
+        return _once(key, lambda: env.compile_expression(text, undefined_to_none=False)._template)
+    return _once(key, lambda: env.from_string(text))
 
 
 # Most templates in playbooks are plain references (`{{ name }}`, `when: facts.nvswitch`,
@@ -291,14 +327,20 @@ def _lookup(parts: tuple[str, ...], variables: Mapping[str, Any]) -> Any:
 
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
     """Evaluate a bare Jinja2 expression (as in `when:`), natively typed."""
-    return _guard(expression, lambda: _evaluate(expression, variables))
+    before = MARKS.reads
+    result = _guard(expression, lambda: _evaluate(expression, variables))
+    if MARKS.reads == before:
+        return result
+    marks.secret_seen(variables)
+    result = _guard(expression, lambda: _evaluate(expression, variables, MARKING))
+    return marks.marked_output(result, [result], False, variables)
 
 
-def _evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+def _evaluate(expression: str, variables: Mapping[str, Any], env: jinja2.Environment | None = None) -> Any:
     parts = _reference(expression)
     if parts is not None:
         return _lookup(parts, variables)
-    template = _compiled("expr", expression.strip())
+    template = _compiled("expr", expression.strip(), env)
     context = _run(template, variables)
     for _ in template.root_render_func(context):
         pass
@@ -309,21 +351,41 @@ def _evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
 
 
 def render_string(text: str, variables: Mapping[str, Any]) -> Any:
-    """Render one string; a lone `{{ expr }}` keeps its native type."""
+    """Render one string; a lone `{{ expr }}` keeps its native type. A render that read a
+    secret is done again, marked (`_render_marked`)."""
+    before = MARKS.reads
     single = _SINGLE.match(text)
     if single:
-        return _guard(text, lambda: _evaluate(single.group("expr"), variables))
+        result = _guard(text, lambda: _evaluate(single.group("expr"), variables))
+    else:
+        segments = _segments(text)
+        if segments is not None:
+            result = _guard(text, lambda: "".join(piece if isinstance(piece, str) else
+                                                  str(_lookup(piece, variables)) for piece in segments))
+        else:
+            def full() -> str:
+                template = _compiled("template", text)
+                return "".join(template.root_render_func(_run(template, variables)))
 
-    segments = _segments(text)
-    if segments is not None:
-        return _guard(text, lambda: "".join(piece if isinstance(piece, str) else str(_lookup(piece, variables))
-                                            for piece in segments))
+            result = _guard(text, full)
+    if MARKS.reads == before:
+        return result
+    return _render_marked(text, variables)
 
-    def full() -> str:
-        template = _compiled("template", text)
-        return "".join(template.root_render_func(_run(template, variables)))
 
-    return _guard(text, full)
+def _render_marked(text: str, variables: Mapping[str, Any]) -> Any:
+    """`text` rendered in the marking environment (gpuconf/secret_marks.py): the result is
+    marked when it printed something made from a secret, and each such piece is told to the
+    host's set of secret strings."""
+    marks.secret_seen(variables)
+    single = _SINGLE.match(text)
+    if single:
+        result = _guard(text, lambda: _evaluate(single.group("expr"), variables, MARKING))
+        return marks.marked_output(result, [result], False, variables)
+    template = _compiled("template", text, MARKING)
+    with marks.collecting() as pieces:
+        result = _guard(text, lambda: "".join(template.root_render_func(_run(template, variables))))
+    return marks.marked_output(result, pieces, marks.may_lose(text, ENV), variables)
 
 
 def undefined_hint(name: str) -> str:
@@ -349,17 +411,30 @@ def _guard(text: str, func: Any) -> Any:
         raise TemplateError(f"template '{text.strip()}' failed: {type(exc).__name__}: {exc}") from None
 
 
-def _file_template(text: str, path: str) -> jinja2.Template:
+def _file_template(text: str, path: str, env: jinja2.Environment | None = None) -> jinja2.Template:
     """A role's template file: compiled once (`_once`), with its path for the errors' lines."""
-    return _once(("file", path, text),
-                 lambda: jinja2.Template.from_code(ENV, ENV.compile(text, filename=path), ENV.make_globals(None)))
+    env = env or ENV
+    return _once(("file" if env is ENV else "marked file", path, text),
+                 lambda: jinja2.Template.from_code(env, env.compile(text, filename=path), env.make_globals(None)))
 
 
 def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:
     """Render a template file (a role's templates/): always a string, its trailing newline kept,
-    and an error says the file and line where it happened, not only the task that used it."""
+    and an error says the file and line where it happened, not only the task that used it.
+    A file that read a secret is rendered again, marked, as `render_string` does."""
+    before = MARKS.reads
+    result = _render_file(text, variables, path)
+    if MARKS.reads == before:
+        return result
+    marks.secret_seen(variables)
+    with marks.collecting() as pieces:
+        result = _render_file(text, variables, path, MARKING)
+    return marks.marked_output(result, pieces, marks.may_lose(text, ENV), variables)  # type: ignore[no-any-return]
+
+
+def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2.Environment | None = None) -> str:
     try:
-        template = _file_template(text, path)
+        template = _file_template(text, path, env)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}", Location(path, exc.lineno)) from None
     try:
@@ -395,11 +470,23 @@ def render(value: Any, variables: Mapping[str, Any]) -> Any:
     if kind is int or kind is bool or kind is float or value is None:
         return value
     if isinstance(value, str):
+        if isinstance(value, Secret):
+            return _literal_secret(value, variables)
         return render_string(value, variables) if is_template(value) else value
     if isinstance(value, dict):
         return {k: render(v, variables) for k, v in value.items()}
     if isinstance(value, list):
         return [render(v, variables) for v in value]
+    return value
+
+
+def _literal_secret(value: Secret, variables: Mapping[str, Any]) -> Any:
+    """A `!secret` or vault value met while rendering (in a variable, in a task's params)."""
+    touch()
+    marks.secret_seen(variables)
+    if is_template(value):
+        value = mark(render_string(value, variables))
+    tell(getattr(variables, "secrets", None), [value])
     return value
 
 

@@ -22,7 +22,11 @@ except ImportError:  # pragma: no cover - libyaml missing
 
 
 class Secret(str):
-    """A string tagged `!secret`: redacted from every output."""
+    """A string tagged `!secret`: redacted from every output. A slice of one is secret too
+    (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/secret_marks.py)."""
+
+    def __getitem__(self, key: Any) -> Secret:
+        return Secret(str.__getitem__(self, key))
 
 
 class YDict(dict):

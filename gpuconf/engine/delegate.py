@@ -50,8 +50,10 @@ def delegate_target(task: TaskDef, variables: Any) -> str:
 class Delegates:
     """The sessions of one host's delegated tasks, one per target."""
 
-    def __init__(self, open_session: Callable[[str], HostSession] | None):
+    def __init__(self, open_session: Callable[[str], HostSession] | None,
+                 redact: Callable[[str], str] | None = None):
         self._open = open_session
+        self._redact = redact  # -vvv: the requests it sends hold the original host's secrets
         self._sessions: dict[str, HostSession] = {}
 
     def session(self, target: str) -> HostSession:
@@ -62,6 +64,8 @@ class Delegates:
                 self._sessions[target] = self._open(target)
             except ConnectError as exc:  # the delegate is unreachable, not the task's host
                 raise TaskError(f"delegate_to {target}: {exc}") from None
+            if self._redact is not None:
+                self._sessions[target].redact = self._redact
         return self._sessions[target]
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
-from gpuconf.engine.secrets import redact_result, secret_values
+from gpuconf.engine.secrets import SecretSet, mark_known, redact_result, secret_values
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.variables import fact_aliases, task_variables
@@ -46,7 +46,11 @@ class PlayOnHost:
                  plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
                  host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
         self.play, self.host, self.session, self.options = play, host, session, options
-        self.delegates = Delegates(delegate)  # delegate_to: a session per target (engine/delegate.py)
+        # what this host's output must not show; its templates add what they make from a secret
+        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults]))
+        if session is not None:  # (planning alone has none)
+            session.redact = self.secrets.redact  # -vvv shows requests with them masked
+        self.delegates = Delegates(delegate, self.secrets.redact)  # delegate_to: a session per target
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.deadline_reached = deadline_reached
@@ -56,7 +60,6 @@ class PlayOnHost:
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         self._magic: Verbatim | None = None
         self._registered = Verbatim(registered)
-        self.secrets = secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults])
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
@@ -69,7 +72,7 @@ class PlayOnHost:
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
             self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars)
+                              self.host_vars, self.secrets)
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""
@@ -342,7 +345,8 @@ class PlayOnHost:
     def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         result.duration = round(time.monotonic() - started, 3)
         if task.keywords.register and register:
-            self.registered[task.keywords.register] = registered_value(task.keywords.register, result)
+            self.registered[task.keywords.register] = mark_known(registered_value(task.keywords.register, result),
+                                                                 self.secrets)
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 

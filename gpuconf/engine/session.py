@@ -33,6 +33,9 @@ class HostSession:
         self.parent = parent
         self.users: dict[str, HostSession] = {}  # the user sessions, opened lazily (the first session only)
         self.trace = trace  # -vvv: told every request before it is sent
+        # what -vvv shows of a request: its host's secrets, and what templates made of them, masked
+        # (set by the play on the host: engine/secrets.py); a user session uses its parent's
+        self.redact: Callable[[str], str] = lambda text: text
         self.connection = connection
         self.cache: dict[str, Any] = {}
         # the host's platform, resolved from the first round trip (gpuconf/platform.py); an error
@@ -87,7 +90,9 @@ class HostSession:
         if not ops:
             return []
         if self.trace is not None:
-            kinds = ", ".join(_describe(op) for op in ops[:8]) + (f", +{len(ops) - 8} more" if len(ops) > 8 else "")
+            redact = (self.parent or self).redact
+            more = f", +{len(ops) - 8} more" if len(ops) > 8 else ""
+            kinds = ", ".join(_describe(op, redact) for op in ops[:8]) + more
             who = f" as {self.become_user}" if self.become_user else ""
             self.trace(f"{'read' if readonly else 'write'} request{who}, {len(ops)} op(s): {kinds}")
         read_lock = (self.parent or self).read_lock if readonly else None
@@ -154,12 +159,13 @@ class HostSession:
         self.connection.open()
 
 
-def _describe(op: dict[str, Any]) -> str:
-    """One op, shortly: its kind and what it names (a path, a command), for -vvv."""
+def _describe(op: dict[str, Any], redact: Callable[[str], str]) -> str:
+    """One op, shortly: its kind and what it names (a path, a command), for -vvv. Redacted
+    before it is cut short: a cut would leave the first half of a secret unrecognised."""
     what = op.get("path") or op.get("cmd") or op.get("argv") or op.get("patterns") or ""
     if isinstance(what, list):
         what = " ".join(str(part) for part in what)
-    text = str(what)
+    text = redact(str(what))
     return f"{op.get('op', '?')} {text[:60] + ('…' if len(text) > 60 else '')}".strip()
 
 

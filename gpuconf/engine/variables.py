@@ -119,9 +119,10 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
 
 
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
-                   task: TaskDef, play: Play, host_vars: Mapping[str, Any]) -> Vars:
+                   task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None) -> Vars:
     """The layers of one task on one host, highest precedence first. `magic` is verbatim (never
-    rendered as a template): build it once per host and facts, not per task."""
+    rendered as a template): build it once per host and facts, not per task. `secrets`, the host's
+    SecretSet (engine/secrets.py), learns each string a template makes from a secret."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
     return Vars(magic, extra_vars, item, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
-                play.role_defaults)
+                play.role_defaults, secrets=secrets)
