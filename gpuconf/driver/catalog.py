@@ -20,6 +20,34 @@ Flavour = Literal["open", "proprietary"]
 GRACE = "grace-"  # a device tag's prefix for a Grace superchip's GPU (grace-hopper: GH200)
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """580.178.04 -> (580, 178, 4): point releases compare by their numbers, not as text
+    (580.95.05 is older than 580.105.08)."""
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+class PointRelease(BaseModel):
+    """The newest point release of a branch the catalog knows, when that was learned, and where."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str
+    learned: dt.date
+    source: str
+
+
+class Bulletin(BaseModel):
+    """An NVIDIA security bulletin and the first fixed driver version it names, per branch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    title: str
+    published: dt.date
+    source: str
+    fixed: dict[int, str]
+
+
 class Branch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -33,6 +61,8 @@ class Branch(BaseModel):
     proprietary: bool
     successor: int | None
     source: str
+    newest: PointRelease | None = None
+    proprietary_removed: str | None = None   # where NVIDIA says the branch has no proprietary modules
 
     def ended(self, today: dt.date) -> bool:
         """Past its end of life on `today`: its date has passed, or (a new-feature branch with
@@ -53,6 +83,7 @@ class Catalog(BaseModel):
     open_from: str
     open_only: tuple[str, ...]
     devices: dict[str, str]
+    bulletins: tuple[Bulletin, ...] = ()
 
     @model_validator(mode="after")
     def _known_generations(self) -> Catalog:
@@ -140,7 +171,8 @@ def flavour_refusal(branch: Branch, flavour: Flavour, host_gpus: list[Gpu]) -> s
     if flavour == "open" and not branch.open:
         return f"branch {branch.branch} ships no open kernel modules"
     if flavour == "proprietary" and not branch.proprietary:
-        return (f"branch {branch.branch} ships no proprietary kernel modules (removed in 620): "
+        where = f" ({branch.proprietary_removed})" if branch.proprietary_removed else ""
+        return (f"branch {branch.branch} ships no proprietary kernel modules{where}: "
                 "use nvidia_driver_flavour: open")
     for gpu in host_gpus:
         if flavour == "proprietary" and open_only(gpu):
@@ -199,3 +231,23 @@ def refuse_install(branch_number: int, version: str, flavour: Flavour, today: dt
     if eol and not allow_eol:
         return f"{eol}; set nvidia_driver_allow_eol: true to install it anyway"
     return flavour_refusal(branch, flavour, host_gpus)
+
+
+def point_release_behind(branch: Branch, installed: str) -> str | None:
+    """The warning for a node on an older point release than the newest its branch is known
+    to have, naming the newest (and when that was learned), and the security bulletin whose
+    fix the node lacks, where one names this branch."""
+    newest = branch.newest
+    if newest is None or not installed.split(".")[0].isdigit() or int(installed.split(".")[0]) != branch.branch:
+        return None
+    if version_key(installed) >= version_key(newest.version):
+        return None
+    message = (f"driver {installed} is behind the newest point release of branch {branch.branch}, "
+               f"{newest.version} (known since {newest.learned.isoformat()}: {newest.source})")
+    missed = [b for b in catalog().bulletins
+              if b.fixed.get(branch.branch) and version_key(installed) < version_key(b.fixed[branch.branch])]
+    if missed:
+        named = "; ".join(f"{b.title} (bulletin {b.id}, {b.source}) fixes it in {b.fixed[branch.branch]}"
+                          for b in missed)
+        message += f"; security: {named}"
+    return message

@@ -122,7 +122,7 @@ class DriverStack(TaskType):
                           "module streams)")
         want = naming.stack(params.branch, params.version, flavour, params.modules, kernels)
         drivers = _driver_packages(packages.packages)
-        findings = self._findings(drivers, branch, facts, gpus)
+        findings = self._findings(drivers, branch, facts, gpus, params.version)
         self._secure_boot(params, facts, naming)
         changes = [*repair_changes(packages, params.lock_timeout),   # apt and dnf refuse to start until it is done
                    *self._changes(want, packages, drivers, facts, params)]
@@ -134,17 +134,25 @@ class DriverStack(TaskType):
 
     # -- what is wrong -------------------------------------------------------
     def _findings(self, drivers: tuple[Installed, ...], branch: catalog.Branch, facts: Facts,
-                  gpus: list[catalog.Gpu]) -> list[Finding]:
+                  gpus: list[catalog.Gpu], wanted: str) -> list[Finding]:
         """A warning for each end-of-life branch found installed, and for the wanted one (which
-        can be past its end only when nvidia_driver_allow_eol said so)."""
-        found = {b for p in drivers if p.installed and names.is_driver_package(p.name)
-                 and (b := _branch_of(p))} | {branch.branch}
+        can be past its end only when nvidia_driver_allow_eol said so); and for each point
+        release, installed or wanted, older than the newest its branch is known to have (a
+        node on it is otherwise "in sync", missing fixes its branch already has)."""
+        installed = [p for p in drivers if p.installed and names.is_driver_package(p.name)]
+        found = {b for p in installed if (b := _branch_of(p))} | {branch.branch}
         warnings = []
         for number in sorted(found):
             row = catalog.catalog().get(number)
             message = catalog.end_of_life(row, facts.today, gpus) if row else None
             if message:
                 warnings.append(Finding("driver_branch_eol", "warning", message, value=number))
+        versions = {p.upstream for p in installed} | {wanted}
+        for version in sorted(versions, key=catalog.version_key):
+            row = catalog.catalog().get(catalog.version_key(version)[0]) if catalog.version_key(version) else None
+            behind = catalog.point_release_behind(row, version) if row else None
+            if behind:
+                warnings.append(Finding("driver_point_release_behind", "warning", behind, value=version))
         return warnings
 
     @staticmethod

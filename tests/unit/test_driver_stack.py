@@ -92,16 +92,17 @@ WANT_580 = {"branch": 580, "version": "580.95.05"}
 
 
 def test_a_converged_580_open_stack_is_in_sync_with_no_finding():
-    verdict = check(WANT_580, replies(converged(STACK_580_OPEN, "580.95.05-1"), offering(580)))
+    current = {"branch": 580, "version": "580.178.04"}      # the newest point release the catalog knows
+    verdict = check(current, replies(converged(STACK_580_OPEN, "580.178.04-1"), offering(580, ("580.178.04-1",))))
     assert verdict.changes == [] and verdict.findings == []
-    assert "open 580.95.05 (dkms), held" in verdict.message
+    assert "open 580.178.04 (dkms), held" in verdict.message
 
 
 def test_a_node_at_535_is_warned_past_end_of_life_and_moved_to_580_in_one_transaction():
     old = converged(["nvidia-driver-535", "nvidia-dkms-535", "nvidia-utils-535", "nvidia-kernel-common-535"],
                     "535.104.05-1")
     verdict = check(WANT_580, replies(old, offering(580)))
-    [finding] = verdict.findings
+    [finding] = [f for f in verdict.findings if f.probe == "driver_branch_eol"]
     assert finding.severity == "warning" and "535 reached its end of life on 2026-06-30" in finding.message
     assert "move to 580" in finding.message
     summary = verdict.changes[0].summary
@@ -118,10 +119,11 @@ def test_an_eol_branch_is_refused_naming_the_branch_to_move_to_unless_allowed():
     stack = converged(["nvidia-kernel-common-535", "nvidia-dkms-535", "libnvidia-compute-535", "nvidia-utils-535"],
                       "535.104.05-1")
     allowed = check({"branch": 535, "version": "535.104.05", "allow_eol": True}, replies(stack, branch=535))
-    assert allowed.changes == [] and [f.severity for f in allowed.findings] == ["warning"]
-    # the same node judged on a day before the end of life: no warning
+    assert allowed.changes == [] and [f.probe for f in allowed.findings] == ["driver_branch_eol",
+                                                                            "driver_point_release_behind"]
+    # the same node judged on a day before the end of life: no end-of-life warning (535.104.05 stays behind)
     earlier = check({"branch": 535, "version": "535.104.05"}, replies(stack, branch=535), today=dt.date(2026, 5, 1))
-    assert earlier.findings == []
+    assert [f.probe for f in earlier.findings] == ["driver_point_release_behind"]
 
 
 @pytest.mark.parametrize("params, host, pattern", [
