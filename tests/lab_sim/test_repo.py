@@ -47,14 +47,20 @@ def driver_set(branch: str, version: str, open_modules: bool = False) -> str:
 
 def test_the_repository_holds_the_versions_gpuconf_needs(repo):
     assert versions(repo, "nvidia-driver-535") == ["535.104.05-1", "535.247.01-1", "580.95.05-0ubuntu1"]
-    assert versions(repo, "nvidia-driver-580-open") == ["580.105.08-1", "580.95.05-1"]
+    assert versions(repo, "nvidia-driver-580-open") == ["580.105.08-1", "580.178.04-1", "580.95.05-1"]
     assert versions(repo, "nvidia-driver-570") == ["570.195.03-1"]
-    assert versions(repo, "nvidia-open") == versions(repo, "nvidia-driver") == ["595.71.05-1"]
+    assert versions(repo, "nvidia-open") == ["595.71.05-1", "595.91.07-1", "620.70.10-1"]
+    assert versions(repo, "nvidia-driver") == ["595.71.05-1", "595.91.07-1"]           # 620: open modules only
+    assert "620.70.10-1" in versions(repo, "nvidia-dkms-open") and "620.70.10-1" not in versions(repo, "nvidia-dkms")
+    assert not versions(repo, "linux-modules-nvidia-620-6.1.0-21-amd64")
     assert versions(repo, "nvidia-fabricmanager-535") == ["535.104.05-1", "535.247.01-1"]
     assert versions(repo, "nvidia-persistenced") == ["535.104.05-1", "535.247.01-1", "570.195.03-1",
-                                                     "580.105.08-1", "580.95.05-1", "595.71.05-1"]
-    assert versions(repo, "nvidia-driver-pinning-595") == ["595-1"]
-    assert versions(repo, "linux-modules-nvidia-595-open-6.1.0-21-amd64") == ["595.71.05-1"]
+                                                     "580.105.08-1", "580.178.04-1", "580.95.05-1", "595.71.05-1",
+                                                     "595.91.07-1", "620.70.10-1"]
+    assert versions(repo, "nvidia-driver-pinning-595") == ["595-1"] and versions(repo, "nvidia-driver-pinning-620") == ["620-1"]
+    assert versions(repo, "linux-modules-nvidia-620-open-6.1.0-21-amd64") == ["620.70.10-1"]
+    assert versions(repo, "nvidia-fabricmanager") == versions(repo, "libnvidia-nscq") == versions(repo, "nvidia-open")
+    assert versions(repo, "linux-modules-nvidia-595-open-6.1.0-21-amd64") == ["595.71.05-1", "595.91.07-1"]
     assert not versions(repo, "nvidia-driver-550") and "535.86.05-1" not in versions(repo, "nvidia-dkms-535")
     assert versions(repo, "cuda-toolkit-13-0") == ["13.0.2-1"] and versions(repo, "cuda-toolkit-12-8") == ["12.8.1-1"]
     assert versions(repo, "cuda") == ["11.7.1-1", "12.2.0-1", "12.2.2-1", "12.4.1-1", "12.8.1-1", "13.0.2-1", "13.1.0-1"]
@@ -92,7 +98,7 @@ true
 """)
     assert "install=0" in out and "status=nvidia/535.104.05, 6.1.0-18-amd64, x86_64: installed" in out
     assert "has-conf" in out
-    assert "Remv nvidia-dkms-535 [535.104.05-1]" in out and "Inst nvidia-driver-580 (580.105.08-1" in out
+    assert "Remv nvidia-dkms-535 [535.104.05-1]" in out and "Inst nvidia-driver-580 (580.178.04-1" in out
     assert "Remv nvidia-kernel-common-535 [535.104.05-1]" in out     # branches conflict through it
     assert "purge=0" in out and "after=|\n0\n" in out
 
@@ -222,8 +228,8 @@ true
 """)
     unpinned, pinned = out.split("--- unpinned")[1].split("--- pinned")
     assert out.startswith("nvidia-driver-535 | 580.95.05-0ubuntu1 |")
-    assert "Inst nvidia-driver-535 (580.95.05-0ubuntu1" in unpinned and "Inst nvidia-driver-580 (580.105.08-1" in unpinned
-    assert "Inst nvidia-dkms-580 (580.105.08-1" in unpinned and "535.104.05" not in unpinned
+    assert "Inst nvidia-driver-535 (580.95.05-0ubuntu1" in unpinned and "Inst nvidia-driver-580 (580.178.04-1" in unpinned
+    assert "Inst nvidia-dkms-580 (580.178.04-1" in unpinned and "535.104.05" not in unpinned
     assert "install=0" in pinned and "nvidia-driver-535 535.104.05-1 ii " in pinned
     assert "nvidia-driver-580 580" not in pinned
     assert "nvidia/535.104.05, 6.1.0-18-amd64, x86_64: installed" in pinned
@@ -248,9 +254,9 @@ true
     assert "595.71.05-1 500" in before and rest.startswith("0\n")
     assert "Package: libnvidia-compute libnvidia-nscq nvidia-dkms nvidia-dkms-open nvidia-driver " in rest
     assert "\nPin: version 595.*\nPin-Priority: 1000\n" in rest
-    assert after.count("595.71.05-1 1000") == 2 and "580.105.08-1 500" in after
-    assert "Inst nvidia-persistenced [580.105.08-1] (595.71.05-1" in upgrade
-    assert "open=0" in upgrade and "nvidia-open 595.71.05-1" in upgrade and "nvidia-dkms-open 595.71.05-1" in upgrade
+    assert after.count("595.91.07-1 1000") == 2 and "580.105.08-1 500" in after
+    assert "Inst nvidia-persistenced [580.105.08-1] (595.91.07-1" in upgrade     # the branch's newest, not 620's
+    assert "open=0" in upgrade and "nvidia-open 595.91.07-1" in upgrade and "nvidia-dkms-open 595.91.07-1" in upgrade
     assert "Dual MIT/GPL" in upgrade
 
 

@@ -56,7 +56,10 @@ def rpm_query(path: Path, what: str) -> list[str]:
 def test_module_metadata_has_every_stream_with_its_artifacts(repo):
     docs = module_documents(repo)
     streams = {d["data"]["stream"]: d["data"] for d in docs if d["document"] == "modulemd"}
-    assert set(streams) == {"latest-dkms", "open-dkms"} | {f"{b}-{k}" for b in DRIVERS for k in ("dkms", "open")}
+    assert set(streams) == ({"latest-dkms", "open-dkms"} | {f"{b}-open" for b in DRIVERS}
+                            | {f"{b}-dkms" for b in DRIVERS if b != "620"})       # R620: open modules only
+    assert not [a for a in streams["620-open"]["artifacts"]["rpms"] if a.startswith("kmod-nvidia-latest-dkms")]
+    assert "nvidia-open-3:620.70.10-1.el9.x86_64" in streams["620-open"]["artifacts"]["rpms"]
     (defaults,) = [d["data"] for d in docs if d["document"] == "modulemd-defaults"]
     assert defaults["stream"] == "open-dkms" and defaults["profiles"]["580-open"] == ["default"]
     open580 = streams["580-open"]["artifacts"]["rpms"]
@@ -85,7 +88,7 @@ def test_packages_carry_nvidias_epoch_release_and_scriptlets(repo):
     common = "\n".join(rpm_query(packages / "nvidia-kmod-common-580.95.05-1.el9.noarch.rpm", "--scripts"))
     assert "grubby --update-kernel=ALL --args='rd.driver.blacklist=nouveau'" in common
     versions = sorted(p.name for p in packages.glob("nvidia-persistenced-*.rpm"))
-    assert len(versions) == sum(len(v) for v in DRIVERS.values()) and versions[-1].startswith("nvidia-persistenced-595.71.05")
+    assert len(versions) == sum(len(v) for v in DRIVERS.values()) and versions[-1].startswith("nvidia-persistenced-620.70.10")
     assert sorted(p.name for p in packages.glob("cuda-1*.rpm")) == ["cuda-12.8.1-1.x86_64.rpm", "cuda-13.0.2-1.x86_64.rpm",
                                                                     "cuda-13.1.0-1.x86_64.rpm"]
     assert (repo.parent / "kernel-rpms/kernel-core-5.14.0-427.16.1.el9_4.x86_64.rpm").is_file()
@@ -114,4 +117,4 @@ def test_an_enabled_stream_hides_every_other_streams_driver(dnf):
     found = sorted((line.split()[0], line.split()[1]) for line in done.stdout.splitlines()[1:])
     assert found == sorted([(f"{name}.x86_64", f"3:{version}-1.el9")
                             for name in ("kmod-nvidia-open-dkms", "nvidia-open", "nvidia-persistenced")
-                            for version in ("580.105.08", "580.95.05")])
+                            for version in ("580.105.08", "580.178.04", "580.95.05")])

@@ -29,13 +29,15 @@ BUILD_DATES = {
     "580.95.05": "Tue Sep 23 09:41:26 UTC 2025",
     "580.105.08": "Wed Oct 29 23:18:02 UTC 2025",
     "595.71.05": "Thu Apr 30 18:02:47 UTC 2026",
+    "595.91.07": "Mon Aug  3 00:00:00 UTC 2026",     # redistrib_595.91.07.json's release_date
+    "620.70.10": "Mon Nov 23 00:00:00 UTC 2026",     # redistrib_620.70.10.json's release_date
 }
 # The builder named in the open modules' banner (a real one, from open 5xx captures).
 OPEN_BUILDER = "dvs-builder@U16-I3-B03-4-3"
 GCC_LINE = "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
 CUDA_BY_BRANCH = {"470": "11.4", "515": "11.7", "525": "12.0", "535": "12.2", "550": "12.4",
                   "560": "12.6", "565": "12.7", "570": "12.8", "575": "12.9", "580": "13.0",
-                  "590": "13.1", "595": "13.2"}
+                  "590": "13.1", "595": "13.2", "620": "13.5"}   # 620: its cuda_compat is cuda13.5 (redistrib)
 
 # nvidia-smi's clocks_event_reasons bits
 REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,

@@ -16,7 +16,8 @@ What apt must decide the way it does on a real host, the control fields make it 
   packages of different branches conflict through ``nvidia-kernel-common-<br>``;
   precompiled modules conflict with their branch's DKMS packages;
 * ``nvidia-persistenced`` is unversioned with one version per driver, so without a pin it
-  comes at 595.71.05, a mismatched companion of any other driver;
+  comes at 620.70.10, a mismatched companion of any other driver;
+* 620 ships the open flavour only: no proprietary DKMS, precompiled or ``nvidia-driver`` package;
 * ``nvidia-driver-535`` also exists as Canonical's transitional package (580.95.05-0ubuntu1)
   depending on ``nvidia-driver-580``: an unpinned ``apt-get install nvidia-driver-535``
   gives 580.
@@ -38,10 +39,14 @@ from gpuconf_lab.sim.packages import (
     dkms_conf,
 )
 
+# 580.178.04, 595.91.07: the fixed versions of NVIDIA's September 2026 bulletin (5861); 620.70.10:
+# redistrib_620.70.10.json (gpuconf/driver/branches.yml names the sources)
 DRIVERS = {"535": ("535.104.05", "535.247.01"), "570": ("570.195.03",),
-           "580": ("580.95.05", "580.105.08"), "595": ("595.71.05",)}
+           "580": ("580.95.05", "580.105.08", "580.178.04"), "595": ("595.71.05", "595.91.07"),
+           "620": ("620.70.10",)}
 UNVERSIONED_FROM = 590          # first branch whose packages dropped the branch suffix
-PINNED_BRANCHES = ("595",)      # branches with an nvidia-driver-pinning-<br> package
+OPEN_ONLY_FROM = 620            # R620 removed the proprietary kernel modules (its installation guide)
+PINNED_BRANCHES = ("595", "620")  # branches with an nvidia-driver-pinning-<br> package
 # Every kernel release the lab boots: the image's, and the one the kernel-upgrade tests install.
 PRECOMPILED_KERNELS = ("6.1.0-18-amd64", "6.1.0-21-amd64")
 # Canonical-style transitional packages: (name, version, the branch it now pulls, that version)
@@ -60,6 +65,11 @@ def name(kind: str, branch: str, open_modules: bool = False) -> str:
             return "nvidia-open"
         return kind + ("-open" if open_modules else "")
     return f"{kind}-{branch}" + ("-open" if open_modules else "")
+
+
+def flavours(branch: str) -> tuple[bool, ...]:
+    """The kernel-module flavours a branch ships: (proprietary, open), or open only from 620."""
+    return (True,) if int(branch) >= OPEN_ONLY_FROM else (False, True)
 
 
 def _all_names(kind: str, flavours=(False,)) -> list[str]:
@@ -158,7 +168,7 @@ def metas(branch: str, version: str) -> list[Package]:
     common = [f"{name(kind, branch)} (= {deb})" for kind in ("nvidia-utils", "libnvidia-compute",
                                                               "nvidia-kernel-common")]
     packages = []
-    for open_modules in (False, True):
+    for open_modules in flavours(branch):
         own = name("nvidia-driver", branch, open_modules)
         others = [f"{name('nvidia-driver', other, flavour)} (<< {int(other) + 1})"
                   for other in DRIVERS for flavour in (False, True)
@@ -306,10 +316,10 @@ def driver_stack() -> list[Package]:
     packages = []
     for branch, versions in DRIVERS.items():
         for version in versions:
-            packages += [kernel_common(branch, version), dkms(branch, version, False), dkms(branch, version, True),
+            packages += [kernel_common(branch, version), *(dkms(branch, version, f) for f in flavours(branch)),
                          *userspace(branch, version), *metas(branch, version), fabricmanager(branch, version),
                          nscq(branch, version), *nvlink5(branch, version), persistenced(version), imex(version)]
             packages += [precompiled(branch, version, open_modules, kernel)
-                         for open_modules in (False, True) for kernel in PRECOMPILED_KERNELS]
+                         for open_modules in flavours(branch) for kernel in PRECOMPILED_KERNELS]
     packages += [pinning(branch) for branch in PINNED_BRANCHES]
     return packages + [transitional(*spec) for spec in TRANSITIONAL]

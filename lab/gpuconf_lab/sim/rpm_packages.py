@@ -16,9 +16,11 @@ from gpuconf_lab.sim.elf import shared_object
 from gpuconf_lab.sim.nvidia_packages import NVLSM_CONF, imex_files, nvlsm_script
 from gpuconf_lab.sim.packages import FABRICMANAGER_CFG, _tool, _unit, dkms_conf
 
-# branch -> versions, oldest first (real releases)
+# branch -> versions, oldest first (real releases; the apt repository's, sim.nvidia_packages)
 DRIVERS = {"535": ("535.104.05", "535.247.01"), "570": ("570.195.03",),
-           "580": ("580.95.05", "580.105.08"), "595": ("595.71.05",)}
+           "580": ("580.95.05", "580.105.08", "580.178.04"), "595": ("595.71.05", "595.91.07"),
+           "620": ("620.70.10",)}
+OPEN_ONLY_FROM = 620           # R620 ships no proprietary kernel modules: no <br>-dkms stream
 EPOCH = 3
 RELEASE = "1.el9"
 OPEN_META_SINCE = 560          # the `nvidia-open` metapackage exists from R560 on
@@ -73,7 +75,7 @@ def streams_for(branch: str, flavour: str) -> list[str]:
     """Streams listing a package of ``branch``: flavour 'dkms' (proprietary), 'open', or
     'both' (packages every flavour shares)."""
     names = []
-    if flavour in ("dkms", "both"):
+    if flavour in ("dkms", "both") and int(branch) < OPEN_ONLY_FROM:
         names += [f"{branch}-dkms", "latest-dkms"]
     if flavour in ("open", "both"):
         names += [f"{branch}-open", "open-dkms"]
@@ -253,7 +255,9 @@ def driver_packages() -> list[Rpm]:
         for version in versions:
             packages += userspace_packages(branch, version)
             packages += [kmod_common(branch, version), kmod_package(branch, version, "open"),
-                         kmod_package(branch, version, "dkms"), persistenced(branch, version)]
+                         persistenced(branch, version)]
+            if int(branch) < OPEN_ONLY_FROM:
+                packages.append(kmod_package(branch, version, "dkms"))
             packages += fabric_manager(branch, version)
             packages.append(imex(branch, version))
             if int(branch) >= OPEN_META_SINCE:
@@ -272,7 +276,7 @@ def stream_names() -> list[str]:
     """In the order `dnf module list` shows NVIDIA's: latest-dkms, open-dkms, then per branch."""
     names = ["latest-dkms", "open-dkms"]
     for branch in DRIVERS:
-        names += [f"{branch}-dkms", f"{branch}-open"]
+        names += ([f"{branch}-dkms"] if int(branch) < OPEN_ONLY_FROM else []) + [f"{branch}-open"]
     return names
 
 
