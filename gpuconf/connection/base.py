@@ -6,6 +6,7 @@ installed on a host and every host runs exactly the controller's version.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -36,9 +37,23 @@ class RebootPending(HostBusy):
 
 SEPARATOR = "\n#--gpuconf-request--\n"
 START = "#--gpuconf-runner--\n"
-# the runner refuses, in a read-only request, any program the facts may not run either
-SCRIPT = (Path(__file__).with_name("remote.py")).read_text().replace(
-    "READ_ONLY_PROGRAMS = {}", f"READ_ONLY_PROGRAMS = {dict(READ_ONLY_PROGRAMS)!r}", 1)
+# The runner's parts (gpuconf/connection/remote/), in the order they are joined: each uses only
+# names of the parts before it.
+PARTS = ("process", "reads", "writes", "initramfs", "dispatch")
+# A part's import of another part: true here, where each part is a module; on the host the parts
+# are one script and share its names, so these lines are left out.
+PART_IMPORT = re.compile(r"^from gpuconf\.connection\.remote\.\w+ import (?:\([^)]*\)|.*)\n", re.MULTILINE)
+
+
+def runner_script() -> str:
+    """The runner as one script. It refuses, in a read-only request, any program the facts may
+    not run either: READ_ONLY_PROGRAMS is written into it."""
+    folder = Path(__file__).with_name("remote")
+    script = "".join(PART_IMPORT.sub("", (folder / f"{part}.py").read_text()) for part in PARTS)
+    return script.replace("READ_ONLY_PROGRAMS = {}", f"READ_ONLY_PROGRAMS = {dict(READ_ONLY_PROGRAMS)!r}", 1)
+
+
+SCRIPT = runner_script()
 # Everything before START is skipped: a sudo password line that sudo -S did not
 # need to read (NOPASSWD) must not reach the interpreter.
 BOOTSTRAP = (
@@ -143,7 +158,7 @@ def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool |
 
 def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None,
             spec: ConnectionSpec | None = None, sudo: bool = False) -> bytes:
-    request = {"readonly": readonly, "ops": ops}
+    request = {"readonly": readonly, "ops": ops}  # gpuconf/facts/wire.py RunnerRequest
     if lock:
         request["lock"] = lock
     password = ""

@@ -24,6 +24,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from gpuconf.facts.wire import CheckLock
+
 LOCK_PATH = "/run/gpuconf.lock"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
@@ -101,5 +103,7 @@ def holder_command(python: str, path: str, wait: float, owner: str) -> str:
 
 
 def check_lock(path: str = LOCK_PATH, wait: float = 60.0) -> dict[str, Any]:
-    """The `lock` field of a read-only request."""
-    return {"path": path, "wait": wait}
+    """The `lock` field of a read-only request (gpuconf/facts/wire.py CheckLock), as the session
+    keeps it and the connection sends it."""
+    lock: CheckLock = {"path": path, "wait": wait}
+    return dict(lock)

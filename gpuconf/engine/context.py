@@ -18,6 +18,7 @@ from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
+from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating import Vars, evaluate_when, is_template, render_file
 from gpuconf.userfiles import read_source
@@ -41,9 +42,12 @@ def bounded(fact: Fact, timeout: float | None) -> Fact:
 
     The prefetch of a task's facts and the task's own reads must both use it: the
     first read fills the cache, and a hung command would otherwise run its full time."""
-    if timeout is None or fact.request.get("op") not in ("sh", "exec"):
+    request = fact.request
+    if timeout is None or (request["op"] != "sh" and request["op"] != "exec"):
         return fact
-    return replace(fact, request=dict(fact.request, timeout=min(timeout, fact.request.get("timeout", 10))))
+    limited = request.copy()
+    limited["timeout"] = min(timeout, request.get("timeout", 10))
+    return replace(fact, request=limited)
 
 
 class Resolver:
@@ -135,10 +139,11 @@ class HostApply:
         old = session.get(gather.BOOT_ID)
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
-        lock = {"lock": session.lock_args[0], "timeout": timeout} if session.lock_args else {}
+        lock = session.lock_args[0] if session.lock_args else None
         if self._reboot_via is not None:
             if lock:
-                session.call([{"op": "announce_reboot", **lock}], readonly=False, become=self._become)
+                announce: AnnounceRebootRequest = {"op": "announce_reboot", "lock": lock, "timeout": timeout}
+                session.call([dict(announce)], readonly=False, become=self._become)
             try:
                 self._reboot_via()
             except BaseException:
@@ -146,14 +151,16 @@ class HostApply:
                 # the marker goes, or this run's lock holder would keep the host locked until its
                 # deadline for a reboot that never comes
                 if lock:
-                    session.call([{"op": "remove", "path": marker_path(lock["lock"])}], readonly=False,
-                                 become=self._become)
+                    withdraw: RemoveRequest = {"op": "remove", "path": marker_path(lock)}
+                    session.call([dict(withdraw)], readonly=False, become=self._become)
                 raise
         else:
             sent = session.connection.round_trips
+            reboot: RebootRequest = {"op": "reboot", "cmd": command, "delay": 1}
+            if lock:
+                reboot["lock"], reboot["timeout"] = lock, timeout
             try:
-                session.call([{"op": "reboot", "cmd": command, "delay": 1, **lock}], readonly=False,
-                             become=self._become)
+                session.call([dict(reboot)], readonly=False, become=self._become)
             except ConnectError:
                 if session.connection.round_trips == sent:
                     raise   # the request never reached the host: it is unreachable

@@ -19,9 +19,11 @@ import base64
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from gpuconf.facts.wire import ExecRequest, GlobRequest, HostRequest, Reply, Request, ShRequest, StatRequest
 
 # Programs a task may run in a read, and for some the only argument prefixes it may use: each
 # one reads state and changes nothing. The remote runner refuses any other program in a
@@ -51,11 +53,6 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "systemctl": (("show",), ("is-active",), ("is-enabled",), ("status",), ("list-units",)),
     "uname": None,
 }
-
-
-# What is sent to the remote runner for one op, and what it answers: JSON objects.
-Request = dict[str, Any]
-Reply = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -119,34 +116,24 @@ def check_read_only(argv: Sequence[str]) -> None:
                          f"(allowed: {', '.join(' '.join(p) for p in allowed)})")
 
 
-@dataclass(frozen=True)
-class DropRefused:
-    """Rerun a program that refuses one of its fields (nvidia-smi refuses a whole
-    `--query-gpu` with `Field "X" is not a valid field to query.` when this driver does not
-    know X): the field is dropped from the argument that starts with `prefix`, or replaced
-    by its old name from `renames`, at most `most` times, within the same timeout."""
-
-    prefix: str
-    renames: Mapping[str, str] = field(default_factory=dict)
-    most: int = 8
-
-
 def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
             if_exists: str | None = None, if_os: Sequence[str] = (),
-            grep: str | None = None, tail: int | None = None, drop_refused: DropRefused | None = None) -> Fact:
+            grep: str | None = None, tail: int | None = None, apt_architectures: bool = False) -> Fact:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
     found), `unless_exists` skips the command (rc 0, no output) when that path exists, `if_exists`
     when it is missing, `if_os` when the host's os-release ID and ID_LIKE name none of these,
     `grep` keeps only the output lines matching a regular expression (case-insensitive),
-    `tail` the last lines, and `drop_refused` reruns it without a field it refuses: all
-    done by the remote runner, with no second process."""
+    `tail` the last lines, and `apt_architectures` tells apt-cache the host's architectures
+    (read by the runner from dpkg's own file, where apt would ask dpkg: three processes): all
+    done by the remote runner, with no second process. (nvidia-smi's `--query-gpu` has its own
+    constructor, `facts/nvidia_smi.py`: its reruns without a refused field.)"""
     argvs = [list(argv), *[list(a) for a in alternatives]]
     for one in argvs:
         check_read_only(one)
-    request: dict[str, Any] = {"op": "exec", "argv": argvs[0], "timeout": timeout}
+    request: ExecRequest = {"op": "exec", "argv": argvs[0], "timeout": timeout}
     if alternatives:
         request["or"] = argvs[1:]
     if unless_exists:
@@ -159,9 +146,8 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["grep"] = grep
     if tail:
         request["tail"] = tail
-    if drop_refused:
-        request["drop_refused"] = {"prefix": drop_refused.prefix, "renames": dict(drop_refused.renames),
-                                   "max": drop_refused.most}
+    if apt_architectures:
+        request["apt_architectures"] = True
     name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])
     return Fact(name, request, lambda result: parse(reply_output(result)))
 
@@ -206,7 +192,7 @@ def simple_argv(text: str) -> list[str] | None:
 def user_command(text: str, parse: Callable[[Output], Any], timeout: float = 10.0) -> Fact:
     """A shell command the playbook's author wrote and declared read-only (`probe`, `unless`).
     A simple one (`simple_argv`) runs as its program, without an sh process in between."""
-    request: Request = {"op": "sh", "cmd": text, "timeout": timeout}
+    request: ShRequest = {"op": "sh", "cmd": text, "timeout": timeout}
     argv = simple_argv(text)
     if argv is not None:
         request["argv"] = argv
@@ -255,11 +241,9 @@ def _parse_stat(path: str, result: Reply) -> FileState:
 
 def file_state(path: str, with_content: bool = True, follow: bool = False) -> Fact:
     """lstat of `path` (stat with `follow`), its sha256 and (up to 4 MiB) its content."""
-    return Fact(
-        f"stat:{int(with_content)}{'f' if follow else ''}:{path}",
-        {"op": "stat", "path": path, "content": with_content, "follow": follow},
-        lambda result: _parse_stat(path, result),
-    )
+    request: StatRequest = {"op": "stat", "path": path, "content": with_content, "follow": follow}
+    return Fact(f"stat:{int(with_content)}{'f' if follow else ''}:{path}", request,
+                lambda result: _parse_stat(path, result))
 
 
 def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *,
@@ -272,7 +256,7 @@ def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *
             raise FactUnavailable(f"cannot read {', '.join(patterns)}: {result['error']}")
         return parse(dict(result.get("files", {})))
 
-    request = {"op": "glob", "patterns": list(patterns), "what": what}
+    request: GlobRequest = {"op": "glob", "patterns": list(patterns), "what": what}
     return Fact(key or f"glob:{what}:" + "\0".join(patterns), request, parse_result)
 
 
@@ -285,4 +269,5 @@ def host_info() -> Fact:
         return {"hostname": str(result.get("hostname", "")), "architecture": str(result.get("machine", "")),
                 "cpus": cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else None}
 
-    return Fact("host", {"op": "host"}, parse)
+    request: HostRequest = {"op": "host"}
+    return Fact("host", request, parse)

@@ -63,10 +63,9 @@ def _dnf_offered(output: Output) -> Offered:
 
 
 def apt_offered(patterns: list[str]) -> Fact:
-    fact = command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, if_os=os_ids("apt"))
     # the remote runner tells apt its architectures, which apt would ask dpkg for (three processes)
-    fact.request["apt_architectures"] = True
-    return fact
+    return command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, if_os=os_ids("apt"),
+                   apt_architectures=True)
 
 
 def dnf_offered(names: list[str]) -> Fact:

@@ -9,16 +9,20 @@ whatever the tasks declare; a fact gathered is cached per host for the run (the 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
-from gpuconf.facts.base import Fact, Reply, Request
+from gpuconf.facts.base import Fact
+from gpuconf.facts.wire import Reply
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One request sent and the facts its reply answers."""
+    """One request sent and the facts its reply answers. The request is a copy, as the
+    connection sends it: a JSON object (the session and the connections pass it on unread)."""
 
-    request: Request
+    request: dict[str, Any]
     facts: tuple[Fact, ...]
 
 
@@ -47,14 +51,17 @@ def batches(facts: list[Fact]) -> list[Batch]:
         parts = tuple(dict.fromkeys(part for fact in group for part in fact.merge.parts))  # type: ignore[union-attr]
         merge = group[0].merge
         assert merge is not None
-        result.append(Batch(merge.build([dict(f.request) for f in group], parts), tuple(group)))
+        result.append(Batch(dict(merge.build([f.request for f in group], parts)), tuple(group)))
     return result
 
 
-def reply_for(fact: Fact, batch: Batch, reply: Reply) -> Reply:
-    """The fact's own reply: the whole reply, or its slice of a merged one."""
+def reply_for(fact: Fact, batch: Batch, reply: Mapping[str, Any]) -> Reply:
+    """The fact's own reply: the whole reply, or its slice of a merged one. The runner's JSON
+    line is read as the declared `Reply` (tests/unit/test_wire.py checks that the runner's
+    replies are what gpuconf/facts/wire.py declares)."""
+    typed = cast(Reply, reply)
     if len(batch.facts) == 1 or fact.merge is None:
-        return reply
-    if reply.get("lost") or reply.get("skipped") or reply.get("error"):
-        return reply
-    return fact.merge.part_of(reply, fact.merge.parts)
+        return typed
+    if typed.get("lost") or typed.get("skipped") or typed.get("error"):
+        return typed
+    return fact.merge.part_of(typed, fact.merge.parts)

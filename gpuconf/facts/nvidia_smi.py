@@ -9,7 +9,9 @@ nvidia-smi process: `query_fields()` facts merge (gpuconf/facts/merge.py) into o
 `--query-gpu=<union of their fields> --format=csv,nounits`, and each fact reads its own
 columns of the answer, header included. A field this driver refuses is dropped by the
 remote runner (`drop_refused`), within the same timeout, and is then absent from every
-fact's header: a fact reads it as not reported, never as a value.
+fact's header: a fact reads it as not reported, never as a value. The runner knows nothing of
+nvidia-smi: the request names the refusal (`REFUSED`); only the reruns are the runner's, since
+each is another nvidia-smi process in the same round trip.
 """
 from __future__ import annotations
 
@@ -17,27 +19,33 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuconf.facts.base import Fact, FactUnavailable, Merge, Output, Reply, Request, reply_output
+from gpuconf.facts.base import Fact, FactUnavailable, Merge, Output, reply_output
 from gpuconf.facts.nvidia import QueryCsv, detect_nvidia_smi_failure, parse_query_csv
+from gpuconf.facts.wire import ExecRequest, Reply, Request
 
 DRIVER_UNRESPONSIVE = "driver_unresponsive"
 QUERY = "--query-gpu="
 SOURCE = "nvidia-smi --query-gpu"
+# How nvidia-smi refuses a whole query for one field this driver does not know (its first group)
+REFUSED = r'^Field "([^"]*)" is not a valid field to query'
 
 
-def query_request(fields: tuple[str, ...], timeout: float, renames: Mapping[str, str], most: int) -> Request:
+def query_request(fields: tuple[str, ...], timeout: float, renames: Mapping[str, str], most: int) -> ExecRequest:
     return {"op": "exec", "argv": ["nvidia-smi", QUERY + ",".join(fields), "--format=csv,nounits"],
-            "timeout": timeout, "drop_refused": {"prefix": QUERY, "renames": dict(renames), "max": most}}
+            "timeout": timeout,
+            "drop_refused": {"prefix": QUERY, "refused": REFUSED, "renames": dict(renames), "max": most}}
 
 
 def _merged_request(requests: list[Request], fields: tuple[str, ...]) -> Request:
     """One query for every field: the longest of the facts' timeouts, all their renames, and
     room to drop as many refused fields as all of them together."""
     renames: dict[str, str] = {}
+    timeout, most = 0.0, 0
     for request in requests:
+        assert request["op"] == "exec" and "drop_refused" in request  # query_request made it
         renames.update(request["drop_refused"]["renames"])
-    return query_request(fields, max(float(r["timeout"]) for r in requests), renames,
-                         sum(int(r["drop_refused"]["max"]) for r in requests))
+        timeout, most = max(timeout, float(request.get("timeout", 10))), most + request["drop_refused"]["max"]
+    return query_request(fields, timeout, renames, most)
 
 
 def _columns_of(reply: Reply, fields: tuple[str, ...], renames: Mapping[str, str]) -> Reply:
@@ -55,7 +63,7 @@ def _columns_of(reply: Reply, fields: tuple[str, ...], renames: Mapping[str, str
     for line in lines:
         cells = line.split(", ")
         sliced.append(", ".join(cells[i] for i in wanted) if line and len(cells) == len(sent) else line)
-    return dict(reply, out="\n".join(sliced))
+    return {**reply, "out": "\n".join(sliced)}
 
 
 def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Any], *, timeout: float = 10.0, key: str,

@@ -20,12 +20,13 @@ import base64
 import datetime
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuconf.facts.base import Fact, FactUnavailable, Output, Request
+from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.wire import MkdirRequest, RemoveRequest, Request, RunRequest, SymlinkRequest, WriteRequest
 from gpuconf.platform import Platform, PlatformUnknown
 
 
@@ -39,40 +40,58 @@ class Params(BaseModel):
 
 @dataclass(frozen=True)
 class Op:
-    """One remote operation, as the runner understands it, plus a description."""
+    """One remote operation, as the runner understands it (gpuconf/facts/wire.py), plus a
+    description."""
 
     request: Request = field(compare=False)
     description: str = ""
+
+    @property
+    def command(self) -> str:
+        """The shell command of a `run` op, as a change names what it will run ("" for others)."""
+        return self.request["cmd"] if self.request["op"] == "run" else ""
 
 
 def run(command: str | list[str], timeout: float = 600, check: bool = True, stdin: str | None = None,
         description: str | None = None, secret: bool = False) -> Op:
     """Run a command. A list is quoted part by part (never pasted raw)."""
     cmd = command if isinstance(command, str) else shlex.join(command)
-    request: dict[str, Any] = {"op": "run", "cmd": cmd, "timeout": timeout, "check": check}
+    request: RunRequest = {"op": "run", "cmd": cmd, "timeout": timeout, "check": check}
     if stdin is not None:
         request["stdin"] = stdin
     return Op(request, description or ("run a command" if secret else f"run: {cmd}"))
 
 
+def unchecked(op: Op) -> Op:
+    """The same op, its failure left to the caller: a `run` that fails does not stop the ops
+    after it, and the task reads its exit status itself (to say why it failed). Any other op is
+    returned as it is."""
+    if op.request["op"] != "run":
+        return op
+    return replace(op, request={**op.request, "check": False})
+
+
 def write_file(path: str, content: bytes | str, mode: int | None = None, owner: str | None = None,
                group: str | None = None, backup: bool = False) -> Op:
     data = content.encode() if isinstance(content, str) else content
-    request = {"op": "write", "path": path, "content_b64": base64.b64encode(data).decode(), "mode": mode,
-               "owner": owner, "group": group, "backup": backup}
+    request: WriteRequest = {"op": "write", "path": path, "content_b64": base64.b64encode(data).decode(),
+                             "mode": mode, "owner": owner, "group": group, "backup": backup}
     return Op(request, f"write {path} ({len(data)} bytes" + (f", mode {mode:04o})" if mode is not None else ")"))
 
 
 def make_directory(path: str, mode: int | None = None, owner: str | None = None, group: str | None = None) -> Op:
-    return Op({"op": "mkdir", "path": path, "mode": mode, "owner": owner, "group": group}, f"create directory {path}")
+    request: MkdirRequest = {"op": "mkdir", "path": path, "mode": mode, "owner": owner, "group": group}
+    return Op(request, f"create directory {path}")
 
 
 def remove(path: str, recursive: bool = False) -> Op:
-    return Op({"op": "remove", "path": path, "recursive": recursive}, f"remove {path}")
+    request: RemoveRequest = {"op": "remove", "path": path, "recursive": recursive}
+    return Op(request, f"remove {path}")
 
 
 def symlink(path: str, target: str) -> Op:
-    return Op({"op": "symlink", "path": path, "target": target}, f"link {path} -> {target}")
+    request: SymlinkRequest = {"op": "symlink", "path": path, "target": target}
+    return Op(request, f"link {path} -> {target}")
 
 
 # -- what check() returns ------------------------------------------------------
@@ -220,6 +239,10 @@ class TaskType:
     # The host facts check() reads (`facts.host[...]`: kernel, gpus, ...), gathered for it even
     # when the play does not gather facts (gpuconf/facts/gather.py names them).
     host_facts: ClassVar[frozenset[str]] = frozenset()
+    # With `check_mode: false` its author says it only reads: check mode runs it, as a read.
+    reads_when_told: ClassVar[bool] = False
+    # Its apply reboots the host: in local mode (an image build) that waits for --reboot.
+    reboots: ClassVar[bool] = False
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.facts.base import Fact, FactUnavailable, file_state
+from gpuconf.facts.base import Fact, file_state
 from gpuconf.facts.imex import parse_proc_devices
+from gpuconf.facts.initramfs import initramfs_members
 from gpuconf.tasks.base import (
     Change,
     Facts,
@@ -39,16 +40,8 @@ PROC_DEVICES = file_state("/proc/devices")
 CHANNEL0_STATE = file_state(CHANNEL0, with_content=False)
 
 
-def _module_names(result: dict) -> list[str] | None:
-    if result.get("error"):
-        raise FactUnavailable(f"cannot read the initramfs: {result['error']}")
-    return sorted(result.get("files", {})) if result.get("exists") else None
-
-
 # The nvidia module's members in the running kernel's initramfs, by name only (it is megabytes)
-NVIDIA_IN_INITRAMFS = Fact("initramfs-nvidia:@running",
-                           {"op": "cpio", "paths": ["/boot/initrd.img-{kernel}", "/boot/initramfs-{kernel}.img"],
-                            "members": "*/nvidia.ko*", "names_only": True, "timeout": 60}, _module_names)
+NVIDIA_IN_INITRAMFS = initramfs_members("initramfs-nvidia:@running", None, "*/nvidia.ko*", sorted, names_only=True)
 
 
 class ImexChannelParams(Params):
@@ -99,7 +92,7 @@ class ImexChannel(TaskType):
         if any(line.strip() == OPTIONS_LINE for text in members.values() for line in text.splitlines()):
             return None
         rebuild = run(facts.platform.initramfs_rebuild(kernel), timeout=600)
-        return Change(f"initramfs for {kernel} loads nvidia without {OPTION}: {rebuild.request['cmd']}", [rebuild])
+        return Change(f"initramfs for {kernel} loads nvidia without {OPTION}: {rebuild.command}", [rebuild])
 
     @staticmethod
     def _channel(facts: Facts, exists: bool) -> Change:

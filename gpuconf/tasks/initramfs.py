@@ -11,24 +11,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.facts.base import Fact, FactUnavailable
+from gpuconf.facts.base import Fact
+from gpuconf.facts.initramfs import initramfs_members
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift, in_sync, run
 
 
-def _members(result: dict) -> dict[str, str] | None:
-    """The modprobe.d files inside the initramfs, or None when it does not exist."""
-    if result.get("error"):
-        raise FactUnavailable(f"cannot read the initramfs: {result['error']}")
-    return dict(result.get("files", {})) if result.get("exists") else None
-
-
 def initramfs_fact(kernel: str | None) -> Fact:
-    """The modprobe.d files inside the initramfs of `kernel` (None: the running one), read by
-    the remote runner itself (newc cpio, gzip or xz): no zcat, no cpio process."""
-    release = kernel or "{kernel}"
-    request = {"op": "cpio", "paths": [f"/boot/initrd.img-{release}", f"/boot/initramfs-{release}.img"],
-               "members": "etc/modprobe.d/*", "timeout": 60}
-    return Fact(f"initramfs:{kernel or '@running'}", request, _members)
+    """The modprobe.d files inside the initramfs of `kernel` (None: the running one), or None
+    when it does not exist; read by the remote runner itself: no zcat, no cpio process."""
+    return initramfs_members(f"initramfs:{kernel or '@running'}", kernel, "etc/modprobe.d/*")
 
 
 class InitramfsParams(Params):
@@ -63,5 +54,5 @@ class Initramfs(TaskType):
         missing = [line for line in params.contains_lines if line.strip() not in present]
         if not missing:
             return in_sync(f"initramfs for {kernel} has {', '.join(params.contains_lines)}")
-        return drift(Change(f"initramfs for {kernel} lacks {', '.join(missing)}: {rebuild[0].request['cmd']}",
+        return drift(Change(f"initramfs for {kernel} lacks {', '.join(missing)}: {rebuild[0].command}",
                             rebuild, reboot=True))

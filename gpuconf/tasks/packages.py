@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -10,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from gpuconf.errors import TaskError
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
-from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run, unchecked
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -33,20 +34,32 @@ def _held(package: Installed | None) -> bool:
     return package is not None and package.held
 
 
+@dataclass(frozen=True)
+class PackageOp(Op):
+    """A package manager's op and what apply_ops checks of its answer, kept here (never sent to
+    the host): the names apt-mark must report held, and how long the program waits for the
+    dpkg lock when that is not the task's `lock_timeout` (0: dpkg itself does not wait)."""
+
+    marks: tuple[str, ...] = ()
+    lock_wait: float | None = None
+
+
 def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
     """One op at a time (install before hold), so that a failure stops the rest and a held
     dpkg lock is told apart from any other failure: apt names the holder on stdout."""
     for op in ops:
-        output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
+        output = ctx.execute([unchecked(op)])[0]
+        marks = op.marks if isinstance(op, PackageOp) else ()
         if output.rc == 0:
-            if op.request.get("marks"):  # apt-mark hold: every name must be reported held
+            if marks:  # apt-mark hold: every name must be reported held
                 marked = parse_apt_mark(output.stdout)
-                missed = set(op.request["marks"]) - set(marked.held) - set(marked.already_held)
+                missed = set(marks) - set(marked.held) - set(marked.already_held)
                 if missed:
                     raise TaskError(f"{op.description}: apt-mark did not hold {', '.join(sorted(missed))}: "
                                     f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
             continue
-        plain = lock_error(output.stdout + "\n" + output.stderr, op.request.get("lock_wait", lock_timeout))
+        waited = op.lock_wait if isinstance(op, PackageOp) and op.lock_wait is not None else lock_timeout
+        plain = lock_error(output.stdout + "\n" + output.stderr, waited)
         tail = (output.stderr.strip() or output.stdout.strip())[-800:]
         raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
@@ -98,7 +111,7 @@ class AptBackend:
         its lock: a held lock fails at once (`lock_wait` 0 tells apply_ops so)."""
         configure = run("DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",
                         timeout=1800, description="run: dpkg --configure -a")
-        ops = [Op(dict(configure.request, lock_wait=0), configure.description)]
+        ops: list[Op] = [PackageOp(configure.request, configure.description, lock_wait=0)]
         again = [u.name for u in unfinished if u.reinstall]
         if again:
             ops.append(run(self._apt("install", again, True, lock_timeout, reinstall=True), timeout=1800 + lock_timeout,
@@ -108,7 +121,7 @@ class AptBackend:
     def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
         # dpkg --set-selections under apt-mark does not wait for the lock: it fails at once, naming the holder
         op = run(["apt-mark", "hold" if hold else "unhold", *names], timeout=120)
-        return Op(dict(op.request, marks=list(names)) if hold else op.request, op.description)
+        return PackageOp(op.request, op.description, marks=tuple(names)) if hold else op
 
 
 class DnfBackend:

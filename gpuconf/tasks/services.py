@@ -8,13 +8,13 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.base import Fact, Merge, Output, Reply, Request, reply_output
+from gpuconf.facts.base import Fact, Merge, Output, reply_output
 from gpuconf.facts.systemd import UnitProperties, parse_start_failure, parse_systemctl_show
+from gpuconf.facts.wire import ExecRequest, Reply
 from gpuconf.tasks.base import (
     ApplyContext,
     Change,
     Facts,
-    Op,
     Params,
     Refused,
     TaskType,
@@ -23,6 +23,7 @@ from gpuconf.tasks.base import (
     drift,
     in_sync,
     run,
+    unchecked,
 )
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
@@ -35,7 +36,7 @@ def unit_properties(output: Output) -> dict[str, str]:
     return dict(unit.properties) if isinstance(unit, UnitProperties) else {}
 
 
-def _show(units: tuple[str, ...]) -> Request:
+def _show(units: tuple[str, ...]) -> ExecRequest:
     return {"op": "exec", "argv": ["systemctl", "show", *units, f"--property={PROPERTIES}", "--no-pager"],
             "timeout": 20}
 
@@ -50,10 +51,10 @@ def _block_of(reply: Reply, units: tuple[str, ...]) -> Reply:
     if reply.get("timed_out") or units[0] not in asked:
         return reply
     if len(blocks) != len(asked):
-        return dict(reply, out="", err=f"systemctl show printed {len(blocks)} block(s) for {len(asked)} unit(s)")
+        return {**reply, "out": "", "err": f"systemctl show printed {len(blocks)} block(s) for {len(asked)} unit(s)"}
     block = blocks[asked.index(units[0])].strip("\n")
     ends_whole = asked.index(units[0]) < len(asked) - 1 or text.endswith("\n")
-    return dict(reply, out=block + ("\n" if ends_whole else ""))
+    return {**reply, "out": block + ("\n" if ends_whole else "")}
 
 
 def unit_fact(name: str) -> Fact:
@@ -145,7 +146,7 @@ class Service(TaskType):
         """The ops in order; a unit that does not start is said the way systemctl said it, with
         where to look, rather than as a bare exit status."""
         for op in (op for change in changes for op in change.ops):
-            output = ctx.execute([Op(dict(op.request, check=False), op.description)])[0]
+            output = ctx.execute([unchecked(op)])[0]
             if output.rc == 0:
                 continue
             failure = parse_start_failure(output.stderr + "\n" + output.stdout)

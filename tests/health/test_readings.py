@@ -173,6 +173,7 @@ def test_the_query_is_an_argv_with_one_argument_for_the_fields():
     assert request["op"] == "exec" and request["argv"] == [
         "nvidia-smi", f"--query-gpu={','.join(HEALTH_FIELDS)}", "--format=csv,nounits"]
     assert request["drop_refused"] == {"prefix": "--query-gpu=", "max": 8,
+                                       "refused": '^Field "([^"]*)" is not a valid field to query',
                                        "renames": {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}}
 
 
