@@ -26,9 +26,10 @@ venv: $(STAMP)
 
 deps: system-deps venv
 
-# ruff over the tree; mypy over the product, --strict on the engine, the connections, the results and
-# the task contract (the remote runner is excluded: it is Python 3.6 sent to hosts).
-STRICT := gpuconf/engine gpuconf/connection gpuconf/results.py gpuconf/tasks/base.py gpuconf/facts/base.py
+# ruff over the tree; mypy over the product, --strict on the engine, the connections, the results,
+# the task contract and the wire (the remote runner is excluded: it is Python 3.6 sent to hosts).
+STRICT := gpuconf/engine gpuconf/connection gpuconf/results.py gpuconf/tasks/base.py gpuconf/facts/base.py \
+	gpuconf/facts/wire.py gpuconf/facts/merge.py gpuconf/facts/initramfs.py
 lint: venv
 	$(BIN)/ruff check gpuconf lab tests bench
 	$(BIN)/mypy gpuconf

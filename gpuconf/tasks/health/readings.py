@@ -10,8 +10,9 @@ Older drivers do not know some fields (`clocks_event_reasons.active` was called
 `clocks_throttle_reasons.active` before the R535 rename; `fabric.state` is recent).
 nvidia-smi refuses the whole query then (`Field "X" is not a valid field to query.`),
 so the remote runner reruns it, within the same timeout, without that field (or with
-its old name): `drop_refused` (gpuconf/facts/nvidia_smi.py), inside the one query. The header line says which fields came back; a dropped
-field reads as "not reported" (None) and the probes say so.
+its old name): `drop_refused` (gpuconf/facts/nvidia_smi.py), inside the one query. The
+header line says which fields came back; a dropped field reads as "not reported" (None)
+and the probes say so.
 
 `nvidia-smi nvlink -s` is a read of its own (`nvlink_status()`), declared by the NVLink
 probe only. The runner runs a batch's reads at the same time, so a wedged driver costs
