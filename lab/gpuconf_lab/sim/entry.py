@@ -14,7 +14,7 @@ import sys
 # process counts name `nvidia-smi`, not the python3 the shim starts. Modules that serve several
 # tools are told which by their first argument.
 TOOL_NAMES = {"nvsmi": "nvidia-smi", "hostengine": "nv-hostengine", "fabricmanager": "nv-fabricmanager",
-              "persistenced": "nvidia-persistenced"}
+              "persistenced": "nvidia-persistenced", "bugreport": "nvidia-bug-report.sh"}
 NAMED_BY_FIRST_ARGUMENT = {"kmod", "initramfs", "journalctl", "power", "ib", "nvctk", "dcgm", "daemons"}
 
 

@@ -54,6 +54,7 @@ TOOLS = {
     "/usr/bin/uname": ("uname", None),
     "/usr/bin/lspci": ("lspci", None),
     "/usr/bin/mokutil": ("mokutil", None),    # the image's, as on a UEFI cloud image: no package
+    "/usr/sbin/dmidecode": ("dmidecode", None),  # the board's firmware tables, not the machine's
     f"{SIM_DIR}/boot": ("boot", None),
     f"{SIM_DIR}/fault": ("fault", None),
 }

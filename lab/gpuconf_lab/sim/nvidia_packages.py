@@ -147,6 +147,7 @@ def userspace(branch: str, version: str) -> list[Package]:
         Package(utils, deb, f"NVIDIA driver support binaries ({branch} branch)\nnvidia-smi and the NVML library.",
                 conflicts=_others("nvidia-utils", utils), replaces=_others("nvidia-utils", utils),
                 files={"/usr/bin/nvidia-smi": _tool("nvsmi", version),
+                       "/usr/bin/nvidia-bug-report.sh": _tool("bugreport"),
                        f"{LIB}/libnvidia-ml.so.{version}": (shared_object("libnvidia-ml.so.1"), 0o644)},
                 symlinks={f"{LIB}/libnvidia-ml.so.1": f"libnvidia-ml.so.{version}"}),
         Package(compute, deb, f"NVIDIA libcompute package ({branch} branch)\nlibcuda and the PTX JIT compiler.",

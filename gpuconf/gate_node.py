@@ -1,0 +1,228 @@
+"""`gpuconf gate` on the node: read the signals, remember the kernel log's position, drain.
+
+Every program runs under a timeout that kills its process group (a wedged GPU hangs nvidia-smi
+in the kernel). Slurm gives a Prolog no PATH, so the standard directories are added here.
+The position in the kernel log is kept in a small JSON file (default
+/var/lib/gpuconf/gate.json), written atomically under an flock: Slurm runs the Prolog and
+Epilog of different jobs at the same time on one node.
+
+With `--slurm` a failing gate drains the node itself, with gpuconf's reason, before it exits
+non-zero. slurmctld drains a node whose prolog failed with the reason "Prolog error" only when
+the node is not drained already (Slurm 22.05, src/slurmctld/node_mgr.c, validate_node_specs:
+`if (!IS_NODE_DRAIN(node_ptr) && !IS_NODE_FAIL(node_ptr))`), so gpuconf's reason stays and
+`gpuconf remediate` knows the node for its own. A drain someone else set is never overwritten.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from gpuconf.facts.base import FactUnavailable, Output
+from gpuconf.facts.nvidia import parse_query_csv
+from gpuconf.gate import FAILING, GateFinding, Position, Signals, judge, overall, reason
+from gpuconf.slurm import SCONTROL_TIMEOUT, parse_show_node
+from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
+from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
+from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
+
+STATE = "/var/lib/gpuconf/gate.json"
+STATE_VERSION = 1
+SMI_TIMEOUT = 10.0
+LOG_TIMEOUT = 10.0
+LOG_TAIL = 5000  # candidate lines kept, as the health probe's read keeps them
+FIELDS = tuple(dict.fromkeys((*HEALTH_FIELDS, *QUERY_FIELDS)))
+MAX_DROPPED = 8  # fields an old driver may refuse before the gate gives up asking
+REFUSED = re.compile(r'^Field "([^"]*)" is not a valid field to query', re.MULTILINE)
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PCI = "/sys/bus/pci/devices/*/"
+
+
+def run(argv: list[str], timeout: float) -> Output:
+    """A program, no shell, in its own process group, killed whole at its timeout."""
+    env = dict(os.environ, LC_ALL="C", LANG="C", PATH=os.environ.get("PATH", "") + ":" + PATH)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, start_new_session=True)
+    except OSError as exc:
+        return Output("", f"{argv[0]}: {exc.strerror}", 127 if isinstance(exc, FileNotFoundError) else 126,
+                      timeout=timeout, argv=tuple(argv))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            out, err = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:  # stuck in the kernel: abandoned, never waited for
+            out, err = b"", b""
+        return Output(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), -9, True, timeout, tuple(argv))
+    return Output(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode, False, timeout,
+                  tuple(argv))
+
+
+def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[Any, Any]:
+    """The one nvidia-smi call: the readings (or its failure, or why not as text) and the fabric report.
+    A field this driver refuses is dropped (or asked under its old name) within the same timeout."""
+    fields, deadline = list(FIELDS), time.monotonic() + timeout
+    for _ in range(MAX_DROPPED + 1):
+        out = run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,nounits"],
+                  max(0.1, deadline - time.monotonic()))
+        refused = None if out.timed_out else REFUSED.search(out.stdout) or REFUSED.search(out.stderr)
+        if refused is None or refused.group(1) not in fields:
+            break
+        bad = refused.group(1)
+        fields = [RENAMED.get(f, "") if f == bad else f for f in fields]
+        fields = [f for f in fields if f]
+    try:
+        readings = parse_readings(out, timeout)
+    except FactUnavailable as exc:
+        return str(exc), None
+    text = (out.stderr.rstrip("\n") + "\n" if out.stderr.strip() and out.rc else "") + out.stdout
+    return readings, query_report(parse_query_csv(text))
+
+
+def read_log(timeout: float = LOG_TIMEOUT) -> tuple[str | None, str, str]:
+    """This boot's candidate kernel log lines: dmesg, else the journal's; (None, "none", why) when neither."""
+    pattern = re.compile(CANDIDATES, re.IGNORECASE)
+    error = ""
+    for argv, source in ((["dmesg"], "dmesg"), (JOURNAL, "journal")):
+        out = run(list(argv), timeout)
+        if out.rc == 0 and not out.timed_out:
+            lines = [line for line in out.stdout.splitlines() if pattern.search(line)]
+            return "\n".join(lines[-LOG_TAIL:]) + ("\n" if lines else ""), source, ""
+        said = (out.stderr or out.stdout).strip().splitlines()
+        error = f"did not finish within {timeout:g} s" if out.timed_out else (said[0] if said else f"exit {out.rc}")
+    return None, "none", error
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(65536)
+    except OSError:
+        return None
+
+
+def pci_files() -> dict[str, str]:
+    files = {}
+    for pattern in (PCI + "vendor", PCI + "class", PCI + "device"):
+        for path in glob.glob(pattern):
+            text = read_text(path)
+            if text is not None:
+                files[path] = text
+    return files
+
+
+def read_signals(smi_timeout: float = SMI_TIMEOUT) -> Signals:
+    readings, fabric = query_gpus(smi_timeout)
+    log, source, error = read_log()
+    return Signals(readings, fabric, log, source, (read_text("/proc/sys/kernel/random/boot_id") or "").strip(),
+                   read_text("/proc/driver/nvidia/version"), pci_files(), error)
+
+
+@contextlib.contextmanager
+def locked(path: str):
+    """The state file's lock, held while one gate reads, judges and writes (concurrent prologs)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def load_position(path: str) -> Position:
+    """The last gate's position; a missing, unreadable or foreign file means none (all of this boot)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        if data.get("version") == STATE_VERSION:
+            return Position(str(data["boot_id"]), float(data["seconds"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return Position()
+
+
+def save_position(path: str, position: Position) -> None:
+    """Atomically: a temporary file in the same directory, fsync, rename."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"version": STATE_VERSION, "boot_id": position.boot_id, "seconds": position.seconds}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def drain(node: str, why: str) -> dict[str, str]:
+    """Drain the node with gpuconf's reason, unless it is drained already (someone else's reason is kept)."""
+    shown = run(["scontrol", "show", "node", node], SCONTROL_TIMEOUT)
+    if shown.rc != 0 or shown.timed_out:
+        return {"action": "error", "reason": why, "error": _said(shown, "scontrol show node")}
+    try:
+        state = parse_show_node(shown.stdout)
+    except ValueError as exc:
+        return {"action": "error", "reason": why, "error": str(exc)}
+    if state.drained:
+        return {"action": "kept", "reason": state.reason or ""}
+    done = run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why}"], SCONTROL_TIMEOUT)
+    if done.rc != 0 or done.timed_out:
+        return {"action": "error", "reason": why, "error": _said(done, "scontrol update")}
+    return {"action": "drain", "reason": why}
+
+
+def _said(out: Output, what: str) -> str:
+    if out.timed_out:
+        return f"{what}: no answer within {out.timeout or SCONTROL_TIMEOUT:g} s"
+    lines = (out.stderr or out.stdout).strip().splitlines()
+    return f"{what} failed (exit {out.rc}): {lines[-1] if lines else 'no message'}"
+
+
+def gate(state_path: str, pinned: str | None, smi_timeout: float) -> tuple[list[GateFinding], str, str]:
+    """Read, judge, remember: the findings, the boot id, and an error writing the state ('' when none)."""
+    signals = read_signals(smi_timeout)
+    error = ""
+    try:
+        with locked(state_path):
+            findings, position = judge(signals, load_position(state_path), pinned)
+            save_position(state_path, position)
+    except OSError as exc:  # the gate still judges; the next one may count these lines again
+        findings, _ = judge(signals, Position(), pinned)
+        error = f"cannot keep the kernel log position in {state_path}: {exc.strerror or exc}"
+    return findings, signals.boot_id, error
+
+
+def main(args: Any) -> int:
+    """0 when the node may run the job (PASS, INFO, WARNING); 1 when it may not (CRITICAL, UNKNOWN)."""
+    started = time.monotonic()
+    findings, boot_id, state_error = gate(args.state, args.driver_version, args.nvidia_smi_timeout)
+    verdict = overall(findings)
+    report: dict[str, Any] = {"verdict": verdict, "node": args.node, "boot_id": boot_id,
+                              "findings": [f.as_dict() for f in findings]}
+    if state_error:
+        report["state_error"] = state_error
+    why = reason(findings)
+    if args.slurm and why is not None:
+        report["slurm"] = drain(args.node, why)
+    report["duration_s"] = round(time.monotonic() - started, 3)
+    text = json.dumps(report, indent=2 if args.pretty else None, sort_keys=True)
+    if args.report:
+        write_report(args.report, text)
+    print(text)
+    sys.stdout.flush()
+    return 1 if verdict in FAILING else 0
+
+
+def write_report(path: str, text: str) -> None:
+    with contextlib.suppress(OSError):  # the report is for people; the exit code is what Slurm reads
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(temporary, path)
