@@ -98,7 +98,7 @@ def test_b200_gets_nvlsm_its_library_and_ib_umad_at_boot(fabric_lab):
                  "Fabric manager enabled and active"):
         assert tasks[name]["status"] == "changed", (name, tasks[name])
     listed = fabric_lab.sh(B200, "dpkg-query -W nvlsm libnvsdm-580; cat /etc/modules-load.d/ib_umad.conf")
-    assert "nvlsm\t580.95.05-1" in listed and "libnvsdm-580\t580.95.05-1" in listed and "ib_umad" in listed
+    assert "nvlsm\t580.178.04-1" in listed and "libnvsdm-580\t580.178.04-1" in listed and "ib_umad" in listed
 
 
 def test_gb200_runs_no_fabric_manager_and_a_tray_without_nvswitch_says_why(fabric_lab):
@@ -169,7 +169,7 @@ def test_gb200_trays_converge_imex_and_their_domain_is_up(fabric_lab):
         assert tasks[IMEX_DOMAIN]["message"] == f"IMEX domain UP: 2 nodes READY and connected ({', '.join(peers)})"
     listed = fabric_lab.sh(GB200, "grep -v '^#' /etc/nvidia-imex/nodes_config.cfg; dpkg-query -W nvidia-imex; "
                                   f"stat -c %F {CHANNEL0}; cat /etc/modprobe.d/nvidia-imex-channels.conf")
-    assert listed.split("\n")[:2] == peers and "nvidia-imex\t580.95.05-1" in listed
+    assert listed.split("\n")[:2] == peers and "nvidia-imex\t580.178.04-1" in listed
     assert "character special file" in listed and "options nvidia NVreg_CreateImexChannel0=1" in listed
 
 

@@ -53,8 +53,8 @@ def test_a_kernel_upgrade_without_a_dkms_build(converged):
     assert "6.1.0-21-amd64" not in sh(converged, "t4-01", "dkms status")
     found = detect_and_repair(converged, "t4", "t4-01", {"DKMS module built for every installed kernel"})
     assert "6.1.0-21-amd64" in found["DKMS module built for every installed kernel"]
-    assert "nvidia/580.95.05, 6.1.0-21-amd64, x86_64: installed" in sh(converged, "t4-01", "dkms status")
-    assert sh(converged, "t4-01", "cat /sys/module/nvidia/version").strip() == "580.95.05"
+    assert "nvidia/580.178.04, 6.1.0-21-amd64, x86_64: installed" in sh(converged, "t4-01", "dkms status")
+    assert sh(converged, "t4-01", "cat /sys/module/nvidia/version").strip() == "580.178.04"
 
 
 def test_apt_get_install_cuda_is_blocked_by_the_pin(converged):
@@ -79,8 +79,8 @@ def test_fabric_manager_at_a_mismatched_version(converged):
                              "--allow-change-held-packages nvidia-fabricmanager-580=580.105.08-1")
     task = "Fabric manager at the driver's version, held"
     found = detect_and_repair(converged, "a100", "a100-02", {task})
-    assert "580.105.08" in found[task] and "580.95.05" in found[task], found[task]
-    assert sh(converged, "a100-02", "dpkg-query -W -f '${Version}' nvidia-fabricmanager-580") == "580.95.05-1"
+    assert "580.105.08" in found[task] and "580.178.04" in found[task], found[task]
+    assert sh(converged, "a100-02", "dpkg-query -W -f '${Version}' nvidia-fabricmanager-580") == "580.178.04-1"
 
 
 def test_persistenced_disabled_then_a_reboot(converged):

@@ -14,9 +14,9 @@ from tests.gpu.conftest import USER_DAEMON_JSON
 from tests.lab_fixtures import wait_until
 
 PINS = {  # profile -> (driver branch, driver version, CUDA release, toolkit package version)
-    "a100": ("580", "580.95.05", "13.0", "13.0.2-1"),
-    "h100": ("580", "580.95.05", "13.0", "13.0.2-1"),
-    "t4": ("580", "580.95.05", "13.0", "13.0.2-1"),
+    "a100": ("580", "580.178.04", "13.0", "13.0.2-1"),
+    "h100": ("580", "580.178.04", "13.0", "13.0.2-1"),
+    "t4": ("580", "580.178.04", "13.0", "13.0.2-1"),
 }
 NVSWITCH = {"a100", "h100"}
 NODES = [("a100", "a100-01"), ("a100", "a100-02"), ("h100", "h100-01"), ("t4", "t4-01")]

@@ -23,7 +23,7 @@ from tests.lab_fixtures import LAB_NAME, el9_unavailable, start_lab, wait_until
 
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
-EL9 = "3:580.95.05-1.el9"
+EL9 = "3:580.178.04-1.el9"
 
 
 @dataclass
@@ -96,7 +96,7 @@ def test_the_el9_stack_comes_from_the_module_stream_at_one_version_locked(mixed)
         assert f"\n{name}-" in locks, (name, locks)
     assert "rd.driver.blacklist=nouveau" in mixed.sh(host, "cat /proc/cmdline")
     assert mixed.sh(host, "modinfo -F license nvidia").strip() == "Dual MIT/GPL"
-    assert "Open Kernel Module for x86_64  580.95.05" in mixed.sh(host, "cat /proc/driver/nvidia/version")
+    assert "Open Kernel Module for x86_64  580.178.04" in mixed.sh(host, "cat /proc/driver/nvidia/version")
 
 
 def test_dnf_install_cuda_cannot_move_the_locked_toolkit(mixed):
@@ -120,12 +120,12 @@ def test_a_kernel_upgrade_on_el9_is_caught_before_the_reboot_and_repaired(mixed)
                 if t["task"] == "DKMS module built for every installed kernel")
     assert dkms["status"] == "would_change" and newer in dkms["message"]
     assert mixed.run("apply", "t4", "--limit", host).rc == 0
-    assert f"nvidia/580.95.05, {newer}, x86_64: installed" in mixed.sh(host, "dkms status")
+    assert f"nvidia/580.178.04, {newer}, x86_64: installed" in mixed.sh(host, "dkms status")
     boots = mixed.lab.node_state(host)["boots"]
     mixed.lab.reboot(host)
     assert wait_until(lambda: mixed.lab.node_state(host).get("boots") == boots + 1
                       and mixed.lab.node_state(host).get("state") == "up", timeout=60)
     mixed.lab.wait_ssh(host, 60)
     assert mixed.sh(host, "uname -r").strip() == newer
-    assert mixed.sh(host, "cat /sys/module/nvidia/version").strip() == "580.95.05"
+    assert mixed.sh(host, "cat /sys/module/nvidia/version").strip() == "580.178.04"
     assert mixed.run("check", "t4", "--limit", host).rc == 0

@@ -55,7 +55,7 @@ def test_a_node_left_on_535_is_warned_and_moved_to_580(converged, tmp_path):
     assert "535 reached its end of life" in check.stdout      # the operator sees it too
     move = drifted(check, host)[STACK]
     assert "switch kernel modules proprietary -> open; a reboot follows" in move
-    assert "purge nvidia-dkms-535 535.104.05-1" in move and "install nvidia-dkms-580-open 580.95.05-1" in move
+    assert "purge nvidia-dkms-535 535.104.05-1" in move and "install nvidia-dkms-580-open 580.178.04-1" in move
 
     apply = converged.run("apply", "a100", "--limit", host)
     assert apply.rc == 0, apply.stdout[-3000:] + apply.stderr
@@ -63,17 +63,17 @@ def test_a_node_left_on_535_is_warned_and_moved_to_580(converged, tmp_path):
     assert final.rc == 0, final.stdout[-3000:]
     assert stack_task(final, host)["findings"] == []
     assert not [name for name in installed(converged, host) if "535" in name], installed(converged, host)
-    assert "Open Kernel Module for x86_64  580.95.05" in sh(converged, host, "cat /proc/driver/nvidia/version")
+    assert "Open Kernel Module for x86_64  580.178.04" in sh(converged, host, "cat /proc/driver/nvidia/version")
 
 
 def test_a_companion_installed_unpinned_is_drift_naming_both_versions(converged):
     host = "t4-01"
     sh(converged, host, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-change-held-packages "
                         "nvidia-persistenced")          # what an unpinned install gets: the repository's newest
-    assert "nvidia-persistenced 595.71.05-1" in listing(converged, host)
+    assert "nvidia-persistenced 620.70.10-1" in listing(converged, host)
     found = detect_and_repair(converged, "t4", host, {PERSISTENCED})
-    assert found[PERSISTENCED] == "nvidia-persistenced 595.71.05-1 installed, the driver is 580.95.05-1"
-    assert "nvidia-persistenced 580.95.05-1" in listing(converged, host)
+    assert found[PERSISTENCED] == "nvidia-persistenced 620.70.10-1 installed, the driver is 580.178.04-1"
+    assert "nvidia-persistenced 580.178.04-1" in listing(converged, host)
 
 
 def test_canonicals_transitional_package_is_caught_and_undone(converged):
@@ -88,9 +88,10 @@ def test_canonicals_transitional_package_is_caught_and_undone(converged):
     message = found[STACK]
     assert ("purge nvidia-driver-535 580.95.05-0ubuntu1 (named for branch 535, carries 580.95.05: "
             "a transitional package)") in message
-    assert "nvidia-utils-580 580.105.08-1 -> 580.95.05-1" in message, message   # both versions named
+    # it pulled the newest 580 with the proprietary modules: the pinned version, the wrong flavour
+    assert message.startswith("switch kernel modules proprietary -> open; a reboot follows"), message
     after = listing(converged, host)
-    assert "nvidia-driver-535" not in after and "580.105.08" not in after
+    assert "nvidia-driver-535" not in after and "nvidia-dkms-580 " not in after
 
 
 def test_a_flavour_switch_is_drift_that_names_the_swap_and_the_reboot(converged):
@@ -99,7 +100,7 @@ def test_a_flavour_switch_is_drift_that_names_the_swap_and_the_reboot(converged)
     assert check.rc == 2, check.stdout[-3000:]
     swap = drifted(check, host)[STACK]
     assert swap.startswith("switch kernel modules open -> proprietary; a reboot follows")
-    assert "purge nvidia-dkms-580-open 580.95.05-1" in swap and "install nvidia-dkms-580 580.95.05-1" in swap
+    assert "purge nvidia-dkms-580-open 580.178.04-1" in swap and "install nvidia-dkms-580 580.178.04-1" in swap
     apply = converged.run("apply", "t4", "--limit", host, *proprietary)
     assert apply.rc == 0, apply.stdout[-3000:] + apply.stderr
     assert converged.checked("t4", "--limit", host, *proprietary).rc == 0
@@ -129,10 +130,10 @@ def test_a_kernel_installed_but_not_booted_is_drift_until_its_module_is_built(co
     assert rc == 0, out + err
     found = detect_and_repair(converged, "h100", host, {DKMS})   # before any reboot
     assert newer in found[DKMS]
-    assert f"nvidia/580.95.05, {newer}, x86_64: installed" in sh(converged, host, "dkms status")
+    assert f"nvidia/580.178.04, {newer}, x86_64: installed" in sh(converged, host, "dkms status")
     reboot(converged, host)
     assert sh(converged, host, "uname -r").strip() == newer
-    assert sh(converged, host, "cat /sys/module/nvidia/version").strip() == "580.95.05"
+    assert sh(converged, host, "cat /sys/module/nvidia/version").strip() == "580.178.04"
     assert converged.checked("h100", "--limit", host).rc == 0
 
 
@@ -149,9 +150,9 @@ def test_secure_boot_refuses_unsigned_dkms_and_converges_with_precompiled_module
     assert converged.checked("h100", "--limit", host, *precompiled).rc == 0
     kernel = sh(converged, host, "uname -r").strip()
     packages = installed(converged, host)
-    assert packages[f"linux-modules-nvidia-580-open-{kernel}"] == "580.95.05-1", packages
+    assert packages[f"linux-modules-nvidia-580-open-{kernel}"] == "580.178.04-1", packages
     assert not [name for name in packages if name.startswith("nvidia-dkms")], packages
-    assert sh(converged, host, "cat /sys/module/nvidia/version").strip() == "580.95.05"
+    assert sh(converged, host, "cat /sys/module/nvidia/version").strip() == "580.178.04"
     # and back to the fleet's DKMS stack, Secure Boot off, for whatever runs next
     assert converged.lab.fault(host, "secure-boot", "off")[0] == 0
     reboot(converged, host)
