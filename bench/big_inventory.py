@@ -13,7 +13,7 @@ inventory size and are measured by `gpuconf --version` in the main table):
   load      load_inventory(): YAML, group_vars, host_vars, group depths
   resolve   inventory.host_vars(host) for every host (the merged variables)
   plan      the playbook loaded, the play's hosts matched, and for every host what its run does
-            before the first round trip (`PlayOnHost._facts_of(tasks, speculative=True)`): every
+            before the first round trip (`HostPlanner._facts_of(tasks, speculative=True)`): every
             task's `when` and parameters rendered with the host's variables, facts standing in as
             unknowable, its parameter model built, and the facts its check will read collected
 """
@@ -64,8 +64,8 @@ def generate(directory: Path, hosts: int) -> None:
 
 def plan(inventory, playbook) -> int:
     """Plan every play on every host; returns the number of fact requests planned."""
-    from gpuconf.engine.hostrun import PlayOnHost
     from gpuconf.engine.options import RunOptions, task_selected
+    from gpuconf.engine.planner import HostPlanner
     from gpuconf.engine.runner import Runner
     from gpuconf.engine.variables import magic_variables
 
@@ -76,8 +76,7 @@ def plan(inventory, playbook) -> int:
         tasks = [t for t in play.tasks if task_selected(t, options.tags, options.skip_tags)]
         for host in runner.play_hosts(play):
             magic = magic_variables(inventory, host, runner.play_hosts(play), options.check_mode, None, runner.shared)
-            on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, options, {},
-                                 lambda result: None, lambda: False, plan_cache=runner.plan_cache)
+            on_host = HostPlanner(play, host, inventory.host_vars(host), magic, options, {}, plan_cache=runner.plan_cache)
             # exactly what a host's run does before its first round trip: every task rendered with
             # facts unknowable, and the facts of those that do not depend on facts collected
             planned += len(on_host._facts_of(tasks, speculative=True))

@@ -22,15 +22,6 @@ from gpuconf.playbook.models import DELEGATE_LOCAL, TaskDef
 from gpuconf.templating import render_string
 
 
-def task_session(run: Any, task: TaskDef) -> HostSession:
-    """The session that reads and writes for `task` (`run` is its PlayOnHost): its delegate's or its
-    host's, as its `become_user`."""
-    session: HostSession = run.session
-    if task.keywords.delegate_to:
-        session = run.delegates.session(delegate_target(task, run.task_vars(task)))
-    return session.as_user(task.become_user)
-
-
 def reads_elsewhere(task: TaskDef) -> bool:
     """Delegated to another host, where it may only read (the loader saw to it): a command there
     runs as a read-only request in apply too."""

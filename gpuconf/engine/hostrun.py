@@ -11,190 +11,51 @@ from typing import Any
 
 from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.context import HostApply, Resolver, bounded, read_facts
-from gpuconf.engine.delegate import Delegates, reads_elsewhere, task_session
-from gpuconf.engine.entry import read_command, run_entry
-from gpuconf.engine.flow import BlockRun, RunOnce, item_task, judge, loop_items
+from gpuconf.engine.context import HostApply, read_facts
+from gpuconf.engine.delegate import Delegates, reads_elsewhere
+from gpuconf.engine.entry import Entries
+from gpuconf.engine.flow import BlockRun, RunOnce, judge
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
-from gpuconf.engine.secrets import SecretSet, mark_known, redact_result, secret_values
+from gpuconf.engine.secrets import mark_known, redact_result
 from gpuconf.engine.session import HostSession
-from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.engine.variables import fact_aliases, task_variables
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
-from gpuconf.tasks.base import Refused, TaskType, Unknown, Verdict
-from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars, Verbatim, evaluate_when, render
-
-UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
+from gpuconf.tasks.base import Refused, Unknown, Verdict
+from gpuconf.tasks.registry import TASK_TYPES
 
 
 class HostUnreachable(Exception):
     pass
 
 
-class PlayOnHost:
+class PlayOnHost(Entries):
+    """The executing half (HostPlanner plans, Entries runs loops and run_once): the host's facts,
+    then each task's check and apply in order, then the handlers."""
+
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
                  plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
                  host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
-        self.play, self.host, self.session, self.options = play, host, session, options
-        # what this host's output must not show; its templates add what they make from a secret
-        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults]))
-        if session is not None:  # (planning alone has none)
-            session.redact = self.secrets.redact  # -vvv shows requests with them masked
+        super().__init__(play, host, host_vars, magic, options, registered, plan_cache)
+        self.session = session
+        session.redact = self.secrets.redact  # -vvv shows requests with them masked
         self.delegates = Delegates(delegate, self.secrets.redact)  # delegate_to: a session per target
-        self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.emit, self.stop = emit, stop
         self.deadline_reached = deadline_reached
         self.events = events or RunEvents()
-        self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
-        self.facts: dict[str, Any] = {}
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
-        self._magic: Verbatim | None = None
-        self._registered = Verbatim(registered)
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         self.run_once = run_once
         self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
-
-    # -- variables ------------------------------------------------------------
-    def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
-        facts = self.facts if facts is None else facts
-        if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
-            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
-        return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars, self.secrets)
-
-    def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
-        """Vars and rendered (not yet validated) params, or None when `when` is false."""
-        return self._render(task, self.task_vars(task, facts))
-
-    def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
-        if not self._holds(task, variables):
-            return None
-        return variables, render(task.params, variables)
-
-    @staticmethod
-    def _holds(task: TaskDef, variables: Vars) -> bool:
-        """The task's conditions (its roles' `when`, then its own) are all true."""
-        return all(evaluate_when(condition, variables) for condition in task.role_when) and (
-            task.keywords.when is None or evaluate_when(task.keywords.when, variables))
-
-    def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
-        """Vars and rendered params, or None when `when` is false. Params are shared with the
-        run's other hosts that look up the same objects (gpuconf/engine/plancache.py): the task
-        whole (`params`: conditions and params), and its params alone (`params only`), since a
-        condition such as `facts.nvlink_fabric == 'none'` reads this host's own facts object."""
-        variables = self.task_vars(task, facts)
-        task_type = TASK_TYPES[task.type]
-        cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
-        if cache is None:
-            if not self._holds(task, variables):
-                return None
-            return variables, self._params(task, task_type, variables)
-        hit, params = cache.get(task, variables, kind="params")
-        if hit:
-            return None if params is None else (variables, params)
-        whole: dict[str, tuple[Any, bool]] = {}
-        variables.reads = whole
-        holds = self._holds(task, variables)
-        variables.reads = None
-        if not holds:
-            cache.put(task, whole, None, kind="params")
-            return None
-        # fresh Vars: a variable the conditions rendered would be served from their cache and
-        # not be recorded among the params' own lookups
-        variables = self.task_vars(task, facts)
-        hit, params = cache.get(task, variables, kind="params only")
-        if hit:
-            return variables, params
-        own: dict[str, tuple[Any, bool]] = {}
-        variables.reads = own
-        params = self._params(task, task_type, variables)
-        variables.reads = None
-        cache.put(task, own, params, kind="params only")
-        cache.put(task, whole | own, params, kind="params")
-        return variables, params
-
-    @staticmethod
-    def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:
-        values = task_type.resolve(render(task.params, variables), Resolver(variables, task.search_paths))
-        try:
-            return build_params(task.type, values)
-        except ValueError as exc:
-            raise TaskError(f"{task.type}: {exc}") from None
-
-    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
-                  left: list[TaskDef] | None = None) -> list[Any]:
-        """Facts the tasks' checks will read. `speculative` renders before host
-        facts are known: conditions on facts count as true, and tasks whose
-        params depend on facts are left for later (appended to `left`), so that
-        one round trip can carry both the host facts and nearly every task's facts."""
-        facts = []
-        for task in tasks:
-            if task.type in ENGINE_ACTIONS or task.become_user or task.keywords.delegate_to:
-                continue  # set_fact and debug read nothing; the others read as someone else, or elsewhere
-            if speculative:
-                found = self._loop_facts(task, True) if task.keywords.items is not None \
-                    else self._speculative_facts(task)
-                if not found and left is not None:
-                    left.append(task)  # read nothing known yet: planned again once the facts are in
-                facts += found
-                continue
-            if task.keywords.items is not None:
-                facts += self._loop_facts(task, speculative)
-                continue
-            try:
-                prepared = self.prepare(task)
-            except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
-                continue
-            if prepared is not None:
-                facts += self._reads(task, prepared[1])
-        return facts
-
-    def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
-        """The facts of every item of a loop whose items are known now (not from facts, when speculative)."""
-        try:
-            variables = self.task_vars(task, UNKNOWABLE if speculative else None)
-            items = [item_task(task, item, index, variables)
-                     for index, item in enumerate(loop_items(task, variables))]
-        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
-            return []
-        if speculative:  # not through the plan cache: an item's task is a new object on every host
-            return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
-        return self._facts_of(items)
-
-    def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
-        """The facts of a task rendered with facts unknowable; none if they depend on facts."""
-        variables = self.task_vars(task, UNKNOWABLE)
-        if self.plan_cache is not None and use_cache:
-            hit, cached = self.plan_cache.get(task, variables)
-            if hit:
-                return list(cached)
-            variables.reads = {}
-        try:
-            rendered = self._render(task, variables)
-            # the rendered values, not the validated model, are checked for what is not known
-            # yet: cheaper, and a field that coerced an unknowable value cannot hide it
-            if rendered is None or contains_unknowable(rendered[1]):
-                facts = []
-            else:
-                values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
-                facts = self._reads(task, build_params(task.type, values))
-        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
-            return []
-        if self.plan_cache is not None and use_cache and variables.reads is not None:
-            self.plan_cache.put(task, variables.reads, facts)
-        return facts
 
     # -- the play -------------------------------------------------------------
     def run(self) -> list[TaskResult]:
@@ -246,10 +107,6 @@ class PlayOnHost:
         finally:
             self.delegates.close()
         return self.results
-
-    def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
-        """One task of the list: once, once per loop item, or (run_once) on one host for the batch."""
-        return run_entry(self, task, upcoming)
 
     def _gather_failed(self, error: str, trace: str | None = None) -> None:
         result = self._result(None, Status.FAILED, error=error, traceback=trace)
@@ -350,13 +207,9 @@ class PlayOnHost:
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
 
-    @staticmethod
-    def _reads(task: TaskDef, params: Any) -> list[Any]:
-        return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
-
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)
-        facts = read_facts(task_session(self, task), reads, self.task_host, task.become, self.options.today,
+        facts = read_facts(self.task_session(task), reads, self.task_host, task.become, self.options.today,
                            TASK_TYPES[task.type].host_facts)
         verdict = TASK_TYPES[task.type].check(params, facts)
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
@@ -378,15 +231,15 @@ class PlayOnHost:
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
         if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
-                and task.type == "command":
-            return read_command(self, task, verdict)  # a read: in check mode, or delegated to another host
+                and task_type.reads_when_told:
+            return self.read_command(task, verdict)  # a read: in check mode, or delegated to another host
         if self.options.check_mode:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)
             self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
-        if task.type == "reboot" and self._reboot_held():
+        if task_type.reboots and self._reboot_held():
             result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
             return result
@@ -394,12 +247,12 @@ class PlayOnHost:
         def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
-            if task_session(self, task) is not self.session:  # it ran elsewhere or as another user
+            if self.task_session(task) is not self.session:  # it ran elsewhere or as another user
                 return self._reads(task, params)
             return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
 
         via = self.options.reboot_via
-        apply = HostApply(task_session(self, task), task.become, task.keywords.timeout, refresh,
+        apply = HostApply(self.task_session(task), task.become, task.keywords.timeout, refresh,
                           on_reboot=lambda _: self.refresh_after_reboot(refresh),
                           reboot_via=None if via is None else lambda: via(self.host))
         data = task_type.apply(apply, params, list(verdict.changes)) or {}

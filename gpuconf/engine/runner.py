@@ -25,6 +25,7 @@ from gpuconf.engine.flow import RunOnce
 from gpuconf.engine.hostrun import PlayOnHost
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
@@ -91,6 +92,12 @@ class Runner:
             self._play_hosts[id(play)] = limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts),
                                                      self.limit)
         return self._play_hosts[id(play)]
+
+    def planner(self, play: Play, host: str) -> HostPlanner:
+        """The planning half of `play` on `host`, as the host's run starts it (no connection)."""
+        magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
+                                self.shared)
+        return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options, {}, self.plan_cache)
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),

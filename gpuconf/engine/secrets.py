@@ -108,13 +108,13 @@ def redact_text(text: Any, secrets: SecretSet | set[str]) -> Any:
     return text
 
 
-def _redact_any(value: Any, secrets: SecretSet | set[str]) -> Any:
+def redact_value(value: Any, secrets: SecretSet | set[str]) -> Any:
     if isinstance(value, str):
         return redact_text(value, secrets)
     if isinstance(value, dict):
-        return {k: _redact_any(v, secrets) for k, v in value.items()}
+        return {k: redact_value(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_redact_any(v, secrets) for v in value]
+        return [redact_value(v, secrets) for v in value]
     return value
 
 
@@ -127,9 +127,9 @@ def redact_result(result: TaskResult, secrets: SecretSet | set[str]) -> TaskResu
     result.stdout = redact_text(result.stdout, secrets)
     result.stderr = redact_text(result.stderr, secrets)
     result.traceback = redact_text(result.traceback, secrets)  # an exception's message can hold a value
-    result.data = _redact_any(result.data, secrets)
+    result.data = redact_value(result.data, secrets)
     result.changes = [ChangeReport(redact_text(c.summary, secrets), redact_text(c.diff, secrets),
-                                   _redact_any(c.before, secrets), _redact_any(c.after, secrets),
+                                   redact_value(c.before, secrets), redact_value(c.after, secrets),
                                    [redact_text(op, secrets) for op in c.ops]) for c in result.changes]
     result.findings = [dataclasses.replace(f, message=redact_text(f.message, secrets)) for f in result.findings]
     return result

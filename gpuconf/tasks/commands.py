@@ -46,6 +46,7 @@ class Command(TaskType):
     must not change anything: it runs in check mode too, read-only."""
 
     name = "command"
+    reads_when_told = True
     Params = CommandParams
 
     def reads(self, params: CommandParams):

@@ -19,6 +19,7 @@ class Reboot(TaskType):
     marked the host *reboot required* (a new kernel module, an initramfs)."""
 
     name = "reboot"
+    reboots = True
     Params = RebootParams
 
     def check(self, params: RebootParams, facts: Facts) -> Verdict:

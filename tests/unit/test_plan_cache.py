@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.engine.hostrun import PlayOnHost
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.runner import Runner
 from gpuconf.engine.variables import magic_variables
 from gpuconf.errors import TemplateError
@@ -57,8 +57,7 @@ def planned(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
     plans = {}
     for host in runner.play_hosts(play):
         magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
-        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
-                             lambda r: None, lambda: False, plan_cache=cache)
+        on_host = HostPlanner(play, host, inventory.host_vars(host), magic, runner.options, {}, plan_cache=cache)
         plans[host] = [(fact.key, fact.request) for fact in on_host._facts_of(play.tasks, speculative=True)]
     return plans
 
@@ -119,8 +118,7 @@ def test_only_tasks_the_first_pass_could_not_plan_are_planned_again_and_no_read_
     play, runner = playbook.plays[0], Runner(inventory, playbook, RunOptions())
     for host in ("n1", "n3"):
         magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
-        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
-                             lambda r: None, lambda: False, plan_cache=PlanCache())
+        on_host = HostPlanner(play, host, inventory.host_vars(host), magic, runner.options, {}, plan_cache=PlanCache())
         left: list = []
         first = on_host._facts_of(play.tasks, speculative=True, left=left)
         on_host.facts.update({"kernel": "6.1.0-28-amd64"})
@@ -169,8 +167,7 @@ def prepared(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
     params = {}
     for host in runner.play_hosts(play):
         magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
-        on_host = PlayOnHost(play, host, inventory.host_vars(host), magic, None, runner.options, {},
-                             lambda r: None, lambda: False, plan_cache=cache)
+        on_host = HostPlanner(play, host, inventory.host_vars(host), magic, runner.options, {}, plan_cache=cache)
         on_host.facts.update({"module": f"nvidia_{host}"})
         params[host] = [None if (p := on_host.prepare(task)) is None else p[1] for task in play.tasks]
     return params

@@ -1,0 +1,229 @@
+"""The planning half of a play on a host: its variables, each task's conditions, rendered and
+validated params and declared reads, before anything runs (gpuconf/engine/hostrun.py runs them).
+
+`plan()` turns a host's task list into a value, a HostPlan, with the host's facts not known yet:
+each task's params and reads where they follow from variables alone, or the reason they wait for
+the host's facts (a condition or a param that reads them, a loop, a step the engine runs itself).
+The run uses the same methods once facts are in; `--list-tasks -v` prints the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuconf.engine.context import Resolver, bounded
+from gpuconf.engine.flow import item_task, loop_items
+from gpuconf.engine.options import RunOptions
+from gpuconf.engine.plancache import PlanCache
+from gpuconf.engine.secrets import SecretSet, redact_value, secret_values
+from gpuconf.engine.validate import Unknowable, contains_unknowable
+from gpuconf.engine.variables import fact_aliases, task_variables
+from gpuconf.errors import GpuconfError, TaskError
+from gpuconf.facts.base import Fact
+from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
+from gpuconf.tasks.base import TaskType
+from gpuconf.tasks.registry import TASK_TYPES, build_params
+from gpuconf.templating import Vars, Verbatim, evaluate_when, render
+
+UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task as planned before the host's facts are known: its validated params and the facts
+    its check will read, or `waits`, why those are decided on the host once its facts are in."""
+
+    task: TaskDef
+    params: dict[str, Any] | None
+    reads: tuple[str, ...]
+    waits: str = ""
+    condition: str = ""  # a condition that reads the host's facts, judged there
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    play: str
+    tasks: tuple[PlannedTask, ...]
+
+
+class HostPlanner:
+    """Variables, conditions, params and reads of one play's tasks on one host."""
+
+    def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
+                 options: RunOptions, registered: dict[str, Any], plan_cache: PlanCache | None = None):
+        self.play, self.host, self.options = play, host, options
+        self.host_vars, self.magic, self.registered = host_vars, magic, registered
+        # what this host's output must not show; its templates add what they make from a secret
+        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults]))
+        self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
+        self.facts: dict[str, Any] = {}
+        self._magic: Verbatim | None = None
+        self._registered = Verbatim(registered)
+
+    # -- variables ------------------------------------------------------------
+    def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
+        facts = self.facts if facts is None else facts
+        if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
+            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
+        return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
+                              self.host_vars, self.secrets)
+
+    def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
+        """Vars and rendered (not yet validated) params, or None when `when` is false."""
+        return self._render(task, self.task_vars(task, facts))
+
+    def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
+        if not self._holds(task, variables):
+            return None
+        return variables, render(task.params, variables)
+
+    @staticmethod
+    def _holds(task: TaskDef, variables: Vars) -> bool:
+        """The task's conditions (its roles' `when`, then its own) are all true."""
+        return all(evaluate_when(condition, variables) for condition in task.role_when) and (
+            task.keywords.when is None or evaluate_when(task.keywords.when, variables))
+
+    def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
+        """Vars and rendered params, or None when `when` is false. Params are shared with the
+        run's other hosts that look up the same objects (gpuconf/engine/plancache.py): the task
+        whole (`params`: conditions and params), and its params alone (`params only`), since a
+        condition such as `facts.nvlink_fabric == 'none'` reads this host's own facts object."""
+        variables = self.task_vars(task, facts)
+        task_type = TASK_TYPES[task.type]
+        cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
+        if cache is None:
+            if not self._holds(task, variables):
+                return None
+            return variables, self._params(task, task_type, variables)
+        hit, params = cache.get(task, variables, kind="params")
+        if hit:
+            return None if params is None else (variables, params)
+        whole: dict[str, tuple[Any, bool]] = {}
+        variables.reads = whole
+        holds = self._holds(task, variables)
+        variables.reads = None
+        if not holds:
+            cache.put(task, whole, None, kind="params")
+            return None
+        # fresh Vars: a variable the conditions rendered would be served from their cache and
+        # not be recorded among the params' own lookups
+        variables = self.task_vars(task, facts)
+        hit, params = cache.get(task, variables, kind="params only")
+        if hit:
+            return variables, params
+        own: dict[str, tuple[Any, bool]] = {}
+        variables.reads = own
+        params = self._params(task, task_type, variables)
+        variables.reads = None
+        cache.put(task, own, params, kind="params only")
+        cache.put(task, whole | own, params, kind="params")
+        return variables, params
+
+    @staticmethod
+    def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:
+        values = task_type.resolve(render(task.params, variables), Resolver(variables, task.search_paths))
+        try:
+            return build_params(task.type, values)
+        except ValueError as exc:
+            raise TaskError(f"{task.type}: {exc}") from None
+
+    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
+                  left: list[TaskDef] | None = None) -> list[Any]:
+        """Facts the tasks' checks will read. `speculative` renders before host
+        facts are known: conditions on facts count as true, and tasks whose
+        params depend on facts are left for later (appended to `left`), so that
+        one round trip can carry both the host facts and nearly every task's facts."""
+        facts = []
+        for task in tasks:
+            if task.type in ENGINE_ACTIONS or task.become_user or task.keywords.delegate_to:
+                continue  # set_fact and debug read nothing; the others read as someone else, or elsewhere
+            if speculative:
+                found = self._loop_facts(task, True) if task.keywords.items is not None \
+                    else self._speculative_facts(task)
+                if not found and left is not None:
+                    left.append(task)  # read nothing known yet: planned again once the facts are in
+                facts += found
+                continue
+            if task.keywords.items is not None:
+                facts += self._loop_facts(task, speculative)
+                continue
+            try:
+                prepared = self.prepare(task)
+            except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+                continue
+            if prepared is not None:
+                facts += self._reads(task, prepared[1])
+        return facts
+
+    def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
+        """The facts of every item of a loop whose items are known now (not from facts, when speculative)."""
+        try:
+            variables = self.task_vars(task, UNKNOWABLE if speculative else None)
+            items = [item_task(task, item, index, variables)
+                     for index, item in enumerate(loop_items(task, variables))]
+        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+            return []
+        if speculative:  # not through the plan cache: an item's task is a new object on every host
+            return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
+        return self._facts_of(items)
+
+    def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
+        """The facts of a task rendered with facts unknowable; none if they depend on facts."""
+        variables = self.task_vars(task, UNKNOWABLE)
+        if self.plan_cache is not None and use_cache:
+            hit, cached = self.plan_cache.get(task, variables)
+            if hit:
+                return list(cached)
+            variables.reads = {}
+        try:
+            rendered = self._render(task, variables)
+            # the rendered values, not the validated model, are checked for what is not known
+            # yet: cheaper, and a field that coerced an unknowable value cannot hide it
+            if rendered is None or contains_unknowable(rendered[1]):
+                facts = []
+            else:
+                values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
+                facts = self._reads(task, build_params(task.type, values))
+        except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
+            return []
+        if self.plan_cache is not None and use_cache and variables.reads is not None:
+            self.plan_cache.put(task, variables.reads, facts)
+        return facts
+
+
+    @staticmethod
+    def _reads(task: TaskDef, params: Any) -> list[Fact]:
+        return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
+
+
+    # -- the plan as a value ---------------------------------------------------
+    def plan(self, tasks: list[TaskDef]) -> HostPlan:
+        """What each task will do here, as far as it is known before the host's facts."""
+        return HostPlan(self.host, self.play.name, tuple(self._planned(task) for task in tasks))
+
+    def _planned(self, task: TaskDef) -> PlannedTask:
+        if task.type in ENGINE_ACTIONS:
+            return PlannedTask(task, None, (), "a step the engine runs itself")
+        if task.keywords.items is not None:
+            return PlannedTask(task, None, (), "a loop: its items are rendered on the host")
+        variables = self.task_vars(task, UNKNOWABLE)
+        looked: dict[str, tuple[Any, bool]] = {}
+        variables.reads = looked
+        try:
+            holds = self._holds(task, variables)
+            variables.reads = None
+            conditions = [*task.role_when, *([task.keywords.when] if task.keywords.when is not None else [])]
+            on_host = " and ".join(str(c) for c in conditions) if any(
+                isinstance(value, Unknowable) for value, _ in looked.values()) else ""
+            if not holds:
+                return PlannedTask(task, None, (), "its condition is false: skipped")
+            rendered = render(task.params, variables)
+            if contains_unknowable(rendered):
+                return PlannedTask(task, None, (), "its params read the host's facts", on_host)
+            values = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
+            params = build_params(task.type, values)
+        except (GpuconfError, Exception) as exc:  # noqa: BLE001 - the run reports it on the task
+            return PlannedTask(task, None, (), f"fails on the host: {self.secrets.redact(str(exc))}")
+        shown = redact_value(params.model_dump(mode="json"), self.secrets)
+        return PlannedTask(task, shown, tuple(f.key for f in self._reads(task, params)), "", on_host)
