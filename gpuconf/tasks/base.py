@@ -243,10 +243,6 @@ class TaskType:
     reads_when_told: ClassVar[bool] = False
     # Its apply reboots the host: in local mode (an image build) that waits for --reboot.
     reboots: ClassVar[bool] = False
-    # With `check_mode: false` its author says it only reads: check mode runs it, as a read.
-    reads_when_told: ClassVar[bool] = False
-    # Its apply reboots the host: in local mode (an image build) that waits for --reboot.
-    reboots: ClassVar[bool] = False
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation
