@@ -14,7 +14,7 @@ from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import Location, UsageError
 from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import Play, Playbook, PlayKeywords, TaskDef, TaskKeywords
 from gpuconf.report.text import printable
 from gpuconf.results import RunResult, Status
@@ -30,13 +30,13 @@ def adhoc_playbook(pattern: str, command: str, become: bool, timeout: float) -> 
     return Playbook(Path("<ad hoc>"), [play])
 
 
-def run_adhoc(inventory: Inventory, pattern: str, command: str, options: RunOptions, limit: str | None,
-              become: bool, timeout: float, stream: TextIO) -> RunResult:
-    hosts = match_hosts(inventory, pattern)
-    if not hosts:
-        raise UsageError(f"'{pattern}' matches no host of {inventory.source}")
-    limit_hosts(inventory, hosts, limit)  # an empty --limit is an error
-    runner = Runner(inventory, adhoc_playbook(pattern, command, become, timeout), options, limit)
+def run_adhoc(inventory: Inventory, pattern: str, command: str, options: RunOptions, become: bool, timeout: float,
+              stream: TextIO) -> RunResult:
+    """`inventory` is narrowed by --limit already (gpuconf.patterns.narrow)."""
+    if not match_hosts(inventory, pattern):
+        within = " within --limit" if inventory.limit is not None else ""
+        raise UsageError(f"'{pattern}' matches no host of {inventory.source}{within}")
+    runner = Runner(inventory, adhoc_playbook(pattern, command, become, timeout), options)
     result = runner.run()
     print_grouped(result, stream)
     return result

@@ -25,6 +25,7 @@ from typing import Any
 from gpuconf.errors import UsageError
 from gpuconf.suggest import did_you_mean
 
+FORKS = 50  # hosts in parallel when neither -f nor the configuration says
 KEYS = ("inventory", "forks", "become", "accept_new_host_keys", "roles_path", "vault_password_file")
 PATHS = ("inventory", "vault_password_file")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -9,7 +9,9 @@ are applied on top of the inline variables of the same group or host.
 """
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ class Inventory:
         self.hosts: dict[str, Host] = {}
         self._merged: dict[str, dict[str, Any]] = {}
         self._ancestors: dict[str, list[str]] = {}
+        self.limit: frozenset[str] | None = None  # --limit: the only hosts a pattern matches (`narrowed`)
 
     # -- building ---------------------------------------------------------
     def add_group(self, name: str, parent: str | None = "all") -> Group:
@@ -136,6 +139,14 @@ class Inventory:
             found.update(self.groups[name].hosts)
             todo.extend(self.groups[name].children)
         return [h for h in self.hosts if h in found]
+
+    def narrowed(self, hosts: Iterable[str]) -> Inventory:
+        """The same inventory, with every host pattern confined to `hosts` (--limit, once for a whole
+        command: gpuconf.patterns.narrow). Its groups and variables still name every host, as
+        Ansible's `groups` and `hostvars` do under --limit."""
+        view = copy.copy(self)
+        view.limit = frozenset(hosts) if self.limit is None else self.limit & frozenset(hosts)
+        return view
 
     def to_dict(self) -> dict[str, Any]:
         """The merged view `gpuconf inventory` prints."""

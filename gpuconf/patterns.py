@@ -70,7 +70,17 @@ def match_hosts(inventory: Inventory, pattern: str) -> list[str]:
         selected &= set(_term_hosts(inventory, term))
     for term in exclusions:
         selected -= set(_term_hosts(inventory, term))
+    if inventory.limit is not None:
+        selected &= inventory.limit
     return [h for h in inventory.hosts if h in selected]
+
+
+def narrow(inventory: Inventory, limit: str | None) -> Inventory:
+    """--limit, applied once for a whole command: the inventory whose patterns match only the hosts
+    the limit selects (Inventory.narrowed). A limit that matches no host is an error."""
+    if not limit:
+        return inventory
+    return inventory.narrowed(limit_hosts(inventory, list(inventory.hosts), limit))
 
 
 def limit_hosts(inventory: Inventory, hosts: list[str], limit: str | None) -> list[str]:

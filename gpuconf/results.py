@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 
 class Final:
@@ -170,18 +170,35 @@ class HostResult(Final):
         return any(t.not_run == "interrupted" for t in self.tasks)
 
 
-@dataclass
-class SlurmAction(Final):
-    """What `check --slurm` did to one node's Slurm state (see gpuconf/slurm.py)."""
+@dataclass(frozen=True)
+class RecapLine:
+    """One line a section adds at the end of the text recap: `label: text`, the label in `style`."""
 
-    host: str
-    node: str
-    action: str  # drain, resume, wait (its own drain, not yet healthy twice), none, kept (not its drain), error
-    reason: str | None = None
-    previous_state: str | None = None
-    previous_reason: str | None = None
-    error: str | None = None
-    healthy: int | None = None  # wait: healthy runs in a row so far
+    label: str
+    style: str  # a style of the text reporter: green, yellow, red, ...
+    text: str
+
+
+class Section(Protocol):
+    """What a step after the run's tasks adds to the run's result (gpuconf/engine/after.py): a field
+    of the JSON report, lines at the end of the text recap, and bits of the exit code (the scheduler's
+    drains and resumes after a check are one). The results and the reporters know them by this shape only."""
+
+    @property
+    def key(self) -> str:
+        """The JSON report's field."""
+        ...
+
+    def report(self) -> Any:
+        """The field's value, as JSON types."""
+        ...
+
+    def recap(self) -> list[RecapLine]:
+        ...
+
+    def exit_bits(self) -> int:
+        """Bits it adds to the run's exit code (EXIT_FAILED: someone must look)."""
+        ...
 
 
 @dataclass
@@ -199,7 +216,7 @@ class RunResult(Final):
     deadline: float | None = None  # seconds, from --deadline
     deadline_reached: bool = False  # tasks left were marked unknown
     budget_spent: str = ""  # max_fail_percentage stopped the run: why (the hosts left are not started)
-    slurm: list[SlurmAction] | None = None  # with --slurm: one per host
+    sections: list[Section] = field(default_factory=list)  # what the steps after the tasks added
 
     def seal(self) -> None:
         """The run has ended: from now on every result of it is read-only."""
@@ -212,11 +229,11 @@ class RunResult(Final):
                 task._seal()
             object.__setattr__(host, "tasks", tuple(host.tasks))
             host._seal()
-        for action in self.slurm or []:
-            action._seal()
+        for section in self.sections:
+            if isinstance(section, Final):
+                section._seal()
         object.__setattr__(self, "plays", tuple(self.plays))
-        if self.slurm is not None:
-            object.__setattr__(self, "slurm", tuple(self.slurm))
+        object.__setattr__(self, "sections", tuple(self.sections))
         object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
         self._seal()
 
@@ -241,8 +258,8 @@ class RunResult(Final):
                 code |= EXIT_DRIFT
             if self.verb == "apply" and host.reboot_pending:
                 code |= EXIT_REBOOT_PENDING
-        if any(action.action == "error" for action in self.slurm or []):
-            code |= EXIT_FAILED  # the node could not be drained or resumed: someone must look
+        for section in self.sections:
+            code |= section.exit_bits()
         return code
 
 

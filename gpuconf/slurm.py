@@ -1,70 +1,104 @@
-"""`check --slurm`: drain a node that failed, resume it once it is healthy again.
+"""Slurm behind the `Scheduler` interface: `scontrol`, run where a `Command` runs it.
 
-Run on the node itself as Slurm's HealthCheckProgram (`gpuconf check PLAYBOOK -c local --slurm`,
-docs/slurm.md), or from a controller over SSH: either way `scontrol` runs on the host, through its
-own connection, as slurmd's health check would. The rules are NHC's, made stricter:
+`gpuconf remediate` runs scontrol on the machine gpuconf runs on (a login or admin node:
+`SLURM_CONF` and munge as for any `scontrol`); `check --slurm` runs it on each host through
+the run's own connection, as slurmd's health check would (gpuconf/scheduler_step.py). Each
+call is bounded in time.
 
-* a failure (a failed task, or an unknown one in a run that was not cut short; from a controller,
-  drift too): `scontrol update NodeName=<node> State=DRAIN Reason="gpuconf: <short reason>"`,
-  unless the node is already drained for another reason (an operator's drain, remediate's, a
-  `remediation failed` or `lemon` one: never overwritten) or for this same reason;
-* healthy: `State=RESUME`, but only for a drain this check set itself (remembered on the node,
-  `gpuconf/slurm_step.py`) and only after two healthy runs in a row, so a node never flaps.
-  A drain set by a person or by another tool is never undone; neither is a `gpuconf:
-  remediation failed` or `gpuconf: lemon` drain, which waits for a person or a verifying remediate.
-
-The node's Slurm name is the inventory name, or the `slurm_node_name` host variable.
-Deciding is pure (`decide`, `settle`, `parse_show_node`), so the rules are tested without a host.
+Slurm 22.05 verbs used (`man scontrol`): `show node`, `update NodeName= State=DRAIN Reason=`,
+`update ... State=RESUME`, and `reboot NODE` on a node gpuconf has drained and whose jobs have
+ended. Neither ASAP nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot
+was ASAP, nextstate=resume or down", so with ASAP or nextstate=RESUME the node would be back in
+service before gpuconf has verified it, and nextstate=DOWN would leave it DOWN rather than
+drained. A plain reboot keeps the drain and its reason. Nor `reason=`: slurmctld sets the node's
+reason to it, whoever set the one before, where a reboot without it keeps the reason the node has
+and appends " : reboot issued" (seen on the lab's Slurm 22.05.8). gpuconf reads the reason right
+before it reboots and never reboots a node whose reason is not its own; without `reason=`, an
+operator who drains in between keeps their words.
 """
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, replace
+import subprocess
+from collections.abc import Iterable
 
-from gpuconf.connection.base import BUSY
-from gpuconf.report.redact import visible_changes, visible_error
-from gpuconf.results import HostResult, Status, TaskResult
+from gpuconf.scheduler import Command, Node, SchedulerError, reason_text
 
-PREFIX = "gpuconf:"
 # Slurm 22.05's slurmd kills a HealthCheckProgram after 60 s (run_script_health_check: max_wait
-# 60 * 1000 ms; `man slurm.conf`, HealthCheckProgram). The tasks get DEADLINE, the Slurm step
-# STEP_BUDGET after them, and the rest is left for starting Python and exiting.
+# 60 * 1000 ms; `man slurm.conf`, HealthCheckProgram). The tasks get DEADLINE, the step after
+# them STEP_BUDGET, and the rest is left for starting Python and exiting.
 DEADLINE = 35.0  # --deadline under --slurm
-STEP_BUDGET = 15.0  # seconds for the Slurm step of one host (scontrol and the remembered state)
-RESUME_AFTER = 2  # healthy runs in a row before the check resumes its own drain
-# drains nobody resumes automatically: they wait for a person or a remediate run that verifies the node
-FAILED_PREFIX = f"{PREFIX} remediation failed:"  # set by remediate when a node fails its verification
-LEMON_PREFIX = f"{PREFIX} lemon"  # set by remediate for a node remediated too often
-HELD = (FAILED_PREFIX.rstrip(":"), LEMON_PREFIX)
-REASON_MAX = 120
+STEP_BUDGET = 15.0  # seconds for the scheduler step of one host (scontrol and the remembered state)
 SCONTROL_TIMEOUT = 10
 REASON_STAMP = re.compile(r"\s*\[([^\[\]@]*@[^\[\]]*)\]\s*$")  # Slurm appends " [user@time]"
 
 
-@dataclass
-class NodeState:
-    name: str
-    state: str  # e.g. IDLE, MIXED+DRAIN, DOWN*+DRAIN
-    reason: str | None
-    stamp: str | None = None  # who set the reason, and when: "root@2026-12-04T08:00:00"
-
-    @property
-    def drained(self) -> bool:
-        return "DRAIN" in self.state.split("+")[1:] or self.state.startswith(("DRAIN", "DOWN"))
-
-    @property
-    def ours(self) -> bool:
-        """A reason gpuconf set (the check's or remediate's)."""
-        return self.reason is not None and self.reason.startswith(PREFIX)
-
-    @property
-    def held(self) -> bool:
-        """`remediation failed` or `lemon`: never resumed, never overwritten, automatically."""
-        return self.reason is not None and self.reason.startswith(HELD)
+def run_local(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """A Slurm client command on this machine, bounded in time."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise SchedulerError(f"{argv[0]} not found: gpuconf remediate runs where the Slurm client commands work "
+                             "(install slurm-client; SLURM_CONF names the cluster)") from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"{shlex.join(argv)}: no answer within {timeout:g} s (is slurmctld up?)") from None
+    return done.returncode, done.stdout, done.stderr
 
 
-def parse_show_node(text: str) -> NodeState:
+class Slurm:
+    """The Slurm cluster, through scontrol where `run` runs it (this machine by default)."""
+
+    name = "slurm"
+
+    def __init__(self, run: Command = run_local, timeout: float = SCONTROL_TIMEOUT):
+        self._run = run
+        self.timeout = timeout
+
+    def _scontrol(self, *args: str) -> str:
+        argv = ["scontrol", *args]
+        rc, out, err = self._run(argv, self.timeout)
+        if rc != 0:
+            raise SchedulerError(f"{shlex.join(argv)} failed (exit {rc}): {last_line(err or out)}")
+        return out
+
+    def nodes(self, names: Iterable[str]) -> dict[str, Node]:
+        wanted = list(dict.fromkeys(names))
+        if len(wanted) == 1:
+            # one node (the health check on each node of the cluster, every interval): ask for it
+            # alone, not for the whole cluster's state
+            rc, out, err = self._run(["scontrol", "show", "node", wanted[0]], self.timeout)
+            if rc != 0 and re.search(r"\bnot found\b", err or out, re.IGNORECASE):
+                return {}
+            if rc != 0:
+                raise SchedulerError(f"scontrol show node {shlex.quote(wanted[0])} failed (exit {rc}): "
+                                     f"{last_line(err or out)}")
+            return {n.name: n for n in parse_nodes(out) if n.name in wanted}
+        return {n.name: n for n in parse_nodes(self._scontrol("show", "node")) if n.name in wanted}
+
+    def drain(self, node: str, reason: str) -> None:
+        self._scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason_text(reason)}")
+
+    def resume(self, node: str) -> None:
+        self._scontrol("update", f"NodeName={node}", "State=RESUME")
+
+    def reboot(self, node: str) -> None:
+        self._scontrol(*reboot_args(node))
+
+
+def last_line(text: str) -> str:
+    said = text.strip().splitlines()
+    return said[-1] if said else "no message"
+
+
+def reboot_args(node: str) -> list[str]:
+    """`scontrol reboot` as remediation asks for it, the node drained and idle: it reboots now, and
+    comes back still drained with the reason it had (see the module's docstring for why neither
+    ASAP nor reason=)."""
+    return ["reboot", node]
+
+
+def parse_show_node(text: str) -> Node:
     """`scontrol show node NAME` (multi-line or -o): the state and the reason, without its stamp."""
     name = state = ""
     reason = stamp = None
@@ -87,117 +121,22 @@ def parse_show_node(text: str) -> NodeState:
                 state = value
     if not name or not state:
         raise ValueError(f"not the output of scontrol show node: {text.strip()[:200]!r}")
-    return NodeState(name, state, reason, stamp if reason else None)
+    return Node(name, state, reason, stamp if reason else None)
 
 
-def drain_reason(host: HostResult) -> str | None:
-    """`gpuconf: <what>`, short, or None when the host is in sync."""
-    failed = [t for t in host.tasks if t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored]
-    drifted = [t for t in host.tasks if t.status == Status.WOULD_CHANGE]
-    if failed:
-        first = failed[0]
-        error = (visible_error(first) or first.status.value).strip().splitlines()
-        text = f"{first.status.value}: {first.task}: {error[0] if error else ''}"
-        others = len(failed) - 1
-    elif drifted:
-        changes = visible_changes(drifted[0])
-        text = f"drift: {changes[0].summary if changes else drifted[0].task}"
-        others = len(drifted) - 1
-    else:
-        return None
-    if others:
-        text += f" (+{others} more)"
-    reason = f"{PREFIX} {text}"
-    return reason if len(reason) <= REASON_MAX else reason[: REASON_MAX - 1] + "…"
-
-
-def decide(reason: str | None, node: NodeState) -> str:
-    """'drain', 'resume', 'kept' (someone else's drain, or a held one) or 'none', without memory:
-    any `gpuconf:` drain but a held one counts as gpuconf's. The check itself uses `settle`."""
-    if node.drained and node.held:
-        return "kept"
-    if reason is not None:
-        if node.drained and not node.ours:
-            return "kept"
-        if node.drained and node.reason == reason:
-            return "none"
-        return "drain"
-    if node.drained and node.ours:
-        return "resume"
-    return "kept" if node.drained else "none"
-
-
-def failure_reason(host: HostResult, complete: bool, drift_drains: bool) -> str | None:
-    """What drains the node, as `drain_reason` words it, or None when it is healthy. A run cut short
-    (the deadline, an interrupt, another gpuconf run holding the host: `busy`) did not judge the tasks
-    it never finished: theirs is no failure of the node's. Drift drains only when `drift_drains`
-    (a run from a controller)."""
-    def counts(task: TaskResult) -> bool:
-        if busy(task):
-            return False
-        if task.status == Status.WOULD_CHANGE:
-            return drift_drains
-        if task.status == Status.UNKNOWN:
-            return task.not_run is None and (complete or any(f.severity == "failure" for f in task.findings))
-        return True
-    return drain_reason(HostResult(host.host, [t for t in host.tasks if counts(t)]))
-
-
-def busy(task: TaskResult) -> bool:
-    """The task could not run: another gpuconf run (an apply, remediate) held the host's lock."""
-    return (task.error or "").startswith(BUSY)
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What the check remembers on the node between runs: the drain it set (its reason, and
-    Slurm's stamp of it read back, so that anyone's later drain, even with the same words, is
-    not mistaken for it) and how many healthy runs in a row it has seen since."""
-
-    reason: str | None = None
-    stamp: str | None = None
-    healthy: int = 0
-
-    def mine(self, node: NodeState) -> bool:
-        """The node is drained, still by the drain this check set."""
-        if self.reason is None or not node.drained or node.reason != self.reason:
-            return False
-        return self.stamp is None or node.stamp is None or node.stamp == self.stamp
-
-
-FORGET = Memory()
-
-
-def settle(reason: str | None, complete: bool, node: NodeState, memory: Memory,
-           drift_drains: bool = True) -> tuple[str, Memory]:
-    """The check's decision and what it remembers next. `reason`: the failure found (None: healthy);
-    `complete`: the run was not cut short; `drift_drains`: the run judges drift (from a controller).
-    Actions: 'drain', 'resume', 'wait' (its own drain, not yet healthy twice in a row), 'kept' (a
-    drain it did not set) or 'none'."""
-    mine = memory.mine(node)
-    if reason is not None:
-        if node.drained and not mine:
-            return "kept", FORGET
-        if mine and node.reason == reason:
-            return "none", replace(memory, healthy=0)
-        return "drain", Memory(reason)  # Slurm's stamp is read back once it is set
-    if not mine:
-        return ("kept" if node.drained else "none"), FORGET  # resumed by hand, or not ours: forget
-    if not complete:
-        return "wait", replace(memory, healthy=0)  # a run cut short is not a healthy one
-    if not drift_drains and (memory.reason or "").startswith(f"{PREFIX} drift:"):
-        return "wait", memory  # a drift drain (a controller's check): a run that ignores drift cannot clear it
-    healthy = memory.healthy + 1
-    if healthy >= RESUME_AFTER:
-        return "resume", FORGET
-    return "wait", replace(memory, healthy=healthy)
-
-
-def show_command(node: str) -> str:
-    return shlex.join(["scontrol", "show", "node", node])
-
-
-def update_command(node: str, action: str, reason: str | None) -> str:
-    if action == "drain":
-        return shlex.join(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
-    return shlex.join(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+def parse_nodes(text: str) -> list[Node]:
+    """`scontrol show node`: one block per node, each starting with NodeName= (the reason has a
+    line of its own there, which the one-line form cannot promise)."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("NodeName="):
+            blocks.append([])
+        if blocks and line.strip():
+            blocks[-1].append(line)
+    nodes = []
+    for block in blocks:
+        try:
+            nodes.append(parse_show_node("\n".join(block)))
+        except ValueError as exc:
+            raise SchedulerError(str(exc)) from None
+    return nodes

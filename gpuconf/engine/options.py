@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.config import FORKS
 from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.results import Status, TaskResult
 
@@ -18,7 +19,7 @@ class RunOptions:
     skip_tags: set[str] = field(default_factory=set)
     extra_vars: dict[str, Any] = field(default_factory=dict)
     diff: bool = False
-    forks: int = 50
+    forks: int = FORKS
     accept_new_host_keys: bool = False
     connection: str | None = None
     detailed_exitcodes: bool = False
@@ -27,14 +28,11 @@ class RunOptions:
     become_password: str | None = field(default=None, repr=False)  # from a prompt or the environment
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
     strict: bool = False  # --strict: health warnings count as failures
-    slurm_nodes: dict[str, str] | None = None  # --slurm: inventory host -> Slurm node name
-    slurm_drift_drains: bool = True  # --slurm from a controller; on the node itself (-c local) only failures drain
-    slurm_state: str = "/var/lib/gpuconf/healthcheck.json"  # --slurm: what the check remembers, on the node
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
     trace: bool = False  # -vvv: every connection and request is told to the events (RunEvents.remote)
     step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
     today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
-    # remediate: a reboot is asked of the scheduler (scontrol reboot), given the inventory host, instead
+    # remediate: a reboot is asked of the scheduler, given the inventory host, instead
     # of running the reboot task's command on the host; the wait for the new boot id is the same
     reboot_via: Callable[[str], None] | None = None
 

@@ -12,7 +12,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, Connec
 from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
+from gpuconf.engine.after import AfterRun, OpenHosts
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.flow import RunOnce
 from gpuconf.engine.hostrun import PlayOnHost
@@ -31,11 +32,9 @@ from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
-from gpuconf.slurm import STEP_BUDGET, busy
-from gpuconf.slurm_step import reconcile_all
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -58,12 +57,16 @@ def batch_sizes(serial: Any, total: int) -> list[int]:
 
 
 class Runner:
-    def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions, limit: str | None = None,
+    """Run `playbook` on the hosts of `inventory` (narrowed by --limit already: gpuconf.patterns.narrow),
+    then the steps `after` the tasks, over the hosts' connections still open (engine/after.py)."""
+
+    def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions,
                  emit: Callable[[TaskResult], None] = lambda r: None,
                  connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None,
-                 events: RunEvents | None = None):
-        self.inventory, self.playbook, self.options, self.limit = inventory, playbook, options, limit
+                 events: RunEvents | None = None, after: Sequence[AfterRun] = ()):
+        self.inventory, self.playbook, self.options = inventory, playbook, options
         self.emit = emit
+        self.after = after
         self.events = events or RunEvents()
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
@@ -87,10 +90,9 @@ class Runner:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
     def play_hosts(self, play: Play) -> list[str]:
-        """The play's hosts after --limit, resolved once per play (every host's `play_hosts`)."""
+        """The play's hosts (within --limit), resolved once per play (every host's `play_hosts`)."""
         if id(play) not in self._play_hosts:
-            self._play_hosts[id(play)] = limit_hosts(self.inventory, match_hosts(self.inventory, play.hosts),
-                                                     self.limit)
+            self._play_hosts[id(play)] = match_hosts(self.inventory, play.hosts)
         return self._play_hosts[id(play)]
 
     def planner(self, play: Play, host: str) -> HostPlanner:
@@ -117,11 +119,11 @@ class Runner:
                     elif self.deadline_reached():
                         self._not_started(index, result, out_of_play)
                     break
-            if self.options.slurm_nodes is not None:
-                result.slurm = reconcile_all(result, self.options.slurm_nodes, self._slurm_call,
-                                             complete=lambda host: self._complete(result, host),
-                                             drift_drains=self.options.slurm_drift_drains,
-                                             state_path=self.options.slurm_state)
+            if self.after:  # while the connections are open and the run locks held
+                open_hosts = OpenHosts(result, self.sessions,
+                                       lambda: self.deadline_reached() or self.stop_event.is_set())
+                for step in self.after:
+                    result.sections.append(step.after_run(result, open_hosts))
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -136,31 +138,6 @@ class Runner:
             result.budget_spent = self.budget_spent
             result.seal()
         return result
-
-    def _slurm_call(self, host: str) -> Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]] | None:
-        """The run's own round trips to `host`, for scontrol: inside its run lock (held by an
-        apply, taken shared by each check request), with a budget of their own after the tasks
-        (STEP_BUDGET): a run that reached its deadline still drains the node it found failed."""
-        session = self.sessions.get(host)
-        if session is None or not session.connection.connects:
-            return None
-        until = time.monotonic() + STEP_BUDGET
-
-        def call(ops: list[dict[str, Any]], readonly: bool) -> list[dict[str, Any]]:
-            left = until - time.monotonic()
-            if left <= 0:
-                raise GpuconfError(f"the Slurm step ran out of its {STEP_BUDGET:g} s")
-            budget = sum(float(op.get("timeout", 10)) for op in ops) + 5
-            return session.connection.call(ops, readonly, min(budget, left), None,
-                                           session.read_lock if readonly else None)
-        return call
-
-    def _complete(self, result: RunResult, host: str) -> bool:
-        """The host's run was not cut short: no deadline, no interrupt, no task left unstarted, no
-        other gpuconf run holding the host."""
-        if self.deadline_reached() or self.stop_event.is_set():
-            return False
-        return not any(task.not_run or busy(task) for task in result.host(host).tasks)
 
     def _not_started(self, first: int, result: RunResult, out_of_play: set[str], reason: str = "deadline",
                      error: str = "") -> None:

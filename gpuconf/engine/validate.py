@@ -13,7 +13,7 @@ from gpuconf.engine.context import Resolver
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import ENGINE_ACTIONS, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -77,17 +77,15 @@ def contains_unknowable(value: Any) -> bool:
     return False
 
 
-def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any], limit: str | None = None,
+def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any],
              max_hosts_per_play: int = 200) -> list[str]:
-    """Problems found, as readable lines (empty: valid)."""
+    """Problems found, as readable lines (empty: valid); `inventory` is narrowed by --limit already."""
     problems: list[str] = []
     unknowable = UNKNOWABLE
     every_host = {name: UNKNOWABLE for name in inventory.hosts}  # hostvars[x].facts: known only on a run
     shared: dict[str, Any] = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, every_host)}
     for play in playbook.plays:
         hosts = match_hosts(inventory, play.hosts)
-        if limit:
-            hosts = limit_hosts(inventory, hosts, limit)
         if not hosts:
             problems.append(f"{play.location}: warning: play '{play.name}' matches no hosts ('{play.hosts}')")
             continue

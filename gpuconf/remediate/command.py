@@ -1,5 +1,6 @@
 """`gpuconf remediate` and `gpuconf history`: the engine as the loop's hooks, Slurm as its
-scheduler, the history under the state directory, SIGINT and SIGTERM as a clean stop."""
+scheduler (the interface: gpuconf/scheduler.py), the history under the state directory,
+SIGINT and SIGTERM as a clean stop."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,17 +19,18 @@ from typing import Any
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
+from gpuconf.healthcheck import drain_reason
 from gpuconf.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
 from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.report.redact import visible_changes
 from gpuconf.results import HostResult, Status
-from gpuconf.scheduler import Slurm
-from gpuconf.slurm import PREFIX, drain_reason
+from gpuconf.scheduler import PREFIX
+from gpuconf.slurm import Slurm
 
 
 class EngineHooks:
@@ -50,7 +52,7 @@ class EngineHooks:
                 runner.stop_event.set()
 
     def _run(self, playbook: Playbook, options: RunOptions, hosts: list[str]) -> Any:
-        runner = Runner(self.inventory, playbook, options, ",".join(hosts))
+        runner = Runner(self.inventory.narrowed(hosts), playbook, options)
         with self._lock:
             self._runners.add(runner)
             if self.stop.is_set():
@@ -113,11 +115,9 @@ def drift_fingerprint(host: HostResult) -> str:
     return digest.hexdigest()[:16]
 
 
-def scope(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict[str, str]:
-    """The hosts the playbook's plays run on, after --limit: inventory host -> Slurm node name."""
+def scope(inventory: Inventory, playbook: Playbook) -> dict[str, str]:
+    """The hosts the playbook's plays run on (within --limit): inventory host -> Slurm node name."""
     hosts = sorted({h for play in playbook.plays for h in match_hosts(inventory, play.hosts)})
-    if limit:
-        hosts = limit_hosts(inventory, hosts, limit)
     if not hosts:
         raise UsageError(f"no host of {inventory.source} is in the plays' hosts: nothing to remediate")
     return {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in hosts}
@@ -135,7 +135,7 @@ def settings(args: Any) -> Settings:
 
 def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions) -> int:
     config = settings(args)
-    hosts = scope(inventory, playbook, args.limit)
+    hosts = scope(inventory, playbook)
     state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     stop = threading.Event()
     scheduler = Slurm()

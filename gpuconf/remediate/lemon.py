@@ -34,8 +34,7 @@ from gpuconf.history import (
     cause_of,
 )
 from gpuconf.remediate.plan import duration_text
-from gpuconf.scheduler import reason_text
-from gpuconf.slurm import LEMON_PREFIX, PREFIX
+from gpuconf.scheduler import LEMON_PREFIX, PREFIX, reason_text
 
 UNCOUNTED = {
     VERIFIED: "found clean: nothing applied",

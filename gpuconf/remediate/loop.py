@@ -271,7 +271,7 @@ class Remediation:
         node = self._states().get(name)
         if node is not None and node.in_service:
             return False
-        if node is None or not node.ours:
+        if node is None or not node.out_by_gpuconf:
             raise TakenOver(node)
         self._line(host, "resume")
         self.scheduler.resume(name)
@@ -312,7 +312,7 @@ class Remediation:
 
     def _settle_reboots(self, states: dict[str, Node], only: str | None = None) -> None:
         """Wait for the nodes gpuconf asked to reboot to register again (their reboot flag gone)."""
-        self.watch.reboots([n for n, node in states.items() if node.rebooting and node.ours
+        self.watch.reboots([n for n, node in states.items() if node.rebooting and node.out_by_gpuconf
                             and (only is None or n == only) and n in self.hosts.values()],
                            self.settings.reboot_timeout)
 

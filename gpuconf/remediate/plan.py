@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
 from gpuconf.history import Record
-from gpuconf.scheduler import Node, reason_text
-from gpuconf.slurm import FAILED_PREFIX, LEMON_PREFIX, PREFIX
+from gpuconf.scheduler import FAILED_PREFIX, LEMON_PREFIX, PREFIX, Node, reason_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -95,10 +94,10 @@ def decide(verdict: Verdict, node: Node | None, lemon: bool) -> str:
         return FOREIGN
     if verdict.unreachable:
         return UNREACHABLE
-    if node.ours and (node.reason or "").startswith(LEMON_PREFIX) and lemon:
+    if node.out_by_gpuconf and (node.reason or "").startswith(LEMON_PREFIX) and lemon:
         return STILL_LEMON
     if verdict.clean:
-        return RESUME if node.ours else NOTHING
+        return RESUME if node.out_by_gpuconf else NOTHING
     return LEMON if lemon else REMEDIATE
 
 
@@ -108,7 +107,7 @@ def replay(record: Record, node: Node | None) -> str | None:
 
     Closed here: the node is back in service (the run stopped after `resume`, or before its drain
     took effect), or someone else's drain replaced gpuconf's (left to them: `foreign`)."""
-    if node is not None and node.ours:
+    if node is not None and node.out_by_gpuconf:
         return None
     if node is not None and node.foreign:
         return FOREIGN

@@ -51,7 +51,7 @@ class Watch:
     def still_ours(self, name: str) -> Node:
         """The node read now: TakenOver unless it is out of service under gpuconf's own reason."""
         node = self.read().get(name)
-        if node is None or not node.ours:
+        if node is None or not node.out_by_gpuconf:
             raise TakenOver(node)
         return node
 
@@ -79,7 +79,7 @@ class Watch:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             node = self.read().get(name)
-            if node is None or node.in_service or ("DRAIN" in node.flags and not node.ours):
+            if node is None or node.in_service or ("DRAIN" in node.flags and not node.out_by_gpuconf):
                 return True
             if self.stop.wait(self.poll):
                 return True

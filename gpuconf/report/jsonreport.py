@@ -2,7 +2,6 @@
 on any change that is not a pure addition."""
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
@@ -70,7 +69,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
         "duration": round((run.ended or run.started) - run.started, 3), "exit_code": run.exit_code,
         "interrupted": run.interrupted, "deadline": run.deadline, "deadline_reached": run.deadline_reached,
         "strict": run.strict, "hosts": hosts,
-    } | ({} if run.slurm is None else {"slurm": [dataclasses.asdict(action) for action in run.slurm]})
+    } | {section.key: section.report() for section in run.sections}  # e.g. `slurm`, with check --slurm
 
 
 def host_in_sync(run: RunResult, host: HostResult) -> bool:

@@ -295,8 +295,9 @@ class TextReporter(RunEvents):
                     note: list[Part] = ["  ", (reboot, style)] if reboot else []
                     self._print((printable(name.ljust(width)), host_state(host)), " : ",
                                 *_cells(recap_counts(run, host)), *note)
-            for action in run.slurm or []:
-                self._print(*_slurm_line(action))
+            for section in run.sections:  # what the steps after the tasks did (the scheduler's drains, resumes)
+                for line in section.recap():
+                    self._print((line.label, line.style), printable(f": {line.text}"))
             self._print("\n" + printable(summary(run)))
 
     def _task_summary(self, run: RunResult) -> None:
@@ -349,13 +350,3 @@ def _cells(counts: list[tuple[str, int]]) -> list[Part]:
             parts.append("  ")
         parts.append((f"{key}={value}", style[key]) if value else f"{key}={value}")
     return parts
-
-
-def _slurm_line(action) -> list[Part]:
-    what = {"drain": f"drained: {action.reason}", "resume": f"resumed (was: {action.previous_reason})",
-            "wait": f"stays drained ({action.previous_reason}): healthy {action.healthy or 0} run(s) in a row, "
-                    "resumed after 2",
-            "kept": f"left as it is: not drained by this check ({action.previous_reason})",
-            "none": f"nothing to do ({action.previous_state})", "error": f"FAILED: {action.error}"}[action.action]
-    style = "red" if action.action == "error" else "yellow" if action.action in ("drain", "wait", "kept") else "green"
-    return [("slurm", style), printable(f": [{action.node}] {what}")]

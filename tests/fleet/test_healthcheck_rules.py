@@ -1,5 +1,5 @@
 """The health check's memory without a host: states x reasons x counters (`settle`), what counts
-as a failure (`failure_reason`), and the Slurm step over a fake round trip (`reconcile`): it
+as a failure (`failure_reason`), and the step after the run over a fake round trip (`reconcile`): it
 drains at once, resumes its own drain only after two healthy runs in a row, and never touches a
 drain it did not set, even one with the same words.
 
@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 
 import pytest
 
+from gpuconf.healthcheck import FORGET, Memory, failure_reason, settle
 from gpuconf.results import Finding, HostResult, Status, TaskResult
-from gpuconf.slurm import FORGET, Memory, NodeState, failure_reason, settle
-from gpuconf.slurm_step import memory_text, read_memory, reconcile
+from gpuconf.scheduler import Node
+from gpuconf.scheduler_step import host_command, memory_text, read_memory, reconcile
+from gpuconf.slurm import Slurm
 
 XID = "gpuconf: failed: Xid errors since this boot: GPU 0: Xid 79"
 MINE = Memory(XID, "root@2026-12-04T08:00:00", 0)
 
 
-def node(state: str = "IDLE", reason: str | None = None, stamp: str | None = None) -> NodeState:
-    return NodeState("n1", state, reason, stamp)
+def node(state: str = "IDLE", reason: str | None = None, stamp: str | None = None) -> Node:
+    return Node("n1", state, reason, stamp)
 
 
 DRAINED_BY_ME = node("IDLE+DRAIN", XID, "root@2026-12-04T08:00:00")
@@ -131,20 +134,21 @@ class FakeNode:
     def call(self, ops, readonly):
         replies = []
         for op in ops:
-            if op["op"] == "exec":
-                replies.append({"rc": 0, "out": self.show(), "err": ""})
+            if op["op"] == "exec" and op["argv"][:2] == ["scontrol", "update"]:
+                assert not readonly
+                self.updates.append(shlex.join(op["argv"]))
+                if "State=DRAIN" in op["argv"]:
+                    self.drain(op["argv"][-1].removeprefix("Reason="), by="root")
+                else:
+                    self.state, self.reason = "IDLE", None
+                replies.append({"rc": 0, "out": "", "err": "", "timed_out": False})
+            elif op["op"] == "exec":
+                assert op["argv"] == ["scontrol", "show", "node", "n1"] and readonly
+                replies.append({"rc": 0, "out": self.show(), "err": "", "timed_out": False})
             elif op["op"] == "stat":
                 data = self.files.get(op["path"])
                 replies.append({"exists": False} if data is None else
                                {"exists": True, "content_b64": base64.b64encode(data).decode()})
-            elif op["op"] == "run":
-                assert not readonly
-                self.updates.append(op["cmd"])
-                if "State=DRAIN" in op["cmd"]:
-                    self.drain(op["cmd"].split("Reason=", 1)[1].rstrip("'"), by="root")
-                else:
-                    self.state, self.reason = "IDLE", None
-                replies.append({"rc": 0, "out": "", "err": ""})
             elif op["op"] == "mkdir":
                 replies.append({"ok": True})
             elif op["op"] == "write":
@@ -155,8 +159,8 @@ class FakeNode:
 
 
 def run(fake: FakeNode, *tasks: TaskResult, complete: bool = True) -> str:
-    action = reconcile(HostResult("n1", list(tasks)), "n1", fake.call, complete=complete, drift_drains=False,
-                       state_path="/state/healthcheck.json")
+    action = reconcile(HostResult("n1", list(tasks)), "n1", Slurm(host_command(fake.call)), fake.call,
+                       complete=complete, drift_drains=False, state_path="/state/healthcheck.json")
     assert action.error is None
     return action.action
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from gpuconf.healthcheck import decide, drain_reason
 from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
-from gpuconf.slurm import NodeState, decide, drain_reason, parse_show_node, update_command
+from gpuconf.scheduler import Node
+from gpuconf.slurm import Slurm, parse_show_node
 
 SHOW = """NodeName=gpu017 Arch=x86_64 CoresPerSocket=32
    CPUAlloc=64 CPUEfctv=128 CPUTot=128 CPULoad=31.02
@@ -68,7 +70,7 @@ def test_output_that_is_not_scontrols_is_refused():
     ("gpuconf: drift: x", "IDLE+DRAIN", "gpuconf: lemon (4 remediations in 7 days)", "kept"),
 ])
 def test_ownership_rule(reason, state, current, expected):
-    assert decide(reason, NodeState("n1", state, current)) == expected
+    assert decide(reason, Node("n1", state, current)) == expected
 
 
 def test_reason_is_short_and_names_the_first_problem():
@@ -84,7 +86,13 @@ def test_reason_is_short_and_names_the_first_problem():
     assert drain_reason(HostResult("n2", [TaskResult("n2", "p", "t", Status.OK)])) is None
 
 
-def test_the_update_command_is_quoted_as_one_reason_argument():
-    assert update_command("n1", "drain", "gpuconf: drift: a 'b'") == \
-        "scontrol update NodeName=n1 State=DRAIN 'Reason=gpuconf: drift: a '\"'\"'b'\"'\"''"
-    assert update_command("n1", "resume", None) == "scontrol update NodeName=n1 State=RESUME"
+def test_the_reason_is_one_argument_of_scontrol_update():
+    sent = []
+
+    def run(argv, timeout):
+        sent.append(argv)
+        return 0, "", ""
+    Slurm(run).drain("n1", "gpuconf: drift: a 'b'")
+    Slurm(run).resume("n1")
+    assert sent == [["scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=gpuconf: drift: a 'b'"],
+                    ["scontrol", "update", "NodeName=n1", "State=RESUME"]]

@@ -18,8 +18,10 @@ LAYERS = [
     {"playbook"},
     {"connection"},
     {"report"},
-    {"slurm", "slurm_step", "retry", "schedule", "scheduler", "history"},
     {"engine"},
+    # what a run's results are used for afterwards: the scheduler (its interface, Slurm, the check's
+    # rules and its step after the run), a retry, a timer, remediate's history
+    {"scheduler", "slurm", "healthcheck", "scheduler_step", "retry", "schedule", "history"},
     {"commands", "adhoc", "remediate"},
     {"cli", "__main__"},
 ]
@@ -60,6 +62,28 @@ def test_no_module_imports_a_higher_layer():
     upward = [(m, t) for m, targets in imports().items() for t in targets
               if layer(m) in RANK and layer(t) in RANK and RANK[layer(t)] > RANK[layer(m)]]
     assert upward == []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_run_its_results_and_reporters_import_nothing_of_the_scheduler():
+    """`check --slurm` is a step after the run (engine/after.py, scheduler_step.py): the runner, its
+    options, the results and the reporters import nothing of Slurm or the scheduler, not even through
+    another module."""
+    graph = imports()
+    scheduler = {m for m in graph if layer(m) in {"scheduler", "slurm", "healthcheck", "scheduler_step"}}
+    assert {"gpuconf.slurm", "gpuconf.scheduler", "gpuconf.scheduler_step"} <= scheduler
+    run_side = [m for m in graph if layer(m) in {"engine", "results", "report"}]
+    assert "gpuconf.engine.runner" in run_side and "gpuconf.report.text" in run_side
+    found = {m: sorted(reachable(graph, m) & scheduler) for m in run_side}
+    assert {m: names for m, names in found.items() if names} == {}
 
 
 def test_no_import_circles():

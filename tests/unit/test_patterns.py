@@ -3,7 +3,7 @@ import pytest
 
 from gpuconf.errors import InventoryError
 from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts
+from gpuconf.patterns import limit_hosts, match_hosts, narrow
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +77,16 @@ def test_empty_intersection_of_real_groups_gives_no_misleading_hint(inv):
     with pytest.raises(InventoryError) as err:
         limit_hosts(inv, list(inv.hosts), "a100:&h100")
     assert "matches no hosts" in str(err.value) and "did you mean" not in str(err.value)
+
+
+def test_narrow_applies_the_limit_once_for_every_pattern_and_keeps_the_groups(inv):
+    narrowed = narrow(inv, "rack1:!a100")
+    assert match_hosts(narrowed, "all") == ["gpu-01"]
+    assert match_hosts(narrowed, "gpu:!h100") == []            # a play's own pattern, within the limit
+    assert match_hosts(narrow(narrowed, "gpu-0*"), "all") == ["gpu-01"]  # a narrower scope never widens
+    # `groups` and `hostvars` still see every host, as Ansible's do under --limit
+    assert narrowed.group_members("gpu") == ["gpu-01", "gpu-02", "gpu-03"] and len(narrowed.hosts) == 4
+    assert match_hosts(inv, "all") == ["gpu-01", "gpu-02", "gpu-03", "cpu-01"]  # the inventory itself is untouched
+    assert narrow(inv, None) is inv
+    with pytest.raises(InventoryError, match="--limit 'rack9' matches no hosts"):
+        narrow(inv, "rack9")

@@ -10,7 +10,8 @@ import pytest
 
 from gpuconf.cli import main
 from gpuconf.history import SCHEMA_VERSION, History, HistoryError, RunLock
-from gpuconf.scheduler import SchedulerError, Slurm, parse_nodes
+from gpuconf.scheduler import SchedulerError
+from gpuconf.slurm import Slurm, parse_nodes
 
 SHOW = """NodeName=a100-01 Arch=x86_64 CoresPerSocket=1
    CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=0.01

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpuconf.results import ChangeReport, Finding, RunResult, SlurmAction, Status, TaskResult
+from gpuconf.results import ChangeReport, Finding, RunResult, Status, TaskResult
 
 
 def a_run() -> RunResult:
@@ -55,10 +55,10 @@ def test_a_sealed_result_still_reads_compares_and_copies_as_its_own_type():
     twin = copy_module.copy(task)
     twin.message = "copied"
     assert twin == dataclasses.replace(task, message="copied") and task.message == "580.95.05 wanted"
-    action = SlurmAction("a100-01", "node1", "drain", "drift")
-    action._seal()
-    kind = type(action)
-    action._seal()                            # sealing twice is sealing once
-    assert type(action) is kind and kind.__mro__[1] is SlurmAction
+    finding = Finding("xid", "failure", "Xid 79 on GPU 0", gpu=0)
+    finding._seal()
+    kind = type(finding)
+    finding._seal()                           # sealing twice is sealing once
+    assert type(finding) is kind and kind.__mro__[1] is Finding
     with pytest.raises(AttributeError):
-        action.action = "resume"
+        finding.message = "fixed"

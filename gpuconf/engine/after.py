@@ -1,0 +1,67 @@
+"""Steps after a run's tasks, as Nornir's processors hook into a run: the run hands each step its
+result and the hosts' own connections, still open, and the step hands back a section of the
+report. `check --slurm` is one (gpuconf/scheduler_step.py: the scheduler's drain and resume);
+the engine knows it only by this shape.
+
+A step's round trips go through the host's session, so they run inside its run lock (held by an
+apply for the whole run, taken shared by each request of a check), and they have a budget of
+their own after the tasks: a run that reached its deadline can still act on what it found.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from gpuconf.connection.base import BUSY
+from gpuconf.engine.session import HostSession
+from gpuconf.errors import GpuconfError
+from gpuconf.results import RunResult, Section, TaskResult
+
+# one round trip to a host: ops and whether they only read, in; one reply per op, out
+Call = Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]]
+
+
+def busy(task: TaskResult) -> bool:
+    """The task could not run: another gpuconf run (an apply, remediate) held the host's lock."""
+    return (task.error or "").startswith(BUSY)
+
+
+class OpenHosts:
+    """The run's hosts as a step after the tasks sees them: a round trip over each host's own
+    connection, and whether the host's run was complete."""
+
+    def __init__(self, run: RunResult, sessions: dict[str, HostSession], cut_short: Callable[[], bool]):
+        self._run, self._sessions, self._cut_short = run, sessions, cut_short
+
+    def call(self, host: str, budget: float) -> Call | None:
+        """Round trips to `host` over the run's connection, within `budget` seconds from now in all;
+        None when the run never reached the host."""
+        session = self._sessions.get(host)
+        if session is None or not session.connection.connects:
+            return None
+        until = time.monotonic() + budget
+
+        def call(ops: list[dict[str, Any]], readonly: bool) -> list[dict[str, Any]]:
+            left = until - time.monotonic()
+            if left <= 0:
+                raise GpuconfError(f"the step after the tasks ran out of its {budget:g} s on {host}")
+            timeout = sum(float(op.get("timeout", 10)) for op in ops) + 5
+            return session.connection.call(ops, readonly, min(timeout, left), None,
+                                           session.read_lock if readonly else None)
+        return call
+
+    def complete(self, host: str) -> bool:
+        """The host's run was not cut short: no deadline, no interrupt, no task left unstarted, no
+        other gpuconf run holding the host."""
+        if self._cut_short():
+            return False
+        found = self._run.hosts.get(host)
+        return found is None or not any(task.not_run or busy(task) for task in found.tasks)
+
+
+class AfterRun(Protocol):
+    """A step after the run's tasks. It never raises: what goes wrong is in its section."""
+
+    def after_run(self, run: RunResult, hosts: OpenHosts) -> Section:
+        ...
