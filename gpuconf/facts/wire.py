@@ -12,10 +12,9 @@ comes back is declared per op (`REPLY_OF`); `Reply` is any of them, as a fact's 
 
 This module sits with the facts (layer 2: what a host can be asked) so that facts and tasks,
 which build requests, can import it; the runner itself is standard-library Python 3.6 and
-imports nothing from here.
+imports nothing from here. (No `from __future__ import annotations`: the tests read NotRequired
+from each class at run time, which postponed annotations would hide.)
 """
-from __future__ import annotations
-
 from typing import Literal, NotRequired, TypedDict, get_args
 
 # -- the op names: a closed set ---------------------------------------------------------------
