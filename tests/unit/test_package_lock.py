@@ -1,8 +1,11 @@
 """The package task and the dpkg lock: a bounded wait (lock_timeout), then a failure naming the holder."""
 import pytest
 
+from gpuconf.errors import TaskError
+from gpuconf.facts.base import Output
+from gpuconf.facts.installed import Unfinished
 from gpuconf.tasks.base import Facts
-from gpuconf.tasks.packages import PackageParams, lock_error
+from gpuconf.tasks.packages import AptBackend, PackageParams, apply_ops, lock_error
 from gpuconf.tasks.registry import TASK_TYPES
 from tests.platforms import DEBIAN_12
 
@@ -45,3 +48,30 @@ def test_a_held_lock_is_said_plainly_with_the_holder(output, words):
 
 def test_other_failures_are_not_mistaken_for_the_lock():
     assert lock_error("E: Unable to locate package nvidia-driver-999", 7) is None
+
+
+class Answers:
+    """apply_ops' side of a host: each op sent gets the next canned output (what apt-mark or dpkg
+    printed); the requests sent are kept, as the wire would carry them."""
+
+    def __init__(self, *outputs):
+        self.outputs, self.sent = list(outputs), []
+
+    def execute(self, ops, explains_failures=False):
+        self.sent += [dict(op.request) for op in ops]
+        return [self.outputs.pop(0) for _ in ops]
+
+
+def test_a_hold_apt_mark_did_not_report_fails_and_the_names_stay_off_the_wire():
+    host = Answers(Output("nvidia-utils-580 set on hold.\n"))
+    with pytest.raises(TaskError, match="apt-mark did not hold libnvidia-compute-580"):
+        apply_ops(host, [AptBackend().hold(["nvidia-utils-580", "libnvidia-compute-580"], True)], 120)
+    assert host.sent[0]["cmd"] == "apt-mark hold nvidia-utils-580 libnvidia-compute-580"
+    assert set(host.sent[0]) == {"op", "cmd", "timeout", "check"}   # the names apt-mark must hold are apply's own
+
+
+def test_dpkg_configure_is_said_not_to_wait_for_the_lock():
+    host = Answers(Output("", DPKG_REFUSED, rc=2))
+    with pytest.raises(TaskError, match=r"held by process 977: waited 0 s"):
+        apply_ops(host, AptBackend().repair((Unfinished("nvidia-dkms-580-open", "half-configured", False),)), 120)
+    assert "lock_wait" not in host.sent[0]
