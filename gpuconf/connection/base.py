@@ -1,7 +1,7 @@
 """The connection protocol: each `call` is one round trip to the remote runner.
 
-The runner (`remote.py`) is sent on stdin with the request, so nothing is
-installed on a host and every host runs exactly the controller's version.
+The runner (`remote/`, its parts joined into one script) is sent on stdin with the request,
+so nothing is installed on a host and every host runs exactly the controller's version.
 """
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ FAKE_SMI = textwrap.dedent("""\
 
 
 def read_on_this_machine(tmp_path, monkeypatch, fact, refuse: str = "") -> tuple[dict, list[str]]:
-    """The fact's request run by the real runner (remote.py through -c local) with a fake
+    """The fact's request run by the real runner (connection/remote/ through -c local) with a fake
     nvidia-smi first on PATH; its raw reply and the fake's calls."""
     tool = tmp_path / "nvidia-smi"
     tool.write_text(FAKE_SMI)
