@@ -10,6 +10,7 @@ import shutil
 import sys
 
 from gpuconf import __version__
+from gpuconf.config import FORKS
 from gpuconf.errors import GpuconfError
 
 EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or changes (apply
@@ -25,15 +26,35 @@ def _date(text: str) -> datetime.date:
         raise argparse.ArgumentTypeError(f"'{text}' is not a date like 2026-12-04") from None
 
 
+def _forks(text: str) -> int:
+    try:
+        forks = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if forks < 1:
+        raise argparse.ArgumentTypeError("--forks must be at least 1")
+    return forks
+
+
+def _limit_option(parser: argparse.ArgumentParser) -> None:
+    """-l, for every command that selects hosts (the commands apply it once: gpuconf.patterns.narrow)."""
+    parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
+
+
+def _forks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--forks", type=_forks,
+                        help=f"hosts in parallel (default: gpuconf.cfg's forks, or {FORKS})")
+
+
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
     parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
                         "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
-    parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
+    _limit_option(parser)
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
-    parser.add_argument("-f", "--forks", type=int, help="hosts in parallel (default: gpuconf.cfg's forks, or 50)")
+    _forks_option(parser)
     parser.add_argument("-D", "--diff", action="store_true", help="show what would change")
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--report", metavar="FILE", help="also write a JSON report (docs/report-schema.json)")
@@ -81,9 +102,9 @@ reason; run the same command again to carry on), 1 bad usage."""
 def _remediate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
     parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
-    parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
+    _limit_option(parser)
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
-    parser.add_argument("-f", "--forks", type=int, help="hosts checked in parallel (default: gpuconf.cfg's, or 50)")
+    _forks_option(parser)
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--max-unavailable", default="1", metavar="N|P%",
                         help="nodes in scope out of service at once, any reason counted (default 1)")
@@ -120,9 +141,9 @@ def _adhoc_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-m", "--module", default="command", choices=["command", "shell"],
                         help="command (the default; shell is the same: a string runs in /bin/sh)")
     parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
-    parser.add_argument("-l", "--limit", help="restrict hosts further")
+    _limit_option(parser)
     parser.add_argument("-b", "--become", action="store_true", help="run it as root (sudo)")
-    parser.add_argument("-f", "--forks", type=int, help="hosts in parallel (default: gpuconf.cfg's forks, or 50)")
+    _forks_option(parser)
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds the command may run (default 60)")
@@ -184,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="static checks, no connection")
     validate.add_argument("playbook")
     validate.add_argument("-i", "--inventory")
-    validate.add_argument("-l", "--limit")
+    _limit_option(validate)
     validate.add_argument("-e", "--extra-vars", action="append", default=[])
     _vault_options(validate)
     inventory = sub.add_parser("inventory", help="show the merged inventory")

@@ -109,6 +109,39 @@ def _become_password(args: Any) -> str | None:
     return os.environ.get("GPUCONF_BECOME_PASSWORD")
 
 
+def run_options(args: Any, config: Any, verb: str = "check", extra_vars: dict[str, Any] | None = None) -> Any:
+    """The one place where a command's arguments and the project configuration become the run's
+    options: a command passes what it parsed, and an option it does not have keeps its default."""
+    from gpuconf.config import FORKS
+    from gpuconf.engine.options import RunOptions
+
+    defaults = RunOptions()
+    return RunOptions(
+        verb=verb, tags=_split(getattr(args, "tags", "")), skip_tags=_split(getattr(args, "skip_tags", "")),
+        extra_vars=extra_vars or {}, diff=getattr(args, "diff", False),
+        forks=getattr(args, "forks", None) or config.forks or FORKS,
+        accept_new_host_keys=getattr(args, "accept_new_host_keys", False) or bool(config.accept_new_host_keys),
+        become=config.become, connection=getattr(args, "connection", None),
+        detailed_exitcodes=getattr(args, "detailed_exitcodes", False), deadline=getattr(args, "deadline", None),
+        lock_wait=getattr(args, "lock_wait", defaults.lock_wait), become_password=_become_password(args),
+        allow_reboot=getattr(args, "reboot", False), strict=getattr(args, "strict", False),
+        trace=getattr(args, "verbose", 0) >= 3, step=_step_gate() if getattr(args, "step", False) else None,
+        today=run_day(getattr(args, "today", None)))
+
+
+def _scheduler_step(args: Any, inventory: Any) -> Any:
+    """`check --slurm`: the step after the run that drains and resumes each host's Slurm node
+    (gpuconf/scheduler_step.py); the node's name is the host's, or its `slurm_node_name`."""
+    from gpuconf.scheduler_step import STATE_PATH, SchedulerStep
+    from gpuconf.slurm import Slurm
+
+    nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts}
+    # on the node itself (HealthCheckProgram) only failures drain: drift is remediate's, in waves,
+    # never every node at once (docs/slurm.md)
+    return SchedulerStep(Slurm.name, Slurm, nodes, drift_drains=args.connection != "local",
+                         state_path=args.slurm_state or STATE_PATH)
+
+
 def check(args: Any) -> int:
     return _run(args, "check")
 
@@ -119,21 +152,15 @@ def apply(args: Any) -> int:
 
 def remediate(args: Any) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
-    from gpuconf.engine.options import RunOptions
+    from gpuconf.patterns import narrow
     from gpuconf.remediate.command import load_health, run
 
-    if args.forks is not None and args.forks < 1:
-        raise UsageError("--forks must be at least 1")
     inventory, playbook, extra, config = _load(args)
     project = next((d for d in _project_dirs(args.playbook) if (d / "roles").is_dir()), Path.cwd())
     health = load_health(args.health, args.playbook, project, config.roles_path)
-    options = RunOptions(extra_vars=extra, forks=args.forks or config.forks or 50,
-                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
-                         become=config.become, connection=args.connection, lock_wait=args.lock_wait,
-                         become_password=_become_password(args), strict=args.strict,
-                         today=run_day(getattr(args, "today", None)))
+    options = run_options(args, config, "check", extra)
     started()
-    return run(args, inventory, playbook, health, options)
+    return run(args, narrow(inventory, args.limit), playbook, health, options)
 
 
 def history(args: Any) -> int:
@@ -143,14 +170,11 @@ def history(args: Any) -> int:
 
 
 def _run(args: Any, verb: str) -> int:
-    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import Runner
-    from gpuconf.patterns import limit_hosts, match_hosts
+    from gpuconf.patterns import match_hosts, narrow
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
     from gpuconf.report.text import TextReporter, stop_writing
 
-    if args.forks is not None and args.forks < 1:
-        raise UsageError("--forks must be at least 1")
     if args.deadline is not None and not args.deadline > 0:
         raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
     if args.retry_file == "":
@@ -168,35 +192,21 @@ def _run(args: Any, verb: str) -> int:
     if args.start_at_task:
         playbook = _start_at(playbook, args.start_at_task)
     if args.list_hosts or args.list_tasks:
-        _list(playbook, inventory, args)
+        _list(playbook, narrow(inventory, args.limit), args)
         return 0
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
         wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
         raise UsageError(f"no host of {inventory.source} is in the plays' hosts ({wanted}): nothing would run. "
                          "For an image build use -i image (this machine in every node group)")
-    if args.limit:
-        all_hosts = {h for play in playbook.plays for h in match_hosts(inventory, play.hosts)}
-        limit_hosts(inventory, sorted(all_hosts) or list(inventory.hosts), args.limit)  # raises when empty
+    inventory = narrow(inventory, args.limit)
     _tags_select_something(playbook, _split(args.tags), _split(args.skip_tags))
-    nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts} if slurm else None
-    options = RunOptions(verb=verb, tags=_split(args.tags), skip_tags=_split(args.skip_tags), extra_vars=extra,
-                         diff=args.diff, forks=args.forks or config.forks or 50,
-                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
-                         become=config.become,
-                         connection=args.connection, detailed_exitcodes=args.detailed_exitcodes,
-                         deadline=args.deadline, lock_wait=args.lock_wait,
-                         become_password=_become_password(args), allow_reboot=getattr(args, "reboot", False),
-                         strict=getattr(args, "strict", False), slurm_nodes=nodes, trace=args.verbose >= 3,
-                         # on the node itself (HealthCheckProgram) only failures drain: drift is
-                         # remediate's, in waves, never every node at once (docs/slurm.md)
-                         slurm_drift_drains=args.connection != "local",
-                         slurm_state=getattr(args, "slurm_state", None) or "/var/lib/gpuconf/healthcheck.json",
-                         step=_step_gate() if args.step else None, today=run_day(getattr(args, "today", None)))
+    options = run_options(args, config, verb, extra)
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
-    runner = Runner(inventory, playbook, options, args.limit, emit=reporter.task, events=reporter)
+    runner = Runner(inventory, playbook, options, emit=reporter.task, events=reporter,
+                    after=[_scheduler_step(args, inventory)] if slurm else [])
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out
@@ -239,14 +249,12 @@ def _start_at(playbook: Any, name: str) -> Any:
 def _list(playbook: Any, inventory: Any, args: Any) -> None:
     """--list-hosts and --list-tasks, as Ansible prints them."""
     from gpuconf.engine.options import task_selected
-    from gpuconf.patterns import limit_hosts, match_hosts
+    from gpuconf.patterns import match_hosts
 
     tags, skip = _split(args.tags), _split(args.skip_tags)
     print(f"playbook: {args.playbook}")
     for number, play in enumerate(playbook.plays, 1):
         hosts = match_hosts(inventory, play.hosts)
-        if args.limit and hosts:
-            hosts = limit_hosts(inventory, hosts, args.limit)
         print(f"\n  play #{number} ({play.hosts}): {play.name}")
         if args.list_hosts:
             print(f"    pattern: {play.hosts}\n    hosts ({len(hosts)}):")
@@ -315,21 +323,20 @@ def _retry_file(args: Any, result, stream) -> None:
 
 def validate(args: Any) -> int:
     from gpuconf.engine.validate import validate as run_validate
+    from gpuconf.patterns import match_hosts, narrow
 
     inventory, playbook, extra, _ = _load(args)
-    problems = run_validate(inventory, playbook, extra, args.limit)
+    inventory = narrow(inventory, args.limit)
+    problems = run_validate(inventory, playbook, extra)
     errors = [p for p in problems if ": warning: " not in p]
     for problem in problems:
         print(("gpuconf: " if ": warning: " in problem else "gpuconf: error: ") + problem, file=sys.stderr)
     if errors:
         return 1
-    from gpuconf.patterns import limit_hosts, match_hosts
-
     tasks = sum(len(p.tasks) for p in playbook.plays)
     hosts: set[str] = set()  # the hosts the plays would run on, not every host of the inventory
     for play in playbook.plays:
-        matched = match_hosts(inventory, play.hosts)
-        hosts.update(limit_hosts(inventory, matched, args.limit) if args.limit and matched else matched)
+        hosts.update(match_hosts(inventory, play.hosts))
     print(f"{args.playbook}: {len(playbook.plays)} play(s), {tasks} task(s), {len(hosts)} host(s): valid")
     return 0
 
@@ -380,7 +387,6 @@ def roles(args: Any) -> int:
 
 def facts(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import default_connection
     from gpuconf.engine.session import HostSession
     from gpuconf.facts import gather
@@ -406,8 +412,7 @@ def facts(args: Any) -> int:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
     spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
                                     {"connection": args.connection} if args.connection else None)
-    connection = default_connection(spec, RunOptions(
-        accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys)))
+    connection = default_connection(spec, run_options(args, config))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
     try:
@@ -438,19 +443,14 @@ def run(args: Any) -> int:
     """Ad hoc: one command on the hosts a pattern selects (gpuconf/adhoc.py)."""
     from gpuconf.adhoc import run_adhoc
     from gpuconf.config import load_config
-    from gpuconf.engine.options import RunOptions
     from gpuconf.inventory import load_inventory, parse_extra_vars
+    from gpuconf.patterns import narrow
 
     config = load_config()
-    if args.forks is not None and args.forks < 1:
-        raise UsageError("--forks must be at least 1")
     _unlock_vaults(args, config)
-    inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
-    options = RunOptions(verb="apply", extra_vars=parse_extra_vars(args.extra_vars),
-                         forks=args.forks or config.forks or 50, connection=args.connection,
-                         accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys),
-                         become_password=_become_password(args), become=config.become, trace=args.verbose >= 3)
+    inventory = narrow(load_inventory(_inventory_spec(args, config), _project_dirs(None)), args.limit)
+    options = run_options(args, config, "apply", parse_extra_vars(args.extra_vars))
     started()
-    result = run_adhoc(inventory, args.pattern, args.args, options, args.limit, args.become, args.timeout,
-                       sys.stdout)
+    result = run_adhoc(inventory, args.pattern, args.args, options, args.become, args.timeout, sys.stdout)
     return result.exit_code
+
