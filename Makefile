@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench fuzz lab-down clean
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz lab-down clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -59,6 +59,10 @@ $(BENCH_STAMP): bench/requirements.txt
 
 bench: deps $(BENCH_STAMP)
 	$(BIN)/python bench/run.py --profile $(BENCH_ARGS)
+
+# What `gpuconf gate` (Slurm's Prolog) costs a job: median and p99 on a lab node (bench/gate.py).
+bench-gate: deps
+	$(BIN)/python bench/gate.py $(BENCH_ARGS)
 
 lab-down: venv
 	-$(BIN)/gpuconf lab down --name demo

@@ -454,3 +454,61 @@ def run(args: Any) -> int:
     result = run_adhoc(inventory, args.pattern, args.args, options, args.become, args.timeout, sys.stdout)
     return result.exit_code
 
+
+def gate(args: Any) -> int:
+    """The pre-job gate on this node (gpuconf/gate.py, gpuconf/gate_node.py)."""
+    from gpuconf import gate_node
+
+    if args.nvidia_smi_timeout <= 0:
+        raise UsageError("--nvidia-smi-timeout must be more than 0")
+    args.node = args.node or this_node()
+    return gate_node.main(args)
+
+
+def collect(args: Any) -> int:
+    """Evidence bundles from hosts (gpuconf/collect.py), each recorded in the history."""
+    from gpuconf.collect import MIB
+    from gpuconf.collect import collect as collect_one
+    from gpuconf.config import load_config
+    from gpuconf.connection.base import ConnectionSpec
+    from gpuconf.engine.options import RunOptions
+    from gpuconf.engine.runner import default_connection
+    from gpuconf.history import History, default_state_dir
+    from gpuconf.inventory import load_inventory
+    from gpuconf.suggest import did_you_mean
+
+    if args.max_size <= 0:
+        raise UsageError("--max-size must be more than 0 MiB")
+    config = load_config()
+    inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
+    unknown = [h for h in args.hosts if h not in inventory.hosts]
+    if unknown:
+        raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{did_you_mean(unknown[0], inventory.hosts)}")
+    state = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    failed = 0
+    with History(state) as history:
+        for host in dict.fromkeys(args.hosts):
+            spec = ConnectionSpec.from_vars(host, inventory.host_vars(host),
+                                            {"connection": args.connection} if args.connection else None)
+            connection = default_connection(spec, RunOptions(
+                accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys)))
+            try:
+                bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
+            except GpuconfError as exc:
+                print(f"gpuconf: error: {exc}", file=sys.stderr)
+                failed |= exc.exit_bit
+                continue
+            finally:
+                connection.close()
+            history.add_bundle(host, str(bundle.path))
+            system = ", ".join(bundle.system.values())
+            print(f"{host}: {bundle.path} ({bundle.size / MIB:.2f} MiB in {bundle.seconds:g} s"
+                  + (f"; {system}" if system else "") + ")")
+    return failed
+
+
+def catalog(args: Any) -> int:
+    """`gpuconf catalog`: gpuconf/catalog_command.py."""
+    from gpuconf.catalog_command import show
+
+    return show(args, run_day(args.today))

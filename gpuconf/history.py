@@ -42,6 +42,11 @@ MIGRATIONS: list[list[str]] = [
         # a row of version 1 has only its finding to tell: the check's reason names drift as such
         "UPDATE remediations SET cause = CASE WHEN finding LIKE 'gpuconf: drift:%' THEN 'drift' ELSE 'fault' END",
     ],
+    [  # version 3: evidence bundles (gpuconf collect), each remediation's and those collected on their own
+        "ALTER TABLE remediations ADD COLUMN bundle TEXT NOT NULL DEFAULT ''",
+        "CREATE TABLE bundles (host TEXT NOT NULL, at REAL NOT NULL, path TEXT NOT NULL, "
+        "remediation INTEGER REFERENCES remediations(id))",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # outcomes: what a finished remediation came to; FOREIGN: someone else drained (or resumed) the
@@ -72,6 +77,7 @@ class Record:
     run: str
     cause: str = ""  # DRIFT or FAULT
     fingerprint: str = ""  # of the changes the check planned (drift): the same drift has the same one
+    bundle: str = ""  # the evidence bundle collected before its repair (gpuconf collect), if any
 
     @property
     def open(self) -> bool:
@@ -191,10 +197,26 @@ class History:
         self.finish(record, outcome, detail, ended=started)
         return record
 
+    def add_bundle(self, host: str, path: str, remediation: int | None = None, at: float | None = None) -> None:
+        """An evidence bundle of `host`; with `remediation`, that remediation's own (before its repair)."""
+        with self._write() as db:
+            db.execute("INSERT INTO bundles VALUES (?, ?, ?, ?)",
+                       (host, time.time() if at is None else at, path, remediation))
+            if remediation is not None:
+                db.execute("UPDATE remediations SET bundle = ? WHERE id = ?", (path, remediation))
+
     # -- reading ------------------------------------------------------------
+    def bundles(self, host: str | None = None) -> list[tuple[str, float, str]]:
+        """(host, time, path) of every bundle collected, oldest first."""
+        query, args = "SELECT host, at, path FROM bundles", tuple[str, ...]()
+        if host is not None:
+            query, args = query + " WHERE host = ?", (host,)
+        with self._lock:
+            return [(str(h), float(a), str(p)) for h, a, p in self._db.execute(query + " ORDER BY at, rowid", args)]
+
     def records(self, host: str | None = None) -> list[Record]:
-        query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint "
-                 "FROM remediations")
+        query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint, "
+                 "bundle FROM remediations")
         args: tuple[str, ...] = ()
         if host is not None:
             query, args = query + " WHERE host = ?", (host,)
