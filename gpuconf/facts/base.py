@@ -46,6 +46,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "lsmod": None,
     "modinfo": None,
     "nvcc": (("--version",),),
+    "nvidia-ctk": (("cdi", "list"),),   # lists the CDI devices the runtimes would resolve
     "nvidia-imex-ctl": (("-N",), ("-q",)),
     "nvidia-smi": None,
     "rpm": (("-q",), ("-qa",)),

@@ -45,6 +45,7 @@ TASK_MODULES: dict[str, str] = {
     "persistence_mode": "gpuconf.tasks.nvidia:PersistenceMode",
     "gpu_power_limit": "gpuconf.tasks.nvidia:PowerLimit",
     "gsp_firmware": "gpuconf.tasks.gsp:GspFirmware",
+    "cdi_spec": "gpuconf.tasks.cdi:CdiSpec",
     "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
     "imex_channel": "gpuconf.tasks.imex:ImexChannel",
     "health_gpu_count": "gpuconf.tasks.health.hardware:GpuCountMatches",
@@ -68,6 +69,7 @@ TASK_MODULES: dict[str, str] = {
     "health_kernel": "gpuconf.tasks.health.kernel_log:KernelClean",
     "health_uvm": "gpuconf.tasks.health.uvm:UvmReady",
     "health_dcgm_diag": "gpuconf.tasks.health.dcgm:DcgmDiag",
+    "health_cdi_devices": "gpuconf.tasks.health.cdi:CdiDevicesResolve",
 }
 
 
