@@ -110,7 +110,7 @@ class HostApply:
         self._session.cache.pop(fact.key, None)
         return self._session.get(fact, self._become)
 
-    def execute(self, ops: list[Op]) -> list[Output]:
+    def execute(self, ops: list[Op], explains_failures: bool = False) -> list[Output]:
         requests = []
         for op in ops:
             request = dict(op.request)
@@ -122,7 +122,7 @@ class HostApply:
             if output.timed_out:
                 limit = output.timeout or request.get("timeout")
                 raise TaskError(f"timed out after {limit:g} s: {op.description} (its process group was killed)")
-            if output.rc != 0 and op.request.get("check", True):
+            if output.rc != 0 and op.request.get("check", True) and not explains_failures:
                 tail = (output.stderr.strip() or output.stdout.strip())[-800:]
                 raise TaskError(f"{op.description} failed (exit {output.rc}): {tail}", None,
                                 data={"rc": output.rc, "stdout": output.stdout, "stderr": output.stderr})

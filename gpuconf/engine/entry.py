@@ -81,12 +81,14 @@ class Entries(HostPlanner):
                 items: list[Any] = []  # the block's or role's condition is false: no item runs
             else:
                 items = loop_items(task, variables)
-        except (TemplateError, TaskError) as exc:
+            each = [item_task(task, item, index, variables) for index, item in enumerate(items)]
+        except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
             self._finish(task, result, started)
             return [result]
-        results = [self.run_task(item_task(task, item, index, variables), upcoming) for index, item in
-                   enumerate(items)]
+        # the items still to come are upcoming too: what they read rides on the round trip that
+        # applies the item before them, not on a request of its own
+        results = [self.run_task(one, each[index + 1:] + upcoming) for index, one in enumerate(each)]
         if task.keywords.register:
             control = task.keywords.loop_control
             self.registered[task.keywords.register] = loop_registered(

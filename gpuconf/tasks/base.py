@@ -20,7 +20,7 @@ import base64
 import datetime
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -60,15 +60,6 @@ def run(command: str | list[str], timeout: float = 600, check: bool = True, stdi
     if stdin is not None:
         request["stdin"] = stdin
     return Op(request, description or ("run a command" if secret else f"run: {cmd}"))
-
-
-def unchecked(op: Op) -> Op:
-    """The same op, its failure left to the caller: a `run` that fails does not stop the ops
-    after it, and the task reads its exit status itself (to say why it failed). Any other op is
-    returned as it is."""
-    if op.request["op"] != "run":
-        return op
-    return replace(op, request={**op.request, "check": False})
 
 
 def write_file(path: str, content: bytes | str, mode: int | None = None, owner: str | None = None,
@@ -224,7 +215,11 @@ class ApplyContext(Protocol):
 
     host: str
 
-    def execute(self, ops: list[Op]) -> list[Output]: ...
+    def execute(self, ops: list[Op], explains_failures: bool = False) -> list[Output]:
+        """Run `ops` in one round trip, in order: a failed `run` skips the ops after it on the host
+        (they come back not run, exit -1). A failure raises TaskError, unless the task
+        `explains_failures`: then it reads the outputs and says itself what went wrong."""
+        ...
 
     def read(self, fact: Fact) -> Any: ...
 

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from gpuconf.errors import TaskError
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
-from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run, unchecked
+from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -45,10 +45,10 @@ class PackageOp(Op):
 
 
 def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
-    """One op at a time (install before hold), so that a failure stops the rest and a held
-    dpkg lock is told apart from any other failure: apt names the holder on stdout."""
-    for op in ops:
-        output = ctx.execute([unchecked(op)])[0]
+    """The ops in one round trip, in order (install before hold): a failure stops the rest on
+    the host, and a held dpkg lock is told apart from any other failure (apt names the holder
+    on stdout)."""
+    for op, output in zip(ops, ctx.execute(ops, explains_failures=True)):
         marks = op.marks if isinstance(op, PackageOp) else ()
         if output.rc == 0:
             if marks:  # apt-mark hold: every name must be reported held

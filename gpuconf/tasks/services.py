@@ -23,7 +23,6 @@ from gpuconf.tasks.base import (
     drift,
     in_sync,
     run,
-    unchecked,
 )
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
@@ -143,10 +142,11 @@ class Service(TaskType):
         return in_sync(f"{name} is {state}, {values.get('UnitFileState', '?')}")
 
     def apply(self, ctx: ApplyContext, params: ServiceParams, changes: list[Change]) -> None:
-        """The ops in order; a unit that does not start is said the way systemctl said it, with
-        where to look, rather than as a bare exit status."""
-        for op in (op for change in changes for op in change.ops):
-            output = ctx.execute([unchecked(op)])[0]
+        """The ops in order, in one round trip (a failure skips the rest on the host); a unit that
+        does not start is said the way systemctl said it, with where to look, rather than as a
+        bare exit status."""
+        ops = [op for change in changes for op in change.ops]
+        for op, output in zip(ops, ctx.execute(ops, explains_failures=True)):
             if output.rc == 0:
                 continue
             failure = parse_start_failure(output.stderr + "\n" + output.stdout)

@@ -312,13 +312,21 @@ class FailingHost:
     def __init__(self):
         self.ran = []
 
-    def execute(self, ops):
+    def execute(self, ops, explains_failures=False):
+        """As the runner does: a failed `run` skips the ops after it (not run: exit -1)."""
+        from gpuconf.errors import TaskError
         from gpuconf.facts.base import Output
-        results = []
+        results, stopped = [], False
         for op in ops:
+            if stopped:
+                results.append(Output("", "", -1))
+                continue
             self.ran.append(op_text(op))
             failed = " install " in op_text(op) or " shell " in op_text(op)
             results.append(Output("", "Error: Unable to find a match" if failed else "", 1 if failed else 0))
+            stopped = failed
+            if failed and not explains_failures:
+                raise TaskError(f"{op.description} failed (exit 1)")
         return results
 
 
