@@ -41,7 +41,7 @@ def test_packages_at_the_pinned_versions_and_held(node):
     pinned = {f"nvidia-kernel-common-{branch}": exact, f"nvidia-dkms-{branch}-open": exact,  # auto: open on 580
               f"libnvidia-compute-{branch}": exact, f"nvidia-utils-{branch}": exact,
               "nvidia-persistenced": exact, f"cuda-toolkit-{cuda.replace('.', '-')}": toolkit,
-              "nvidia-container-toolkit": "1.17.8-1"}
+              "nvidia-container-toolkit": "1.20.0-1"}
     if profile in NVSWITCH:
         pinned[f"nvidia-fabricmanager-{branch}"] = exact
         pinned[f"libnvidia-nscq-{branch}"] = exact

@@ -189,7 +189,7 @@ def test_hang_fault_blocks_until_killed(gpu_node):
 
 
 def test_each_container_toolkit_reports_its_own_version(node):
-    for version in ("1.16.2", "1.17.8", "1.18.2"):
+    for version in ("1.16.2", "1.17.8", "1.18.2", "1.20.0"):
         node.install("nvidia-container-toolkit", version)
         assert node.tool("/usr/bin/nvidia-ctk", "--version").stdout.startswith(
             f"NVIDIA Container Toolkit CLI version {version}\n")

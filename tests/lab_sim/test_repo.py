@@ -64,7 +64,7 @@ def test_the_repository_holds_the_versions_gpuconf_needs(repo):
     assert not versions(repo, "nvidia-driver-550") and "535.86.05-1" not in versions(repo, "nvidia-dkms-535")
     assert versions(repo, "cuda-toolkit-13-0") == ["13.0.2-1"] and versions(repo, "cuda-toolkit-12-8") == ["12.8.1-1"]
     assert versions(repo, "cuda") == ["11.7.1-1", "12.2.0-1", "12.2.2-1", "12.4.1-1", "12.8.1-1", "13.0.2-1", "13.1.0-1"]
-    assert versions(repo, "nvidia-container-toolkit") == ["1.16.2-1", "1.17.8-1", "1.18.2-1"]
+    assert versions(repo, "nvidia-container-toolkit") == ["1.16.2-1", "1.17.8-1", "1.18.2-1", "1.20.0-1"]
     for name in ("dkms", "opensm", "infiniband-diags", "ibverbs-utils", "rdma-core", "docker.io",
                  "cuda-toolkit-11-7", "cuda-toolkit-12-4", "libnvidia-nscq-580", "libnvidia-nscq",
                  "nvidia-kernel-common", "nvidia-dkms-open", "nvidia-utils", "libnvidia-compute", "nvidia-fabricmanager"):

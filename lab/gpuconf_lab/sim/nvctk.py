@@ -1,4 +1,4 @@
-"""``nvidia-ctk runtime configure`` and ``nvidia-container-runtime`` of the container toolkit.
+"""``nvidia-ctk runtime configure``, ``nvidia-ctk cdi`` (``nvctk_cdi``) and ``nvidia-container-runtime``.
 
 ``nvidia-ctk runtime configure --runtime=docker [--set-as-default]`` merges the ``nvidia``
 runtime into ``/etc/docker/daemon.json`` and keeps every other key, as the real tool does
@@ -12,6 +12,7 @@ import os
 import sys
 
 import entry
+import nvctk_cdi
 import state
 
 
@@ -72,6 +73,10 @@ def main(argv: list[str]) -> int:
         return 0
     if args[:2] == ["runtime", "configure"]:
         return configure(args[2:])
+    if args[:2] == ["cdi", "generate"]:
+        return nvctk_cdi.generate(version, args[2:])
+    if args[:2] == ["cdi", "list"]:
+        return nvctk_cdi.list_devices()
     sys.stderr.write("NAME:\n   NVIDIA Container Toolkit CLI - Tools to configure the NVIDIA Container Toolkit\n")
     return 1
 

@@ -30,7 +30,7 @@ TOOLKITS = {"11-7": [("11.7.1-1", "11.7.99", "11.7.99")],
 # cuda metapackage version -> the toolkit it pulls (at that version or newer)
 CUDA_METAS = {"11.7.1-1": "11-7", "12.2.0-1": "12-2", "12.2.2-1": "12-2", "12.4.1-1": "12-4", "12.8.1-1": "12-8",
               "13.0.2-1": "13-0", "13.1.0-1": "13-1"}
-CONTAINER_TOOLKITS = ("1.16.2-1", "1.17.8-1", "1.18.2-1")
+CONTAINER_TOOLKITS = ("1.16.2-1", "1.17.8-1", "1.18.2-1", "1.20.0-1")   # 1.20.0: NVIDIA/nvidia-container-toolkit#1977
 MAINTAINER = "gpuconf lab <lab@gpuconf.invalid>"
 
 

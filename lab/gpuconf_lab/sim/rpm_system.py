@@ -39,7 +39,7 @@ REDHAT_SUPPORT_PRODUCT_VERSION="9.4"
 # toolkit package -> [(rpm version, nvcc version, cudart version)]
 TOOLKITS = {"12-8": [("12.8.1", "12.8.93", "12.8.90")], "13-0": [("13.0.2", "13.0.88", "13.0.96")],
             "13-1": [("13.1.0", "13.1.80", "13.1.80")]}   # newer than the playbooks' 13.0: what a lock must stop
-CONTAINER_TOOLKIT = ("1.17.8", "1.18.2")
+CONTAINER_TOOLKIT = ("1.17.8", "1.18.2", "1.20.0")
 
 
 def system(name: str, version: str, release: str, summary: str, provides=(), **extra) -> Rpm:
@@ -142,8 +142,8 @@ def container_toolkit() -> list[Rpm]:
         packages.append(Rpm(
             "nvidia-container-toolkit", version, "NVIDIA Container Toolkit", release="1", epoch=None,
             license="Apache-2.0", description="nvidia-ctk configures container runtimes for NVIDIA GPUs.",
-            files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk"),
-                   "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime"),
+            files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk", version),
+                   "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime", version),
                    "/etc/nvidia-container-runtime/config.toml": ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
                                                                 '[nvidia-container-runtime]\nlog-level = "info"\n', 0o644)},
             config=["/etc/nvidia-container-runtime/config.toml"]))
