@@ -192,7 +192,8 @@ def _run(args: Any, verb: str) -> int:
     if args.start_at_task:
         playbook = _start_at(playbook, args.start_at_task)
     if args.list_hosts or args.list_tasks:
-        _list(playbook, narrow(inventory, args.limit), args)
+        _list(playbook, narrow(inventory, args.limit), args,
+              (lambda: run_options(args, config, verb, extra)) if args.verbose else None)
         return 0
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
@@ -246,12 +247,18 @@ def _start_at(playbook: Any, name: str) -> Any:
     raise UsageError(f"--start-at-task '{name}': no task has that name{did_you_mean(name, names)}")
 
 
-def _list(playbook: Any, inventory: Any, args: Any) -> None:
-    """--list-hosts and --list-tasks, as Ansible prints them."""
+def _list(playbook: Any, inventory: Any, args: Any, plan_options: Any = None) -> None:
+    """--list-hosts and --list-tasks, as Ansible prints them; with -v, --list-tasks also prints
+    each host's plan (gpuconf/engine/planner.py): connecting to no host."""
     from gpuconf.engine.options import task_selected
     from gpuconf.patterns import match_hosts
 
     tags, skip = _split(args.tags), _split(args.skip_tags)
+    runner = None
+    if args.list_tasks and plan_options is not None:
+        from gpuconf.engine.runner import Runner
+
+        runner = Runner(inventory, playbook, plan_options())
     print(f"playbook: {args.playbook}")
     for number, play in enumerate(playbook.plays, 1):
         hosts = match_hosts(inventory, play.hosts)
@@ -261,10 +268,32 @@ def _list(playbook: Any, inventory: Any, args: Any) -> None:
             print("\n".join(f"      {host}" for host in hosts))
         if args.list_tasks:
             print("    tasks:")
-            for task in play.tasks:
-                if task_selected(task, tags, skip):
-                    name = f"{task.role} : {task.name}" if task.role else task.name
-                    print(f"      {name}\tTAGS: [{', '.join(sorted(task.tags))}]")
+            selected = [task for task in play.tasks if task_selected(task, tags, skip)]
+            for task in selected:
+                name = f"{task.role} : {task.name}" if task.role else task.name
+                print(f"      {name}\tTAGS: [{', '.join(sorted(task.tags))}]")
+            for host in runner.play_hosts(play) if runner is not None else ():
+                print(f"    plan on {host}:")
+                print("\n".join(f"      {line}" for line in plan_lines(runner.planner(play, host).plan(selected))))
+
+
+def plan_lines(plan: Any) -> list[str]:
+    """A host's plan, a few lines a task: its params and reads, or why it waits for the host."""
+    import json
+
+    lines = []
+    for planned in plan.tasks:
+        task = planned.task
+        lines.append(f"{task.role} : {task.name}" if task.role else task.name)
+        if planned.waits:
+            lines.append(f"  decided on the host: {planned.waits}")
+        else:
+            lines.append(f"  {task.type} {json.dumps(planned.params, sort_keys=True, default=str)}")
+            reads = [" ".join(key.replace("\0", " ").split()) for key in planned.reads]  # argv keys on one line
+            lines.append(f"  reads: {', '.join(reads) or 'nothing'}")
+        if planned.condition:
+            lines.append(f"  when (judged on the host): {planned.condition}")
+    return lines
 
 
 def _step_gate() -> Any:
@@ -483,7 +512,8 @@ def collect(args: Any) -> int:
     inventory = load_inventory(_inventory_spec(args, config), _project_dirs(None))
     unknown = [h for h in args.hosts if h not in inventory.hosts]
     if unknown:
-        raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{did_you_mean(unknown[0], inventory.hosts)}")
+        hint = did_you_mean(unknown[0], inventory.hosts)
+        raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{hint}")
     state = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     failed = 0
     with History(state) as history:
