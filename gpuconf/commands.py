@@ -272,7 +272,9 @@ def _list(playbook: Any, inventory: Any, args: Any, plan_options: Any = None) ->
             for task in selected:
                 name = f"{task.role} : {task.name}" if task.role else task.name
                 print(f"      {name}\tTAGS: [{', '.join(sorted(task.tags))}]")
-            for host in runner.play_hosts(play) if runner is not None else ():
+            if runner is None:
+                continue
+            for host in runner.play_hosts(play):
                 print(f"    plan on {host}:")
                 print("\n".join(f"      {line}" for line in plan_lines(runner.planner(play, host).plan(selected))))
 
