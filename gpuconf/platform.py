@@ -98,7 +98,7 @@ class Platform:
         if self.family == "Debian":
             return DebianNames()
         if self.family == "RedHat":
-            return RedHatNames(el=self.major)
+            return RedHatNames(el=self.major, streams=self.driver_streams)
         raise PlatformUnknown(f"{self.distribution} {self.version_id}: gpuconf knows no NVIDIA driver package "
                               "naming for this family (Debian/Ubuntu and the RHEL family only)")
 

@@ -4,8 +4,12 @@ Debian/Ubuntu (NVIDIA's CUDA repository): up to branch 580 every package carries
 its name (`nvidia-dkms-580-open`); from 590 on the names are unversioned (`nvidia-dkms-open`) and
 a pinning package (`nvidia-driver-pinning-595`) holds them on the branch. Precompiled signed
 modules are Canonical's `linux-modules-nvidia-<branch>[-open]-<kernel release>`, one per kernel.
-RHEL family (dnf): the driver is the module `nvidia-driver`, stream `<branch>-open` (open, DKMS)
-or `<branch>-dkms` (proprietary), with epoch-3 package versions `3:<version>-1.el<N>`.
+RHEL family (dnf): up to EL 9 the driver is the module `nvidia-driver`, stream `<branch>-open`
+(open, DKMS) or `<branch>-dkms` (proprietary), with epoch-3 package versions `3:<version>-1.el<N>`.
+EL 10 has no driver module streams: NVIDIA's guide installs `nvidia-open` with plain dnf and
+holds the branch with `dnf versionlock` (docs.nvidia.com/datacenter/tesla/driver-installation-guide/
+620/kernel-modules.html, Table 5), so the stack is the same packages plus `nvidia-open`, each
+installed at the exact version and versionlocked, with no stream.
 Sources: ../shared/reference/nvidia-stack-2026.md sections 2 and 3. The host's platform picks the
 naming (DebianNames or RedHatNames, as testinfra picks DebianPackage or RpmPackage).
 """
@@ -18,6 +22,7 @@ from gpuconf.driver.catalog import Flavour
 
 ModuleSource = Literal["dkms", "precompiled"]
 UNVERSIONED_FROM = 590
+OPEN_META_SINCE = 560   # NVIDIA's `nvidia-open` metapackage (RHEL family): R560 made the open modules the default
 
 # a companion -> (Debian name with branch suffix up to 580, unversioned Debian name, RHEL name)
 COMPANIONS = {
@@ -103,10 +108,12 @@ class DebianNames(Naming):
 
 @dataclass(frozen=True)
 class RedHatNames(Naming):
-    """NVIDIA's CUDA repository for EL `el`: epoch-3 versions `3:580.95.05-1.el9`, the driver as
-    the module stream `<branch>-open` or `<branch>-dkms`."""
+    """NVIDIA's CUDA repository for EL `el`: epoch-3 versions `3:580.95.05-1.el9`; with `streams`
+    (EL 8 and 9) the driver is the module stream `<branch>-open` or `<branch>-dkms`, without (EL
+    10) plain packages, `nvidia-open` among them for the open flavour, locked by version."""
 
     el: str = "9"
+    streams: bool = True
 
     def package_version(self, version: str) -> str:
         return f"3:{version}-1.el{self.el}"
@@ -116,10 +123,13 @@ class RedHatNames(Naming):
 
     def stack(self, branch: int, version: str, flavour: Flavour, modules: ModuleSource, kernels: list[str]) -> Stack:
         kmod = "kmod-nvidia-open-dkms" if flavour == "open" else "kmod-nvidia-latest-dkms"
+        packages = ("nvidia-kmod-common", kmod, "nvidia-driver-cuda-libs", "nvidia-driver", "nvidia-driver-cuda")
+        if not self.streams:
+            # NVIDIA's RHEL 10 entry point; its metapackage exists from R560 on
+            meta = ("nvidia-open",) if flavour == "open" and branch >= OPEN_META_SINCE else ()
+            return Stack(self, branch, version, flavour, modules, packages + meta)
         stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
-        return Stack(self, branch, version, flavour, modules,
-                     ("nvidia-kmod-common", kmod, "nvidia-driver-cuda-libs", "nvidia-driver", "nvidia-driver-cuda"),
-                     stream=stream)
+        return Stack(self, branch, version, flavour, modules, packages, stream=stream)
 
     def companion(self, name: str, branch: int) -> str:
         return COMPANIONS[name][2]

@@ -59,7 +59,7 @@ def apt_patterns(branch: int) -> list[str]:
 
 
 DNF_NAMES = ["nvidia-kmod-common", "kmod-nvidia-open-dkms", "kmod-nvidia-latest-dkms", "nvidia-driver-cuda-libs",
-             "nvidia-driver", "nvidia-driver-cuda"]
+             "nvidia-driver", "nvidia-driver-cuda", "nvidia-open"]
 
 
 def named_branch(name: str) -> int | None:
