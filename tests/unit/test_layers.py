@@ -20,8 +20,10 @@ LAYERS = [
     {"report"},
     {"engine"},
     # what a run's results are used for afterwards: the scheduler (its interface, Slurm, the check's
-    # rules and its step after the run), a retry, a timer, remediate's history
-    {"scheduler", "slurm", "healthcheck", "scheduler_step", "retry", "schedule", "history"},
+    # rules and its step after the run), a retry, a timer, remediate's history; the pre-job gate (judged
+    # by the health probes, drains through Slurm) and the evidence bundle (a connection, the history)
+    {"scheduler", "slurm", "healthcheck", "scheduler_step", "retry", "schedule", "history", "gate", "gate_node",
+     "collect"},
     {"commands", "adhoc", "remediate"},
     {"cli", "__main__"},
 ]
