@@ -153,6 +153,30 @@ def _adhoc_options(parser: argparse.ArgumentParser) -> None:
     _vault_options(parser)
 
 
+def _gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--slurm", action="store_true", help="a failing gate drains this node with gpuconf's reason "
+                        "first (Slurm's Prolog or Epilog: docs/slurm.md)")
+    parser.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the short host name)")
+    parser.add_argument("--driver-version", metavar="VERSION", help="the pinned driver version (default: any)")
+    parser.add_argument("--state", default="/var/lib/gpuconf/gate.json", metavar="FILE",
+                        help="where the gate remembers how far it read the kernel log (default %(default)s)")
+    parser.add_argument("--report", metavar="FILE", help="also write the JSON verdict to FILE")
+    parser.add_argument("--nvidia-smi-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="nvidia-smi's time before it counts as driver_unresponsive (default 10)")
+    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
+
+
+def _collect_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("hosts", nargs="+", metavar="HOST")
+    parser.add_argument("-i", "--inventory")
+    parser.add_argument("-c", "--connection", choices=["ssh", "local"])
+    parser.add_argument("--state-dir", metavar="DIR", help="bundles go to DIR/bundles, the history to DIR "
+                        "(default: GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf)")
+    parser.add_argument("--max-size", type=float, default=64, metavar="MIB",
+                        help="the largest bundle kept, in MiB (default 64)")
+    parser.add_argument("--accept-new-host-keys", action="store_true")
+
+
 def _schedule_options(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="print the systemd units the drift_timer role would install",
@@ -224,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-i", "--inventory")
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
-    _schedule_options(sub.add_parser("schedule", help="scheduled drift checks (the drift_timer role)"))
+    _gate_options(sub.add_parser("gate", help="the pre-job gate on this node: Slurm's Prolog and Epilog (JSON; "
+                                 "exit 1 when the node must not run the job)"))
+    _collect_options(sub.add_parser("collect", help="gather an evidence bundle from hosts (before a reset or "
+                                    "reboot erases it) into the state directory"))
     sub.add_parser("lab", help="the simulated GPU fleet (gpuconf lab --help)", add_help=False)
     return parser
 
