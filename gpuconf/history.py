@@ -56,7 +56,7 @@ RESUMED, FAILED, LEMON, SKIPPED_BUSY, VERIFIED, INTERRUPTED, FOREIGN = (
 # causes: the check found drift only, or a failure (a failed health probe, a task that failed or
 # could not tell its state)
 DRIFT, FAULT = "drift", "fault"
-DRIFT_FINDING = "gpuconf: drift:"  # how the check words a reason that is drift (gpuconf.slurm.drain_reason)
+DRIFT_FINDING = "gpuconf: drift:"  # how the check words a reason that is drift (gpuconf.healthcheck.drain_reason)
 
 
 class HistoryError(GpuconfError):
