@@ -502,7 +502,6 @@ def collect(args: Any) -> int:
     from gpuconf.collect import collect as collect_one
     from gpuconf.config import load_config
     from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.runner import default_connection
     from gpuconf.history import History, default_state_dir
     from gpuconf.inventory import load_inventory
@@ -517,13 +516,13 @@ def collect(args: Any) -> int:
         hint = did_you_mean(unknown[0], inventory.hosts)
         raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{hint}")
     state = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    options = run_options(args, config)
     failed = 0
     with History(state) as history:
         for host in dict.fromkeys(args.hosts):
             spec = ConnectionSpec.from_vars(host, inventory.host_vars(host),
                                             {"connection": args.connection} if args.connection else None)
-            connection = default_connection(spec, RunOptions(
-                accept_new_host_keys=args.accept_new_host_keys or bool(config.accept_new_host_keys)))
+            connection = default_connection(spec, options)
             try:
                 bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
             except GpuconfError as exc:
