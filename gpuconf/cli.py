@@ -248,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-i", "--inventory")
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
+    catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
+                             description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
+                                         "knowledge of each branch's newest point release is; with --from-redistrib, "
+                                         "what NVIDIA's release data says to update. docs/driver-stack.md")
+    catalog.add_argument("--from-redistrib", nargs="+", metavar="FILE",
+                         help="NVIDIA redistrib_<version>.json manifests or the redist index page, downloaded")
+    catalog.add_argument("--today", type=_date, metavar="YYYY-MM-DD",
+                         help="judge ages and end of life as of this day (default: today, or GPUCONF_TODAY)")
+    _schedule_options(sub.add_parser("schedule", help="scheduled drift checks (the drift_timer role)"))
     _gate_options(sub.add_parser("gate", help="the pre-job gate on this node: Slurm's Prolog and Epilog (JSON; "
                                  "exit 1 when the node must not run the job)"))
     _collect_options(sub.add_parser("collect", help="gather an evidence bundle from hosts (before a reset or "

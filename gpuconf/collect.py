@@ -14,6 +14,7 @@ support expects.
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import shlex
 import tarfile
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.errors import GpuconfError
-from gpuconf.facts.evidence import parse_dmidecode, system_identity
+from gpuconf.facts.evidence import parse_bug_report_header, parse_dmidecode, system_identity
 
 MIB = 1024 * 1024
 CHUNK = 720 * 1024  # raw bytes per op: its base64 stays under the runner's 1 MiB output
@@ -174,11 +175,20 @@ def collect(host: str, connection: Any, bundles: Path, max_bundle: int = MAX_BUN
 
 
 def identity(path: Path) -> dict[str, str]:
-    """The system the bundle is from (dmidecode's type 1), for the summary line."""
+    """The system the bundle is from (dmidecode's type 1), and the version of NVIDIA's bug report
+    script that ran (its log's prologue), for the summary line."""
+    found: dict[str, str] = {}
     try:
         with tarfile.open(path, "r:gz") as tar:
             member = tar.extractfile("bundle/dmidecode.txt")
             text = member.read(MIB).decode("utf-8", "replace") if member else ""
-    except (OSError, tarfile.TarError, KeyError):
-        return {}
-    return system_identity(parse_dmidecode(text))
+            found.update(system_identity(parse_dmidecode(text)))
+            report = tar.extractfile("bundle/nvidia-bug-report.log.gz")
+            if report is not None:
+                with gzip.open(report) as log:
+                    header = parse_bug_report_header(log.read(64 * 1024).decode("utf-8", "replace"))
+                if header is not None and header.version:
+                    found["bug_report"] = header.version
+    except (OSError, EOFError, tarfile.TarError, KeyError):
+        pass
+    return found

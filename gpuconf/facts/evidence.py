@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import whole_lines
+
 _HANDLE = re.compile(r"^Handle 0x[0-9A-Fa-f]+, DMI type (\d+), \d+ bytes$")
 
 
@@ -25,10 +27,10 @@ def parse_dmidecode(text: str) -> tuple[DmiRecord, ...]:
     kind: int | None = None
     title = ""
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in whole_lines(text)[0].splitlines():  # a line cut mid-value is no value
         handle = _HANDLE.match(line.strip())
         if handle:
-            if kind is not None:
+            if kind is not None and title:
                 records.append(DmiRecord(kind, title, fields))
             kind, title, fields = int(handle.group(1)), "", {}
         elif kind is not None and not title and line.strip() and not line[0].isspace():
@@ -37,7 +39,7 @@ def parse_dmidecode(text: str) -> tuple[DmiRecord, ...]:
             name, _, value = line.strip().partition(":")
             if value.strip():
                 fields[name.strip()] = value.strip()
-    if kind is not None:
+    if kind is not None and title:
         records.append(DmiRecord(kind, title, fields))
     return tuple(records)
 
@@ -66,7 +68,7 @@ def parse_bug_report_header(text: str) -> BugReportHeader | None:
     if "Start of NVIDIA bug report log file" not in text[:2000]:
         return None
     values: dict[str, str] = {}
-    for line in text.splitlines()[:40]:
+    for line in whole_lines(text)[0].splitlines()[:40]:   # a line cut mid-value is no value
         for key, prefix in (("version", "nvidia-bug-report.sh Version:"), ("date", "Date:"), ("uname", "uname:"),
                             ("flags", "command line flags:")):
             if line.startswith(prefix) and key not in values:

@@ -26,3 +26,24 @@ def test_bug_report_prologue():
     assert header.date == "Thu Oct 27 08:50:11 PM -03 2022"
     assert header.uname.startswith("Linux nomade007 6.0.1-arch2-1") and header.flags == ""
     assert parse_bug_report_header(read_real(CASES[0])) is None
+
+
+def test_a_bundle_names_its_system_and_the_bug_report_script_that_ran(tmp_path):
+    import gzip
+    import io
+    import tarfile
+
+    from gpuconf.collect import identity
+
+    bundle = tmp_path / "n1-20261207T000000Z.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        for name, data in (("bundle/dmidecode.txt", read_real(CASES[0]).encode()),
+                           ("bundle/nvidia-bug-report.log.gz", gzip.compress(read_real(CASES[1]).encode()))):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    assert identity(bundle) == {"manufacturer": "NVIDIA", "product": "DGXA100 920-23687-2531-001",
+                                "serial": "1571620610013", "bug_report": "31831145"}
+    truncated = tmp_path / "cut.tar.gz"
+    truncated.write_bytes(bundle.read_bytes()[:100])
+    assert identity(truncated) == {}

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from gpuconf.history import MIGRATIONS, History, Record
+from gpuconf.history import MIGRATIONS, SCHEMA_VERSION, History, Record
 from gpuconf.remediate.command import drift_fingerprint
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
@@ -116,6 +116,6 @@ def test_a_version_1_history_is_migrated_with_each_rows_cause(tmp_path):
     db.commit()
     db.close()
     with History(tmp_path) as history:
-        assert history.version == 2
+        assert history.version == SCHEMA_VERSION  # migrated to the newest schema, through version 2's causes
         assert [(r.cause, r.fingerprint) for r in history.records("h")] == [("drift", ""), ("fault", "")]
         assert [j.counted for j in judge(history.records("h"))] == [False, True]

@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 
-from gpuconf.facts import dkms, imex, infiniband, kernel, nvidia, packages, rpm, systemd
+from gpuconf.driver import releases
+from gpuconf.errors import UsageError
+from gpuconf.facts import cdi, dkms, evidence, imex, infiniband, kernel, nvidia, packages, rpm, systemd
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.dcgm import parse_dcgmi_diag_json, parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.nvidia.driver import find_api_mismatch, parse_proc_driver_params
@@ -35,6 +37,29 @@ from tests.unit.test_parsers_coverage import claimed_files
 POINTS = 20
 
 Parser = Callable[[str], Any]
+
+
+@dataclasses.dataclass
+class Refused:
+    """What a parser that raises on output it cannot read whole gave: never a value."""
+
+    incomplete: str
+
+
+def refusing(parse: Callable[[str], Any], *errors: type[Exception]) -> Parser:
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except errors as exc:
+            return Refused(str(exc) or type(exc).__name__)
+
+    read.__name__ = getattr(parse, "__name__", "parse")
+    return read
+
+
+def _manifest(text: str) -> Any:
+    return releases.parse_manifest(text, "redistrib.json")
+
 # capture (glob under fixtures/real) -> the parsers that read that kind of output
 KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("apt/apt-cache-policy-*", (packages.parse_apt_cache_policy,)),
@@ -44,6 +69,11 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("dcgmi/dcgmi-health-*", (parse_dcgmi_health,)),
     ("dkms/*", (dkms.parse_dkms_status,)),
     ("dmesg/open-kernel-module-load-banner-*", (nvidia.parse_proc_driver_version,)),
+    ("dmidecode/*", (evidence.parse_dmidecode,)),
+    ("nvidia-bug-report/*", (evidence.parse_bug_report_header,)),
+    ("nvidia-ctk/cdi-list-*", (refusing(cdi.parse_cdi_list, cdi.CdiListError),)),
+    ("nvidia-ctk/cdi-spec-*", (refusing(cdi.parse_cdi_spec, cdi.CdiSpecError),)),
+    ("redist/redistrib_*.json", (refusing(_manifest, UsageError),)),
     ("dmesg/*", (kernel.parse_xid_events, kernel.parse_sxid_events, kernel.find_lost_gpus, kernel.find_lockups)),
     ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,)),
     ("dnf/rpm-qa-*", (rpm.parse_rpm_qa,)),
