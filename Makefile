@@ -35,7 +35,18 @@ lint: venv
 	$(BIN)/mypy gpuconf
 	$(BIN)/mypy --strict $(STRICT)
 
-test: deps lint
+# The differential suite's oracle (tests/ansible_diff): ansible-core in its own virtual environment,
+# never a dependency of gpuconf; passlib is what Ansible's password_hash needs.
+ANSIBLE_VENV := tests/.ansible-venv
+ANSIBLE_STAMP := $(ANSIBLE_VENV)/.installed-stamp
+
+$(ANSIBLE_STAMP):
+	$(PYTHON) -m venv $(ANSIBLE_VENV)
+	$(ANSIBLE_VENV)/bin/pip install -q --upgrade pip >/dev/null
+	$(ANSIBLE_VENV)/bin/pip install -q ansible-core==2.19.14 passlib==1.7.4
+	@touch $(ANSIBLE_STAMP)
+
+test: deps lint $(ANSIBLE_STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: deps
@@ -68,4 +79,4 @@ lab-down: venv
 	-$(BIN)/gpuconf lab down --name demo
 
 clean:
-	rm -rf $(VENV) build *.egg-info lab/build lab/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(ANSIBLE_VENV) build *.egg-info lab/build lab/*.egg-info .pytest_cache

@@ -81,7 +81,8 @@ def loop_items(task: TaskDef, variables: Vars) -> list[Any]:
     if isinstance(value, str) and value.strip() and not isinstance(items, list):
         raise TaskError(f"loop: '{items}' rendered to the string {value!r}, not a list")
     if isinstance(value, dict) or not isinstance(value, (list, tuple)):
-        raise TaskError(f"loop: expected a list, got {type(value).__name__} (use `dict2items`-free lists)")
+        raise TaskError(f"loop: expected a list, got {type(value).__name__} "
+                        "(a dictionary becomes a list with `| dict2items`)")
     return list(value)
 
 
@@ -89,11 +90,12 @@ def item_task(task: TaskDef, item: Any, index: int, variables: Vars) -> TaskDef:
     """The task for one item: `item` (or loop_control.loop_var) set, named by its label."""
     control = task.keywords.loop_control
     loop_var = control.loop_var if control else "item"
-    item_vars = {loop_var: item, "ansible_loop": {"index": index + 1, "index0": index}}
+    item_vars = {loop_var: item, "ansible_loop_var": loop_var,
+                 "ansible_loop": {"index": index + 1, "index0": index}}
     label: Any = item
     if control and control.label is not None:
         label = render(control.label, variables.child(Verbatim(item_vars)))
-    keywords = task.keywords.model_copy(update={"loop": None, "with_items": None, "register": None,
+    keywords = task.keywords.model_copy(update={"loop": None, "with_items": None, "with_dict": None, "register": None,
                                                 "run_once": False})
     return dataclasses.replace(task, name=f"{task.name} (item={label})", keywords=keywords,
                                item_vars={**task.item_vars, **item_vars})

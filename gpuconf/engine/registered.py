@@ -36,6 +36,10 @@ def _lines(text: Any) -> list[str]:
     return str(text).splitlines() if text else []
 
 
+def _text(output: Any) -> str:
+    return str(output).rstrip("\r\n") if output else ""
+
+
 def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
     """The value `register: name` gives the later tasks."""
     known: dict[str, Any] = {
@@ -49,9 +53,11 @@ def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
         for key in ("stdout", "stderr"):
             if key in data:
                 data[f"{key}_lines"] = _lines(data[key])
+                data[key] = _text(data[key])
         return PendingResult(name, result.task, {**known, **data})
     stdout = data.pop("stdout", result.stdout)
     stderr = data.pop("stderr", result.stderr)
     value = {**known, "rc": 1 if result.status == Status.FAILED else 0, **data}
-    value.update(stdout=stdout or "", stdout_lines=_lines(stdout), stderr=stderr or "", stderr_lines=_lines(stderr))
+    # as Ansible: a trailing newline is cut, so `r.stdout == 'debian'` and `{{ r.stdout }}-x` read as meant
+    value.update(stdout=_text(stdout), stdout_lines=_lines(stdout), stderr=_text(stderr), stderr_lines=_lines(stderr))
     return value

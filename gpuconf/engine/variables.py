@@ -114,6 +114,7 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "inventory_hostname": host, "inventory_hostname_short": host.split(".", 1)[0],
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": play_hosts, "ansible_play_hosts": play_hosts, "ansible_play_batch": play_hosts,
+        "ansible_play_hosts_all": play_hosts,
         "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
 

@@ -16,6 +16,8 @@ from gpuconf import yamlsrc
 from gpuconf.errors import Location, PlaybookError
 from gpuconf.inventory import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
+from gpuconf.playbook.ansible_names import check_hosts, translate_task
+from gpuconf.playbook.argspecs import check_arguments
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
 from gpuconf.playbook.models import (
     ENGINE_ACTIONS,
@@ -51,6 +53,17 @@ def roles_path(playbook: Path, project_dir: Path | None = None, configured: list
     roles shipped with gpuconf, so that a playbook runs from any directory."""
     dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", SHIPPED_ROLES]
     return list(dict.fromkeys(p.resolve() for p in dirs))
+
+
+def check_notified(tasks: list[TaskDef], handlers: list[TaskDef]) -> None:
+    """A `notify` that names no handler (by name or `listen`) is refused at load, in every verb, as
+    Ansible refuses it; a templated name is known only at run time."""
+    known = {h.name for h in handlers} | {topic for h in handlers for topic in h.keywords.listen}
+    for task in tasks + handlers:
+        for name in task.keywords.notify:
+            if name not in known and "{{" not in name:
+                raise PlaybookError(f"task '{task.name}' notifies '{name}', which no handler defines or listens "
+                                    f"to{did_you_mean(name, known)}", task.location)
 
 
 class Loader:
@@ -93,6 +106,7 @@ class Loader:
             if key not in PLAY_KEYWORDS:
                 raise PlaybookError(f"unknown play key '{key}'{did_you_mean(str(key), PLAY_KEYWORDS)}",
                                     node.location(key))
+        check_hosts(node)
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
@@ -124,6 +138,8 @@ class Loader:
         tasks += self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
         handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True, here=base)
         handlers += self.included_handlers
+        handlers = list({(h.role, h.name, str(h.location)): h for h in handlers}.values())  # a role brought twice
+        check_notified(tasks, handlers)
         for task in tasks + handlers:
             if task.become is None:
                 task.become = keywords.become
@@ -163,6 +179,7 @@ class Loader:
         for key in node:
             if key in REFUSED_KEYWORDS:
                 raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
+        node = translate_task(node, TASK_KEYWORDS)   # Ansible's module names and free-form arguments
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:
             raise PlaybookError(
@@ -240,6 +257,12 @@ class Loader:
         if not isinstance(defaults, dict):
             raise PlaybookError("defaults/main.yml must be a mapping",
                                 Location(str(path / "defaults" / "main.yml"), 1, 1))
+        role_vars = self._optional(path / "vars" / "main.yml") or {}
+        if not isinstance(role_vars, dict):
+            raise PlaybookError("vars/main.yml must be a mapping", Location(str(path / "vars" / "main.yml"), 1, 1))
+        specs = self._optional(path / "meta" / "argument_specs.yml")
+        if specs is not None:
+            check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, tasks_from)
         search = [path / "templates", path / "files", path, self.playbook.parent]
         role_tags = tags | set(ref.tags)
         task_file = path / "tasks" / (tasks_from if tasks_from.endswith((".yml", ".yaml")) else f"{tasks_from}.yml")
@@ -249,7 +272,8 @@ class Loader:
         role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
         self.defaults.update(yamlsrc.plain(defaults))
         for task in role_tasks + role_handlers:
-            task.role_params = ref.params
+            # the role's vars/main.yml, below its parameters and above play vars, as in Ansible
+            task.role_params = {**yamlsrc.plain(role_vars), **ref.params}
             task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
             if task.become is None:
                 task.become = ref.become

@@ -69,6 +69,7 @@ class TaskKeywords(BaseModel):
     no_log: bool = False
     loop: str | list[Any] | None = None
     with_items: str | list[Any] | None = None
+    with_dict: str | dict[str, Any] | None = None
     loop_control: LoopControl | None = None
     changed_when: Condition = None
     failed_when: Condition = None
@@ -80,7 +81,14 @@ class TaskKeywords(BaseModel):
 
     @property
     def items(self) -> str | list[Any] | None:
-        """`loop`, or its older spelling `with_items`."""
+        """`loop`, or its older spellings `with_items` and `with_dict` (each pair as {key, value})."""
+        if self.with_dict is not None:
+            if isinstance(self.with_dict, dict):
+                return [{"key": key, "value": value} for key, value in self.with_dict.items()]
+            expression = self.with_dict.strip()
+            if expression.startswith("{{") and expression.endswith("}}"):
+                expression = expression[2:-2]
+            return "{{ (" + expression + ") | dict2items }}"
         return self.loop if self.loop is not None else self.with_items
 
     @field_validator("register")

@@ -6,6 +6,7 @@ import pytest
 
 from gpuconf.cli import main
 from gpuconf.engine.validate import validate
+from gpuconf.errors import PlaybookError
 from gpuconf.inventory import load_inventory
 from gpuconf.playbook.loader import load_playbook
 
@@ -57,8 +58,10 @@ def test_extra_vars_define_what_was_missing(tmp_path):
     assert problems_for(tmp_path, PLAYBOOK, {"driver": "535", "nvidia_mod": "nvidia"}) == []
 
 
-def test_notify_of_an_unknown_handler_is_reported(tmp_path):
-    problems = problems_for(tmp_path, """\
+def test_notify_of_an_unknown_handler_is_refused_at_load(tmp_path):
+    # refused when the playbook loads (issue 29, finding 9), so check and apply refuse it too
+    with pytest.raises(PlaybookError) as caught:
+        problems_for(tmp_path, """\
         - hosts: all
           tasks:
             - name: writes
@@ -68,8 +71,8 @@ def test_notify_of_an_unknown_handler_is_reported(tmp_path):
             - name: restart persistenced
               service: {name: nvidia-persistenced, state: restarted}
         """)
-    assert problems == [f"{tmp_path / 'site.yml'}:3:7: task 'writes' notifies 'reload fm', which no handler "
-                        "defines or listens to"]
+    assert str(caught.value) == (f"{tmp_path / 'site.yml'}:3:7: task 'writes' notifies 'reload fm', which no "
+                                 "handler defines or listens to")
 
 
 def test_a_rendered_value_of_the_wrong_type_is_reported(tmp_path):
