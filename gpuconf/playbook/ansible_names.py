@@ -172,7 +172,8 @@ def _native(key: str, module: str, params: Any) -> tuple[str, Any] | None:
         return None
     if module == "assert" and "quiet" not in params and not renamed:
         return None
-    mapped = {renamed.get(name, name): value for name, value in params.items() if name != "quiet"}
+    mapped: dict[str, Any] = {renamed.get(str(name), str(name)): value for name, value in params.items()
+                              if name != "quiet"}
     return task_type, _mapped(key, module, {}, mapped)[1]
 
 
