@@ -129,3 +129,54 @@ def test_a_kernel_upgrade_on_el9_is_caught_before_the_reboot_and_repaired(mixed)
     assert mixed.sh(host, "uname -r").strip() == newer
     assert mixed.sh(host, "cat /sys/module/nvidia/version").strip() == "580.178.04"
     assert mixed.run("check", "t4", "--limit", host).rc == 0
+
+
+PLATFORM_PLAY = """\
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: a package the nodes lack
+      package: {name: gpuconf-no-such-package}
+"""
+
+
+def platform_check(mixed: Mixed, playbook: Path, *args: str) -> Run:
+    report = mixed.tmp / f"platform-{len(list(mixed.tmp.iterdir()))}.json"
+    proc = subprocess.run([sys.executable, "-m", "gpuconf", "check", str(playbook), "-i", NAME, "--report",
+                           str(report), "--no-retry-file", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    return Run(proc.returncode, proc.stdout, proc.stderr, json.loads(report.read_text()) if report.exists() else {})
+
+
+def test_with_fact_gathering_off_each_host_still_plans_its_own_package_manager(mixed):
+    """The platform is read in every host's first round trip, whatever the play gathers: an EL
+    node is never planned apt-get because its facts were not gathered."""
+    playbook = mixed.tmp / "platform.yml"
+    playbook.write_text(PLATFORM_PLAY)
+    check = platform_check(mixed, playbook)
+    assert check.rc == 2, check.stdout[-3000:] + check.stderr
+    ops = {host: [op for t in data["tasks"] for change in t["changes"] for op in change["ops"]]
+           for host, data in check.report["hosts"].items()}
+    assert any("apt-get install" in op for op in ops["t4-01"]), ops
+    for host in ("t4-el9-01", "a100-el9-01"):
+        assert any("dnf" in op for op in ops[host]) and not any("apt-get" in op for op in ops[host]), ops
+
+
+def test_a_host_whose_platform_cannot_be_known_fails_alone_with_the_reason(mixed):
+    host = "t4-el9-01"
+    saved = mixed.sh(host, "cat /etc/os-release")
+    mixed.sh(host, "printf 'NAME=\"Alpine Linux\"\\nID=alpine\\nVERSION_ID=3.20.3\\n' > /etc/os-release")
+    try:
+        playbook = mixed.tmp / "platform.yml"
+        playbook.write_text(PLATFORM_PLAY)
+        check = platform_check(mixed, playbook)
+        assert check.rc == 6, check.stdout[-3000:] + check.stderr   # drift elsewhere, this host failed
+        (task,) = check.report["hosts"][host]["tasks"]
+        assert task["status"] == "failed", task
+        assert "os-release ID 'alpine' is not a platform gpuconf knows" in task["error"], task
+        assert "Traceback" not in check.stdout + check.stderr
+        for other in ("t4-01", "a100-el9-01"):
+            assert {t["status"] for t in check.report["hosts"][other]["tasks"]} == {"would_change"}
+    finally:
+        mixed.lab.exec(host, ["sh", "-c", "cat > /etc/os-release"], input=saved)
+    assert "rocky" in mixed.sh(host, "cat /etc/os-release")
