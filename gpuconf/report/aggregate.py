@@ -55,9 +55,18 @@ def says_something(result: TaskResult) -> bool:
     return any(finding.severity != "ok" for finding in result.findings)
 
 
+def told_by_changes(result: TaskResult) -> bool:
+    """The task's message only joins its change summaries (what `drift()` says when the task says
+    nothing more): where the changes are listed, printing it too says each change twice."""
+    changes = visible_changes(result)
+    return bool(changes) and visible_message(result) == "; ".join(c.summary for c in changes)
+
+
 def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[str, ...]]:
-    detail = first_line(visible_error(result) or visible_message(result))
     changes = tuple(first_line(c.summary) for c in visible_changes(result))
+    listed = len(changes) > 1  # the task summary lists them under the group's line
+    detail = first_line(visible_error(result) or ("" if listed and told_by_changes(result) else
+                                                  visible_message(result)))
     findings = tuple(f"{f.severity}: {f.probe}{'' if f.gpu is None else f' gpu {f.gpu}'}: {first_line(f.message)}"
                      for f in visible_findings(result) if f.severity != "ok")
     return result.status, task_name(result), detail, changes, findings
@@ -136,14 +145,26 @@ def _first_reason(host: HostResult) -> str:
         for task in host.tasks:
             if task.status == wanted and not task.ignored:
                 return _short(f"{task.task}: {visible_error(task) or task.status.value}")
-    for task in host.tasks:
-        if task.status == Status.WOULD_CHANGE:
-            changes = visible_changes(task)
-            return _short(changes[0].summary if changes else task.task)
+    drifted = [task for task in host.tasks if task.status == Status.WOULD_CHANGE]
+    if len(drifted) > 1:
+        return changes_by_role(drifted)
+    if drifted:
+        changes = visible_changes(drifted[0])
+        return _short(changes[0].summary if changes else drifted[0].task)
     for task in host.tasks:
         if task.status == Status.REBOOT_PENDING:
             return _short(visible_message(task) or task.task)
     return ""
+
+
+def changes_by_role(tasks: list[TaskResult]) -> str:
+    """`37 changes (nouveau 3, nvidia_driver 4, ...)`: how much of each role is out of sync, in the
+    play's order, where one change named would hide the other 36."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        role = task.role or "play"
+        counts[role] = counts.get(role, 0) + 1
+    return f"{len(tasks)} changes ({', '.join(f'{role} {count}' for role, count in counts.items())})"
 
 
 def _names(tasks: list[TaskResult], most: int = 3) -> str:

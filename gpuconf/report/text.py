@@ -12,12 +12,9 @@ are shown escaped (`\\x1b`), so a log never carries a terminal sequence.
 """
 from __future__ import annotations
 
-import io
-import os
-import re
 import sys
 import threading
-from typing import IO, TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gpuconf.report.aggregate import (
     group_recap,
@@ -27,6 +24,17 @@ from gpuconf.report.aggregate import (
     recap_counts,
     says_something,
     summary,
+    told_by_changes,
+)
+from gpuconf.report.console import (
+    PLAIN_WIDTH,
+    Part,
+    PlainConsole,
+    coloured,
+    fold,
+    is_terminal,
+    printable,
+    stop_writing,
 )
 from gpuconf.report.hostlist import compress
 from gpuconf.report.redact import (
@@ -56,82 +64,7 @@ GROUPS_SHOWN = 15  # task groups in the summary; the rest are counted (the repor
 ITEMS_SHOWN = 3  # changes or findings listed under one group
 PROGRESS_STEPS = 4  # without a TTY, a progress line at each quarter of the hosts
 TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stderr
-TAB_SIZE = 8  # rich's, so that a line reads the same on a TTY and in a log
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-# A line is a list of parts: plain text, or (text, style) for a coloured piece. Text is never
-# parsed as markup, so a task name with "[bold]" or a backslash in it prints as written.
-Part = str | tuple[str, str]
-
-
-def stop_writing(stream: IO[str]) -> None:
-    """Point a stream whose reader closed the pipe at /dev/null, so that no later write or the
-    interpreter's final flush fails again (Python's own advice for SIGPIPE)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, io.UnsupportedOperation):  # not a file descriptor (a StringIO): nothing to redirect
-        pass
-
-
-def printable(text: str) -> str:
-    """Text safe for a terminal or a log: control characters (but newline and tab) escaped."""
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def is_terminal(stream: IO[str]) -> bool:
-    """rich's own test (Console.is_terminal): TTY_COMPATIBLE, then FORCE_COLOR, then isatty()."""
-    compatible = os.environ.get("TTY_COMPATIBLE", "")
-    if compatible in ("0", "1"):
-        return compatible == "1"
-    force = os.environ.get("FORCE_COLOR")
-    if force is not None:
-        return force != ""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
-
-
-class PlainConsole:
-    """Lines for a log, a pipe or cron: the parts' text, tabs expanded, no colour. It prints what
-    rich prints there, without importing rich (25-45 ms of a check's start-up)."""
-
-    is_terminal = False
-
-    def __init__(self, file: IO[str]):
-        self.file = file
-
-    def print(self, *parts: Part) -> None:
-        line = "".join(part if isinstance(part, str) else part[0] for part in parts)
-        if "\t" in line:
-            line = expand_tabs(line)
-        self.file.write(line + "\n")
-        self.file.flush()
-
-
-def expand_tabs(text: str) -> str:
-    if text.isascii():
-        return text.expandtabs(TAB_SIZE)
-    from rich.text import Text  # wide characters: rich counts terminal cells, not characters
-    expanded = Text(text)
-    expanded.expand_tabs(TAB_SIZE)
-    return expanded.plain
-
-
-def coloured(stream: IO[str]) -> Console:
-    """rich's Console, for a terminal: colour, and room for the live progress display."""
-    from rich.console import Console
-
-    class Coloured(Console):
-        def on_broken_pipe(self) -> None:
-            """rich exits the program (status 1) when the reader closes the pipe; the run goes on."""
-            self.quiet = True
-            raise BrokenPipeError
-
-    # emoji=False: a task name or command output with ":name:" in it is printed as written
-    return Coloured(file=stream, highlight=False, soft_wrap=True, emoji=False, markup=False)
+__all__ = ["TextReporter", "coloured", "printable", "stop_writing", "summary"]  # what callers import from here
 
 
 class TextReporter(RunEvents):
@@ -157,17 +90,25 @@ class TextReporter(RunEvents):
         self.drifted: set[str] = set()
         self.failed: set[str] = set()
 
-    def _print(self, *parts: Part) -> None:
-        """One line; once the reader has gone (`gpuconf check ... | head`), the rest of the run's
-        lines go nowhere and the run goes on: its exit code still tells drift from failure."""
+    def _print(self, *parts: Part, verbatim: bool = False) -> None:
+        """One line, folded to the console's width (a log's: PLAIN_WIDTH) unless `verbatim` (a diff
+        line, a command's output: a break would change what they say). Once the reader has gone
+        (`gpuconf check ... | head`), the rest of the run's lines go nowhere and the run goes on:
+        its exit code still tells drift from failure."""
         if self.reader_gone:
             return
+        # a terminal's own width; anywhere else (a log, a pipe, rich on a StringIO) the same PLAIN_WIDTH
+        width = PLAIN_WIDTH
+        if not isinstance(self.console, PlainConsole) and self.console.is_terminal:
+            width = self.console.width
+        lines = [list(parts)] if verbatim else fold(list(parts), width)
         try:
-            if isinstance(self.console, PlainConsole):
-                self.console.print(*parts)
-            else:
-                from rich.text import Text
-                self.console.print(Text.assemble(*parts))
+            for line in lines:
+                if isinstance(self.console, PlainConsole):
+                    self.console.print(*line)
+                else:
+                    from rich.text import Text
+                    self.console.print(Text.assemble(*line))
         except BrokenPipeError:
             self.reader_gone = True
             stop_writing(self.console.file)
@@ -225,7 +166,10 @@ class TextReporter(RunEvents):
         if result.ignored:  # ignore_errors: Ansible's "...ignoring"; not a failure of the run
             label, style = "failed, ignored", "dim"
         name = f"{result.role} : {result.task}" if result.role else result.task
-        detail = visible_error(result) or visible_message(result)
+        changes = visible_changes(result)
+        listed = len(changes) > 1 or (changes and self.verbose)
+        # a message that only joins the change summaries is said by the lines below it
+        detail = visible_error(result) or ("" if listed and told_by_changes(result) else visible_message(result))
         if result.handler:
             name = f"handler {name}"
         head: list[Part] = [(label, style), f": [{result.host}] {printable(name)}"]
@@ -233,8 +177,7 @@ class TextReporter(RunEvents):
             head += [" ", ("-", "dim"), f" {printable(detail)}"]
         with self.lock:
             self._print(*head)
-            changes = visible_changes(result)
-            if len(changes) > 1 or (changes and self.verbose):
+            if listed:
                 for change in changes:
                     self._print(f"    - {printable(change.summary)}")
                     if self.verbose:
@@ -256,9 +199,9 @@ class TextReporter(RunEvents):
                         more = f" (last {TAIL_LINES} of {len(lines)} lines)" if len(lines) > TAIL_LINES else ""
                         self._print((f"    {label}{more}:", "dim"))
                         for line in lines[-TAIL_LINES:]:
-                            self._print((f"      {printable(line)}", "dim"))
+                            self._print((f"      {printable(line)}", "dim"), verbatim=True)
             if self.verbose >= 3 and result.traceback and not result.secret:
-                self._print((printable(result.traceback.rstrip()), "dim"))
+                self._print((printable(result.traceback.rstrip()), "dim"), verbatim=True)
 
     def _per_host_line(self, result: TaskResult) -> bool:
         """Without -v: a small play prints what is not in sync or has a health warning, and what
@@ -272,7 +215,7 @@ class TextReporter(RunEvents):
             for line in change.diff.splitlines():
                 style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                          else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "dim")
-                self._print((f"    {printable(line)}", style))
+                self._print((f"    {printable(line)}", style), verbatim=True)
         elif change.before is not None or change.after is not None:
             self._print((f"    before: {printable(str(change.before))}", "red"))
             self._print((f"    after:  {printable(str(change.after))}", "green"))

@@ -24,7 +24,7 @@ def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
     the host (the driver was just installed), it is deferred to that reboot; otherwise apply
     tries it, and fails if the driver is still not there."""
     if facts.reboot_pending:
-        return drift(Change(f"{summary}: deferred to the pending reboot ({', '.join(facts.reboot_pending)})",
+        return drift(Change(f"{summary}: deferred to the pending reboot ({facts.reboot_pending[0]})",
                             reboot=True))
     return drift(Change(summary, ops))
 

@@ -123,7 +123,7 @@ class Service(TaskType):
                 # what it needs (a driver) loads only at the next boot: starting it now would fail,
                 # and enabled it starts then
                 changes.append(Change(f"start {name}: deferred to the pending reboot "
-                                      f"({', '.join(facts.reboot_pending)})", [], reboot=True))
+                                      f"({facts.reboot_pending[0]})", [], reboot=True))
             else:
                 changes.append(Change(f"start {name} (is {values.get('ActiveState')})",
                                       [run(["systemctl", "start", name])], before=values.get("ActiveState"),

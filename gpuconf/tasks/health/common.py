@@ -54,7 +54,7 @@ def after_pending_reboot(facts: Facts, what: str) -> Verdict | None:
     """Drift that waits for the pending reboot (a state read now would be the old boot's), or None."""
     if not facts.reboot_pending:
         return None
-    return drift(Change(f"{what}: judged after the pending reboot ({', '.join(facts.reboot_pending)})", reboot=True))
+    return drift(Change(f"{what}: judged after the pending reboot ({facts.reboot_pending[0]})", reboot=True))
 
 
 def read_or_unknown(facts: Facts, fact: Fact, probe: str, what: str) -> Any:
