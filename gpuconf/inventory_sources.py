@@ -159,7 +159,9 @@ def load_ini(inventory: Any, path: Path) -> None:
 def _run_script(path: Path, *args: str) -> Any:
     where = Location(str(path))
     try:
-        done = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=SCRIPT_TIMEOUT,
+        # absolute: `-i ./dyn.py` is that file, while a bare name (Path drops the `./`) would be
+        # looked up on PATH and could run another program of the same name
+        done = subprocess.run([str(path.absolute()), *args], capture_output=True, text=True, timeout=SCRIPT_TIMEOUT,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise InventoryError(f"inventory script {' '.join(args)} did not finish in {SCRIPT_TIMEOUT:g} s", where) \

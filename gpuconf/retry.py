@@ -2,9 +2,13 @@
 so that the next run can take `--limit @FILE` (Ansible's convention).
 
 It lies next to the playbook by default (`site.yml` -> `site.retry`). A run
-with nothing to retry removes a stale one, so the file never names hosts that
-have since converged. An interrupted run leaves it as it was: it did not get
-far enough to say which hosts are fine.
+speaks only for the hosts it ran: it drops those that converged, adds those
+that failed, and keeps the hosts it did not run (a `--limit` run that fixes one
+host leaves the others listed). A file left with no host is removed, so it
+never names hosts that have since converged. Ansible, by contrast, overwrites
+the file with the run's failed hosts alone and never removes one, so a
+`--limit` run there forgets the hosts outside it. An interrupted run leaves the
+file as it was: it did not get far enough to say which hosts are fine.
 """
 from __future__ import annotations
 
@@ -31,7 +35,15 @@ def update(run: RunResult, path: Path) -> Path | None:
     Raises OSError when the file cannot be written or removed."""
     if run.interrupted:
         return None
-    hosts = hosts_to_retry(run)
+    failed = hosts_to_retry(run)
+    try:
+        before = path.read_text().split()
+    except FileNotFoundError:
+        before = []
+    except UnicodeDecodeError:   # not a retry file: it is replaced, as it would be without one
+        before = []
+    kept = [name for name in dict.fromkeys(before) if name not in run.hosts]  # hosts this run did not run
+    hosts = kept + failed
     if hosts:
         write_atomic(path, "".join(f"{name}\n" for name in hosts))
         return path

@@ -72,7 +72,12 @@ ALIASES = {
     "ansible_python_interpreter": "python",
     "ansible_become_password": "become_password",
     "ansible_become_pass": "become_password",
+    # Ansible's older names, still in many inventories; given both, these win, as in Ansible's ssh plugin
+    "ansible_ssh_host": "address",
+    "ansible_ssh_port": "port",
+    "ansible_ssh_user": "user",
 }
+OLDER_NAMES = ("ansible_ssh_host", "ansible_ssh_port", "ansible_ssh_user")
 CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_password", "connection",
                    "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python", "ssh_config_file")
 
@@ -113,7 +118,7 @@ class ConnectionSpec(BaseModel):
     @classmethod
     def from_vars(cls, host: str, variables: dict[str, Any], overrides: dict[str, Any] | None = None) -> ConnectionSpec:
         given: dict[str, Any] = {}
-        for key, value in variables.items():
+        for key, value in sorted(variables.items(), key=lambda item: item[0] in OLDER_NAMES):
             name = ALIASES.get(key, key)
             if name in CONNECTION_VARS:
                 given[name] = value
@@ -256,4 +261,6 @@ def lock_reply(host: str, line: str, stderr: str) -> None:
         raise RebootPending(host, note if isinstance(note, dict) else {})
     if line.startswith("busy"):
         raise HostBusy(f"{BUSY} the lock on {host}: {line[5:]}")
+    if line.startswith("error "):
+        raise RemoteError(f"cannot take the run lock on {host}: {line[6:].strip()}")
     raise RemoteError(f"cannot take the run lock on {host}: {(stderr or line).strip()[-300:] or 'no answer'}")

@@ -106,3 +106,14 @@ def test_an_interrupted_run_leaves_the_retry_file_as_it_was(tmp_path):
     assert retry.update(result_with(interrupted=True, a="failed"), tmp_path / "r.retry") is None
     assert retry.update(result_with(interrupted=True, a="ok"), tmp_path / "r.retry") is None
     assert (tmp_path / "r.retry").read_text() == "old\n"
+
+
+def test_a_limit_run_that_fixes_one_host_keeps_the_others_it_did_not_run(project, capsys):
+    assert check(project, "n1,n3") == 4
+    assert (project / "site.retry").read_text() == "n1\nn3\n"
+    assert check(project, "none", "--limit", "n3") == 0   # n3 is fixed; n1 was not run: still to retry
+    assert (project / "site.retry").read_text() == "n1\n"
+    assert check(project, "n2", "--limit", "n2") == 4   # a new failure joins the ones not run
+    assert (project / "site.retry").read_text() == "n1\nn2\n"
+    assert check(project, "none") == 0   # every host ran and converged: nothing left
+    assert not (project / "site.retry").exists()
