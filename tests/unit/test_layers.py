@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "suggest", "vault", "yamlsrc", "config", "userfiles"},
     {"results"},
     {"facts", "driver", "platform"},
-    {"templating", "secret_marks", "template_bounds"},
+    {"templating", "template_env", "ansible_filters", "secret_marks", "template_bounds"},
     {"tasks"},
     {"inventory", "inventory_sources", "patterns"},
     {"playbook"},
