@@ -100,7 +100,13 @@ reason; run the same command again to carry on), 1 bad usage."""
 
 
 def _remediate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("playbook")
+    parser.add_argument("playbook", nargs="?")  # only --reset-breaker runs without one
+    parser.add_argument("--check", action="store_true", help="print each node's plan and the budget it spends; "
+                        "change nothing")
+    parser.add_argument("--breaker", metavar="N|P%", help="stop taking nodes out once this many (of the nodes in "
+                        "scope) were held for hardware or failed verification within --breaker-window (default: off)")
+    parser.add_argument("--breaker-window", default="24h", metavar="DURATION", help="(default 24h)")
+    parser.add_argument("--reset-breaker", action="store_true", help="close the tripped circuit breaker, and exit")
     parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
     _limit_option(parser)
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
@@ -217,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "that drifted or is unhealthy, wait for its jobs, apply (a reboot through scontrol reboot), "
                     "verify, and resume it. docs/remediate.md", epilog=REMEDIATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter))
+    hardware = sub.add_parser("hardware", help="the nodes remediate holds for hardware (an RMA): serial, PCI, Xid")
+    hardware.add_argument("--state-dir", metavar="DIR", help="where the history is (as for history)")
+    hardware.add_argument("--format", choices=["text", "json"], default="text")
+    hardware.add_argument("--scheduler", action="store_true", help="also ask Slurm whether each is still held")
     history = sub.add_parser("history", help="a host's remediations (gpuconf remediate's history)")
     history.add_argument("host")
     history.add_argument("--state-dir", metavar="DIR", help="where the history is (default: GPUCONF_STATE_DIR, "

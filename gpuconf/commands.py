@@ -154,13 +154,24 @@ def remediate(args: Any) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
     from gpuconf.patterns import narrow
     from gpuconf.remediate.command import load_health, run
+    from gpuconf.remediate.people import reset_breaker
 
+    if args.reset_breaker:
+        return reset_breaker(args)
+    if args.playbook is None:
+        raise UsageError("remediate: give the PLAYBOOK (only --reset-breaker runs without one)")
     inventory, playbook, extra, config = _load(args)
     project = next((d for d in _project_dirs(args.playbook) if (d / "roles").is_dir()), Path.cwd())
     health = load_health(args.health, args.playbook, project, config.roles_path)
     options = run_options(args, config, "check", extra)
     started()
     return run(args, narrow(inventory, args.limit), playbook, health, options)
+
+
+def hardware(args: Any) -> int:
+    from gpuconf.remediate.people import hardware as show
+
+    return show(args)
 
 
 def history(args: Any) -> int:

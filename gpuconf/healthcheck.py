@@ -10,7 +10,8 @@ docs/slurm.md), or from a controller over SSH. The rules are NHC's, made stricte
 * healthy: resume, but only a drain this check set itself (remembered on the node,
   gpuconf/scheduler_step.py) and only after two healthy runs in a row, so a node never flaps.
   A drain set by a person or by another tool is never undone; neither is a `gpuconf:
-  remediation failed` or `gpuconf: lemon` drain, which waits for a person or a verifying remediate.
+  remediation failed` or `gpuconf: lemon` drain, which waits for a person or a verifying remediate,
+  nor a `gpuconf: hardware:` hold, which waits for a person alone.
 
 Deciding is pure (`decide`, `settle`), so the rules are tested without a host or a scheduler.
 """
@@ -105,6 +106,8 @@ def settle(reason: str | None, complete: bool, node: Node, memory: Memory,
     `complete`: the run was not cut short; `drift_drains`: the run judges drift (from a controller).
     Actions: 'drain', 'resume', 'wait' (its own drain, not yet healthy twice in a row), 'kept' (a
     drain it did not set) or 'none'."""
+    if node.drained and node.held:  # failed, lemon, hardware: a person's (or remediate's) to lift, never the check's
+        return "kept", FORGET
     mine = memory.mine(node)
     if reason is not None:
         if node.drained and not mine:

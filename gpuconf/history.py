@@ -47,12 +47,20 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE bundles (host TEXT NOT NULL, at REAL NOT NULL, path TEXT NOT NULL, "
         "remediation INTEGER REFERENCES remediations(id))",
     ],
+    [  # version 4: hardware holds (gpuconf hardware lists them) and the circuit breaker's trips and resets
+        "CREATE TABLE holds (remediation INTEGER NOT NULL REFERENCES remediations(id), host TEXT NOT NULL, "
+        "node TEXT NOT NULL, code TEXT NOT NULL, serial TEXT NOT NULL, pci TEXT NOT NULL, count INTEGER NOT NULL, "
+        "first_seen REAL NOT NULL, last_seen REAL NOT NULL, reason TEXT NOT NULL)",
+        "CREATE TABLE breaker (at REAL NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # outcomes: what a finished remediation came to; FOREIGN: someone else drained (or resumed) the
 # node while gpuconf worked on it, and gpuconf left it to them
 RESUMED, FAILED, LEMON, SKIPPED_BUSY, VERIFIED, INTERRUPTED, FOREIGN = (
     "resumed", "failed", "lemon", "skipped_busy", "verified", "interrupted", "foreign")
+HARDWARE = "hardware"  # drained as a hardware hold: a person's from then on
+TRIPPED, RESET = "tripped", "reset"  # the circuit breaker's events
 # causes: the check found drift only, or a failure (a failed health probe, a task that failed or
 # could not tell its state)
 DRIFT, FAULT = "drift", "fault"
@@ -205,7 +213,33 @@ class History:
             if remediation is not None:
                 db.execute("UPDATE remediations SET bundle = ? WHERE id = ?", (path, remediation))
 
+    def add_hold(self, hold: Hold) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO holds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (hold.remediation, hold.host, hold.node, hold.code, hold.serial, hold.pci, hold.count,
+                        hold.first_seen, hold.last_seen, hold.reason))
+
+    def breaker_event(self, event: str, detail: str = "", at: float | None = None) -> None:
+        """The circuit breaker tripped (TRIPPED) or a person reset it (RESET)."""
+        with self._write() as db:
+            db.execute("INSERT INTO breaker VALUES (?, ?, ?)", (time.time() if at is None else at, event, detail))
+
     # -- reading ------------------------------------------------------------
+    def holds(self) -> list[Hold]:
+        """Every hardware hold recorded, oldest first (with the remediation's evidence bundle, if any)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT h.remediation, h.host, h.node, h.code, h.serial, h.pci, h.count, h.first_seen, h.last_seen, "
+                "h.reason, r.bundle FROM holds h JOIN remediations r ON r.id = h.remediation "
+                "ORDER BY h.last_seen, h.rowid").fetchall()
+        return [Hold(*row) for row in rows]
+
+    def breaker_events(self) -> list[tuple[float, str, str]]:
+        """(time, event, detail) of the breaker, oldest first."""
+        with self._lock:
+            return [(float(a), str(e), str(d)) for a, e, d in
+                    self._db.execute("SELECT at, event, detail FROM breaker ORDER BY at, rowid")]
+
     def bundles(self, host: str | None = None) -> list[tuple[str, float, str]]:
         """(host, time, path) of every bundle collected, oldest first."""
         query, args = "SELECT host, at, path FROM bundles", tuple[str, ...]()
@@ -232,6 +266,23 @@ class History:
         with self._lock:
             return [tuple(row) for row in self._db.execute(
                 "SELECT at, step, detail FROM steps WHERE remediation = ? ORDER BY at, rowid", (record,))]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A node drained as a hardware hold: what an RMA request needs."""
+
+    remediation: int
+    host: str
+    node: str
+    code: str  # "Xid 79", "SXid 12028", or the driver's recovery action
+    serial: str
+    pci: str
+    count: int  # occurrences this boot, as the finding counted them
+    first_seen: float
+    last_seen: float
+    reason: str  # the drain reason set
+    bundle: str = ""  # the evidence bundle collected for that remediation, if any
 
 
 def cause_of(finding: str) -> str:

@@ -21,7 +21,10 @@ PREFIX = "gpuconf:"
 # drains nobody resumes automatically: they wait for a person or a remediate run that verifies the node
 FAILED_PREFIX = f"{PREFIX} remediation failed:"  # set by remediate when a node fails its verification
 LEMON_PREFIX = f"{PREFIX} lemon"  # set by remediate for a node remediated too often
-HELD = (FAILED_PREFIX.rstrip(":"), LEMON_PREFIX)
+# set by remediate for a fault that needs the hardware looked at (an RMA): nothing of gpuconf's ever
+# resumes it, not even a clean check; only a person does (docs/remediate.md, "Hardware holds")
+HARDWARE_PREFIX = f"{PREFIX} hardware:"
+HELD = (FAILED_PREFIX.rstrip(":"), LEMON_PREFIX, HARDWARE_PREFIX)
 REASON_MAX = 120  # characters of a reason gpuconf sets: one line a person reads in sinfo -R
 
 # base states that are out of service whatever the flags say
@@ -99,8 +102,13 @@ class Node:
 
     @property
     def held(self) -> bool:
-        """`remediation failed` or `lemon`: never resumed, never overwritten, automatically."""
+        """`remediation failed`, `lemon` or `hardware`: never resumed, never overwritten, automatically."""
         return self.reason is not None and self.reason.startswith(HELD)
+
+    @property
+    def hardware_hold(self) -> bool:
+        """`gpuconf: hardware: ...`: not even a remediate whose check is clean resumes it."""
+        return self.reason is not None and self.reason.startswith(HARDWARE_PREFIX)
 
 
 class Scheduler(Protocol):

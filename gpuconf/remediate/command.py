@@ -25,10 +25,14 @@ from gpuconf.inventory import Inventory
 from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan
+from gpuconf.remediate.breaker import parse_breaker
+from gpuconf.remediate.decision import decide_action
+from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
+from gpuconf.remediate.preview import preview
 from gpuconf.report.redact import visible_changes
-from gpuconf.results import HostResult, Status
+from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, Status
 from gpuconf.scheduler import PREFIX
 from gpuconf.slurm import Slurm
 
@@ -83,6 +87,18 @@ class EngineHooks:
             return f"apply: {bad[0].task}: {error}"
         return None
 
+    def serials(self, host: str) -> dict[str, str]:
+        from gpuconf.connection.base import ConnectionSpec
+        from gpuconf.engine.runner import default_connection
+
+        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
+                                        {"connection": self.options.connection} if self.options.connection else None)
+        connection = default_connection(spec, self.options)
+        try:
+            return read_serials(connection)
+        finally:
+            connection.close()
+
 
 def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if host is None:
@@ -95,7 +111,10 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
         return plan.Verdict(name, True)
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
     cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
-    return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "")
+    findings = [f for t in host.tasks if t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored
+                for f in t.findings]
+    return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
+                        decision=decide_action(findings))
 
 
 def drift_fingerprint(host: HostResult) -> str:
@@ -129,6 +148,7 @@ def settings(args: Any) -> Settings:
     return Settings(budget=plan.parse_budget(args.max_unavailable),
                     drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
                     lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
+                    breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 
@@ -140,6 +160,8 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
     stop = threading.Event()
     scheduler = Slurm()
     hooks = EngineHooks(inventory, playbook, health, options, stop)
+    if args.check:
+        return check_only(hosts, hooks, scheduler, state_dir, config)
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -168,6 +190,27 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
     if args.report:
         summary.write(Path(args.report))
     return summary.exit_code
+
+
+def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, state_dir: Path, config: Settings) -> int:
+    """`remediate --check`: the plan of each node and the budget it spends; reads only (no lock, no
+    history written: an existing one is read, and only an older schema's migration writes to it; no
+    scheduler command but `scontrol show`)."""
+    verdicts = hooks.check(sorted(hosts))
+    states = scheduler.nodes(hosts.values())
+    records: list[Any] = []
+    events: list[tuple[float, str, str]] = []
+    if (state_dir / FILE).exists():
+        store = History(state_dir, create=False)
+        try:
+            records, events = store.records(), store.breaker_events()
+        finally:
+            store.close()
+    for line in preview(hosts, verdicts, states, records, events, config.budget.limit(len(hosts)), config.lemon,
+                        config.breaker, time.time()):
+        print(line)
+    unclean = [v for v in verdicts.values() if not v.clean]
+    return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)
 
 
 def history(args: Any) -> int:

@@ -25,6 +25,7 @@ from gpuconf.history import (
     DRIFT,
     FAILED,
     FOREIGN,
+    HARDWARE,
     INTERRUPTED,
     LEMON,
     RESUMED,
@@ -42,6 +43,7 @@ UNCOUNTED = {
     LEMON: "a lemon drain: nothing applied",
     INTERRUPTED: "interrupted, then closed",
     FOREIGN: "left to someone else's drain",
+    HARDWARE: "a hardware hold: the hardware's fault, for a person and an RMA, not the node's to keep failing",
 }
 
 

@@ -18,6 +18,9 @@ from gpuconf.errors import GpuconfError
 from gpuconf.history import History, Record
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.breaker import Breaker, Fuse
+from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.hold import hold_reason, hold_record
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
 from gpuconf.scheduler import Node, Scheduler
@@ -33,12 +36,17 @@ class Hooks(Protocol):
         with a GpuconfError). An error, or None."""
         ...
 
+    def serials(self, host: str) -> dict[str, str]:
+        """The host's GPU serials by PCI address, for a hardware hold ({} when they cannot be read)."""
+        ...
+
 
 @dataclass
 class Settings:
     budget: plan.Budget
     drain_timeout: float = 600.0
     lemon: LemonRule = LemonRule()
+    breaker: Breaker = Breaker()  # off unless --breaker
     poll: float = 2.0
     busy_retries: int = 1  # a node still busy at --drain-timeout is tried again in this many later waves
     reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this
@@ -58,6 +66,7 @@ class Remediation:
         self.summary = out.Summary()
         self._lock = threading.Lock()
         self.watch = Watch(self._states, settings.poll, self.stop)
+        self.fuse = Fuse(settings.breaker, history, set(hosts), clock)
 
     # -- the run --------------------------------------------------------------
     def run(self) -> out.Summary:
@@ -89,6 +98,8 @@ class Remediation:
             verdict = verdicts.get(host, plan.Verdict(host, False, "gpuconf: not checked", unreachable=True))
             lemon = host not in open_records and self.settings.lemon.is_lemon(self.history.records(host), self.clock())
             action = plan.decide(verdict, node, lemon)
+            if action == plan.HARDWARE_HELD and record is not None:  # a run killed right after the hold's drain
+                self.history.finish(open_records.pop(host).id, out.HARDWARE, "closed by the next run")
             if action in (plan.REMEDIATE, plan.LEMON):
                 pending.append(host)
             elif action == plan.RESUME:
@@ -102,28 +113,22 @@ class Remediation:
         return s
 
     def _settled(self, host: str, action: str, node: Node | None, verdict: plan.Verdict) -> None:
-        name = self.hosts[host]
-        if action == plan.NOTHING:
-            self.summary.set(host, name, out.IN_SYNC)
-        elif action == plan.FOREIGN and node is not None:
-            detail = f"{node.state}, reason: {node.reason or '(none)'}"
-            self.summary.set(host, name, out.FOREIGN, detail, drifted=not verdict.clean)
-            self._line(host, f"drained by someone else ({detail}): not touched")
-        elif action == plan.STILL_LEMON and node is not None:
-            self.summary.set(host, name, out.STILL_LEMON, node.reason or "", drifted=not verdict.clean)
-            self._line(host, f"still a lemon: stays drained ({node.reason})")
-        elif action == plan.UNREACHABLE:
-            self.summary.set(host, name, out.UNREACHABLE, plan.first_line(verdict.finding))
-            self._line(host, f"unreachable: {plan.first_line(verdict.finding)}")
-        else:
-            self.summary.set(host, name, out.NOT_IN_SCHEDULER, f"{self.scheduler.name} has no node '{name}'")
-            self._line(host, f"{self.scheduler.name} has no node '{name}' (slurm_node_name names it)")
+        out.settled(self.summary, self.say, host, self.hosts[host], action, node, verdict, self.scheduler.name)
 
     def _waves(self, pending: list[str], tries: dict[str, int]) -> None:
         number = 0
         while pending and not self.stop.is_set():
+            tripped = self.fuse.tripped()
+            if tripped is not None:  # many nodes failing at once: the cause is not the nodes
+                self.summary.breaker = tripped
+                for host in pending:
+                    self.summary.set(host, self.hosts[host], out.NOT_STARTED, "the circuit breaker is open",
+                                     drifted=True)
+                    self._line(host, "not started: the circuit breaker is open (gpuconf remediate --reset-breaker)")
+                return
             states = self._states()
-            wave = plan.Wave(number + 1, self._hosts_of_wave(pending, states))
+            room = self.fuse.room()  # no wave takes out more nodes than may still fail before the breaker trips
+            wave = plan.Wave(number + 1, self._hosts_of_wave(pending, states)[:room])
             if not wave.nodes:
                 out_now = [h for h, n in self.hosts.items() if n in states and not states[n].in_service]
                 for host in pending:
@@ -167,6 +172,8 @@ class Remediation:
             self._check_stop()
             if verdict.clean:
                 self._resume_verified(host, record)
+            elif verdict.decision is not None and verdict.decision.hold:
+                self._hold(host, record.id if record else None, verdict, verdict.decision)
             elif record is None and self.settings.lemon.is_lemon(self.history.records(host), self.clock()):
                 self._lemon(host)
             else:
@@ -235,6 +242,13 @@ class Remediation:
                 self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
                 return
             self.watch.still_ours(name)
+            rebooted = verdict.decision is not None and verdict.decision.reboots
+            if rebooted and verdict.decision is not None:  # the recovery action first: a reset's fallback is a reboot
+                self.history.step(rid, "reboot", verdict.decision.text())
+                self._line(host, f"recovery: {verdict.decision.text()}")
+                self._reboot(host)
+                self._settle_reboots(self._states(), only=name)
+                self.watch.still_ours(name)
             self.history.step(rid, "apply")
             self._line(host, "apply")
             error = self.hooks.apply(host, lambda: self._reboot(host))
@@ -252,6 +266,9 @@ class Remediation:
                 self.history.finish(rid, out.RESUMED)
                 self.summary.set(host, name, out.RESUMED)
                 return
+            if rebooted and after.decision is not None:  # the fault survived the reboot: the hardware's
+                self._hold(host, rid, after, after.decision)
+                return
             why = error or after.finding
             failed = plan.failed_reason(why)
             self.history.step(rid, "fail", failed)
@@ -262,6 +279,28 @@ class Remediation:
             self.summary.set(host, name, out.FAILED, failed, drifted=True)
         except TakenOver as taken:
             self._left_to_someone(host, rid, taken.node, drifted=not verified)
+
+    def _hold(self, host: str, rid: int | None, verdict: plan.Verdict, decision: Decision) -> None:
+        """Drain the node as a hardware hold, for a person: the journal's `hold` step first, the
+        hold's row once the drain is set."""
+        name = self.hosts[host]
+        serials = self.hooks.serials(host)
+        reason = hold_reason(decision, serials)
+        if rid is None:
+            rid = self.history.begin(host, name, verdict.finding, self.settings.run_id, step="hold",
+                                     cause=verdict.cause or None, fingerprint=verdict.fingerprint)
+        else:
+            self.history.step(rid, "hold", decision.text())
+        node = self._states().get(name)
+        if node is None or node.foreign:  # drained meanwhile by someone else: their reason stays
+            self._left_to_someone(host, rid, node, drifted=True)
+            return
+        self._line(host, f"hardware hold: {decision.text()}")
+        self._line(host, f"drain: {reason}")
+        self.scheduler.drain(name, reason)
+        self.history.add_hold(hold_record(rid, host, name, decision, reason, serials, self.clock()))
+        self.history.finish(rid, out.HARDWARE, decision.text())
+        self.summary.set(host, name, out.HARDWARE, reason, drifted=True)
 
     # -- helpers --------------------------------------------------------------
     def _resume(self, host: str) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
 from gpuconf.history import Record
+from gpuconf.remediate.decision import Decision
 from gpuconf.scheduler import FAILED_PREFIX, LEMON_PREFIX, PREFIX, Node, reason_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -73,6 +74,7 @@ class Verdict:
     unreachable: bool = False
     cause: str = ""  # when not clean: "drift" (nothing failed, only drift) or "fault" (gpuconf.history)
     fingerprint: str = ""  # of the changes planned for the drift: the same drift, the same fingerprint
+    decision: Decision | None = None  # the one recovery action the failed findings ask for (decision.py)
 
 
 # what the loop does with a node
@@ -84,6 +86,7 @@ LEMON = "lemon"            # needs remediating, but was remediated too often: dr
 STILL_LEMON = "still_lemon"  # already drained as a lemon, and still one
 UNREACHABLE = "unreachable"  # the check could not reach it: nothing is decided about it
 NOT_IN_SCHEDULER = "not_in_scheduler"
+HARDWARE_HELD = "hardware_held"  # drained as a hardware hold: a person's, whatever the check says now
 
 
 def decide(verdict: Verdict, node: Node | None, lemon: bool) -> str:
@@ -92,6 +95,8 @@ def decide(verdict: Verdict, node: Node | None, lemon: bool) -> str:
         return NOT_IN_SCHEDULER
     if node.foreign:
         return FOREIGN
+    if node.out_by_gpuconf and node.hardware_hold:
+        return HARDWARE_HELD
     if verdict.unreachable:
         return UNREACHABLE
     if node.out_by_gpuconf and (node.reason or "").startswith(LEMON_PREFIX) and lemon:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
+from gpuconf.remediate.decision import Decision
 from gpuconf.scheduler import Node
 
 
@@ -108,6 +109,9 @@ class FakeHooks:
         self.during_apply = None  # called inside apply, before its reboot (a test's interrupt, an operator)
         self.after_apply = None  # called at the end of apply, after its reboot
         self.during_check = None  # called in each check after the first (the verifications)
+        self.faults: dict[str, Decision] = {}  # a catalog fault the health probes find, until the node reboots
+        self.sticky: set[str] = set()  # ... or for good: the fault survives the reboot
+        self.serial_numbers: dict[str, dict[str, str]] = {}  # nvidia-smi's serials, by PCI address
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -115,13 +119,20 @@ class FakeHooks:
             self.during_check()
         result = {}
         for host in hosts:
-            if host in self.broken:
+            rebooted = ("reboot", host) in self.slurm.calls
+            if host in self.faults and (host in self.sticky or not rebooted):
+                result[host] = plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}",
+                                            cause="fault", decision=self.faults[host])
+            elif host in self.broken:
                 result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79")
             elif host in self.drifted:
                 result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content")
             else:
                 result[host] = plan.Verdict(host, True)
         return result
+
+    def serials(self, host: str) -> dict[str, str]:
+        return self.serial_numbers.get(host, {})
 
     def apply(self, host: str, reboot) -> str | None:
         self.applied.append(host)

@@ -1,0 +1,107 @@
+"""Hardware holds: a node whose fault needs the hardware looked at (NVIDIA says contact support or
+drain P2P, an Xid the catalog does not know fails, or a fault survived the reboot) is drained with
+`gpuconf: hardware: Xid <n> GPU <serial> <PCI>`. Nothing of gpuconf's ever resumes it (the reason
+is in gpuconf.scheduler.HELD); a person does, after the RMA. `gpuconf hardware` lists them from
+the history, with what a support case asks for.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from typing import Any
+
+from gpuconf.facts.common import canonical_pci_address
+from gpuconf.history import Hold
+from gpuconf.remediate.decision import Decision
+from gpuconf.scheduler import HARDWARE_PREFIX, reason_text
+
+SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
+SERIAL_TIMEOUT = 10.0
+COUNT = re.compile(r"\bx(\d+) this boot\b")
+
+
+def parse_serials(text: str) -> dict[str, str]:
+    """`nvidia-smi --query-gpu=pci.bus_id,serial --format=csv,noheader`: serial by canonical PCI address.
+    A GPU without a serial (`[N/A]`, consumer boards) is left out."""
+    serials = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        address = canonical_pci_address(parts[0]) if len(parts) == 2 else None
+        if address and parts[1] and not parts[1].startswith("["):
+            serials[address] = parts[1]
+    return serials
+
+
+def hold_reason(decision: Decision, serials: dict[str, str]) -> str:
+    """`gpuconf: hardware: Xid 79 GPU 1650924060039 0000:3b:00.0`; the driver's recovery action when no
+    Xid decided it; `serial unknown` when nvidia-smi could not tell it."""
+    pci = canonical_pci_address(decision.bus_id) or "PCI unknown"
+    serial = serials.get(pci, "serial unknown")
+    what = decision.code or decision.action
+    return reason_text(f"{HARDWARE_PREFIX} {what} GPU {serial} {pci}")
+
+
+def hold_record(remediation: int, host: str, node: str, decision: Decision, reason: str,
+                serials: dict[str, str], now: float | None = None) -> Hold:
+    """The history's row for a hold; first and last seen are when gpuconf saw the fault (the check's
+    finding counts the occurrences this boot)."""
+    at = time.time() if now is None else now
+    pci = canonical_pci_address(decision.bus_id) or ""
+    count = COUNT.search(decision.finding)
+    return Hold(remediation, host, node, decision.code or decision.action, serials.get(pci, ""), pci,
+                int(count.group(1)) if count else 1, at, at, reason)
+
+
+def read_serials(connection: Any) -> dict[str, str]:
+    """The GPUs' serials, read on the host over the run's connection; {} when nvidia-smi cannot tell
+    (the hold is set all the same: a hung GPU must not keep a broken node in service)."""
+    ops = [{"op": "run", "cmd": shlex.join(SERIAL_QUERY), "timeout": SERIAL_TIMEOUT, "check": False}]
+    try:
+        reply = connection.call(ops, readonly=False, timeout=SERIAL_TIMEOUT + 30, become=True)[0]
+    except Exception:  # noqa: BLE001 - an unreachable host or a hung nvidia-smi: the serial stays unknown
+        return {}
+    return parse_serials(str(reply.get("stdout", ""))) if reply.get("rc") == 0 else {}
+
+
+def merge(holds: list[Hold]) -> list[dict[str, Any]]:
+    """One entry per node, GPU and code: the count and the times over all its holds."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for hold in holds:
+        key = (hold.host, hold.pci, hold.code)
+        entry = merged.get(key)
+        if entry is None:
+            merged[key] = {"host": hold.host, "node": hold.node, "serial": hold.serial, "pci": hold.pci,
+                           "code": hold.code, "count": hold.count, "first_seen": hold.first_seen,
+                           "last_seen": hold.last_seen, "reason": hold.reason, "bundle": hold.bundle}
+            continue
+        entry["count"] += hold.count
+        entry["last_seen"] = max(entry["last_seen"], hold.last_seen)
+        entry["first_seen"] = min(entry["first_seen"], hold.first_seen)
+        latest = {"serial": hold.serial, "bundle": hold.bundle, "reason": hold.reason}
+        entry.update({k: v for k, v in latest.items() if v})
+    return sorted(merged.values(), key=lambda e: (e["host"], e["pci"], e["code"]))
+
+
+def listing(holds: list[Hold], held_now: dict[str, bool] | None, as_json: bool) -> str:
+    """`gpuconf hardware`: the table, or JSON. `held_now`: node -> still drained as a hardware hold,
+    when the scheduler could be asked."""
+    entries = merge(holds)
+    for entry in entries:
+        entry["held"] = None if held_now is None else held_now.get(entry["node"], False)
+    if as_json:
+        return json.dumps({"holds": entries}, indent=2)
+    if not entries:
+        return "no hardware hold recorded"
+    rows = [("HOST", "SERIAL", "PCI", "CODE", "COUNT", "FIRST SEEN (UTC)", "LAST SEEN (UTC)", "HELD", "BUNDLE")]
+    for e in entries:
+        held = "?" if e["held"] is None else ("yes" if e["held"] else "no (resumed)")
+        rows.append((e["host"], e["serial"] or "unknown", e["pci"] or "unknown", e["code"], str(e["count"]),
+                     _when(e["first_seen"]), _when(e["last_seen"]), held, e["bundle"] or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
