@@ -1,5 +1,5 @@
 """What one entry of a host's task list runs: the task, once per loop item, or (`run_once`)
-on the first host of the batch that reaches it; and a `check_mode: false` command, which
+on the first host of the batch (engine/batch.py); and a `check_mode: false` command, which
 check mode runs as a read. The middle of the chain HostPlanner (planner.py) -> Entries ->
 PlayOnHost (hostrun.py): typed, with what it needs of PlayOnHost declared here."""
 from __future__ import annotations
@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuconf.engine.batch import Batch
 from gpuconf.engine.delegate import Delegates, delegate_target
-from gpuconf.engine.flow import RunOnce, item_task, loop_items, loop_registered
+from gpuconf.engine.flow import item_task, loop_items, loop_registered
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import TaskError, TemplateError
@@ -27,7 +28,7 @@ class Entries(HostPlanner):
 
     session: HostSession
     delegates: Delegates
-    run_once: RunOnce | None
+    batch: Batch | None
     stop: Callable[[], bool]
     events: RunEvents
 
@@ -48,22 +49,22 @@ class Entries(HostPlanner):
             session = self.delegates.session(delegate_target(task, self.task_vars(task)))
         return session.as_user(task.become_user)
 
-    def run_entry(self, task: TaskDef, upcoming: list[TaskDef]) -> list[TaskResult]:
-        """One task of the list: once, once per loop item, or (run_once) on one host for the batch."""
-        if task.keywords.run_once and self.run_once is not None:
-            first, owner, done, box = self.run_once.claim(task, self.host)
+    def run_entry(self, task: TaskDef, upcoming: list[TaskDef], index: int | None = None) -> list[TaskResult]:
+        """One task of the list (the play's task `index`): once, once per loop item, or (run_once)
+        on the batch's first host still in the play, for the whole batch."""
+        if task.keywords.run_once and self.batch is not None and index is not None:
+            first, owner, done, shared = self.batch.claim(index, self.host)
             if not first:
-                RunOnce.wait(done, self.stop)
-                if task.keywords.register and box:
-                    self.registered[task.keywords.register] = box[0]
+                self.batch.wait_for(owner, done, self.stop)
+                self.registered.update(shared)  # its register and set_fact, as Ansible gives them to the batch
                 result = self._result(task, Status.SKIPPED, message=f"run_once: ran on {owner}")
                 self._finish(task, result, time.monotonic(), register=False)
                 return [result]
             try:
+                before = dict(self.registered)
                 once = dataclasses.replace(task, keywords=task.keywords.model_copy(update={"run_once": False}))
                 results = self.run_entry(once, upcoming)
-                if task.keywords.register and task.keywords.register in self.registered:
-                    box.append(self.registered[task.keywords.register])
+                shared.update({k: v for k, v in self.registered.items() if k not in before or before[k] is not v})
                 return results
             finally:
                 done.set()

@@ -138,31 +138,6 @@ def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) 
         result.status, result.error = kind, f"{exc.message} (in changed_when/failed_when)"
 
 
-class RunOnce:
-    """`run_once`: the first host of a batch to reach the task runs it; the others wait for
-    it and register the same result, as Ansible gives the batch one result."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.claims: dict[int, tuple[str, threading.Event, list[Any]]] = {}
-
-    def claim(self, task: TaskDef, host: str) -> tuple[bool, str, threading.Event, list[Any]]:
-        with self.lock:
-            if id(task) not in self.claims:
-                self.claims[id(task)] = (host, threading.Event(), [])
-                first = True
-            else:
-                first = False
-            owner, done, box = self.claims[id(task)]
-        return first, owner, done, box
-
-    @staticmethod
-    def wait(done: threading.Event, stop: Callable[[], bool]) -> None:
-        while not done.wait(0.2):
-            if stop():
-                return
-
-
 class StepGate:
     """`--step`: before a task first runs on any host, ask: yes, no (skip it on every host), or
     continue (run the rest without asking). One question per task, whatever the host count."""

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuconf.engine.actions import run_action
+from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, read_facts
 from gpuconf.engine.delegate import Delegates, reads_elsewhere
 from gpuconf.engine.entry import Entries
-from gpuconf.engine.flow import BlockRun, RunOnce, judge
+from gpuconf.engine.flow import BlockRun, judge
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
@@ -41,7 +42,7 @@ class PlayOnHost(Entries):
                  session: HostSession, options: RunOptions, registered: dict[str, Any],
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
-                 plan_cache: PlanCache | None = None, run_once: RunOnce | None = None,
+                 plan_cache: PlanCache | None = None, batch: Batch | None = None,
                  host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
         super().__init__(play, host, host_vars, magic, options, registered, plan_cache)
         self.session = session
@@ -54,7 +55,7 @@ class PlayOnHost(Entries):
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
-        self.run_once = run_once
+        self.batch = batch  # run_once and max_fail_percentage, with the other hosts of the batch
         self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
 
     # -- the play -------------------------------------------------------------
@@ -80,17 +81,24 @@ class PlayOnHost(Entries):
                         break
                     if not (self.options.check_mode and self._answerable(task)):
                         self.mark_not_run([task])
+                        self._task_done(index)
                         continue
                 why = blocks.why_not(task)
                 if why is not None:  # never silently absent: a rescue that did not run says why
                     self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
                     results: list[TaskResult] = []
                 else:
-                    results = self.run_entry(task, tasks[index + 1:])
+                    results = self.run_entry(task, tasks[index + 1:], index)
                 # A health probe that found a failure has still run fine: the other probes go on.
                 blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
                                      and not r.unhealthy])
                 if blocks.host_failed:
+                    break
+                if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
+                    limit = self.play.keywords.max_fail_percentage
+                    self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
+                                      error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
+                                            f"'{self.play.name}' (another host failed)")
                     break
             else:
                 self.run_handlers()
@@ -107,6 +115,9 @@ class PlayOnHost(Entries):
         finally:
             self.delegates.close()
         return self.results
+
+    def _task_done(self, index: int) -> bool:
+        return self.batch is None or self.batch.task_done(self.host, index, self.stop)
 
     def _gather_failed(self, error: str, trace: str | None = None) -> None:
         result = self._result(None, Status.FAILED, error=error, traceback=trace)
@@ -144,8 +155,9 @@ class PlayOnHost(Entries):
             return True  # `when` is false: nothing to read
         return all(f.key in self.session.cache for f in self._reads(task, prepared[1]))
 
-    def mark_not_run(self, tasks: list[TaskDef], handler: bool = False, reason: str = "deadline") -> None:
-        for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler, reason):
+    def mark_not_run(self, tasks: list[TaskDef], handler: bool = False, reason: str = "deadline",
+                     error: str = "") -> None:
+        for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler, reason, error):
             self.results.append(result)
             self.emit(result)
 

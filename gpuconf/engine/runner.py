@@ -21,8 +21,8 @@ from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
 from gpuconf.engine.after import AfterRun, OpenHosts
+from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.flow import RunOnce
 from gpuconf.engine.hostrun import PlayOnHost
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
@@ -168,9 +168,9 @@ class Runner:
                 return False
             batch = hosts[offset: offset + size]
             offset += size
-            once = RunOnce()  # run_once: once per batch, as in Ansible
+            together = Batch(batch, play.keywords.max_fail_percentage)  # run_once, max_fail_percentage
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
-                outcomes = list(pool.map(lambda h, once=once: self._host(index, play, h, result, once), batch))
+                outcomes = list(pool.map(lambda h, b=together: self._host(index, play, h, result, b), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
             limit = play.keywords.max_fail_percentage
@@ -228,8 +228,17 @@ class Runner:
         connection.open()
         return session
 
-    def _host(self, index: int, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
+    def _host(self, index: int, play: Play, host: str, run: RunResult, batch: Batch | None = None) -> bool:
         """Run the play on one host; False when the host failed or was unreachable."""
+        ok = False
+        try:
+            ok = self._host_in_batch(index, play, host, run, batch)
+            return ok
+        finally:
+            if batch is not None:  # the batch's other hosts stop waiting for this one
+                batch.leave(host, failed=not ok)
+
+    def _host_in_batch(self, index: int, play: Play, host: str, run: RunResult, batch: Batch | None) -> bool:
         self._began.add((index, host))
         if self.stop_event.is_set():  # queued behind --forks when SIGINT came: it never connects
             self._mark_not_run(play, host, run, "interrupted")
@@ -238,7 +247,7 @@ class Runner:
             self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
             return True
         try:
-            return self._host_play(play, host, run, once)
+            return self._host_play(play, host, run, batch)
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, host, "connect")
             task = TaskResult(host, play.name, "connect", Status.FAILED, error=error, traceback=trace)
@@ -248,7 +257,7 @@ class Runner:
         finally:
             self.events.host_done(host)
 
-    def _host_play(self, play: Play, host: str, run: RunResult, once: RunOnce | None = None) -> bool:
+    def _host_play(self, play: Play, host: str, run: RunResult, batch: Batch | None = None) -> bool:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
@@ -264,11 +273,11 @@ class Runner:
             self.emit(task)
             return False
         magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
-                                self.shared)
+                                self.shared, batch.hosts if batch is not None else None)
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache, run_once=once, host_facts=self.host_facts,
+                            plan_cache=self.plan_cache, batch=batch, host_facts=self.host_facts,
                             delegate=self.delegate_session)
         results = runner.run()
         host_result.tasks.extend(results)
