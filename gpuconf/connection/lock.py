@@ -1,5 +1,10 @@
 """The per-host run lock: `flock` on /run/gpuconf.lock, and the reboot marker beside it.
 
+Root's applies share that one lock. An apply without root (no become, a plain login) can
+change only what its user may, and cannot write /run: it takes that user's own lock,
+node-local, in $XDG_RUNTIME_DIR or else in /tmp/gpuconf-UID (made 0700, refused unless it
+is the user's own). It serialises that user's applies, not root's.
+
 An apply holds it exclusively for the whole run through a small process on
 the host that lives as long as its channel: when the run ends, or the
 controller dies and the connection drops, the process reads EOF and exits,
@@ -35,8 +40,32 @@ def marker_path(lock_path: str) -> str:
 
 
 HOLDER = r"""
-import fcntl, json, os, sys, time
+import fcntl, json, os, stat, sys, time
 path, wait, owner = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+def refuse(why):
+    print("error " + why, flush=True)
+    sys.exit(77)
+
+def own_directory():
+    # node-local and this user's alone: the login's runtime directory, else one made in /tmp
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime.startswith("/") and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.getuid():
+        return runtime
+    mine = "/tmp/gpuconf-%d" % os.getuid()
+    try:
+        os.mkdir(mine, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        refuse("cannot make %s: %s" % (mine, exc.strerror))
+    found = os.lstat(mine)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        refuse("%s is not a private directory of this user (uid %d): remove it" % (mine, os.getuid()))
+    return mine
+
+if os.geteuid() != 0:   # without root an apply changes only what its user may: that user's own lock
+    path = os.path.join(own_directory(), os.path.basename(path))
 marker = path + ".reboot"
 
 def boot_id():
@@ -60,7 +89,10 @@ def rebooting(note):
     print("rebooting " + json.dumps(note), flush=True)
     sys.exit(76)
 
-fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+except OSError as exc:
+    refuse("cannot open %s: %s" % (path, exc.strerror))
 deadline = time.time() + wait
 while True:
     try:
