@@ -4,7 +4,8 @@ The machines that read it often have no network, so the file carries its CSS,
 its script and its data inline: no CDN, no font, no image fetched. The data is
 one JSON document inside a `<script type="application/json">`; the script builds
 the table from it in one pass (fast at 1,000 hosts), filters rows by host name
-or status, and shows a clicked cell's changes, diffs and findings. The address
+or status, and shows a clicked cell's changes, diffs (a package's as `name: old → new`) and findings,
+failures that were ignored or rescued among them. The address
 can select a cell (`#host=a100-003&role=cuda`) and a filter (`&filter=failed`),
 so a link in a ticket opens the right cell. A `no_log` task shows its name and
 status only, as in every other report.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpuconf.report.aggregate import told_by_changes
 from gpuconf.report.jsonreport import write_atomic
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
@@ -40,15 +42,33 @@ def _task_state(task: TaskResult) -> int | None:
     return TASK_STATE[task.status]
 
 
+def _shown(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def before_after(before: object, after: object) -> list[str]:
+    """A change's values as `name: old → new` lines (a package's versions, keyed by name), or one
+    `old → new` line for a single value: never the Python repr of a dict."""
+    if isinstance(before, dict) or isinstance(after, dict):
+        old = before if isinstance(before, dict) else {}
+        new = after if isinstance(after, dict) else {}
+        names = list(new) + [name for name in old if name not in new]
+        return [f"{name}: {_shown(old.get(name))} → {_shown(new.get(name))}" for name in names]
+    return [f"{_shown(before)} → {_shown(after)}"]
+
+
 def _detail(task: TaskResult) -> dict:
     changes = [{"summary": c.summary, **({"diff": c.diff} if c.diff and not task.secret else {}),
-                **({"before": str(c.before), "after": str(c.after)}
+                **({"values": before_after(c.before, c.after)}
                    if not c.diff and not task.secret and (c.before is not None or c.after is not None) else {})}
                for c in visible_changes(task)]
     findings = [{"probe": f.probe, "severity": f.severity, "message": f.message,
                  **({"gpu": f.gpu} if f.gpu is not None else {})} for f in visible_findings(task)]
-    out: dict = {"task": task.task, "status": task.status.value}
-    text = visible_error(task) or visible_message(task)
+    # ignore_errors and a block's rescue both leave the result failed and `ignored`: the run went on
+    status = "failed, ignored or rescued" if task.ignored else task.status.value
+    out: dict = {"task": task.task, "status": status}
+    # a message that only joins the change summaries would say each change twice
+    text = visible_error(task) or ("" if told_by_changes(task) else visible_message(task))
     for key, value in (("text", text), ("changes", changes), ("findings", findings)):
         if value:
             out[key] = value
@@ -72,7 +92,7 @@ def to_data(run: RunResult) -> dict:
             state = _task_state(task)
             if task.task == "connect" and task.status == Status.UNREACHABLE:
                 cells.setdefault(f"{name}\t*", []).append(_detail(task))
-            elif state or task.findings:
+            elif state or task.findings or task.ignored:  # an ignored or rescued failure is still shown
                 cells.setdefault(f"{name}\t{_role(task)}", []).append(_detail(task))
     return {"verb": run.verb, "playbook": run.playbook, "started": run.started, "ended": run.ended,
             "states": STATES, "roles": roles, "hosts": rows, "cells": cells}
@@ -85,7 +105,7 @@ def _row(host: HostResult, roles: list[str]) -> tuple[list[int], list[int]]:
         if state is None or task.task == "connect":
             continue
         column = roles.index(_role(task))
-        in_sync[column] += state == 0
+        in_sync[column] += state == 0 and not task.ignored
         if states[column] == NOT_RUN or WORST[state] > WORST[states[column]]:
             states[column] = state
     if host.unreachable:

@@ -144,3 +144,80 @@ def test_the_cli_writes_it_and_a_no_log_task_keeps_its_secret(tmp_path, capsys):
     assert SECRET not in text
     detail = Dom(browse(page, "host=h2&role=(play)", tmp_path / "profile")).detail_text
     assert "file drifted" in detail and "probe that fails" in detail and "secret token" in detail
+
+
+# the a100 playbook's roles: a matrix as wide as the one the issue saw scroll the page sideways
+A100_ROLES = ["nouveau", "nvidia_driver", "cuda", "cuda_env", "reboot", "persistence", "fabricmanager", "dcgm",
+              "opensm", "infiniband", "container_toolkit"]
+DRIVER_TASKS = """\
+- name: GPU packages
+  package: {name: [gpuconf-absent-one, gpuconf-absent-two], version: "580.178.04-1", hold: true, backend: apt}
+- name: the driver probe
+  block:
+    - name: probe that fails in its block
+      probe: {command: "echo block broke >&2; exit 3", pending_in_check: false}
+  rescue:
+    - name: say it was rescued
+      debug: {msg: rescued}
+- name: probe with ignore_errors
+  ignore_errors: true
+  probe: {command: "echo ignored breakage >&2; exit 4", pending_in_check: false}
+"""
+
+
+@pytest.fixture
+def a100_like_page(tmp_path) -> Path:
+    """The HTML report of a real local check: 11 roles, one with a package diff (apt reads this
+    machine's dpkg: the two packages do not exist), a rescued failure and an ignored one."""
+    for role in A100_ROLES:
+        tasks = tmp_path / "roles" / role / "tasks"
+        tasks.mkdir(parents=True)
+        (tasks / "main.yml").write_text(DRIVER_TASKS if role == "nvidia_driver" else
+                                        f'- name: {role} file\n  file: {{path: "{tmp_path}/{role}.conf", content: "x"}}\n')
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(f"- name: a100-like play\n  hosts: all\n  roles: [{', '.join(A100_ROLES)}]\n")
+    page = tmp_path / "a100.html"
+    code = main(["check", str(playbook), "-i", "a100-001,a100-002,", "-c", "local", "--no-retry-file",
+                 "--html", str(page)])
+    assert code == 2, code  # drift; the two failures were rescued and ignored
+    return page
+
+
+def page_width(page: Path, fragment: str, profile: Path) -> tuple[int, int, int, int]:
+    """The page's scrollWidth and clientWidth (the window less a vertical scrollbar), and the matrix
+    panel's, in Chromium at 1,400 px: a probe script appended to a copy of the report writes them
+    into the DOM it dumps."""
+    probe = page.with_name("probe-" + page.name)
+    box = 'document.getElementById("matrix-box")'
+    probe.write_text(page.read_text().replace("</body>", (
+        f'<script>const root = document.scrollingElement;'
+        f'document.body.dataset.width = [root.scrollWidth, root.clientWidth, {box}.scrollWidth, '
+        f'{box}.clientWidth].join(" ");</script></body>')))
+    found = re.search(r'data-width="(\d+) (\d+) (\d+) (\d+)"', browse(probe, fragment, profile))
+    assert found, "the probe did not run"
+    page_scroll, page_client, box_scroll, box_client = (int(n) for n in found.groups())
+    return page_scroll, page_client, box_scroll, box_client
+
+
+def test_at_1400_px_the_page_never_scrolls_sideways_and_a_cell_shows_versions_and_every_failure(a100_like_page,
+                                                                                                tmp_path):
+    fragment = "host=a100-002&role=nvidia_driver"
+    page_scroll, page_client, box_scroll, box_client = page_width(a100_like_page, fragment, tmp_path / "profile")
+    assert page_scroll <= page_client <= 1400
+    assert box_scroll > box_client  # the grid is wider than its panel: it scrolls there, not the page
+    shot = tmp_path / "a100-report.png"
+    browse(a100_like_page, fragment, tmp_path / "profile", screenshot=shot)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1400
+    print(f"\nHTML report screenshot at 1400 px: {shot}")
+
+    detail = Dom(browse(a100_like_page, fragment, tmp_path / "profile")).detail_text
+    assert "a100-002 · nvidia_driver" in detail
+    for name in ("gpuconf-absent-one", "gpuconf-absent-two"):
+        assert f"{name}: (none) → 580.178.04-1" in detail
+    assert "None" not in detail and "{" not in detail  # no Python repr of the versions
+    for message in ("install gpuconf-absent-one 580.178.04-1", "hold gpuconf-absent-one"):
+        assert detail.count(message) == 1, detail  # each change said once, not again as the task's message
+    assert "probe that fails in its block" in detail and "block broke" in detail  # rescued
+    assert "probe with ignore_errors" in detail and "ignored breakage" in detail  # ignored
+    assert detail.count("failed, ignored or rescued") == 2
