@@ -56,6 +56,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
     _forks_option(parser)
     parser.add_argument("-D", "--diff", action="store_true", help="show what would change")
+    parser.add_argument("-C", "--check", action="store_true", dest="check_mode",
+                        help="check mode, as ansible-playbook -C: `apply -C` is `gpuconf check`")
     parser.add_argument("-c", "--connection", choices=["ssh", "local"], help="override the connection")
     parser.add_argument("--report", metavar="FILE", help="also write a JSON report (docs/report-schema.json)")
     parser.add_argument("--format", choices=["text", "json", "junit"], default="text",
@@ -245,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     inventory = sub.add_parser("inventory", help="show the merged inventory")
     inventory.add_argument("-i", "--inventory")
     inventory.add_argument("--host")
+    inventory.add_argument("--graph", action="store_true", help="the group tree, as ansible-inventory --graph")
+    inventory.add_argument("--list", action="store_true", help="groups and _meta.hostvars as JSON, as "
+                           "ansible-inventory --list (and a dynamic inventory script) print them")
     _vault_options(inventory)
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")

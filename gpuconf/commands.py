@@ -75,6 +75,7 @@ def _load(args: Any):
     from gpuconf.config import load_config
     from gpuconf.inventory import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
+    from gpuconf.playbook.play_hosts import render_play_hosts
 
     config = load_config()
     _unlock_vaults(args, config)
@@ -83,7 +84,9 @@ def _load(args: Any):
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
     playbook = load_playbook(args.playbook, project, config.roles_path)
-    return inventory, playbook, parse_extra_vars(args.extra_vars), config
+    extra_vars = parse_extra_vars(args.extra_vars)
+    render_play_hosts(playbook, extra_vars)  # `hosts: "{{ target }}"`, as Ansible renders it
+    return inventory, playbook, extra_vars, config
 
 
 def run_day(given: datetime.date | None) -> datetime.date:
@@ -147,7 +150,7 @@ def check(args: Any) -> int:
 
 
 def apply(args: Any) -> int:
-    return _run(args, "apply")
+    return _run(args, "check" if args.check_mode else "apply")  # -C/--check, as ansible-playbook's
 
 
 def remediate(args: Any) -> int:
@@ -392,6 +395,13 @@ def inventory(args: Any) -> int:
     config = load_config()
     _unlock_vaults(args, config)
     inv = load_inventory(_inventory_spec(args, config), _project_dirs(None))
+    if sum(1 for given in (args.host, args.graph, args.list) if given) > 1:
+        raise UsageError("inventory: give one of --host, --graph and --list")
+    if args.graph:  # names only: no variable, so no secret, is shown
+        from gpuconf.inventory_views import graph
+
+        print(graph(inv))
+        return 0
     if args.host:
         if args.host not in inv.hosts:
             raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
@@ -400,6 +410,10 @@ def inventory(args: Any) -> int:
         # the inventory's part of the one layering (gpuconf/engine/variables.py): what every play sees
         data = {"host": args.host, "groups": inv.host_groups(args.host), "group_names": group_names(inv, args.host),
                 "inventory_hostname_short": args.host.split(".", 1)[0], "vars": inv.host_vars(args.host)}
+    elif args.list:
+        from gpuconf.inventory_views import listing
+
+        data = listing(inv)
     else:
         data = inv.to_dict()
     secrets = set().union(*(secret_values([inv.host_vars(h)]) for h in inv.hosts)) if inv.hosts else set()

@@ -14,7 +14,7 @@ LAYERS = [
     {"facts", "driver", "platform"},
     {"templating", "template_env", "ansible_filters", "secret_marks", "template_bounds"},
     {"tasks"},
-    {"inventory", "inventory_sources", "patterns"},
+    {"inventory", "inventory_sources", "inventory_views", "patterns"},
     {"playbook"},
     {"connection"},
     {"report"},
