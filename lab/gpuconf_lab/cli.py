@@ -18,8 +18,8 @@ sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear 
 of these, boot a hung node, and pass `clear` on to the simulators). Every other kind
 (nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock,
 secure-boot on|off, ...) is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS. On an el9
-node, kernel-upgrade without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64 (its BLS entry made the
-default, its rpms recorded)."""
+node, kernel-upgrade without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64, on an el10 node
+6.12.0-55.14.1.el10_0.x86_64 (its BLS entry made the default, its rpms recorded)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", default="a100",
                     help=f"{'|'.join(PROFILES)}, or a mix with counts such as a100=4,t4=1 (default a100)")
     up.add_argument("--os", default="debian", choices=OSES, dest="node_os",
-                    help="node OS: debian (apt) or el9 (Rocky Linux 9.4 with the real rpm and dnf); "
+                    help="node OS: debian (apt), el9 (Rocky Linux 9.4) or el10 (Rocky Linux 10.0), the EL ones "
+                         "with the real rpm and dnf; "
                          "one entry of a mix can name its own, e.g. --profile a100=1,a100@el9=1 (default debian)")
     up.add_argument("--port", type=int, default=SSH_PORT, help=f"sshd port on each node's address (default {SSH_PORT})")
     up.add_argument("--boot-delay", type=float, default=1.0, help="seconds a reboot takes (default 1)")

@@ -18,11 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuconf_lab import image, image_el9, node, slurm_cluster
+from gpuconf_lab import image, image_el, node, slurm_cluster
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
 from gpuconf_lab.processes import FileOpens, ProcessCount
 from gpuconf_lab.runtime import (
+    EL_MAJORS,
     IMAGES_DIR,
     LABS_DIR,
     MAX_NODES,
@@ -152,7 +153,7 @@ class Lab:
                 self.log(f"removing the stale state of lab '{self.name}'")
                 self._remove()
             specs = plan_nodes(profiles or {"a100": 1}, self._free_slot())
-            if any(spec.os == "el9" for spec in specs):   # before anything is made: a clear error
+            if any(spec.os in EL_MAJORS for spec in specs):   # before anything is made: a clear error
                 require_el9_tools()
             self._check_ports(specs)
             if slurm:
@@ -182,8 +183,9 @@ class Lab:
         started = time.monotonic()
         layer = image.ensure_image(self.log)
         image.mount_lab_copy(layer, self.paths.image)
-        if any(spec.os == "el9" for spec in specs):
-            image.mount_lab_copy(image_el9.ensure_el9_layer(layer, self.log), self.paths.image_el9)
+        for node_os, major in EL_MAJORS.items():   # each EL version's layer, where the lab has such nodes
+            if any(spec.os == node_os for spec in specs):
+                image.mount_lab_copy(image_el.ensure_el_layer(layer, major, self.log), self.paths.image_el(node_os))
         self.paths.fabric.mkdir()
         self.paths.ssh.mkdir(mode=0o700)
         self._wait_keygens([node.generate_key(self.paths.client_key, f"gpuconf-lab-{self.name}")])
@@ -454,7 +456,8 @@ class Lab:
         slurm_cluster.stop_controller(self.slurm_paths, self._slurm_launcher)
         self._slurm_launcher = None
         image.unmount_lab_copy(self.paths.image)
-        image.unmount_lab_copy(self.paths.image_el9)
+        for node_os in EL_MAJORS:
+            image.unmount_lab_copy(self.paths.image_el(node_os))
         if inventory is not None:
             inventory.unlink(missing_ok=True)
             if inventory.parent.is_dir() and not any(inventory.parent.iterdir()):

@@ -25,8 +25,8 @@ def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
 
 
 def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> dict:
-    """One group per profile, `el9` for the EL 9 nodes (every host has `lab_os`: debian or
-    el9), and `subnet_managers`: the first node with HCAs runs opensm
+    """One group per profile, `el9` and `el10` for the EL nodes (every host has `lab_os`: debian,
+    el9 or el10), and `subnet_managers`: the first node with HCAs runs opensm
     (`infiniband_subnet_manager: true`), as one fabric needs exactly one."""
     children: dict = {}
     for profile in PROFILES:

@@ -1,6 +1,6 @@
-"""Build the lab's local dnf repository for EL 9 nodes: real RPMs, repodata and module streams.
+"""Build the lab's local dnf repository for EL nodes: real RPMs, repodata and, for EL 9, module streams.
 
-``build_rpm_repo(dest)`` writes what NVIDIA's CUDA repository for RHEL 9 looks like to dnf:
+``build_rpm_repo(dest, el="9")`` writes what NVIDIA's CUDA repository for RHEL 9 looks like to dnf:
 
     dest/Packages/<name>-<version>-<release>.<arch>.rpm    (rpmbuild -bb, one spec per package)
     dest/repodata/repomd.xml, primary, filelists, other     (createrepo_c)
@@ -10,7 +10,9 @@ The module metadata has one modulemd v2 document per ``nvidia-driver`` stream (`
 ``580-dkms``, ..., ``latest-dkms``, ``open-dkms``) listing its packages as artifacts, so that
 dnf's modular filtering shows only the enabled (or default) stream's driver packages, and a
 modulemd-defaults document making ``open-dkms`` the default stream and ``default`` the default
-profile of each. Nodes use ``baseurl=file://<dest>`` (``/etc/yum.repos.d/gpuconf-lab.repo``).
+profile of each. EL 10 (``el="10"``) has no driver module streams, so its repository has no
+module metadata at all: dnf offers every driver version, and only a versionlock holds one.
+Nodes use ``baseurl=file://<dest>`` (``/etc/yum.repos.d/gpuconf-lab.repo``).
 Package contents are in ``gpuconf_lab.sim.rpm_packages`` and ``gpuconf_lab.sim.rpm_system``.
 """
 from __future__ import annotations
@@ -33,15 +35,16 @@ RPMBUILD_DEFINES = {
     "_binary_payload": "w2.gzdio", "_buildhost": "gpuconf-lab.invalid", "_source_date_epoch_from_changelog": "0",
 }
 TOOLS = {"rpmbuild": "rpm", "createrepo_c": "createrepo-c", "modifyrepo_c": "createrepo-c"}
+MODULAR = ("8", "9")      # the EL versions whose NVIDIA driver comes as module streams
 
 
 class RpmRepoError(Exception):
     """Building the repository failed; the message names the package and the tool's output."""
 
 
-def repo_file(dest: Path | str) -> str:
+def repo_file(dest: Path | str, el: str = "9") -> str:
     """/etc/yum.repos.d/gpuconf-lab.repo for a repository built at ``dest``."""
-    return (f"[{REPO_ID}]\nname=gpuconf lab (simulated BaseOS, EPEL and cuda-rhel9-x86_64)\n"
+    return (f"[{REPO_ID}]\nname=gpuconf lab (simulated BaseOS, EPEL and cuda-rhel{el}-x86_64)\n"
             f"baseurl=file://{dest}\nenabled=1\ngpgcheck=0\nmetadata_expire=never\n")
 
 
@@ -141,21 +144,23 @@ def run(argv: list[str], what: str) -> None:
         raise RpmRepoError(f"{what} failed: {(done.stderr or done.stdout).strip()[-2000:]}")
 
 
-def build_rpm_repo(dest: Path, kernel_rpms: Path | None = None) -> Path:
-    """Build every package, the repodata and the module metadata into ``dest`` (replacing it),
-    and the packages of the kernel the ``kernel-upgrade`` fault registers into ``kernel_rpms``
-    (default: ``dest``/../kernel-rpms), outside the repository."""
+def build_rpm_repo(dest: Path, kernel_rpms: Path | None = None, el: str = "9") -> Path:
+    """Build every package of EL `el`, the repodata and (EL 9) the module metadata into ``dest``
+    (replacing it), and the packages of the kernel the ``kernel-upgrade`` fault registers into
+    ``kernel_rpms`` (default: ``dest``/../kernel-rpms), outside the repository."""
     dest = Path(dest)
     kernel_rpms = Path(kernel_rpms) if kernel_rpms else dest.parent / "kernel-rpms"
     missing = [f"{tool} (Debian package {package})" for tool, package in TOOLS.items() if shutil.which(tool) is None]
     if missing:
-        raise RpmRepoError("the lab's EL 9 repository needs " + ", ".join(missing)
+        raise RpmRepoError(f"the lab's EL {el} repository needs " + ", ".join(missing)
                            + ": run scripts/system-deps.sh (or apt-get install rpm createrepo-c)")
     shutil.rmtree(dest, ignore_errors=True)
-    packages = rpm_packages.driver_packages() + rpm_system.repo_packages()
+    packages = rpm_packages.driver_packages(el) + rpm_system.repo_packages(el)
     build_rpms(packages, dest / "Packages")
-    build_rpms(rpm_system.upgrade_kernel_packages(), kernel_rpms)
+    build_rpms(rpm_system.upgrade_kernel_packages(el), kernel_rpms)
     run(["createrepo_c", "--quiet", "--no-database", "--simple-md-filenames", str(dest)], "createrepo_c")
+    if el not in MODULAR:
+        return dest
     with tempfile.TemporaryDirectory(prefix="gpuconf-modules-") as work:
         modules = Path(work) / "modules.yaml"
         modules.write_text(modules_yaml(packages))
@@ -168,5 +173,6 @@ if __name__ == "__main__":
     import sys
 
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "rpm-repo").resolve()
-    build_rpm_repo(target)
-    print(f"built {target}; repo file:\n{repo_file(target)}", end="")
+    major = sys.argv[2] if len(sys.argv) > 2 else "9"
+    build_rpm_repo(target, el=major)
+    print(f"built {target}; repo file:\n{repo_file(target, major)}", end="")

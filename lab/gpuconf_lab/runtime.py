@@ -29,8 +29,10 @@ ADDRESS_PREFIX = "127.77"
 SSH_PORT = 2222
 MAX_NODES = 254
 PROFILES = ("a100", "h100", "h200", "b200", "gb200", "t4")
-# The node OS: "debian" (Debian 12, apt) or "el9" (Rocky Linux 9.4, rpm and dnf; see image_el9.py).
-OSES = ("debian", "el9")
+# The node OS: "debian" (Debian 12, apt), "el9" (Rocky Linux 9.4) or "el10" (Rocky Linux 10.0), the
+# EL ones with rpm and dnf (see image_el.py); node OS -> EL major version.
+OSES = ("debian", "el9", "el10")
+EL_MAJORS = {"el9": "9", "el10": "10"}
 USER = "gpuadmin"
 
 NODE_PYTHON = "/usr/bin/python3"
@@ -149,14 +151,13 @@ class LabPaths:
         """Mount point of this lab's tmpfs copy of the image layer."""
         return self.root / "image"
 
-    @property
-    def image_el9(self) -> Path:
-        """Mount point of this lab's tmpfs copy of the EL 9 layer (only when it has el9 nodes)."""
-        return self.root / "image-el9"
+    def image_el(self, node_os: str) -> Path:
+        """Mount point of this lab's tmpfs copy of an EL layer (`el9`, `el10`: only when it has such nodes)."""
+        return self.root / f"image-{node_os}"
 
     def lowers(self, node_os: str) -> list[Path]:
         """A node's overlay lower layers above the machine's `/`, top first."""
-        return ([self.image_el9] if node_os == "el9" else []) + [self.image]
+        return ([self.image_el(node_os)] if node_os in EL_MAJORS else []) + [self.image]
 
     @property
     def fabric(self) -> Path:
@@ -207,7 +208,7 @@ def require_el9_tools() -> None:
     missing += [f"{path} (Debian package {package})" for path, package in EL9_HOST_FILES.items()
                 if not os.path.exists(path)]
     if missing:
-        raise LabError("el9 nodes run the machine's real rpm and dnf, and these are missing: " + ", ".join(missing)
+        raise LabError("EL nodes run the machine's real rpm and dnf, and these are missing: " + ", ".join(missing)
                        + "; run scripts/system-deps.sh (or apt-get install rpm dnf dnf-plugins-core createrepo-c)")
 
 
@@ -251,7 +252,7 @@ def parse_profiles(spec: str, nodes: int | None, node_os: str = "debian") -> dic
 
 
 def plan_nodes(profiles: dict[str, int], slot: int) -> list[NodeSpec]:
-    """Names like a100-01 (Debian) and a100-el9-01 (EL 9), numbered per profile and OS;
+    """Names like a100-01 (Debian), a100-el9-01 (EL 9) and a100-el10-01, numbered per profile and OS;
     addresses 127.77.<slot>.<index + 1>."""
     specs: list[NodeSpec] = []
     for profile in PROFILES:

@@ -1,9 +1,10 @@
-"""One inventory, two OS families (issue 13's acceptance, the RHEL half).
+"""One inventory, two OS families (issue 13's acceptance, the RHEL half; issue 30's EL 10 node).
 
-A lab of three fresh nodes: a T4 on Debian and a T4 on Rocky Linux 9 (the same `t4` group, the
-same playbook), and an A100 on Rocky Linux 9 (fabric manager, NSCQ, opensm: the RHEL names). On
-the EL nodes the package manager is the real rpm and dnf, with NVIDIA's module streams in a local
-repository; only the kernel, systemd and the GPU are simulated. Each playbook must check as drift,
+A lab of four fresh nodes: a T4 on Debian, a T4 on Rocky Linux 9 and a T4 on Rocky Linux 10 (the
+same `t4` group, the same playbook), and an A100 on Rocky Linux 9 (fabric manager, NSCQ, opensm:
+the RHEL names). On the EL nodes the package manager is the real rpm and dnf, with NVIDIA's module
+streams in a local repository on EL 9 and plain versionlocked packages on EL 10 (a repository with
+no module metadata); only the kernel, systemd and the GPU are simulated. Each playbook must check as drift,
 leave the nodes byte for byte unchanged while checking, converge, and check clean.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.lab_fixtures import LAB_NAME, el9_unavailable, start_lab, wait_until
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
 EL9 = "3:580.178.04-1.el9"
+EL10 = "3:580.178.04-1.el10"
 
 
 @dataclass
@@ -55,7 +57,7 @@ class Mixed:
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    lab = start_lab(NAME, {"t4": 1, "t4@el9": 1, "a100@el9": 1}, unavailable=el9_unavailable)
+    lab = start_lab(NAME, {"t4": 1, "t4@el9": 1, "a100@el9": 1, "t4@el10": 1}, unavailable=el9_unavailable)
     state = Mixed(lab, tmp_path_factory.mktemp("mixed"))
     try:
         with ThreadPoolExecutor(2) as pool:
@@ -71,7 +73,7 @@ def statuses(run: Run, host: str) -> set[str]:
     return {t["status"] for t in run.report["hosts"][host]["tasks"]}
 
 
-@pytest.mark.parametrize("group, hosts", [("t4", ["t4-01", "t4-el9-01"]), ("a100", ["a100-el9-01"])])
+@pytest.mark.parametrize("group, hosts", [("t4", ["t4-01", "t4-el9-01", "t4-el10-01"]), ("a100", ["a100-el9-01"])])
 def test_each_playbook_checks_converges_and_checks_clean_on_both_families(mixed, group, hosts):
     runs = mixed.runs[group]
     assert runs["check"].rc == 2, runs["check"].stdout[-3000:] + runs["check"].stderr
@@ -97,6 +99,35 @@ def test_the_el9_stack_comes_from_the_module_stream_at_one_version_locked(mixed)
     assert "rd.driver.blacklist=nouveau" in mixed.sh(host, "cat /proc/cmdline")
     assert mixed.sh(host, "modinfo -F license nvidia").strip() == "Dual MIT/GPL"
     assert "Open Kernel Module for x86_64  580.178.04" in mixed.sh(host, "cat /proc/driver/nvidia/version")
+
+
+def test_the_el10_stack_is_plain_packages_at_one_version_locked_with_no_stream(mixed):
+    host = "t4-el10-01"
+    assert 'VERSION_ID="10.0"' in mixed.sh(host, "cat /etc/os-release")
+    rpms = mixed.sh(host, "rpm -q --qf '%{NAME} %{EPOCH}:%{VERSION}-%{RELEASE}\\n' nvidia-open nvidia-kmod-common "
+                          "kmod-nvidia-open-dkms nvidia-driver nvidia-driver-cuda nvidia-driver-cuda-libs "
+                          "nvidia-persistenced")
+    assert {line.split()[1] for line in rpms.splitlines()} == {EL10}, rpms
+    assert mixed.sh(host, "ls /etc/dnf/modules.d 2>/dev/null; true").strip() == ""     # no stream was enabled
+    locks = mixed.sh(host, "cat /etc/dnf/plugins/versionlock.list")
+    for name in ("nvidia-open", "nvidia-driver", "kmod-nvidia-open-dkms", "cuda-toolkit-13-0"):
+        assert f"\n{name}-" in locks, (name, locks)
+    assert "Open Kernel Module for x86_64  580.178.04" in mixed.sh(host, "cat /proc/driver/nvidia/version")
+
+
+def test_dnf_upgrade_on_el10_moves_nothing_the_versionlock_holds(mixed):
+    host = "t4-el10-01"
+    offered = mixed.sh(host, "dnf -q repoquery --disableexcludes=all --qf '%{version}' nvidia-open")
+    assert {"595.91.07", "620.70.10"} <= set(offered.split()), offered     # newer drivers are there to take
+    query = "rpm -qa --qf '%{NAME} %{EPOCH}:%{VERSION}-%{RELEASE}\\n' | sort"
+    before = mixed.sh(host, query)
+    upgrade = mixed.sh(host, "dnf -y upgrade")
+    after = mixed.sh(host, query)
+    locked = [line for line in before.splitlines() if line.startswith(("nvidia-", "kmod-nvidia", "cuda-toolkit"))]
+    assert locked and all(line in after.splitlines() for line in locked), upgrade + after
+    assert "620.70.10" not in after and "595.91.07" not in after, after
+    assert "Open Kernel Module for x86_64  580.178.04" in mixed.sh(host, "cat /proc/driver/nvidia/version")
+    assert mixed.run("check", "t4", "--limit", host).rc == 0
 
 
 def test_dnf_install_cuda_cannot_move_the_locked_toolkit(mixed):

@@ -13,6 +13,8 @@ Stdlib only and no sibling imports: the installer on the machine imports this fi
 """
 from __future__ import annotations
 
+import re
+
 KO_MAGIC = "GPUCONF-LAB-KMOD 1"
 
 # Debian's kernel package version for each release the lab knows; others get a guess.
@@ -25,21 +27,34 @@ KERNEL_BUILDS = {
 }
 
 
-# EL 9 kernels (Rocky Linux 9.4): the el9 image boots the first; the kernel-upgrade fault's is the second.
-EL_DEFAULT_KERNEL = "5.14.0-427.13.1.el9_4.x86_64"
-EL_UPGRADE_KERNEL = "5.14.0-427.16.1.el9_4.x86_64"
-# The el9 image's BLS entries carry the machine-id of the "host that built the image", as cloud
+# EL kernels by major version: (the image boots, the kernel-upgrade fault installs). EL 9 is
+# Rocky Linux 9.4's; EL 10 is Rocky Linux 10.0's GA kernel and its first errata update.
+EL_KERNELS = {"9": ("5.14.0-427.13.1.el9_4.x86_64", "5.14.0-427.16.1.el9_4.x86_64"),
+              "10": ("6.12.0-55.12.1.el10_0.x86_64", "6.12.0-55.14.1.el10_0.x86_64")}
+EL_DEFAULT_KERNEL, EL_UPGRADE_KERNEL = EL_KERNELS["9"]
+# The EL images' BLS entries carry the machine-id of the "host that built the image", as cloud
 # images' do (a fixed, made-up id); each node has its own /etc/machine-id.
 EL_IMAGE_MACHINE_ID = "4c1e6d0a8f0b8e2f6f0b5a2d33e0c7c1"
 # release -> build date as /proc/version prints it
 EL_KERNEL_BUILDS = {
     "5.14.0-427.13.1.el9_4.x86_64": "Wed May 1 19:11:28 UTC 2024",
     "5.14.0-427.16.1.el9_4.x86_64": "Thu May 9 18:15:59 UTC 2024",
+    "6.12.0-55.12.1.el10_0.x86_64": "Fri May 30 12:44:05 UTC 2025",
+    "6.12.0-55.14.1.el10_0.x86_64": "Tue Jun 10 14:09:31 UTC 2025",
 }
+# EL major -> the compilers /proc/version names (the distribution's gcc and binutils)
+EL_TOOLCHAINS = {"9": "gcc (GCC) 11.4.1 20231218 (Red Hat 11.4.1-3), GNU ld version 2.35.2-43.el9",
+                 "10": "gcc (GCC) 14.2.1 20250110 (Red Hat 14.2.1-7), GNU ld version 2.41-53.el10"}
+
+
+def el_major(release: str) -> str | None:
+    """The EL major version a kernel release was built for (9 for ``...el9_4.x86_64``), or None."""
+    match = re.search(r"\.el(\d+)", release)
+    return match[1] if match else None
 
 
 def is_el_release(release: str) -> bool:
-    return ".el9" in release
+    return el_major(release) is not None
 
 
 def kernel_build(release: str) -> tuple[str, str]:
@@ -48,11 +63,11 @@ def kernel_build(release: str) -> tuple[str, str]:
 
 
 def proc_version(release: str) -> str:
-    """The text of ``/proc/version`` for a Debian 12 (or a Rocky Linux 9) kernel."""
-    if is_el_release(release):
+    """The text of ``/proc/version`` for a Debian 12 (or a Rocky Linux 9 or 10) kernel."""
+    major = el_major(release)
+    if major:
         return (f"Linux version {release} (mockbuild@iad1-prod-build001.bld.equ.rockylinux.org) "
-                "(gcc (GCC) 11.4.1 20231218 (Red Hat 11.4.1-3), GNU ld version 2.35.2-43.el9) "
-                f"{uname_version(release)}\n")
+                f"({EL_TOOLCHAINS.get(major, EL_TOOLCHAINS['9'])}) {uname_version(release)}\n")
     version, date = kernel_build(release)
     return (f"Linux version {release} (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
             f"12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian {version} "

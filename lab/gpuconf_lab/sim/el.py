@@ -1,10 +1,11 @@
-"""What differs on an EL 9 node (Rocky Linux 9): boot files, kernel headers, the kernel command line.
+"""What differs on an EL node (Rocky Linux 9 or 10): boot files, kernel headers, the kernel command line.
 
 An EL node is the same simulated kernel, systemd and GPU as a Debian node, but its boot follows
 EL: ``/boot/initramfs-<kver>.img`` written by ``dracut``, Boot Loader Specification entries in
 ``/boot/loader/entries/`` kept by ``grubby``, kernel headers (``kernel-devel``) under
 ``/usr/src/kernels/<kver>``, and the command line of the entry that boots becomes
-``/proc/cmdline``. A node is EL when ``/etc/redhat-release`` exists (the el9 image layer ships it).
+``/proc/cmdline``. A node is EL when ``/etc/redhat-release`` exists (the EL image layers ship it),
+and its major version is the one that file names.
 """
 from __future__ import annotations
 
@@ -16,20 +17,35 @@ import state
 BLS_DIR = "/boot/loader/entries"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 GRUBENV = "/boot/grub2/grubenv"
-DEFAULT_KERNEL = catalog.EL_DEFAULT_KERNEL
-UPGRADE_KERNEL = catalog.EL_UPGRADE_KERNEL
 ROOT = "/dev/mapper/rl-root"
 # What a Rocky 9 cloud install leaves in every entry (root= is kept apart, as grubby shows it).
 DEFAULT_ARGS = ("ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap "
                 "rd.lvm.lv=rl/root rd.lvm.lv=rl/swap console=ttyS0,115200n8")
-PRETTY = "9.4 (Blue Onyx)"
 IMAGE_MACHINE_ID = catalog.EL_IMAGE_MACHINE_ID
 # rpms the kernel-upgrade fault registers; the files come from kernels.install_kernel.
-KERNEL_RPMS_DIR = "/usr/lib/gpuconf-lab/el9/kernel-rpms"
+KERNEL_RPMS_DIR = "/usr/lib/gpuconf-lab/el/kernel-rpms"
 
 
 def is_el() -> bool:
     return state.exists("/etc/redhat-release")
+
+
+def pretty() -> str:
+    """What kernel-install puts in entry titles: `9.4 (Blue Onyx)` from the release file's
+    `Rocky Linux release 9.4 (Blue Onyx)`."""
+    text = (state.read_text("/etc/redhat-release", "") or "").strip()
+    return text.partition(" release ")[2] or text
+
+
+def major() -> str:
+    """The node's EL major version ("9", "10"), from its release file."""
+    version = pretty().split(" ")[0]
+    return version.split(".")[0] if version else "9"
+
+
+def upgrade_kernel() -> str:
+    """The kernel the kernel-upgrade fault installs on this node's EL version."""
+    return catalog.EL_KERNELS.get(major(), catalog.EL_KERNELS["9"])[1]
 
 
 def initrd_path(release: str) -> str:
@@ -91,8 +107,8 @@ def new_kernel_options() -> str:
 
 
 def add_entry(release: str, machine: str | None = None) -> None:
-    """What kernel-install writes for a new kernel on EL 9."""
-    fields = {"title": f"Rocky Linux ({release}) {PRETTY}", "version": release, "linux": f"/vmlinuz-{release}",
+    """What kernel-install writes for a new kernel on EL."""
+    fields = {"title": f"Rocky Linux ({release}) {pretty()}", "version": release, "linux": f"/vmlinuz-{release}",
               "initrd": f"/initramfs-{release}.img $tuned_initrd", "options": f"{new_kernel_options()} $tuned_params",
               "grub_users": "$grub_users", "grub_arg": "--unrestricted", "grub_class": "rocky"}
     state.write_text(entry_path(release, machine), render_entry(fields))

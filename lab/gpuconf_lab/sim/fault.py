@@ -18,8 +18,9 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
     util PCT [--gpu N]              GPU utilisation (a busy GPU: clocks up, link not idle)
     kernel-upgrade RELEASE          install kernel RELEASE; it runs after the next reboot,
                                     with its module tree and initramfs but no DKMS build
-                                    (EL: RELEASE defaults to 5.14.0-427.16.1.el9_4.x86_64, which
-                                    also gets its BLS entry and its kernel rpms in the rpm database)
+                                    (EL: RELEASE defaults to 5.14.0-427.16.1.el9_4.x86_64, on EL 10
+                                    6.12.0-55.14.1.el10_0.x86_64, which also gets its BLS entry
+                                    and its kernel rpms in the rpm database)
     secure-boot on|off              the UEFI Secure Boot setting; the next boot runs with it
                                     (unsigned modules then refuse to load; mokutil --sb-state)
     dpkg-lock                       a process holds the dpkg locks as apt would
@@ -308,7 +309,7 @@ def main(argv: list[str]) -> int:
         _per_gpu("persistent", "util", indexes, max(0, min(100, int(positional[0]))))
         print(f"fault util: {_describe(indexes)} at {positional[0]} %")
     elif kind == "kernel-upgrade" and (positional or el.is_el()):
-        release = positional[0] if positional else el.UPGRADE_KERNEL
+        release = positional[0] if positional else el.upgrade_kernel()
         kernels.install_kernel(release)
         if el.is_el():
             el.register_kernel_rpms(release)

@@ -1,9 +1,10 @@
-"""What the lab's EL 9 (dnf) repository ships: NVIDIA's driver packages, in module streams.
+"""What the lab's EL (dnf) repositories ship: NVIDIA's driver packages, in module streams on EL 9.
 
-The names, epoch (3) and release (``1.el9``) are those of NVIDIA's CUDA repository for RHEL 9,
-so that ``dnf module enable nvidia-driver:580-open && dnf install nvidia-open`` behaves as on
-a real host. Contents and scriptlets do what the Debian packages of ``sim.packages`` do (the
-same simulator shims, the same DKMS add/build/install in ``%post``), with EL's paths
+The names, epoch (3) and release (``1.el9``, ``1.el10``) are those of NVIDIA's CUDA repository
+for RHEL 9 and 10, so that ``dnf module enable nvidia-driver:580-open && dnf install
+nvidia-open`` behaves as on a real EL 9 host, and ``dnf install nvidia-open-3:VER-1.el10`` as on
+an EL 10 one (the streams each package records are only written as module metadata for EL 9).
+Contents and scriptlets do what the Debian packages of ``sim.packages`` do (the same simulator shims, the same DKMS add/build/install in ``%post``), with EL's paths
 (``/usr/lib64``, ``/usr/lib/systemd/system``) and EL's conventions: a unit is ``preset`` on
 install, which RHEL's default preset policy leaves disabled, so the daemons are not started.
 Runs on the machine (``repo_rpm.build_rpm_repo``); nothing here is copied into nodes.
@@ -21,8 +22,8 @@ DRIVERS = {"535": ("535.104.05", "535.247.01"), "570": ("570.195.03",),
            "580": ("580.95.05", "580.105.08", "580.178.04"), "595": ("595.71.05", "595.91.07"),
            "620": ("620.70.10",)}
 OPEN_ONLY_FROM = 620           # R620 ships no proprietary kernel modules: no <br>-dkms stream
+EL10_FROM = 580                # EL 10's repository: the supported branches only (535 and 570 predate it)
 EPOCH = 3
-RELEASE = "1.el9"
 OPEN_META_SINCE = 560          # the `nvidia-open` metapackage exists from R560 on
 LIB64 = "/usr/lib64"
 UNIT_DIR = "/usr/lib/systemd/system"
@@ -37,7 +38,7 @@ class Rpm:
     name: str
     version: str
     summary: str
-    release: str = RELEASE
+    release: str
     epoch: int | None = EPOCH
     arch: str = "x86_64"
     license: str = "NVIDIA License"
@@ -67,8 +68,13 @@ class Rpm:
         return f"{self.name}-{self.version}-{self.release}.{self.arch}.rpm"
 
 
-def exact(name: str, version: str) -> str:
-    return f"{name} = {EPOCH}:{version}-{RELEASE}"
+def release(el: str) -> str:
+    """NVIDIA's release tag of the driver packages for EL `el`: 1.el9, 1.el10."""
+    return f"1.el{el}"
+
+
+def exact(name: str, version: str, el: str) -> str:
+    return f"{name} = {EPOCH}:{version}-{release(el)}"
 
 
 def streams_for(branch: str, flavour: str) -> list[str]:
@@ -109,19 +115,20 @@ def dkms_post(version: str) -> str:
             "rm -rf /var/lib/dkms/nvidia/original_module\n")
 
 
-def kmod_package(branch: str, version: str, flavour: str) -> Rpm:
+def kmod_package(branch: str, version: str, flavour: str, el: str) -> Rpm:
     """kmod-nvidia-open-dkms or kmod-nvidia-latest-dkms: the DKMS source of one flavour."""
     is_open = flavour == "open"
     name = "kmod-nvidia-open-dkms" if is_open else "kmod-nvidia-latest-dkms"
     other = "kmod-nvidia-latest-dkms" if is_open else "kmod-nvidia-open-dkms"
     tree = f"/usr/src/nvidia-{version}"
     sources = "kernel-open" if is_open else "kernel"
-    return Rpm(name, version, ("NVIDIA driver open kernel module flavor" if is_open else
-                               "NVIDIA driver kernel module (proprietary flavor), built by DKMS"),
+    return Rpm(name, version, release=release(el),
+               summary=("NVIDIA driver open kernel module flavor" if is_open else
+                        "NVIDIA driver kernel module (proprietary flavor), built by DKMS"),
                license="MIT/GPLv2" if is_open else "NVIDIA License",
                description="The modules are rebuilt through the DKMS system when a new kernel or modules "
                            "become available.",
-               requires=["dkms", exact("nvidia-kmod-common", version)], conflicts=[other, f"dkms-{name[5:-5]}"],
+               requires=["dkms", exact("nvidia-kmod-common", version, el)], conflicts=[other, f"dkms-{name[5:-5]}"],
                provides=[f"nvidia-kmod = {EPOCH}:{version}"],
                files={f"{tree}/dkms.conf": (dkms_conf(version), 0o644),
                       f"{tree}/Makefile": (f"# NVIDIA {version} kernel module sources (simulated)\n", 0o644),
@@ -145,12 +152,13 @@ DRACUT_OPTS = "rd.driver.blacklist=nouveau"
 DRACUT_OPTS_RM = "nomodeset gfxpayload=vga=normal nouveau.modeset=0 nvidia-drm.modeset=1"
 
 
-def kmod_common(branch: str, version: str) -> Rpm:
+def kmod_common(branch: str, version: str, el: str) -> Rpm:
     """Firmware, the modprobe and dracut configuration, and (in %post) the kernel command line
     that keeps nouveau out of the initramfs stage, as NVIDIA's nvidia-kmod-common does."""
     firmware = {f"/usr/lib/firmware/nvidia/{version}/{blob}": (f"GSP firmware {version} (simulated)\n".encode(), 0o644)
                 for blob in ("gsp_ga10x.bin", "gsp_tu10x.bin")}
-    return Rpm("nvidia-kmod-common", version, "Common file for NVIDIA's proprietary driver kernel modules",
+    return Rpm("nvidia-kmod-common", version, release=release(el),
+               summary="Common file for NVIDIA's proprietary driver kernel modules",
                arch="noarch", requires=["grubby", f"nvidia-kmod = {EPOCH}:{version}"],
                files={"/usr/lib/modprobe.d/nvidia.conf": (NVIDIA_MODPROBE, 0o644),
                       "/usr/lib/dracut/dracut.conf.d/99-nvidia.conf": (DRACUT_OMIT, 0o644), **firmware},
@@ -167,26 +175,28 @@ def library(name: str, version: str, soname: str) -> tuple[dict, dict]:
             {f"{LIB64}/{soname}": f"{name}.so.{version}"})
 
 
-def userspace_packages(branch: str, version: str) -> list[Rpm]:
+def userspace_packages(branch: str, version: str, el: str) -> list[Rpm]:
     cuda_libs, cuda_links = library("libcuda", version, "libcuda.so.1")
     nvml, nvml_links = library("libnvidia-ml", version, "libnvidia-ml.so.1")
     glx, glx_links = library("libGLX_nvidia", version, "libGLX_nvidia.so.0")
     ldconfig = "/sbin/ldconfig\n"
     both = streams_for(branch, "both")
     return [
-        Rpm("nvidia-driver", version, "NVIDIA's proprietary display driver for NVIDIA graphic cards",
-            requires=[exact("nvidia-kmod-common", version), f"nvidia-kmod = {EPOCH}:{version}"],
+        Rpm("nvidia-driver", version, release=release(el),
+            summary="NVIDIA's proprietary display driver for NVIDIA graphic cards",
+            requires=[exact("nvidia-kmod-common", version, el), f"nvidia-kmod = {EPOCH}:{version}"],
             files=glx, symlinks=glx_links, scripts={"post": ldconfig, "postun": ldconfig}, streams=both),
-        Rpm("nvidia-driver-cuda-libs", version, "Libraries for NVIDIA CUDA and NVML",
+        Rpm("nvidia-driver-cuda-libs", version, release=release(el), summary="Libraries for NVIDIA CUDA and NVML",
             files={**cuda_libs, **nvml}, symlinks={**cuda_links, **nvml_links},
             scripts={"post": ldconfig, "postun": ldconfig}, streams=both),
-        Rpm("nvidia-driver-cuda", version, "CUDA integration for NVIDIA's proprietary driver: nvidia-smi",
-            requires=[exact("nvidia-driver-cuda-libs", version)],
+        Rpm("nvidia-driver-cuda", version, release=release(el),
+            summary="CUDA integration for NVIDIA's proprietary driver: nvidia-smi",
+            requires=[exact("nvidia-driver-cuda-libs", version, el)],
             files={"/usr/bin/nvidia-smi": _tool("nvsmi", version)}, streams=both),
     ]
 
 
-def persistenced(branch: str, version: str) -> Rpm:
+def persistenced(branch: str, version: str, el: str) -> Rpm:
     unit = _unit("NVIDIA Persistence Daemon",
                  ["Type=forking", "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
                   "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced"], ["Wants=syslog.target"])
@@ -194,7 +204,8 @@ def persistenced(branch: str, version: str) -> Rpm:
             "getent passwd nvidia-persistenced >/dev/null || useradd -r -g nvidia-persistenced "
             "-d /var/run/nvidia-persistenced -s /sbin/nologin -c 'NVIDIA Persistence Daemon' nvidia-persistenced\n")
     service = "nvidia-persistenced.service"
-    return Rpm("nvidia-persistenced", version, "A daemon to maintain persistent software state in the NVIDIA driver",
+    return Rpm("nvidia-persistenced", version, release=release(el),
+               summary="A daemon to maintain persistent software state in the NVIDIA driver",
                files={"/usr/bin/nvidia-persistenced": _tool("daemons", "persistenced", version),
                       f"{UNIT_DIR}/{service}": unit},
                scripts={"pre": user, "post": systemd_post(service), "preun": systemd_preun(service),
@@ -202,7 +213,7 @@ def persistenced(branch: str, version: str) -> Rpm:
                streams=streams_for(branch, "both"))
 
 
-def fabric_manager(branch: str, version: str) -> list[Rpm]:
+def fabric_manager(branch: str, version: str, el: str) -> list[Rpm]:
     unit = _unit("NVIDIA fabric manager service",
                  ["User=root", "PrivateTmp=false", "Type=forking", "TimeoutStartSec=240", "",
                   "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg", "",
@@ -213,55 +224,59 @@ def fabric_manager(branch: str, version: str) -> list[Rpm]:
     nvsdm, nvsdm_links = library("libnvsdm", version, "libnvsdm.so.1")
     both = streams_for(branch, "both")
     return [
-        Rpm("nvidia-fabric-manager", version, "Fabric Manager for NVSwitch based systems",
+        Rpm("nvidia-fabric-manager", version, release=release(el), summary="Fabric Manager for NVSwitch based systems",
             files={"/usr/bin/nv-fabricmanager": _tool("daemons", "fabricmanager", version),
                    "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (FABRICMANAGER_CFG, 0o644),
                    f"{UNIT_DIR}/{service}": unit},
             config=["/usr/share/nvidia/nvswitch/fabricmanager.cfg"],
             scripts={"post": systemd_post(service), "preun": systemd_preun(service),
                      "postun": systemd_postun(service)}, streams=both),
-        Rpm("libnvidia-nscq", version, "NVSwitch Configuration and Query (NSCQ) library",
+        Rpm("libnvidia-nscq", version, release=release(el), summary="NVSwitch Configuration and Query (NSCQ) library",
             files=nscq, symlinks=nscq_links, scripts={"post": "/sbin/ldconfig\n", "postun": "/sbin/ldconfig\n"},
             streams=both),
-        Rpm("nvlsm", version, "NVLink Subnet Manager",
+        Rpm("nvlsm", version, release=release(el), summary="NVLink Subnet Manager",
             files={"/opt/nvidia/nvlsm/sbin/nvlsm": nvlsm_script(version),
                    "/usr/share/nvidia/nvlsm/nvlsm.conf": (NVLSM_CONF, 0o644)},
             config=["/usr/share/nvidia/nvlsm/nvlsm.conf"], streams=both),
-        Rpm("libnvsdm", version, "NVSwitch device management library",
+        Rpm("libnvsdm", version, release=release(el), summary="NVSwitch device management library",
             files=nvsdm, symlinks=nvsdm_links, scripts={"post": "/sbin/ldconfig\n", "postun": "/sbin/ldconfig\n"},
             streams=both),
     ]
 
 
-def imex(branch: str, version: str) -> Rpm:
+def imex(branch: str, version: str, el: str) -> Rpm:
     service = "nvidia-imex.service"
-    return Rpm("nvidia-imex", version, "NVIDIA Internode Memory Exchange service",
+    return Rpm("nvidia-imex", version, release=release(el), summary="NVIDIA Internode Memory Exchange service",
                files=imex_files(version, UNIT_DIR),
                config=["/etc/nvidia-imex/config.cfg", "/etc/nvidia-imex/nodes_config.cfg"],
                scripts={"post": systemd_post(service), "preun": systemd_preun(service),
                         "postun": systemd_postun(service)}, streams=streams_for(branch, "both"))
 
 
-def open_meta(branch: str, version: str) -> Rpm:
-    return Rpm("nvidia-open", version, "NVIDIA open kernel module driver metapackage",
-               requires=[exact("nvidia-driver", version), exact("nvidia-driver-cuda", version),
-                         exact("kmod-nvidia-open-dkms", version)],
+def open_meta(branch: str, version: str, el: str) -> Rpm:
+    return Rpm("nvidia-open", version, release=release(el), summary="NVIDIA open kernel module driver metapackage",
+               requires=[exact("nvidia-driver", version, el), exact("nvidia-driver-cuda", version, el),
+                         exact("kmod-nvidia-open-dkms", version, el)],
                streams=[f"{branch}-open", "open-dkms"])
 
 
-def driver_packages() -> list[Rpm]:
+def driver_packages(el: str = "9") -> list[Rpm]:
+    """Every driver package for EL `el`. EL 10's starts at branch 580 (and builds faster); its
+    595 and 620 packages are what an unlocked `dnf upgrade` would take."""
     packages: list[Rpm] = []
     for branch, versions in DRIVERS.items():
+        if int(el) >= 10 and int(branch) < EL10_FROM:
+            continue
         for version in versions:
-            packages += userspace_packages(branch, version)
-            packages += [kmod_common(branch, version), kmod_package(branch, version, "open"),
-                         persistenced(branch, version)]
+            packages += userspace_packages(branch, version, el)
+            packages += [kmod_common(branch, version, el), kmod_package(branch, version, "open", el),
+                         persistenced(branch, version, el)]
             if int(branch) < OPEN_ONLY_FROM:
-                packages.append(kmod_package(branch, version, "dkms"))
-            packages += fabric_manager(branch, version)
-            packages.append(imex(branch, version))
+                packages.append(kmod_package(branch, version, "dkms", el))
+            packages += fabric_manager(branch, version, el)
+            packages.append(imex(branch, version, el))
             if int(branch) >= OPEN_META_SINCE:
-                packages.append(open_meta(branch, version))
+                packages.append(open_meta(branch, version, el))
     return packages
 
 
