@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 Part = str | tuple[str, str]
 TAB_SIZE = 8  # rich's, so that a line reads the same on a TTY and in a log
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-PLAIN_WIDTH = 160  # a log has no width of its own: lines fold here, so none needs sideways scrolling
+PLAIN_WIDTH = 200  # a log has no width of its own: its lines fold here (between clauses), to be read without scrolling
 FOLD_INDENT = "      "  # a folded line's continuation, deeper than the "    - " of a change
 WORD = re.compile(r"\S+\s*|\s+")
+CLAUSE = re.compile(r"[^;]*;\s*|[^;]+")
 
 
 def stop_writing(stream: IO[str]) -> None:
@@ -92,10 +93,12 @@ def coloured(stream: IO[str]) -> Console:
     return Coloured(file=stream, highlight=False, soft_wrap=True, emoji=False, markup=False)
 
 
-def fold(parts: list[Part], width: int) -> list[list[Part]]:
-    """One line as several of at most `width` characters, broken between words, each continuation
-    indented by FOLD_INDENT; each piece keeps its part's style. A line that fits comes back as is.
-    (A terminal would wrap a long line itself, but at column 0, and a log viewer not at all.)"""
+def fold(parts: list[Part], width: int, words: bool = True) -> list[list[Part]]:
+    """One line as several of at most `width` characters, each continuation indented by FOLD_INDENT;
+    each piece keeps its part's style. A line that fits comes back as is. With `words` (a terminal,
+    which would wrap a long line itself, but at column 0) it breaks between words, and cuts a word
+    wider than a line. Without (a log, which is grepped) it breaks only between clauses (after
+    "; "), so that no message is cut in two: a clause wider than a line stays whole."""
     if sum(len(part if isinstance(part, str) else part[0]) for part in parts) <= width:
         return [parts]
     width = max(width, 40)  # a console narrower than this still gets words, not letters
@@ -103,12 +106,12 @@ def fold(parts: list[Part], width: int) -> list[list[Part]]:
     used = 0
     for part in parts:
         text, style = (part, "") if isinstance(part, str) else part
-        for word in WORD.findall(text):
+        for word in (WORD if words else CLAUSE).findall(text):
             if used and used + len(word.rstrip()) > width:
                 lines.append([FOLD_INDENT])
                 used = len(FOLD_INDENT)
                 word = word.lstrip()
-            while used + len(word.rstrip()) > width:  # one word wider than a line: cut it
+            while words and used + len(word.rstrip()) > width:  # one word wider than a line: cut it
                 lines[-1].append((word[: width - used], style) if style else word[: width - used])
                 word = word[width - used:]
                 lines.append([FOLD_INDENT])

@@ -27,6 +27,7 @@ from gpuconf.report.aggregate import (
     told_by_changes,
 )
 from gpuconf.report.console import (
+    FOLD_INDENT,
     PLAIN_WIDTH,
     Part,
     PlainConsole,
@@ -98,10 +99,7 @@ class TextReporter(RunEvents):
         if self.reader_gone:
             return
         # a terminal's own width; anywhere else (a log, a pipe, rich on a StringIO) the same PLAIN_WIDTH
-        width = PLAIN_WIDTH
-        if not isinstance(self.console, PlainConsole) and self.console.is_terminal:
-            width = self.console.width
-        lines = [list(parts)] if verbatim else fold(list(parts), width)
+        lines = [list(parts)] if verbatim else fold(list(parts), self._width(), words=self._terminal())
         try:
             for line in lines:
                 if isinstance(self.console, PlainConsole):
@@ -112,6 +110,15 @@ class TextReporter(RunEvents):
         except BrokenPipeError:
             self.reader_gone = True
             stop_writing(self.console.file)
+
+    def _terminal(self) -> bool:
+        return not isinstance(self.console, PlainConsole) and self.console.is_terminal
+
+    def _width(self) -> int:
+        """A terminal's own width; anywhere else (a log, a pipe, rich on a StringIO) PLAIN_WIDTH."""
+        if not isinstance(self.console, PlainConsole) and self.console.is_terminal:
+            return self.console.width
+        return PLAIN_WIDTH
 
     # -- run events (from the runner's threads) -----------------------------
     def play(self, name: str, hosts: list[str] | None = None) -> None:
@@ -173,10 +180,15 @@ class TextReporter(RunEvents):
         if result.handler:
             name = f"handler {name}"
         head: list[Part] = [(label, style), f": [{result.host}] {printable(name)}"]
-        if detail:
+        below = ""  # the detail, on a line of its own when the task's line would be too wide with it
+        if detail and len(f"{label}: [{result.host}] {name} - {detail}") > self._width():
+            below = detail
+        elif detail:
             head += [" ", ("-", "dim"), f" {printable(detail)}"]
         with self.lock:
             self._print(*head)
+            if below:
+                self._print(f"{FOLD_INDENT}{printable(below)}")
             if listed:
                 for change in changes:
                     self._print(f"    - {printable(change.summary)}")

@@ -4,7 +4,7 @@ real SSH, with the product's own playbook (playbooks/a100-node.yml).
 Before the fix, its 124 lines said most multi-change tasks twice (the joined message, then the
 same changes as a list), a reboot chain named every earlier task on each deferred line (471
 characters), and the closing summary named only one change of 37. A line is measured as a
-log shows it (stdout is a pipe here, so the plain width applies).
+log shows it (stdout is a pipe here: PLAIN_WIDTH, lines folded between clauses only).
 """
 from __future__ import annotations
 
