@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import start_lab
@@ -27,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "labhealth" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
 NODE = "a100-01"
 FRESH = "t4-01"      # never converged: what a cloud image looks like (nouveau, no driver)
-PIN = "580.95.05"
+# the driver the A100 playbook converges the node to: the shipped role's pin
+PIN = yaml.safe_load((ROOT / "roles/nvidia_driver/defaults/main.yml").read_text())["nvidia_driver_version"]
 # What the healthy A100 node should be: the inventory's expectations, as extra vars.
 EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gpu_model=A100-SXM4-80GB",
           "-e", "gpu_health_nvlink_expected_links=12", "-e", f"nvidia_driver_version={PIN}"]

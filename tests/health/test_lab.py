@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.health.conftest import FRESH, NODE
+from tests.health.conftest import FRESH, NODE, PIN
 
 # The profile's GPUs: index -> bus id (lab/gpuconf_lab/profiles.py, A100 HGX).
 BUS = {0: "0000:07:00.0", 1: "0000:0f:00.0", 2: "0000:47:00.0", 3: "0000:4e:00.0", 4: "0000:87:00.0",
@@ -163,7 +163,7 @@ def test_the_gpu_count_and_driver_pin_are_the_inventory_expectations(node):
     run = node.health("--tags", "gpu_count,driver", "-e", "gpu_health_expected_gpu_count=7",
                       "-e", "nvidia_driver_version=580.105.08")
     assert [f["message"] for f in of(run, "gpu_count", "failure")] == ["8 NVIDIA GPU(s) on the PCI bus, expected 7"]
-    assert "driver 580.95.05 is loaded, pinned 580.105.08" in of(run, "driver", "failure")[0]["message"]
+    assert f"driver {PIN} is loaded, pinned 580.105.08" in of(run, "driver", "failure")[0]["message"]
 
 
 def test_memory_use_warns_above_its_threshold(node):
@@ -196,7 +196,7 @@ def test_nouveau_and_uvm_on_the_converged_node(node):
 
 
 def test_a_fresh_node_fails_nouveau_and_driver_and_cannot_read_the_gpus(node):
-    run = node.health("-e", "nvidia_driver_version=580.95.05", host=FRESH)
+    run = node.health("-e", f"nvidia_driver_version={PIN}", host=FRESH)
     tasks = run.tasks()
     assert run.rc == 4
     assert tasks["Driver loaded at the pinned version"]["status"] == "failed"
