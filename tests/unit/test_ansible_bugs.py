@@ -83,7 +83,7 @@ def test_a_failed_probe_and_a_failed_command_register_rc_and_output(tmp_path, ca
               ignore_errors: true
             - assert:
                 that:
-                  - probed.rc == 3 and probed.stdout == 'hello\\n' and probed.stderr_lines == ['oops']
+                  - probed.rc == 3 and probed.stdout == 'hello' and probed.stderr_lines == ['oops']
                   - probed.failed and not probed.changed
                   - ran.rc == 5 and ran.stdout_lines == ['a', 'b'] and ran.failed
                 fail_msg: "{{ probed | to_json }} {{ ran | to_json }}"

@@ -120,7 +120,8 @@ def test_a_result_that_only_apply_produces_is_unknown_in_check_not_failed(tmp_pa
     task = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]["tasks"][1]
     assert task["status"] == "unknown" and "'probe.rc' is known only after apply" in task["error"]
     assert not (tmp_path / "driver").exists()
-    assert main(["apply", *argv]) == 0 and (tmp_path / "driver").read_text() == "550\n"
+    # a registered stdout loses its last newline, as Ansible's does (issue 29, finding 2)
+    assert main(["apply", *argv]) == 0 and (tmp_path / "driver").read_text() == "550"
 
 
 def test_command_output_with_braces_is_text_not_a_template(tmp_path):
