@@ -226,12 +226,15 @@ class History:
 
     # -- reading ------------------------------------------------------------
     def holds(self) -> list[Hold]:
-        """Every hardware hold recorded, oldest first (with the remediation's evidence bundle, if any)."""
+        """Every hardware hold recorded, oldest first, with its evidence bundle: the remediation's own,
+        else the host's latest since the remediation began (a `gpuconf collect` of the held node: no
+        reset has erased its state)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT h.remediation, h.host, h.node, h.code, h.serial, h.pci, h.count, h.first_seen, h.last_seen, "
-                "h.reason, r.bundle FROM holds h JOIN remediations r ON r.id = h.remediation "
-                "ORDER BY h.last_seen, h.rowid").fetchall()
+                "h.reason, COALESCE(NULLIF(r.bundle, ''), (SELECT b.path FROM bundles b WHERE b.host = h.host "
+                "AND b.at >= r.started ORDER BY b.at DESC, b.rowid DESC LIMIT 1), '') "
+                "FROM holds h JOIN remediations r ON r.id = h.remediation ORDER BY h.last_seen, h.rowid").fetchall()
         return [Hold(*row) for row in rows]
 
     def breaker_events(self) -> list[tuple[float, str, str]]:

@@ -66,12 +66,15 @@ def preview(hosts: dict[str, str], verdicts: dict[str, plan.Verdict], states: di
     out_now = sorted(h for h, n in hosts.items() if n in states and not states[n].in_service)
     wanted = [p.host for p in plans if p.takes_out]
     first = max(0, min(len(wanted), limit - len(out_now)))
+    current = state(events)
+    failing = counted(records, set(hosts), current.since, breaker.window, now)
+    if breaker.on:  # the loop's waves take no more than may still fail before the breaker trips
+        room = 0 if current.tripped else max(0, breaker.limit(len(hosts)) - len(failing))
+        first = min(first, room)
     lines.append(f"budget: --max-unavailable {limit}; {len(out_now)} node(s) in scope out of service now"
                  + (f" ({', '.join(out_now)})" if out_now else "")
                  + f"; {len(wanted)} more to take out, {first} in the first wave")
     if breaker.on:
-        current = state(events)
-        failing = counted(records, set(hosts), current.since, breaker.window, now)
         lines.append(f"circuit breaker: tripped ({current.tripped}); no node is taken out until "
                      "gpuconf remediate --reset-breaker" if current.tripped else
                      f"circuit breaker: {len(failing)} of {breaker.limit(len(hosts))} within the window")

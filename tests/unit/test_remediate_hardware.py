@@ -226,6 +226,11 @@ def test_the_check_plan_names_the_action_its_row_and_the_budget():
     assert lines[6] == ("budget: --max-unavailable 1; 1 node(s) in scope out of service now (n6); "
                         "2 more to take out, 0 in the first wave")
     assert lines[7] == "circuit breaker: 0 of 2 within the window"
+    now = time.time()
+    tripped = preview({n: n for n in NODES}, verdicts, states, [], [(now, TRIPPED, "3 node(s) failed")], 6,
+                      LemonRule(), parse_breaker("2", 3600), now)
+    assert tripped[6].endswith("2 more to take out, 0 in the first wave")  # a tripped breaker takes none
+    assert tripped[7].startswith("circuit breaker: tripped (3 node(s) failed); no node is taken out")
 
 
 # -- gpuconf hardware ------------------------------------------------------------------
@@ -236,7 +241,9 @@ def test_gpuconf_hardware_lists_the_holds_with_serial_and_bundle(tmp_path, capsy
     hooks.serial_numbers["n2"] = {BUS: "SER-2"}
     remediate(slurm, hooks, tmp_path)
     with History(tmp_path / "state") as history:
-        history.add_bundle("n2", "/b/n2.tar.gz", remediation=history.records("n2")[0].id)
+        history.add_bundle("n2", "/b/before.tar.gz", at=1.0)  # long before: another story
+        history.add_bundle("n2", "/b/older.tar.gz")
+        history.add_bundle("n2", "/b/n2.tar.gz")  # a gpuconf collect of the held node, after its hold
     assert main(["hardware", "--state-dir", str(tmp_path / "state"), "--format", "json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["holds"]
     assert (entry["host"], entry["serial"], entry["pci"], entry["code"], entry["count"], entry["bundle"]) == (
