@@ -5,6 +5,11 @@ spec generated before a driver change mounts files that no longer exist: contain
 `nvidia.com/gpu=all` then fail to start. The check compares the driver the spec was made for
 with the one loaded (`/proc/driver/nvidia/version`); apply regenerates it with the toolkit's own
 `nvidia-ctk cdi generate`, which is what NVIDIA's CDI guide and the toolkit's refresh unit run.
+
+With no driver loaded because the reboot that loads it is pending (an image build holds it),
+generating now fails in NVML (ERROR_DRIVER_NOT_LOADED): the change is deferred to that reboot,
+at which the toolkit's nvidia-cdi-refresh.service (1.18+, enabled by the container_toolkit
+role) writes the spec, and the next check reads it.
 """
 from __future__ import annotations
 
@@ -39,6 +44,9 @@ class CdiSpec(TaskType):
         spec_file, proc = facts[file_state(params.path, follow=True)], facts[PROC_VERSION]
         generate = [run(["nvidia-ctk", "cdi", "generate", f"--output={params.path}"], timeout=params.timeout)]
         loaded = getattr(parse_proc_driver_version(proc.text or ""), "version", None) if proc.exists else None
+        if loaded is None and facts.reboot_pending:
+            return drift(Change(f"generate the CDI spec {params.path}: deferred to the pending reboot "
+                                f"({facts.reboot_pending[0]}), which loads the NVIDIA driver", [], reboot=True))
         if loaded is None:
             # before the driver stack's first reboot: the tasks before this one load it in apply
             return drift(Change(f"generate the CDI spec {params.path} once the NVIDIA driver is loaded "

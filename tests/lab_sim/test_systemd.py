@@ -158,3 +158,33 @@ def test_reboot_is_recorded_not_performed_in_tests(node):
     assert node.path("/run/gpuconf-lab/reboot-requested").exists()
     assert node.run("power", "shutdown", "-r", "now").returncode == 0
     assert node.run("power", "poweroff").returncode == 1
+
+
+# as nvidia-cdi-refresh.service gates itself (NVIDIA/nvidia-container-toolkit deployments/systemd/):
+# one of the "|" conditions suffices, ExecCondition's 1-254 skips, %v is the running kernel and
+# a quoted '\\.' reaches the command as '\.'
+CONDITIONAL = """[Unit]
+Description=Refresh a spec once the module is there
+ConditionPathExists=|/usr/bin/nvidia-smi-absent
+ConditionPathExists=|/var/tmp/present
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecCondition=/bin/sh -c 'grep -q "/nvidia\\\\.ko" "$GPUCONF_SIM_ROOT/var/tmp/%v.dep"'
+ExecStart=/bin/sh -c 'echo refreshed >> "$GPUCONF_SIM_ROOT/var/tmp/refreshed"'
+"""
+
+
+def test_triggering_conditions_and_exec_condition_gate_a_start(node):
+    node.write("/etc/systemd/system/refresh.service", CONDITIONAL)
+    release = node.run("uname", "-r", check=True).stdout.strip()
+    node.systemctl("start", "refresh", check=True)            # no "|" condition holds: skipped, not failed
+    assert node.systemctl("is-active", "refresh").stdout == "inactive\n" and not node.path("/var/tmp/refreshed").exists()
+    node.write("/var/tmp/present", "")
+    node.write(f"/var/tmp/{release}.dep", "kernel/drivers/video/nvidiaXko:\n")   # grep's '\.' is a dot only
+    node.systemctl("start", "refresh", check=True)            # the ExecCondition exits 1: skipped
+    assert node.systemctl("is-active", "refresh").stdout == "inactive\n" and not node.path("/var/tmp/refreshed").exists()
+    node.write(f"/var/tmp/{release}.dep", "kernel/drivers/video/nvidia.ko:\n")
+    node.systemctl("start", "refresh", check=True)
+    assert node.systemctl("is-active", "refresh").stdout == "active\n"
+    assert node.read("/var/tmp/refreshed") == "refreshed\n"

@@ -25,10 +25,10 @@ def stat(path: str, text: str | None) -> dict:
                   "content_b64": base64.b64encode(text.encode()).decode()}}
 
 
-def check(name: str, params: dict, replies: dict):
+def check(name: str, params: dict, replies: dict, reboot_pending: tuple = ()):
     task = TASK_TYPES[name]
     model = build_params(name, task.resolve(params, Conditions(None)))
-    return task.check(model, served(replies, task.reads(model), None, (), task.host_facts))
+    return task.check(model, served(replies, task.reads(model), None, reboot_pending, task.host_facts))
 
 
 def spec_replies(spec: str | None, loaded: str | None) -> dict:
@@ -50,6 +50,23 @@ def test_a_missing_stale_or_unreadable_spec_is_generated_again(spec, loaded, sum
     verdict = check("cdi_spec", {}, spec_replies(text, loaded))
     assert [c.summary for c in verdict.changes][0].startswith(summary)
     assert [op_text(op) for c in verdict.changes for op in c.ops] == [GENERATE]
+
+
+def test_with_no_driver_loaded_and_a_reboot_pending_the_spec_waits_for_that_reboot():
+    # an image build: the reboot that loads the driver is held, and generating now fails in NVML
+    pending = ("the NVIDIA driver 580.178.04 is installed, 580.95.05 is loaded",)
+    verdict = check("cdi_spec", {}, spec_replies(None, None), reboot_pending=pending)
+    [change] = verdict.changes
+    assert change.summary == ("generate the CDI spec /etc/cdi/nvidia.yaml: deferred to the pending reboot "
+                              "(the NVIDIA driver 580.178.04 is installed, 580.95.05 is loaded), which loads "
+                              "the NVIDIA driver")
+    assert change.reboot and change.ops == []
+
+
+def test_a_pending_reboot_does_not_defer_a_spec_the_loaded_driver_can_generate():
+    verdict = check("cdi_spec", {}, spec_replies(None, "575.64.03"), reboot_pending=("kernel 6.1.0-28 installed",))
+    [change] = verdict.changes
+    assert not change.reboot and [op_text(op) for op in change.ops] == [GENERATE]
 
 
 def test_a_spec_made_for_the_loaded_driver_is_in_sync():
@@ -95,3 +112,13 @@ def test_a_hung_or_garbled_list_is_unknown_not_a_pass():
     for reply in (cdi_list("", rc=-9, timed_out=True), cdi_list("INFO[0000] Found 2 CDI devices\nnvidia.com/gpu=all\n")):
         with pytest.raises(Unknown):
             check("health_cdi_devices", {}, reply)
+
+
+def test_with_a_reboot_pending_a_device_that_does_not_resolve_is_judged_after_it():
+    pending = ("the NVIDIA driver 580.178.04 is installed, none is loaded",)
+    verdict = check("health_cdi_devices", {}, cdi_list("", err="INFO[0000] Found 0 CDI devices\n"), pending)
+    [change] = verdict.changes
+    assert change.reboot and change.summary.startswith("CDI device nvidia.com/gpu=all: judged after the pending reboot")
+    passing = check("health_cdi_devices", {}, cdi_list("nvidia.com/gpu=all\n", err="INFO[0000] Found 1 CDI devices\n"),
+                    pending)
+    assert passing.changes == [] and [f.severity for f in passing.findings] == ["ok"]

@@ -3,6 +3,8 @@
 A container asking for `nvidia.com/gpu=all` fails to start ("unresolvable CDI devices") when
 no spec under /etc/cdi or /var/run/cdi defines it: the toolkit is missing, no spec was
 generated, or the spec is unreadable. The probe only reads; the `cdi_spec` task repairs.
+With a reboot pending (an image build holds the one that loads the driver), a device that does
+not resolve yet is judged after it: the spec is generated at that boot.
 """
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from pydantic import Field
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.cdi import CdiListError, parse_cdi_list
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Facts, Params
-from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, read_or_unknown
+from gpuconf.tasks.base import Facts, Params, Verdict
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, after_pending_reboot, read_or_unknown, verdict
 
 
 class CdiDevicesParams(Params):
@@ -49,6 +51,14 @@ class CdiDevicesResolve(HealthProbe):
 
     def reads(self, params: CdiDevicesParams):
         return [cdi_list_fact(params.timeout)]
+
+    def check(self, params: CdiDevicesParams, facts: Facts) -> Verdict:
+        findings = self.judge(params, facts)
+        if any(f.severity != OK for f in findings):
+            waiting = after_pending_reboot(facts, f"CDI device {params.device}")
+            if waiting is not None:
+                return waiting
+        return verdict(findings)
 
     def judge(self, params: CdiDevicesParams, facts: Facts) -> list[Finding]:
         found = read_or_unknown(facts, cdi_list_fact(params.timeout), self.probe, "the CDI device list")

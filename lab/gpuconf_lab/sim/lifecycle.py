@@ -1,6 +1,7 @@
 """Unit jobs: what ``systemctl start/stop/restart`` do, step by step, with systemd's messages.
 
-A start runs dependencies (``Requires=``/``Wants=``), checks ``Condition*=``, then
+A start runs dependencies (``Requires=``/``Wants=``), checks ``Condition*=`` (``|`` marks a
+triggering one) and ``ExecCondition=``, then
 ``ExecStartPre``, ``ExecStart`` according to ``Type=``, ``ExecStartPost``, and logs the same
 journal lines systemd 252 logs. A failed start leaves the unit ``failed`` with a ``Result``,
 and systemctl prints the real "Job for ... failed" text.
@@ -84,17 +85,36 @@ def _start_ghost(unit: units.UnitFile) -> None:
                               "invocation": services.new_invocation()})
 
 
+def _skip(unit: units.UnitFile, why: str) -> None:
+    logs.systemd(f"{unit.description} was skipped because of an unmet condition check ({why}).", unit.name)
+    services.save(unit.name, {"active": "inactive", "sub": "dead", "result": "success",
+                              "condition": False, "since": time.time()})
+
+
 def _start_locked(unit: units.UnitFile) -> None:
+    triggers = []
     for key in CONDITIONS:
         for value in unit.values("Unit", key):
-            if not _condition_holds(key, value):
-                logs.systemd(f"{unit.description} was skipped because of an unmet condition check "
-                             f"({key}={value}).", unit.name)
-                services.save(unit.name, {"active": "inactive", "sub": "dead", "result": "success",
-                                          "condition": False, "since": time.time()})
+            holds = _condition_holds(key, value)
+            if value.lstrip("!").startswith("|"):
+                # a triggering condition: the unit runs if any one of them holds
+                triggers.append((holds, f"{key}={value}"))
+            elif not holds:
+                _skip(unit, f"{key}={value}")
                 return
+    if triggers and not any(holds for holds, _ in triggers):
+        _skip(unit, triggers[0][1])
+        return
     invocation = services.new_invocation()
     env = services.environment(unit, invocation)
+    for _flags, argv in units.exec_lines(unit, "ExecCondition"):
+        # exit 1-254 skips the unit as an unmet condition does, 255 or a signal fails it
+        code, pid = services.run_sync(unit, services.expand(unit, argv, env), env)
+        if 0 < code < 255 and pid:   # pid 0: it never ran (203/EXEC), a failure
+            _skip(unit, f"ExecCondition={' '.join(argv)}")
+            return
+        if code:
+            _fail(unit, {"invocation": invocation, "since": time.time()}, code, "Control process")
     kind = unit.service_type
     logs.systemd(f"Starting {unit.description}...", unit.name)
     base = {"invocation": invocation, "type": kind, "since": time.time(), "condition": True}

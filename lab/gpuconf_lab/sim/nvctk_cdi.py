@@ -96,7 +96,8 @@ def spec_text(toolkit: str, version: str, gpus: list, files: list[str]) -> str:
 
 
 def generate(toolkit: str, args: list[str]) -> int:
-    output = None
+    # --output's environment variable: what nvidia-cdi-refresh.service sets (/var/run/cdi/nvidia.yaml)
+    output = os.environ.get("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH") or None
     for i, arg in enumerate(args):
         key, _, value = arg.partition("=")
         if key == "--output":

@@ -156,10 +156,10 @@ def _split_words(value: str) -> list[str]:
 
 
 def expand(unit: units.UnitFile, argv: list[str], env: dict) -> list[str]:
-    """Specifiers (%n, %i, %t) and $VAR / ${VAR} expansion, with systemd's word rules."""
+    """Specifiers (%n, %i, %t, %v) and $VAR / ${VAR} expansion, with systemd's word rules."""
     instance = unit.name.split("@", 1)[1].rsplit(".", 1)[0] if "@" in unit.name else ""
     specifiers = {"n": unit.name, "N": unit.name.rsplit(".", 1)[0], "p": unit.name.split("@")[0].rsplit(".", 1)[0],
-                  "i": instance, "I": instance, "t": "/run", "%": "%"}
+                  "i": instance, "I": instance, "t": "/run", "v": state.running_kernel(), "%": "%"}
     result = []
     for arg in argv:
         arg = re.sub(r"%(.)", lambda m: specifiers.get(m.group(1), m.group(0)), arg)

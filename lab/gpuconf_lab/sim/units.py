@@ -199,7 +199,10 @@ def exec_lines(unit: UnitFile, key: str) -> list[tuple[str, list[str]]]:
             flags += value[0]
             value = value[1:]
         try:
-            argv = shlex.split(value)
+            # systemd unescapes backslashes inside quotes too: '\\.ko' reaches grep as '\.ko'
+            lexer = shlex.shlex(value, posix=True)
+            lexer.whitespace_split, lexer.escapedquotes, lexer.commenters = True, "\"'", ""
+            argv = list(lexer)
         except ValueError:
             argv = value.split()
         if argv:
