@@ -46,6 +46,7 @@ TASK_MODULES: dict[str, str] = {
     "gpu_power_limit": "gpuconf.tasks.nvidia:PowerLimit",
     "gsp_firmware": "gpuconf.tasks.gsp:GspFirmware",
     "cdi_spec": "gpuconf.tasks.cdi:CdiSpec",
+    "containerd_nvidia_runtime": "gpuconf.tasks.containerd:ContainerdNvidiaRuntime",
     "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
     "imex_channel": "gpuconf.tasks.imex:ImexChannel",
     "health_gpu_count": "gpuconf.tasks.health.hardware:GpuCountMatches",

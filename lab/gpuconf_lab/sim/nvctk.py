@@ -3,6 +3,7 @@
 ``nvidia-ctk runtime configure --runtime=docker [--set-as-default]`` merges the ``nvidia``
 runtime into ``/etc/docker/daemon.json`` and keeps every other key, as the real tool does
 (it loads the file, sets two keys, writes it back indented, keys sorted like Go's encoder).
+``--runtime=containerd [--cdi.enabled]`` writes the drop-in of toolkit 1.18+ (``containerd.py``).
 The package's shims pass the tool name and the toolkit version first (``nvidia-ctk 1.17.8 ...``).
 """
 from __future__ import annotations
@@ -11,13 +12,14 @@ import json
 import os
 import sys
 
+import containerd
 import entry
 import nvctk_cdi
 import state
 
 
 def configure(args: list[str]) -> int:
-    runtime, config_file, default, dry_run = "docker", None, False, False
+    runtime, config_file, default, dry_run, cdi = "docker", None, False, False, False
     for i, arg in enumerate(args):
         key, _, value = arg.partition("=")
         if key == "--runtime":
@@ -28,6 +30,10 @@ def configure(args: list[str]) -> int:
             default = value.lower() not in ("false", "0")
         elif key == "--dry-run":
             dry_run = True
+        elif key == "--cdi.enabled":
+            cdi = value.lower() not in ("false", "0")
+    if runtime == "containerd":
+        return containerd.configure(cdi, dry_run)
     if runtime != "docker":
         sys.stderr.write(f"ERRO[0000] unable to configure runtime: runtime {runtime} is not simulated in gpuconf lab\n")
         return 1

@@ -189,6 +189,48 @@ def infiniband_packages() -> list[Package]:
 
 CONTAINER_RUNTIME_TOML = ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
                           '[nvidia-container-runtime]\nlog-level = "info"\n')
+# The CDI refresh units of toolkit 1.18+, as NVIDIA/nvidia-container-toolkit ships them
+# (deployments/systemd/nvidia-cdi-refresh.service and .path, license header left out): at boot,
+# once the driver's module is in modules.dep, `nvidia-ctk cdi generate` writes /var/run/cdi/nvidia.yaml.
+CDI_REFRESH_SERVICE = """[Unit]
+Description=Refresh NVIDIA CDI specification file
+ConditionPathExists=|/usr/bin/nvidia-smi
+ConditionPathExists=|/usr/sbin/nvidia-smi
+ConditionPathExists=/usr/bin/nvidia-ctk
+After=multi-user.target
+
+[Service]
+Type=oneshot
+# Values from Environment will be replaced if defined in EnvironmentFile
+Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml
+EnvironmentFile=-/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
+ExecCondition=/usr/bin/grep -qE '/(nvidia|nvidia-current)\\\\.ko' /lib/modules/%v/modules.dep
+ExecStart=/usr/bin/nvidia-ctk cdi generate
+CapabilityBoundingSet=CAP_SYS_MODULE CAP_SYS_ADMIN CAP_MKNOD
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+CDI_REFRESH_PATH = """[Unit]
+Description=Trigger CDI refresh on NVIDIA driver install / uninstall events
+
+[Path]
+PathChanged=/lib/modules/%v/modules.dep
+PathChanged=/lib/modules/%v/modules.dep.bin
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def cdi_refresh_units(version: str, unit_dir: str = "/lib/systemd/system") -> dict:
+    """The refresh units, from toolkit 1.18 on (none before). Not enabled by the package here: its
+    postinst enables them only where systemd is running, which an image build is not."""
+    if tuple(int(part) for part in version.split("-")[0].split(".")[:2]) < (1, 18):
+        return {}
+    return {f"{unit_dir}/nvidia-cdi-refresh.service": (CDI_REFRESH_SERVICE, 0o644),
+            f"{unit_dir}/nvidia-cdi-refresh.path": (CDI_REFRESH_PATH, 0o644)}
 
 
 def other_packages() -> list[Package]:
@@ -211,9 +253,20 @@ def other_packages() -> list[Package]:
                   files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk", version.split("-")[0]),
                          "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime",
                                                                     version.split("-")[0]),
-                         "/etc/nvidia-container-runtime/config.toml": (CONTAINER_RUNTIME_TOML, 0o644)},
+                         "/etc/nvidia-container-runtime/config.toml": (CONTAINER_RUNTIME_TOML, 0o644),
+                         **cdi_refresh_units(version)},
                   conffiles=["/etc/nvidia-container-runtime/config.toml"])
           for version in CONTAINER_TOOLKITS),
+        # Debian 12's containerd, for nodes that run Kubernetes without Docker (not a docker.io
+        # dependency here, so that only a node that installs it has it)
+        Package("containerd", "1.6.20~ds1-1+b1", "daemon to control runC\ncontainerd manages the complete "
+                "container lifecycle of its host system.", section="admin",
+                files={"/usr/bin/containerd": _tool("containerd"), "/lib/systemd/system/containerd.service":
+                       _unit("containerd container runtime", ["ExecStart=/usr/bin/containerd", "Type=notify",
+                             "Delegate=yes", "KillMode=process", "Restart=always", "RestartSec=5"],
+                             ["Documentation=https://containerd.io", "After=network.target local-fs.target"])},
+                scripts={"postinst": _enable_start("containerd.service"), "prerm": _stop("containerd.service"),
+                         "postrm": _disable_on_purge("containerd.service")}),
         Package("docker.io", "20.10.24+dfsg1-1+deb12u1", "Linux container runtime\nThe Docker daemon and client.",
                 section="admin", provides=["docker"],
                 files={"/usr/sbin/dockerd": _tool("daemons", "dockerd"), "/usr/bin/docker": _tool("daemons", "docker"),
