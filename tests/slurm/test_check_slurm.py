@@ -33,9 +33,16 @@ def node_slurm(lab, node: str) -> tuple[str, str | None]:
     return state.state, state.reason
 
 
-def controller_updates(lab, node: str) -> list[str]:
-    """What slurmctld logged for state and reason updates of `node` (whoever sent them)."""
-    log = (lab.slurm_paths.log / "slurmctld.log").read_text()
+def controller_log_size(lab) -> int:
+    return (lab.slurm_paths.log / "slurmctld.log").stat().st_size
+
+
+def controller_updates(lab, node: str, since: int = 0) -> list[str]:
+    """What slurmctld logged for state and reason updates of `node` (whoever sent them), from byte
+    `since` of its log on: the session's Slurm lab is shared, and other tests drain this node too."""
+    with open(lab.slurm_paths.log / "slurmctld.log", "rb") as handle:
+        handle.seek(since)
+        log = handle.read().decode(errors="replace")
     return re.findall(rf"update_node: node {re.escape(node)} (.*)", log)
 
 
@@ -51,6 +58,7 @@ def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(slurm_lab, tmp_pa
         """))
     inventory = str(lab.inventory_path.parent)
     check = ["check", str(playbook), "-i", inventory, "--limit", NODE, "--slurm"]
+    since = controller_log_size(lab)
     try:
         assert node_slurm(lab, NODE) == ("IDLE", None)
         drifted = gpuconf(*check, "--report", str(tmp_path / "r.json"))
@@ -68,7 +76,7 @@ def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(slurm_lab, tmp_pa
         # resumed: gpuconf had drained it (Slurm shows IDLE+NOT_RESPONDING until it pinged slurmd)
         assert node_slurm(lab, NODE)[1] is None
         assert wait_until(lambda: node_slurm(lab, NODE) == ("IDLE", None), 20, 0.2)
-        assert controller_updates(lab, NODE) == [
+        assert controller_updates(lab, NODE, since) == [
             "reason set to: gpuconf: drift: create /etc/gpuconf-slurm-marker", "state set to DRAINED",
             "state set to IDLE"]
 
@@ -82,7 +90,7 @@ def test_slurm_drain_resume_and_a_manual_drain_is_never_undone(slurm_lab, tmp_pa
         lab.exec(NODE, "rm /etc/gpuconf-slurm-marker")
         assert gpuconf(*check).returncode == 2
         assert node_slurm(lab, NODE) == ("IDLE+DRAIN", "bad DIMM, ticket 4411")  # not overwritten
-        assert controller_updates(lab, NODE)[3:] == ["reason set to: bad DIMM, ticket 4411", "state set to DRAINED"]
+        assert controller_updates(lab, NODE, since)[3:] == ["reason set to: bad DIMM, ticket 4411", "state set to DRAINED"]
     finally:
         lab.exec(NODE, "rm -f /etc/gpuconf-slurm-marker /var/lib/gpuconf/healthcheck.json")
         slurm_idle(lab, NODE)

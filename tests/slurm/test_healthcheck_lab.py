@@ -82,8 +82,16 @@ def slurmd_log(lab, node: str = FAULTY) -> str:
     return ours + "\n".join(line for line in controller if "health" in line.lower())[-2000:]
 
 
-def controller_updates(lab, node: str) -> list[str]:
-    log = (lab.slurm_paths.log / "slurmctld.log").read_text()
+def controller_log_size(lab) -> int:
+    return (lab.slurm_paths.log / "slurmctld.log").stat().st_size
+
+
+def controller_updates(lab, node: str, since: int = 0) -> list[str]:
+    """What slurmctld logged for state and reason updates of `node` (whoever sent them), from byte
+    `since` of its log on: the session's Slurm lab is shared, and other tests drain this node too."""
+    with open(lab.slurm_paths.log / "slurmctld.log", "rb") as handle:
+        handle.seek(since)
+        log = handle.read().decode(errors="replace")
     return re.findall(rf"update_node: node {re.escape(node)} (.*)", log)
 
 
