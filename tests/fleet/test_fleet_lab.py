@@ -166,5 +166,10 @@ def test_the_readme_image_build_holds_the_reboot_defers_the_driver_services_then
         report = json.loads(lab.exec(node, "cat /root/check.json")[1])
         assert {t["status"] for t in report["hosts"]["localhost"]["tasks"]} <= {"ok", "skipped"}
         assert lab.exec(node, "systemctl is-active nvidia-persistenced")[1].strip() == "active"
+        # the CDI spec deferred in the build: the toolkit's refresh unit, enabled, wrote it at boot
+        assert "deferred to the pending reboot" in tasks["CDI spec made for the loaded driver"]["changes"][0]["summary"]
+        assert lab.exec(node, "systemctl is-active nvidia-cdi-refresh.service")[1].strip() == "active"
+        assert "Finished Refresh NVIDIA CDI specification file." in \
+            lab.exec(node, "journalctl -b -u nvidia-cdi-refresh.service")[1]
     finally:
         lab.reset(node)

@@ -212,6 +212,28 @@ RemainAfterExit=yes
 [Install]
 WantedBy=multi-user.target
 """
+# deployments/systemd/nvidia-cdi-refresh.env, a conffile in /etc/nvidia-container-toolkit
+CDI_REFRESH_ENV = """# This file can be used to override the configuration of the
+#   nvidia-ctk cdi generate
+# command invoked by the nvidia-cdi-refresh.service.
+#
+# This is done by specifying the name and value of the environment variables in
+# this file as follows:
+#
+# ENVVAR=value
+#
+# For a list of envvars that can be set set the output of:
+#
+#   nvidia-ctk --help
+#
+# and
+#
+#   nvidia-ctk cdi generate --help
+#
+# For example, to change the for the generated CDI specification update and
+# uncomment the following line:
+# NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml
+"""
 CDI_REFRESH_PATH = """[Unit]
 Description=Trigger CDI refresh on NVIDIA driver install / uninstall events
 
@@ -224,13 +246,17 @@ WantedBy=multi-user.target
 """
 
 
+CDI_REFRESH_ENV_FILE = "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+
+
 def cdi_refresh_units(version: str, unit_dir: str = "/lib/systemd/system") -> dict:
     """The refresh units, from toolkit 1.18 on (none before). Not enabled by the package here: its
     postinst enables them only where systemd is running, which an image build is not."""
     if tuple(int(part) for part in version.split("-")[0].split(".")[:2]) < (1, 18):
         return {}
     return {f"{unit_dir}/nvidia-cdi-refresh.service": (CDI_REFRESH_SERVICE, 0o644),
-            f"{unit_dir}/nvidia-cdi-refresh.path": (CDI_REFRESH_PATH, 0o644)}
+            f"{unit_dir}/nvidia-cdi-refresh.path": (CDI_REFRESH_PATH, 0o644),
+            CDI_REFRESH_ENV_FILE: (CDI_REFRESH_ENV, 0o644)}
 
 
 def other_packages() -> list[Package]:
@@ -255,7 +281,8 @@ def other_packages() -> list[Package]:
                                                                     version.split("-")[0]),
                          "/etc/nvidia-container-runtime/config.toml": (CONTAINER_RUNTIME_TOML, 0o644),
                          **cdi_refresh_units(version)},
-                  conffiles=["/etc/nvidia-container-runtime/config.toml"])
+                  conffiles=["/etc/nvidia-container-runtime/config.toml",
+                             *[path for path in cdi_refresh_units(version) if path.startswith("/etc/")]])
           for version in CONTAINER_TOOLKITS),
         # Debian 12's containerd, for nodes that run Kubernetes without Docker (not a docker.io
         # dependency here, so that only a node that installs it has it)

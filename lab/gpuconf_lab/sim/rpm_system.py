@@ -15,7 +15,7 @@ import json
 from gpuconf_lab.sim.catalog import EL_KERNELS
 from gpuconf_lab.sim.elf import shared_object
 from gpuconf_lab.sim.install import shim_text
-from gpuconf_lab.sim.packages import _tool
+from gpuconf_lab.sim.packages import _tool, cdi_refresh_units
 from gpuconf_lab.sim.rpm_packages import Rpm
 
 # Each release's /etc/os-release, verbatim
@@ -187,8 +187,10 @@ def container_toolkit() -> list[Rpm]:
             files={"/usr/bin/nvidia-ctk": _tool("nvctk", "nvidia-ctk", version),
                    "/usr/bin/nvidia-container-runtime": _tool("nvctk", "nvidia-container-runtime", version),
                    "/etc/nvidia-container-runtime/config.toml": ('#accept-nvidia-visible-devices-as-volume-mounts = false\n'
-                                                                '[nvidia-container-runtime]\nlog-level = "info"\n', 0o644)},
-            config=["/etc/nvidia-container-runtime/config.toml"]))
+                                                                '[nvidia-container-runtime]\nlog-level = "info"\n', 0o644),
+                   **cdi_refresh_units(version, "/usr/lib/systemd/system")},
+            config=["/etc/nvidia-container-runtime/config.toml",
+                    *[path for path in cdi_refresh_units(version) if path.startswith("/etc/")]]))
     return packages
 
 

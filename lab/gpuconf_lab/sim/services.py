@@ -128,6 +128,12 @@ def environment(unit: units.UnitFile, invocation: str) -> dict:
     for name in ("GPUCONF_SIM_ROOT", "GPUCONF_SIM_FABRIC"):
         if name in os.environ:
             env[name] = os.environ[name]
+    for value in unit.values("Service", "Environment"):
+        for word in _split_words(value):
+            key, eq, val = word.partition("=")
+            if eq:
+                env[key] = val
+    # after Environment=: "settings from these files override settings made with Environment="
     for value in unit.values("Service", "EnvironmentFile"):
         optional = value.startswith("-")
         text = state.read_text(value.lstrip("-"))
@@ -138,11 +144,6 @@ def environment(unit: units.UnitFile, invocation: str) -> dict:
             if line and not line.startswith("#") and "=" in line:
                 key, _, val = line.partition("=")
                 env[key.strip()] = val.strip().strip('"').strip("'")
-    for value in unit.values("Service", "Environment"):
-        for word in _split_words(value):
-            key, eq, val = word.partition("=")
-            if eq:
-                env[key] = val
     return env
 
 
