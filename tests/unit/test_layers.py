@@ -24,7 +24,7 @@ LAYERS = [
     # by the health probes, drains through Slurm) and the evidence bundle (a connection, the history)
     {"scheduler", "slurm", "healthcheck", "scheduler_step", "retry", "schedule", "history", "gate", "gate_node",
      "collect"},
-    {"commands", "adhoc", "remediate", "catalog_command"},
+    {"commands", "cliload", "playrun", "adhoc", "remediate", "catalog_command"},
     {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
