@@ -141,6 +141,9 @@ def _vault_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
                         help="Ansible Vault password (its first line; an executable prints it); repeatable")
     parser.add_argument("-J", "--ask-vault-pass", action="store_true", help="prompt for the vault password")
+    parser.add_argument("--vault-id", action="append", default=[], metavar="[LABEL@]SOURCE",
+                        help="a vault password with its id, as Ansible's: SOURCE is a file, an executable or "
+                             "'prompt'; repeatable, the first encrypts")
 
 
 def _adhoc_options(parser: argparse.ArgumentParser) -> None:
@@ -244,6 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
     _limit_option(validate)
     validate.add_argument("-e", "--extra-vars", action="append", default=[])
     _vault_options(validate)
+    vault = sub.add_parser("vault", help="Ansible Vault files and strings: encrypt, decrypt, view, encrypt_string",
+                           description="As ansible-vault: what it writes, ansible-vault opens, and the reverse. "
+                                       "The first of --vault-id/--vault-password-file encrypts.")
+    vault.add_argument("action", choices=["encrypt", "decrypt", "view", "encrypt_string"])
+    vault.add_argument("targets", nargs="+", metavar="FILE|STRING",
+                       help="files (encrypt, decrypt: rewritten in place; view: printed), or the strings to encrypt")
+    vault.add_argument("--name", help="encrypt_string: print it as `NAME: !vault |` YAML")
+    vault.add_argument("--output", metavar="FILE", help="encrypt, decrypt: write here instead of in place (one file)")
+    _vault_options(vault)
     inventory = sub.add_parser("inventory", help="show the merged inventory")
     inventory.add_argument("-i", "--inventory")
     inventory.add_argument("--host")

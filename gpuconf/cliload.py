@@ -53,15 +53,20 @@ def this_node() -> str:
 
 
 def unlock_vaults(args: Any, config: Any) -> None:
-    """The vault passwords, before any file is read: --vault-password-file (else gpuconf.cfg's
-    vault_password_file or GPUCONF_VAULT_PASSWORD_FILE), and --ask-vault-pass."""
+    """The vault passwords, before any file is read: --vault-id (repeatable, each with its label),
+    --vault-password-file (else gpuconf.cfg's vault_password_file or GPUCONF_VAULT_PASSWORD_FILE),
+    and --ask-vault-pass."""
     import getpass
 
-    from gpuconf.vault import KEYRING, read_password_file
+    from gpuconf.vault import KEYRING, parse_vault_id, read_password_file
 
     KEYRING.clear()
+    for value in getattr(args, "vault_id", None) or []:  # --vault-id LABEL@SOURCE, in order
+        label, source = parse_vault_id(value)
+        KEYRING.add(getpass.getpass(f"Vault password ({label}): ") if source == "prompt"
+                    else read_password_file(source), label)
     files = list(getattr(args, "vault_password_file", None) or []) or \
-        ([config.vault_password_file] if config.vault_password_file else [])
+        ([config.vault_password_file] if config.vault_password_file and not KEYRING.passwords else [])
     for path in files:
         KEYRING.add(read_password_file(path))
     if getattr(args, "ask_vault_pass", False):

@@ -3,6 +3,7 @@ apply are playrun.py)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,58 @@ def catalog(args: Any) -> int:
     from gpuconf.catalog_command import show
 
     return show(args, run_day(args.today))
+
+
+def vault(args: Any) -> int:
+    """`gpuconf vault ACTION`, as ansible-vault: files are rewritten whole, atomically, in place."""
+    from gpuconf.config import load_config
+    from gpuconf.userfiles import read_source
+    from gpuconf.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
+
+    unlock_vaults(args, load_config())
+    if args.output and (len(args.targets) != 1 or args.action not in ("encrypt", "decrypt")):
+        raise UsageError("--output takes one file, with encrypt or decrypt")
+    try:
+        if args.action == "encrypt_string":
+            password, label = KEYRING.first()
+            for value in args.targets:
+                text = encrypt(value, password, label)
+                if args.name:
+                    print(f"{args.name}: !vault |\n" + "".join(f"          {line}\n" for line in text.splitlines()),
+                          end="")
+                else:
+                    print("!vault |\n" + "".join(f"          {line}\n" for line in text.splitlines()), end="")
+            return 0
+        for name in args.targets:
+            text = read_source(Path(name), UsageError).decode("utf-8", "replace")
+            if args.action == "view":
+                sys.stdout.write(decrypt(text, KEYRING.passwords))
+                continue
+            if args.action == "encrypt":
+                if is_vault(text):
+                    raise UsageError(f"{name}: already encrypted with Ansible Vault")
+                out = encrypt(text, *KEYRING.first())
+            else:
+                if not is_vault(text):
+                    raise UsageError(f"{name}: not encrypted with Ansible Vault")
+                out = decrypt(text, KEYRING.passwords)
+            _replace(Path(args.output or name), out)
+            print(f"{args.action}ed {args.output or name}" if args.action == "encrypt" else
+                  f"decrypted {args.output or name}", file=sys.stderr)
+    except VaultError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file beside it: never a half-written vault."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    temporary = path.with_name(f".{path.name}.gpuconf-{os.getpid()}.tmp")
+    try:
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -1,5 +1,6 @@
-"""Ansible Vault, read (format 1.1 and 1.2, AES256): whole encrypted variable files and
-`!vault |` values inside YAML, so that existing fleets' vaults work as they are.
+"""Ansible Vault (format 1.1 and 1.2, AES256): whole encrypted variable files and `!vault |`
+values inside YAML are read, so that existing fleets' vaults work as they are, and `gpuconf
+vault` writes them the way ansible-vault does (ansible-vault opens what it writes).
 
 The format (Ansible's `parsing/vault/__init__.py`, VaultAES256): the header line
 `$ANSIBLE_VAULT;1.1;AES256` (1.2 adds `;VAULT_ID`), then hex lines that decode to three
@@ -17,6 +18,7 @@ that opens no vault never loads them.
 from __future__ import annotations
 
 import binascii
+import os
 import subprocess
 from pathlib import Path
 
@@ -91,19 +93,49 @@ def decrypt(text: str, passwords: list[bytes]) -> str:
     raise VaultError(f"no vault password given opens this vault (id {label}): the wrong password")
 
 
+def encrypt(plaintext: str, password: bytes, label: str | None = None) -> str:
+    """`plaintext` as ansible-vault writes it: format 1.1, or 1.2 when it carries a vault id."""
+    from cryptography.hazmat.primitives import hashes, padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.hmac import HMAC
+
+    salt = os.urandom(32)
+    aes_key, hmac_key, counter = _keys(password, salt)
+    padder = padding.PKCS7(128).padder()
+    padded = padder.update(plaintext.encode("utf-8")) + padder.finalize()
+    encryptor = Cipher(algorithms.AES(aes_key), modes.CTR(counter)).encryptor()
+    data = encryptor.update(padded) + encryptor.finalize()
+    mac = HMAC(hmac_key, hashes.SHA256())
+    mac.update(data)
+    body = b"\n".join(binascii.hexlify(part) for part in (salt, mac.finalize(), data))
+    text = binascii.hexlify(body).decode()
+    header = f"{HEADER};1.2;AES256;{label}" if label and label != "default" else f"{HEADER};1.1;AES256"
+    return "\n".join([header, *(text[i:i + 80] for i in range(0, len(text), 80))]) + "\n"
+
+
 class Keyring:
     """The run's vault passwords, set once by the CLI before any file is loaded."""
 
     def __init__(self) -> None:
         self.passwords: list[bytes] = []
+        self.labels: list[str] = []  # the vault id of each password (--vault-id LABEL@SOURCE), "default" else
 
-    def add(self, password: str | bytes) -> None:
+    def add(self, password: str | bytes, label: str = "default") -> None:
         value = password.encode() if isinstance(password, str) else password
         if value and value not in self.passwords:
             self.passwords.append(value)
+            self.labels.append(label)
 
     def clear(self) -> None:
         self.passwords.clear()
+        self.labels.clear()
+
+    def first(self) -> tuple[bytes, str]:
+        """The password (and vault id) that encrypts: the first given, as ansible-vault takes it."""
+        if not self.passwords:
+            raise UsageError("no vault password: give --vault-id [LABEL@]FILE, --vault-password-file FILE or "
+                             "--ask-vault-pass")
+        return self.passwords[0], self.labels[0]
 
     def open(self, text: str) -> str:
         return decrypt(text, self.passwords)
@@ -134,3 +166,14 @@ def read_password_file(path: str) -> bytes:
     if not password:
         raise UsageError(f"vault password file {path} is empty")
     return password
+
+
+def parse_vault_id(value: str) -> tuple[str, str]:
+    """`--vault-id [LABEL@]SOURCE` as Ansible reads it: SOURCE is a password file, an executable,
+    or `prompt`; the label is "default" when none is given."""
+    label, sep, source = value.partition("@")
+    if not sep:
+        label, source = "default", value
+    if not label or not source:
+        raise UsageError(f"--vault-id {value!r}: give [LABEL@]FILE or [LABEL@]prompt")
+    return label, source
