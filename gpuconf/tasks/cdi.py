@@ -45,8 +45,9 @@ class CdiSpec(TaskType):
         generate = [run(["nvidia-ctk", "cdi", "generate", f"--output={params.path}"], timeout=params.timeout)]
         loaded = getattr(parse_proc_driver_version(proc.text or ""), "version", None) if proc.exists else None
         if loaded is None and facts.reboot_pending:
+            # the reboot loads the driver the spec is made for; the reason is said as every deferral says it
             return drift(Change(f"generate the CDI spec {params.path}: deferred to the pending reboot "
-                                f"({facts.reboot_pending[0]}), which loads the NVIDIA driver", [], reboot=True))
+                                f"({facts.reboot_pending[0]})", [], reboot=True))
         if loaded is None:
             # before the driver stack's first reboot: the tasks before this one load it in apply
             return drift(Change(f"generate the CDI spec {params.path} once the NVIDIA driver is loaded "

@@ -36,6 +36,13 @@ def stat(lab, node: str, path: str) -> str:
     return lab.exec(node, ["stat", "-c", "%a %U:%G", path])[1].strip()
 
 
+def closing(stdout: str) -> str:
+    """The closing summary as one line: a log folds it after a '; ' (report/console.py), each
+    continuation indented."""
+    lines = stdout.strip().splitlines()
+    start = max(i for i, line in enumerate(lines) if not line.startswith(" "))
+    return " ".join(line.strip() for line in lines[start:])
+
 def test_sigint_lets_the_commands_in_flight_finish_and_starts_no_new_task(lab, tmp_path):
     for node in NODES:
         # the file being replaced is gpuadmin's, mode 0640: the atomic write keeps both
@@ -74,7 +81,7 @@ def test_sigint_lets_the_commands_in_flight_finish_and_starts_no_new_task(lab, t
             assert node_file(lab, node, f"{DIR}/first") == "one\n"
             assert stat(lab, node, f"{DIR}/first") == "640 gpuadmin:gpuadmin"
         # the summary: no host is called converged; each says what it did and what it did not start
-        summary = run.stdout.strip().splitlines()[-1]
+        summary = closing(run.stdout)
         assert summary.startswith("0/2 converged, 2 interrupted ("), summary
         for node in NODES:
             assert re.search(rf"{node}: 2 tasks done \(2 changed: first file, slow command\), "
@@ -145,7 +152,7 @@ def test_sigint_lists_the_notified_handler_and_the_later_plays_as_not_started(la
             ("second play", "in the second play", "unknown", False, "interrupted"),
         ], tasks
         assert listing(lab, node) == ["config", "release", "started"], listing(lab, node)
-        summary = run.stdout.strip().splitlines()[-1]
+        summary = closing(run.stdout)
         assert summary == (f"0/1 converged, 1 interrupted ({node}: 2 tasks done (2 changed: config, slow command), "
                            "3 not started (never reached, handler reload it, in the second play)); "
                            "interrupted (SIGINT): 3 tasks not started on 1 host"), summary

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 
 from gpuconf.connection.base import ConnectionSpec
@@ -22,7 +21,7 @@ def test_given_both_names_the_older_ssh_ones_win_as_in_ansibles_ssh_plugin():
 
 
 def script(path, host):
-    path.write_text(f"#!{sys.executable}\nimport json\nprint(json.dumps({{'gpu': {{'hosts': ['{host}']}}, "
+    path.write_text(f"#!/usr/bin/python3\nimport json\nprint(json.dumps({{'gpu': {{'hosts': ['{host}']}}, "
                     "'_meta': {'hostvars': {}}}))\n")
     path.chmod(0o755)
 

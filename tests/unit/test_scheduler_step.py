@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
 NODE = "gpu017"
 
-SCONTROL = f"""#!{sys.executable}
+# the machine's python3: a shebang cannot hold a checkout path with a space in it (CI's is one)
+SCONTROL = """#!/usr/bin/python3
 import json, os, sys
 path = os.path.join(os.environ["FAKE_SLURM"], "node.json")
 node = json.load(open(path))
