@@ -3,7 +3,6 @@ apply are playrun.py)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -267,7 +266,7 @@ def catalog(args: Any) -> int:
 def vault(args: Any) -> int:
     """`gpuconf vault ACTION`, as ansible-vault: files are rewritten whole, atomically, in place."""
     from gpuconf.config import load_config
-    from gpuconf.userfiles import read_source
+    from gpuconf.userfiles import read_source, write_atomic
     from gpuconf.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
 
     unlock_vaults(args, load_config())
@@ -297,23 +296,10 @@ def vault(args: Any) -> int:
                 if not is_vault(text):
                     raise UsageError(f"{name}: not encrypted with Ansible Vault")
                 out = decrypt(text, KEYRING.passwords)
-            _replace(Path(args.output or name), out)
+            target = Path(args.output or name)   # its mode kept: a decrypted vault stays private
+            write_atomic(target, out, target.stat().st_mode & 0o777 if target.exists() else 0o600)
             print(f"{args.action}ed {args.output or name}" if args.action == "encrypt" else
                   f"decrypted {args.output or name}", file=sys.stderr)
     except VaultError as exc:
         raise UsageError(str(exc)) from None
     return 0
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file beside it: never a half-written vault."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    temporary = path.with_name(f".{path.name}.gpuconf-{os.getpid()}.tmp")
-    try:
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from gpuconf.slurm import SCONTROL_TIMEOUT, parse_show_node
 from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
 from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
+from gpuconf.userfiles import write_atomic
 
 STATE = "/var/lib/gpuconf/gate.json"
 STATE_VERSION = 1
@@ -151,13 +152,8 @@ def load_position(path: str) -> Position:
 
 
 def save_position(path: str, position: Position) -> None:
-    """Atomically: a temporary file in the same directory, fsync, rename."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump({"version": STATE_VERSION, "boot_id": position.boot_id, "seconds": position.seconds}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps({"version": STATE_VERSION, "boot_id": position.boot_id,
+                                   "seconds": position.seconds}))
 
 
 def drain(node: str, why: str) -> dict[str, str]:
@@ -222,7 +218,4 @@ def main(args: Any) -> int:
 def write_report(path: str, text: str) -> None:
     with contextlib.suppress(OSError):  # the report is for people; the exit code is what Slurm reads
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-        os.replace(temporary, path)
+        write_atomic(path, text + "\n")

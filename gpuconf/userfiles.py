@@ -1,14 +1,16 @@
-"""Reading a file the user gave gpuconf, within bounds.
+"""The user's files: read within bounds, and written whole or not at all.
 
 Playbooks, inventories, variables files, `-e @file`, role files, templates, `--limit @file`
 and the configuration are all read here: a regular file (after symlinks) of at most
 MAX_FILE_BYTES. A playbook that was a symlink to /dev/zero made `validate` run forever; a FIFO
-blocked it before the first byte.
+blocked it before the first byte. What gpuconf writes on this machine (reports, the retry file,
+the gate's state and verdict, vaults) goes through write_atomic: a reader never sees half a file.
 """
 from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from gpuconf.errors import GpuconfError, PlaybookError
@@ -57,3 +59,21 @@ def read_source(path: str | Path, error: type[GpuconfError] = PlaybookError) -> 
 
 def _too_big(path: Path) -> str:
     return f"{path} is larger than {_MIB} MiB, the most gpuconf reads from one file: is it the file you meant?"
+
+
+def write_atomic(path: str | Path, text: str, mode: int = 0o644) -> None:
+    """Write a file via a temporary file in the same directory, fsync and a rename, with `mode`; the
+    temporary file is removed when anything fails."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

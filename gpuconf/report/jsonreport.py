@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from gpuconf import __version__
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.userfiles import write_atomic
 
 SCHEMA_VERSION = 1
 OUTPUT_TAIL = 4000  # characters of a task's stdout/stderr kept in the report
@@ -80,23 +79,6 @@ def host_in_sync(run: RunResult, host: HostResult) -> bool:
     if run.verb == "check":
         return not host.drifted
     return not host.reboot_pending
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file via a temp file in the same directory and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def dumps(run: RunResult) -> str:
