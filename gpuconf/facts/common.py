@@ -272,3 +272,13 @@ def lazy_exports(namespace: dict[str, Any], where: dict[str, str]) -> Callable[[
         return value
 
     return __getattr__
+
+
+def packaged_table(name: str) -> list[dict[str, str]]:
+    """The rows of a CSV table shipped beside the parsers (the Xid and SXid catalogs, the recovery
+    actions), read from the installed package."""
+    import csv
+    from importlib import resources
+
+    text = resources.files("gpuconf.facts").joinpath(name).read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))

@@ -26,13 +26,11 @@ A ``Fatal`` line of a code the table does not have fails and asks for a reboot; 
 """
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from gpuconf.facts.common import canonical_pci_address
+from gpuconf.facts.common import canonical_pci_address, packaged_table
 from gpuconf.facts.kernel_log import KernelLogLine, split_kernel_log
 
 FAIL, WARN, INFO = "fail", "warn", "info"
@@ -58,10 +56,9 @@ class SXidEntry:
 @cache
 def sxid_catalog() -> dict[int, SXidEntry]:
     """Every SXid of ``sxid_catalog.csv``, by code."""
-    text = resources.files("gpuconf.facts").joinpath("sxid_catalog.csv").read_text(encoding="utf-8")
     return {int(row["sxid"]): SXidEntry(int(row["sxid"]), row["name"], row["category"], row["severity"],
                                         row["action"], row["guide_recovery"], row["source"])
-            for row in csv.DictReader(text.splitlines())}
+            for row in packaged_table("sxid_catalog.csv")}
 
 
 def sxid_entry(code: int) -> SXidEntry:

@@ -23,13 +23,11 @@ the catalog for the codes after 162). Two things decide over the table:
 """
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from gpuconf.facts.common import canonical_pci_address
+from gpuconf.facts.common import canonical_pci_address, packaged_table
 from gpuconf.facts.kernel_log import KernelLogLine, split_kernel_log
 
 FAIL, WARN, INFO = "fail", "warn", "info"
@@ -55,10 +53,9 @@ class XidEntry:
 @cache
 def xid_catalog() -> dict[int, XidEntry]:
     """Every Xid of ``xid_catalog.csv``, by code."""
-    text = resources.files("gpuconf.facts").joinpath("xid_catalog.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(text.splitlines())
     return {int(row["xid"]): XidEntry(int(row["xid"]), row["mnemonic"], row["severity"], row["action"],
-                                      row["vendor_resolution"], row["description"], row["source"]) for row in rows}
+                                      row["vendor_resolution"], row["description"], row["source"])
+            for row in packaged_table("xid_catalog.csv")}
 
 
 def xid_entry(code: int) -> XidEntry:

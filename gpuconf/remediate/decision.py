@@ -8,12 +8,11 @@ catalogs (gpuconf/facts/recovery_actions.csv, documented in docs/remediate.md); 
 """
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from gpuconf.facts.common import packaged_table
 from gpuconf.results import Finding
 
 HOLD, REBOOT, RESET, PLAYBOOK = "hold", "reboot", "reset", "playbook"
@@ -88,5 +87,4 @@ def decide_action(findings: list[Finding]) -> Decision | None:
 @cache
 def action_table() -> dict[str, dict[str, str]]:
     """recovery_actions.csv by action: what gpuconf does, the fallback, NVIDIA's source."""
-    text = resources.files("gpuconf.facts").joinpath("recovery_actions.csv").read_text(encoding="utf-8")
-    return {row["action"]: row for row in csv.DictReader(text.splitlines())}
+    return {row["action"]: row for row in packaged_table("recovery_actions.csv")}
