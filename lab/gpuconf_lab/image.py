@@ -145,11 +145,10 @@ def run(argv: list[str], **kwargs) -> None:
     subprocess.run(argv, check=True, env=APT_ENV, stdin=subprocess.DEVNULL, **kwargs)
 
 
-def build_inside(tmp: Path, image_hash: str) -> None:
-    """Runs in a private mount namespace: everything mounted here vanishes when it exits."""
-    layer, work, mnt = tmp / "layer", tmp / "work", tmp / "mnt"
-    run(["mount", "-t", "overlay", "gpuconf-lab-image", "-o",
-         f"lowerdir=/,upperdir={layer},workdir={work}", str(mnt)])
+def mount_build_root(mnt: Path) -> None:
+    """What a layer's build sees besides its overlay (the Debian image and each EL layer alike):
+    empty tmpfs over the lab's own state and the temporary directories, a /proc, and a /dev
+    holding only the harmless character devices."""
     for target in (STATE_ROOT, IMAGES_DIR, Path("/tmp"), Path("/run"), Path("/var/tmp")):
         if (mnt / target.relative_to("/")).is_dir():
             run(["mount", "-t", "tmpfs", "-o", "mode=1777" if "tmp" in target.name else "mode=755",
@@ -159,6 +158,14 @@ def build_inside(tmp: Path, image_hash: str) -> None:
     for device in ("null", "zero", "full", "random", "urandom"):
         (mnt / "dev" / device).touch()
         run(["mount", "--bind", f"/dev/{device}", str(mnt / "dev" / device)])
+
+
+def build_inside(tmp: Path, image_hash: str) -> None:
+    """Runs in a private mount namespace: everything mounted here vanishes when it exits."""
+    layer, work, mnt = tmp / "layer", tmp / "work", tmp / "mnt"
+    run(["mount", "-t", "overlay", "gpuconf-lab-image", "-o",
+         f"lowerdir=/,upperdir={layer},workdir={work}", str(mnt)])
+    mount_build_root(mnt)
 
     install_repo(mnt)
     install_simulators(mnt)

@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuconf_lab.image import APT_ENV, LAB_DIR, mount_lab_copy, unmount_lab_copy
-from gpuconf_lab.runtime import IMAGES_DIR, REPO_IN_IMAGE, STATE_ROOT, LabError
+from gpuconf_lab.image import LAB_DIR, mount_build_root, mount_lab_copy, run, unmount_lab_copy
+from gpuconf_lab.runtime import IMAGES_DIR, REPO_IN_IMAGE, LabError
 
 RPM_REPO_IN_IMAGE = "/var/lib/gpuconf-lab-rpm-repo"
 KERNEL_RPMS_IN_IMAGE = "/usr/lib/gpuconf-lab/el/kernel-rpms"   # sim/el.py reads them there
@@ -110,11 +110,6 @@ def build(base_layer: Path, el: str) -> None:
     shutil.rmtree(tmp)
 
 
-def run(argv: list[str], **kwargs) -> None:
-    print("+", " ".join(argv), flush=True)
-    subprocess.run(argv, check=True, env=APT_ENV, stdin=subprocess.DEVNULL, **kwargs)
-
-
 def chroot(mnt: Path, *argv: str) -> None:
     run(["chroot", str(mnt), *argv])
 
@@ -125,15 +120,7 @@ def build_inside(tmp: Path, base_layer: Path, el: str) -> None:
     mount_lab_copy(base_layer, base)   # overlayfs refuses a lower dir inside another lower (/)
     run(["mount", "-t", "overlay", f"gpuconf-lab-el{el}", "-o",
          f"lowerdir={base}:/,upperdir={layer},workdir={work}", str(mnt)])
-    for target in (STATE_ROOT, IMAGES_DIR, Path("/tmp"), Path("/run"), Path("/var/tmp")):
-        if (mnt / target.relative_to("/")).is_dir():
-            run(["mount", "-t", "tmpfs", "-o", "mode=1777" if "tmp" in target.name else "mode=755",
-                 "tmpfs", str(mnt / target.relative_to("/"))])
-    run(["mount", "-t", "proc", "proc", str(mnt / "proc")])
-    run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", str(mnt / "dev")])
-    for device in ("null", "zero", "full", "random", "urandom"):
-        (mnt / "dev" / device).touch()
-        run(["mount", "--bind", f"/dev/{device}", str(mnt / "dev" / device)])
+    mount_build_root(mnt)
     remove_debian_only(mnt)
     install_rpm_repo(mnt, el)
     configure_dnf(mnt, el)

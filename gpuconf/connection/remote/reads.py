@@ -35,18 +35,24 @@ def read_only_argv(argv):
     return allowed is None or any(tuple(argv[1:1 + len(prefix)]) == tuple(prefix) for prefix in allowed)
 
 
+OS_RELEASE_IDS = []  # read once per request: every op guarded by `if_os` asks the same question
+
+
 def os_release_ids():
     """The host's os-release ID and ID_LIKE words (an empty set without the file)."""
+    if OS_RELEASE_IDS:
+        return OS_RELEASE_IDS[0]
     ids = set()
     try:
         with open("/etc/os-release") as handle:
             text = handle.read(65536)
     except (OSError, UnicodeDecodeError):
-        return ids
+        text = ""
     for line in text.splitlines():
         key, _, value = line.partition("=")
         if key.strip() in ("ID", "ID_LIKE"):
             ids.update(value.strip().strip("\"'").split())
+    OS_RELEASE_IDS.append(ids)
     return ids
 
 
