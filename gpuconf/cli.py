@@ -109,6 +109,9 @@ def _remediate_options(parser: argparse.ArgumentParser) -> None:
                         "scope) were held for hardware or failed verification within --breaker-window (default: off)")
     parser.add_argument("--breaker-window", default="24h", metavar="DURATION", help="(default 24h)")
     parser.add_argument("--reset-breaker", action="store_true", help="close the tripped circuit breaker, and exit")
+    parser.add_argument("--restart-app-window", default="1h", metavar="DURATION",
+                        help="a restart_app fault (the application's: the node stays in service) seen again within "
+                        "this is escalated to a GPU reset (default 1h)")
     parser.add_argument("-i", "--inventory", help="inventory (default: gpuconf.cfg's, or GPUCONF_INVENTORY)")
     _limit_option(parser)
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")

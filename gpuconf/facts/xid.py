@@ -181,6 +181,43 @@ def parse_xid_events(text: str) -> tuple[XidEvent, ...]:
     return tuple(events)
 
 
+# the lines gpuconf's GPU reset writes to the kernel log (gpuconf/remediate/reset.py), around each
+# `nvidia-smi -r`: the start, and the end once the tool said the reset succeeded
+_RESET_MARK = re.compile(r"\bgpuconf: (?:resetting GPU (?P<start>\S+)|GPU (?P<done>\S+) was reset|"
+                         r"(?P<all_start>resetting all GPUs)|(?P<all_done>all GPUs were reset))\s*$")
+EVERY_GPU = "*"
+
+
+def completed_resets(text: str) -> dict[str, int]:
+    """GPU (canonical PCI address, or EVERY_GPU) -> the line on which its last completed reset
+    started: what was logged before that line, the reset has answered."""
+    started: dict[str, int] = {}
+    completed: dict[str, int] = {}
+    for record in split_kernel_log(text):
+        match = _RESET_MARK.search(record.message)
+        if not match:
+            continue
+        gpu = EVERY_GPU if match.group("all_start") or match.group("all_done") else \
+            canonical_pci_address(match.group("start") or match.group("done")) or ""
+        if match.group("start") or match.group("all_start"):
+            started[gpu] = record.line_number
+        elif gpu in started:
+            completed[gpu] = started[gpu]
+    return completed
+
+
+def after_resets(events: tuple[XidEvent, ...], text: str) -> tuple[XidEvent, ...]:
+    """The Xid events a GPU reset has not answered: an event of a GPU logged before the start of a
+    completed reset of that GPU (or of every GPU) is gone with it, as the reset is its remedy (the
+    recovery action nvidia-smi reports now is read on its own). An Xid logged during or after the
+    reset counts: failed hardware that fails again is not forgotten."""
+    resets = completed_resets(text)
+    if not resets:
+        return events
+    return tuple(e for e in events if e.log.line_number >= max(resets.get(e.pci_address or "", -1),
+                                                                 resets.get(EVERY_GPU, -1)))
+
+
 def _whole(match: re.Match[str], message: str) -> bool:
     after = message[match.end("code"):]
     return after.startswith(",") and (match.group("code") != "154" or _CHANGED.search(message) is not None)

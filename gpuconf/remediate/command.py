@@ -3,6 +3,7 @@ scheduler (the interface: gpuconf/scheduler.py), the history under the state dir
 SIGINT and SIGTERM as a clean stop."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -12,10 +13,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuconf.connection.lock import LOCK_PATH
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
@@ -24,9 +26,9 @@ from gpuconf.history import DRIFT, FAULT, FILE, History, RunLock, default_state_
 from gpuconf.inventory import Inventory
 from gpuconf.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
-from gpuconf.remediate import plan
+from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
-from gpuconf.remediate.decision import decide_action
+from gpuconf.remediate.decision import APP, Decision, decide_action
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
@@ -42,8 +44,8 @@ class EngineHooks:
     is the loop's (through the scheduler, after it has read the node's reason again)."""
 
     def __init__(self, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions,
-                 stop: threading.Event):
-        self.inventory, self.playbook, self.options = inventory, playbook, options
+                 stop: threading.Event, state_dir: Path):
+        self.inventory, self.playbook, self.options, self.state_dir = inventory, playbook, options, state_dir
         plays = [*playbook.plays, *(health.plays if health else [])]
         self.checked = dataclasses.replace(playbook, plays=plays)  # the playbook and the health gate
         self.stop = stop
@@ -87,7 +89,8 @@ class EngineHooks:
             return f"apply: {bad[0].task}: {error}"
         return None
 
-    def serials(self, host: str) -> dict[str, str]:
+    @contextlib.contextmanager
+    def _connection(self, host: str) -> Iterator[Any]:
         from gpuconf.connection.base import ConnectionSpec
         from gpuconf.engine.runner import default_connection
 
@@ -95,9 +98,37 @@ class EngineHooks:
                                         {"connection": self.options.connection} if self.options.connection else None)
         connection = default_connection(spec, self.options)
         try:
-            return read_serials(connection)
+            yield connection
         finally:
             connection.close()
+
+    def serials(self, host: str) -> dict[str, str]:
+        with self._connection(host) as connection:
+            return read_serials(connection)
+
+    def collect(self, host: str) -> str:
+        """The evidence bundle, before a reset or a reboot erases it: its path."""
+        from gpuconf.collect import collect
+
+        with self._connection(host) as connection:
+            return str(collect(host, connection, self.state_dir / "bundles").path)
+
+    def node_action(self, host: str, step: str, decision: Decision) -> reset.Outcome:
+        """A GPU reset ("reset") or an IMEX restart ("imex"), holding the host's run lock (an apply
+        started meanwhile by hand waits for it, and this for that)."""
+        if step == "reset":
+            script, parse = reset.reset_script(decision.buses, decision.resets_all), reset.parse_reset
+        else:
+            script, parse = reset.imex_script(), reset.parse_imex
+        owner = f"gpuconf remediate ({step}) pid {os.getpid()} on {socket.gethostname()}"
+        with self._connection(host) as connection:
+            lock = connection.hold_lock(LOCK_PATH, self.options.lock_wait, owner)
+            try:
+                reply = connection.call([{"op": "run", "cmd": script, "timeout": reset.SCRIPT_TIMEOUT, "check": False}],
+                                        readonly=False, timeout=reset.SCRIPT_TIMEOUT + 60, become=True)[0]
+            finally:
+                lock.close()
+        return parse(str(reply.get("out") or reply.get("error") or ""), reply.get("rc"))
 
 
 def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
@@ -111,10 +142,15 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
         return plan.Verdict(name, True)
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
     cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
-    findings = [f for t in host.tasks if t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored
-                for f in t.findings]
+    unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
+                                                           or (warned and t.warnings))]
+    findings = [f for t in unclean for f in t.findings]
+    decision = decide_action(findings, strict)
+    if decision is not None and decision.kind == APP and (host.drifted or any(
+            not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
+        decision = None  # something else needs the apply: the node is remediated as for any failure
     return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
-                        decision=decide_action(findings))
+                        decision=decision)
 
 
 def drift_fingerprint(host: HostResult) -> str:
@@ -149,6 +185,7 @@ def settings(args: Any) -> Settings:
                     drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
                     lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
                     breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
+                    app_window=plan.parse_duration(args.restart_app_window, "--restart-app-window"),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 
@@ -159,7 +196,7 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
     state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     stop = threading.Event()
     scheduler = Slurm()
-    hooks = EngineHooks(inventory, playbook, health, options, stop)
+    hooks = EngineHooks(inventory, playbook, health, options, stop, state_dir)
     if args.check:
         return check_only(hosts, hooks, scheduler, state_dir, config)
 

@@ -15,15 +15,21 @@ from functools import cache
 from gpuconf.facts.common import packaged_table
 from gpuconf.results import Finding
 
-HOLD, REBOOT, RESET, PLAYBOOK = "hold", "reboot", "reset", "playbook"
-# the kind of step each action takes, weakest first; a kind covers every weaker one
-RANK = (PLAYBOOK, RESET, REBOOT, HOLD)
+HOLD, REBOOT, RESET, IMEX, PLAYBOOK, APP = "hold", "reboot", "reset", "imex", "playbook", "app"
+# the kind of step each action takes, weakest first; a kind covers every weaker one (a reset stops and
+# starts the IMEX daemon; a reboot resets every GPU)
+RANK = (APP, PLAYBOOK, IMEX, RESET, REBOOT, HOLD)
 KIND = {
-    "restart_app": PLAYBOOK, "recover_imex_domain": PLAYBOOK,
+    "restart_app": APP, "recover_imex_domain": IMEX,
     "reset_gpu": RESET, "reset_bus": RESET, "drain": RESET, "drain_and_reset": RESET,
     "reboot_node": REBOOT,
     "drain_p2p": HOLD, "contact_support": HOLD,
 }
+# the node actions of each kind, in order: the next is the fallback when the one before is refused,
+# fails, or leaves the fault in place (gpuconf/remediate/ladder.py runs them)
+STEPS = {APP: (), PLAYBOOK: (), IMEX: ("imex",), RESET: ("reset", "reboot"), REBOOT: ("reboot",), HOLD: ()}
+# the actions that reset every GPU (and NVSwitch) of the node together: Fabric Manager guide, D.9
+RESET_ALL = ("drain_and_reset",)
 CODE = re.compile(r"\b(S?Xid) (\d+)\b")
 
 
@@ -39,15 +45,26 @@ class Decision:
     gpu: int | None = None
     bus_id: str | None = None
     others: int = 0  # more findings that asked for an action, covered by this one
+    buses: tuple[str, ...] = ()  # every GPU whose failed findings ask for a reset (the ones to reset)
+    count: int | None = None  # the deciding finding's count (an Xid's lines this boot), when it has one
 
     @property
     def hold(self) -> bool:
         return self.kind == HOLD
 
     @property
+    def steps(self) -> tuple[str, ...]:
+        """The node actions to take, each the fallback of the one before ("reset", "reboot", "imex")."""
+        return STEPS.get(self.kind, ())
+
+    @property
     def reboots(self) -> bool:
-        """A reset is not built yet: its documented fallback, a reboot, is taken."""
-        return self.kind in (REBOOT, RESET)
+        return "reboot" in self.steps
+
+    @property
+    def resets_all(self) -> bool:
+        """Every GPU of the node at once: the action says so, or no finding named its GPU."""
+        return self.action in RESET_ALL or not self.buses
 
     def text(self) -> str:
         more = f" (+{self.others} more covered)" if self.others else ""
@@ -70,18 +87,22 @@ def row_of(finding: Finding) -> tuple[str, str]:
     return f"health probe {finding.probe}", ""
 
 
-def decide_action(findings: list[Finding]) -> Decision | None:
-    """The strongest action the failed findings ask for; None when none asks for one (drift, a
-    task that failed without naming a recovery: the playbook's apply and verify, as before).
-    An Xid the catalog does not know asks for contact_support (gpuconf.facts.xid.xid_entry): when it
-    fails, it is a hold."""
-    asking = [f for f in findings if f.severity == "failure" and f.action and f.action != "none"]
+def decide_action(findings: list[Finding], strict: bool = False) -> Decision | None:
+    """The strongest action the failed findings (and the warnings, under --strict) ask for; None
+    when none asks for one (drift, a task that failed without naming a recovery: the playbook's
+    apply and verify, as before). An Xid the catalog does not know asks for contact_support
+    (gpuconf.facts.xid.xid_entry): when it fails, it is a hold."""
+    judged = ("failure", "warning") if strict else ("failure",)
+    asking = [f for f in findings if f.severity in judged and f.action and f.action != "none"]
     if not asking:
         return None
     best = max(asking, key=lambda f: RANK.index(kind_of(f.action or "")))  # the first of the strongest
     row, code = row_of(best)
     action = best.action or ""
-    return Decision(action, kind_of(action), best.message, row, code, best.gpu, best.bus_id, len(asking) - 1)
+    buses = tuple(dict.fromkeys(f.bus_id for f in asking if f.bus_id and kind_of(f.action or "") == RESET))
+    count = best.value if isinstance(best.value, int) and not isinstance(best.value, bool) else None
+    return Decision(action, kind_of(action), best.message, row, code, best.gpu, best.bus_id, len(asking) - 1, buses,
+                    count)
 
 
 @cache

@@ -44,6 +44,7 @@ UNCOUNTED = {
     INTERRUPTED: "interrupted, then closed",
     FOREIGN: "left to someone else's drain",
     HARDWARE: "a hardware hold: the hardware's fault, for a person and an RMA, not the node's to keep failing",
+    "reported": "restart_app reported: the node stayed in service",
 }
 
 

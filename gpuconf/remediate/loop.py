@@ -7,6 +7,7 @@ the engine for them), and the `History` (its journal step is written before each
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpuconf.errors import GpuconfError
-from gpuconf.history import History, Record
-from gpuconf.remediate import plan
+from gpuconf.history import FAULT, History, Record
+from gpuconf.remediate import ladder, plan, reset, restart_app
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker, Fuse
-from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.decision import APP, Decision
 from gpuconf.remediate.hold import hold_reason, hold_record
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
@@ -40,6 +41,14 @@ class Hooks(Protocol):
         """The host's GPU serials by PCI address, for a hardware hold ({} when they cannot be read)."""
         ...
 
+    def collect(self, host: str) -> str:
+        """The host's evidence bundle (gpuconf collect): its path; a GpuconfError when it cannot be had."""
+        ...
+
+    def node_action(self, host: str, step: str, decision: Decision) -> reset.Outcome:
+        """A node action of the ladder other than the reboot: "reset" (the GPUs), "imex" (the daemon)."""
+        ...
+
 
 @dataclass
 class Settings:
@@ -51,6 +60,7 @@ class Settings:
     busy_retries: int = 1  # a node still busy at --drain-timeout is tried again in this many later waves
     reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this
     resume_timeout: float = 120.0  # a resumed node answers the scheduler's ping within this
+    app_window: float = 3600.0  # restart_app again within this: escalated to a GPU reset
     run_id: str = ""
 
 
@@ -98,6 +108,11 @@ class Remediation:
             verdict = verdicts.get(host, plan.Verdict(host, False, "gpuconf: not checked", unreachable=True))
             lemon = host not in open_records and self.settings.lemon.is_lemon(self.history.records(host), self.clock())
             action = plan.decide(verdict, node, lemon)
+            if action == plan.REMEDIATE and record is None and node is not None and node.in_service \
+                    and verdict.decision is not None and verdict.decision.kind == APP:
+                verdict = verdicts[host] = self._restart_app(host, verdict, verdict.decision)
+                if verdict.decision is not None and verdict.decision.kind == APP:
+                    continue  # reported; the node stays in service
             if action == plan.HARDWARE_HELD and record is not None:  # a run killed right after the hold's drain
                 self.history.finish(open_records.pop(host).id, out.HARDWARE, "closed by the next run")
             if action in (plan.REMEDIATE, plan.LEMON):
@@ -111,6 +126,25 @@ class Remediation:
         self._waves(pending, {h: 0 for h in pending})
         s.interrupted = self.stop.is_set()
         return s
+
+    def _restart_app(self, host: str, verdict: plan.Verdict, decision: Decision) -> plan.Verdict:
+        """An application's fault: reported and the node left in service, or, repeated within
+        --restart-app-window, escalated to a GPU reset (the verdict the wave then works on)."""
+        name = self.hosts[host]
+        new, escalated = restart_app.judge(self.history.records(host), decision, self.clock(),
+                                           self.settings.app_window)
+        if escalated is not None:
+            self._line(host, f"restart_app again within {plan.duration_text(self.settings.app_window)}: "
+                       f"escalated to reset_gpu ({decision.finding})")
+            return dataclasses.replace(verdict, decision=escalated)
+        detail = restart_app.detail(decision)
+        if new:
+            rid = self.history.begin(host, name, verdict.finding, self.settings.run_id, step="report", cause=FAULT)
+            self.history.finish(rid, restart_app.REPORTED, detail)
+        self.summary.set(host, name, out.REPORTED, f"{decision.finding} ({'new' if new else 'seen before'})",
+                         drifted=True)
+        self._line(host, f"restart_app: {decision.finding}: reported, left in service")
+        return verdict
 
     def _settled(self, host: str, action: str, node: Node | None, verdict: plan.Verdict) -> None:
         out.settled(self.summary, self.say, host, self.hosts[host], action, node, verdict, self.scheduler.name)
@@ -188,7 +222,8 @@ class Remediation:
 
     def _resume_verified(self, host: str, record: Record | None) -> None:
         name = self.hosts[host]
-        applied = record is not None and record.step in ("apply", "verify", "resume", "fail")
+        applied = record is not None and record.step in ("collect", "reset", "imex", "reboot", "apply", "verify",
+                                                         "resume", "fail")
         rid = record.id if record else self.history.begin(host, name, "verified clean", self.settings.run_id,
                                                           step="resume")
         if record is not None:
@@ -242,31 +277,15 @@ class Remediation:
                 self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
                 return
             self.watch.still_ours(name)
-            rebooted = verdict.decision is not None and verdict.decision.reboots
-            if rebooted and verdict.decision is not None:  # the recovery action first: a reset's fallback is a reboot
-                self.history.step(rid, "reboot", verdict.decision.text())
-                self._line(host, f"recovery: {verdict.decision.text()}")
-                self._reboot(host)
-                self._settle_reboots(self._states(), only=name)
-                self.watch.still_ours(name)
-            self.history.step(rid, "apply")
-            self._line(host, "apply")
-            error = self.hooks.apply(host, lambda: self._reboot(host))
-            self._check_stop()
-            self._settle_reboots(self._states(), only=name)
-            self.watch.still_ours(name)
-            self.history.step(rid, "verify")
-            self._line(host, "verify")
-            after = self.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
-            self._check_stop()
-            verified = error is None and after.clean
+            result = ladder.climb(self, host, rid, verdict)
+            verified, after, error = result.verified, result.after, result.error
             if verified:
                 self.history.step(rid, "resume")
                 self._resume(host)
                 self.history.finish(rid, out.RESUMED)
                 self.summary.set(host, name, out.RESUMED)
                 return
-            if rebooted and after.decision is not None:  # the fault survived the reboot: the hardware's
+            if result.hold and after.decision is not None:  # the fault survived the reboot: the hardware's
                 self._hold(host, rid, after, after.decision)
                 return
             why = error or after.finding

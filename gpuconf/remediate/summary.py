@@ -30,13 +30,15 @@ SKIPPED_BUSY, FOREIGN, NOT_STARTED, UNREACHABLE, ERROR, INTERRUPTED = "skipped_b
     "unreachable", "error", "interrupted"
 NOT_IN_SCHEDULER = "not_in_scheduler"
 HARDWARE, HARDWARE_HELD = "hardware", "hardware_held"  # drained as a hardware hold: now, or by an earlier run
+REPORTED = "reported"  # restart_app: the finding reported, the node left in service (restart_app.py)
 NEEDS_A_PERSON = (FAILED, LEMON, ERROR, NOT_IN_SCHEDULER, HARDWARE, HARDWARE_HELD)
-LEFT_UNCONVERGED = (SKIPPED_BUSY, NOT_STARTED, STILL_LEMON)
+LEFT_UNCONVERGED = (SKIPPED_BUSY, NOT_STARTED, STILL_LEMON, REPORTED)
 TITLES = [(RESUMED, "resumed"), (VERIFIED, "verified and resumed"), (FAILED, "remediation failed (left drained)"),
           (HARDWARE, "hardware holds (drained for a person: gpuconf hardware lists them)"),
           (HARDWARE_HELD, "still hardware holds (left drained)"),
           (LEMON, "lemons (left drained)"), (STILL_LEMON, "still lemons (left drained)"),
           (SKIPPED_BUSY, "skipped, still busy at --drain-timeout (left in service)"),
+          (REPORTED, "restart_app reported (the application's fault: left in service)"),
           (FOREIGN, "drained by someone else (left as they set it)"), (NOT_STARTED, "not started"),
           (UNREACHABLE, "unreachable"), (NOT_IN_SCHEDULER, "not known to the scheduler"),
           (ERROR, "errors"), (INTERRUPTED, "interrupted (left drained, the journal says where)")]

@@ -11,7 +11,8 @@ Why each mount exists:
   * `/proc` is the node's own (its pid namespace); `/proc/sys` and friends are read-only and
     `/proc/sysrq-trigger`-like files are read-only or masked: they would reach the real kernel;
   * `/sys` is an empty tmpfs that the simulators populate, never the machine's sysfs;
-  * `/dev` is a tmpfs with a handful of safe devices and a private devpts, and no `/dev/kmsg`;
+  * `/dev` is a tmpfs with a handful of safe devices and a private devpts; its `/dev/kmsg` is a
+    plain file that the log simulators read (sim/logs.py), never the machine's kernel log;
   * `/run`, `/tmp`, `/sys` and `/proc/driver` are fresh at every boot, like on a real machine.
 
 The boot and reboot protocol is the one in docs/lab-contract.md. Faults that the runtime owns
@@ -122,6 +123,8 @@ def build_dev(dev):
     for name in DEVICES:
         open(f"{dev}/{name}", "w").close()
         bind(f"/dev/{name}", f"{dev}/{name}")
+    open(f"{dev}/kmsg", "w").close()
+    os.chmod(f"{dev}/kmsg", 0o644)
     os.mkdir(f"{dev}/pts")
     mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5")
     os.symlink("pts/ptmx", f"{dev}/ptmx")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.reset import Outcome
 from gpuconf.scheduler import Node
 
 
@@ -112,6 +113,9 @@ class FakeHooks:
         self.faults: dict[str, Decision] = {}  # a catalog fault the health probes find, until the node reboots
         self.sticky: set[str] = set()  # ... or for good: the fault survives the reboot
         self.serial_numbers: dict[str, dict[str, str]] = {}  # nvidia-smi's serials, by PCI address
+        self.actions: list[tuple[str, str]] = []  # (host, "reset" | "imex"), as the ladder took them
+        self.refuse: set[str] = set()  # hosts whose GPU reset nvidia-smi refuses (a process holds the GPU)
+        self.collected: list[str] = []  # hosts whose evidence bundle was collected
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -120,7 +124,9 @@ class FakeHooks:
         result = {}
         for host in hosts:
             rebooted = ("reboot", host) in self.slurm.calls
-            if host in self.faults and (host in self.sticky or not rebooted):
+            reset_done = (host, "reset") in self.actions and host not in self.refuse \
+                and host in self.faults and self.faults[host].kind in ("reset", "app")
+            if host in self.faults and (host in self.sticky or not (rebooted or reset_done)):
                 result[host] = plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}",
                                             cause="fault", decision=self.faults[host])
             elif host in self.broken:
@@ -133,6 +139,19 @@ class FakeHooks:
 
     def serials(self, host: str) -> dict[str, str]:
         return self.serial_numbers.get(host, {})
+
+    def collect(self, host: str) -> str:
+        assert not self.slurm.node(host).in_service and not self.slurm.node(host).busy, "collected in service"
+        self.collected.append(host)
+        return f"/state/bundles/{host}-20261207T100000Z.tar.gz"
+
+    def node_action(self, host: str, step: str, decision: Decision) -> Outcome:
+        assert not self.slurm.node(host).in_service and not self.slurm.node(host).busy, f"{step} in service"
+        self.actions.append((host, step))
+        if step == "reset" and host in self.refuse:
+            return Outcome(False, "The following GPUs could not be reset:; GPU 00000000:3B:00.0: In use by another "
+                           "client", refused=True)
+        return Outcome(True, "GPU 00000000:3B:00.0 was successfully reset." if step == "reset" else "READY")
 
     def apply(self, host: str, reboot) -> str | None:
         self.applied.append(host)

@@ -49,7 +49,7 @@ def test_the_strongest_action_wins_and_names_its_finding_and_catalog_row():
     decision = decide_action([xid(48, "reset_gpu"), xid(79, "reboot_node"), xid(94, "restart_app")])
     assert (decision.action, decision.kind, decision.row, decision.code) == (
         "reboot_node", "reboot", "xid_catalog.csv: 79", "Xid 79")
-    assert decision.others == 2 and "Xid 79" in decision.finding and decision.reboots
+    assert decision.others == 2 and "Xid 79" in decision.finding and decision.steps == ("reboot",)
     hold = decide_action([xid(79, "reboot_node"), xid(13, "contact_support", bus="0000:5e:00.0")])
     assert hold.hold and hold.code == "Xid 13" and hold.bus_id == "0000:5e:00.0"
     driver = decide_action([Finding("recovery_action", "failure", "GPU 1: the driver asks for recovery action "
@@ -61,7 +61,7 @@ def test_warnings_and_findings_without_an_action_decide_nothing():
     assert decide_action([xid(94, "restart_app", severity="warning")]) is None  # a warning never decides
     assert decide_action([Finding("thermal", "failure", "GPU 0 at 95 C")]) is None
     only_app = decide_action([xid(94, "restart_app")])
-    assert only_app.kind == "playbook" and not only_app.hold and not only_app.reboots
+    assert only_app.kind == "app" and not only_app.hold and only_app.steps == ()  # restart_app.py decides
 
 
 def test_the_hold_reason_names_the_xid_the_serial_and_the_pci_address():
@@ -98,20 +98,20 @@ def test_a_fault_that_survives_the_reboot_ends_in_a_hold_one_that_does_not_is_re
     slurm = FakeSlurm(NODES)
     hooks = FakeHooks(slurm, reboot=False)
     hooks.faults["n1"] = decide_action([xid(79, "reboot_node")])
-    hooks.faults["n3"] = decide_action([xid(48, "reset_gpu")])  # a reset's fallback: the reboot
+    hooks.faults["n3"] = decide_action([xid(48, "reset_gpu")])  # the reset clears it: no reboot
     hooks.sticky.add("n1")
     hooks.serial_numbers["n1"] = {BUS: "SER-1"}
     summary = remediate(slurm, hooks, tmp_path, budget="2")  # a held node keeps costing its budget
     assert [c[0] for c in slurm.calls if c[1] == "n1"] == ["drain", "reboot", "drain"]
     assert slurm.node("n1").reason == f"gpuconf: hardware: Xid 79 GPU SER-1 {BUS}"
-    assert [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "reboot", "resume"]
+    assert [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "resume"] and ("n3", "reset") in hooks.actions
     assert slurm.node("n3").in_service
     assert {n.host for n in summary.of(out.HARDWARE)} == {"n1"} and {n.host for n in summary.of(out.RESUMED)} == {"n3"}
     steps = [r.step for r in records(tmp_path, "n1")]
     assert steps == ["done"] and [r.outcome for r in records(tmp_path, "n1")] == [HARDWARE]
     with History(tmp_path / "state") as history:
         journal = [step for _, step, _ in history.steps(records(tmp_path, "n1")[0].id)]
-    assert journal == ["drain", "wait", "reboot", "apply", "verify", "hold", "done"]
+    assert journal == ["drain", "wait", "collect", "reboot", "apply", "verify", "hold", "done"]
 
 
 def test_a_run_killed_after_the_holds_drain_is_closed_by_the_next_and_the_node_stays_held(tmp_path):

@@ -30,7 +30,16 @@ from gpuconf.facts.kernel import (
     summarise_xid_events,
 )
 from gpuconf.facts.sxid import SXidSummary
-from gpuconf.facts.xid import FAIL, INFO, LOST_CANDIDATES, WARN, LostGpu, RecoveryAction, recovery_from_text
+from gpuconf.facts.xid import (
+    FAIL,
+    INFO,
+    LOST_CANDIDATES,
+    WARN,
+    LostGpu,
+    RecoveryAction,
+    after_resets,
+    recovery_from_text,
+)
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, gpu_name, verdict
@@ -39,7 +48,7 @@ from gpuconf.tasks.health.pci import index_of, sysfs_gpu_addresses
 from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, optional_readings, smi_indexes
 
 # "Xid" also keeps the NVSwitch driver's "SXid" lines
-CANDIDATES = r"Xid|lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl|" + LOST_CANDIDATES
+CANDIDATES = r"Xid|gpuconf: |lockup|blocked for more than|detected stall|nvidia_(unlocked_)?ioctl|" + LOST_CANDIDATES
 JOURNAL = ["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"]
 
 
@@ -150,7 +159,7 @@ def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_orde
     per (NVSwitch, SXid code) by the Fabric Manager guide's table (the line's Fatal or
     Non-fatal decides over it)."""
     findings = []
-    summaries = summarise_xid_events(parse_xid_events(text))
+    summaries = summarise_xid_events(after_resets(parse_xid_events(text), text))
     for summary in summaries:
         findings.append(_xid_finding(summary, params, index_of(summary.pci_address, indexes, sysfs_order), probe))
     fallen = {s.pci_address for s in summaries if s.code == 79}

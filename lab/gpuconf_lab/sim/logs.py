@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import state
 
 KMSG = f"{state.RUN}/kmsg.jsonl"
 JOURNAL = f"{state.RUN}/journal.jsonl"
+# what userspace writes to the kernel log (`echo '<5>text' >> /dev/kmsg`): the lab's /dev/kmsg is a
+# plain file (lab/gpuconf_lab/init.py); its new lines join the kernel log before anything else does
+DEV_KMSG = "/dev/kmsg"
+DEV_KMSG_TAKEN = f"{state.RUN}/dev-kmsg.offset"
+DEFAULT_PRIORITY = 4  # the kernel's default message log level, for a line written without <N>
 
 # syslog priorities, as dmesg --decode and journalctl -p name them
 PRIORITIES = ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
@@ -31,8 +37,34 @@ def _append(absolute: str, entry: dict) -> None:
         os.close(fd)
 
 
+def take_dev_kmsg() -> None:
+    """Lines written to /dev/kmsg since the last look become kernel log entries, in order; a
+    reader that may not record what it took (not root) leaves them to the next one."""
+    real = state.path(DEV_KMSG)
+    try:
+        size = os.path.getsize(real)
+        with state.locked("dev-kmsg"):
+            taken = int((state.read_text(DEV_KMSG_TAKEN, "0") or "0").strip() or 0)
+            if size < taken:  # a writer's `>` truncated it
+                taken = 0
+            if size == taken:
+                return
+            with open(real, "rb") as handle:
+                handle.seek(taken)
+                data = handle.read()
+            whole = data[:data.rfind(b"\n") + 1]
+            for line in whole.decode("utf-8", "replace").splitlines():
+                match = re.match(r"<(\d+)>(.*)", line)
+                priority, message = (int(match.group(1)) & 7, match.group(2)) if match else (DEFAULT_PRIORITY, line)
+                _append(KMSG, {"w": time.time(), "t": state.uptime(), "p": priority, "m": message})
+            state.write_text(DEV_KMSG_TAKEN, str(taken + len(whole)))
+    except (OSError, ValueError):
+        return
+
+
 def kmsg(message: str, priority: int = 6) -> None:
     """Append a line to the kernel log (what the kernel would printk)."""
+    take_dev_kmsg()
     now = time.time()
     _append(KMSG, {"w": now, "t": state.uptime(), "p": priority, "m": message})
 
@@ -61,6 +93,7 @@ def _read(absolute: str) -> list[dict]:
 
 
 def kernel_entries() -> list[dict]:
+    take_dev_kmsg()
     return _read(KMSG)
 
 
