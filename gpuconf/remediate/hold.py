@@ -62,7 +62,7 @@ def read_serials(connection: Any) -> dict[str, str]:
         reply = connection.call(ops, readonly=False, timeout=SERIAL_TIMEOUT + 30, become=True)[0]
     except Exception:  # noqa: BLE001 - an unreachable host or a hung nvidia-smi: the serial stays unknown
         return {}
-    return parse_serials(str(reply.get("stdout", ""))) if reply.get("rc") == 0 else {}
+    return parse_serials(str(reply.get("out", ""))) if reply.get("rc") == 0 else {}
 
 
 def merge(holds: list[Hold]) -> list[dict[str, Any]]:
