@@ -244,7 +244,7 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
         finally:
             store.close()
     for line in preview(hosts, verdicts, states, records, events, config.budget.limit(len(hosts)), config.lemon,
-                        config.breaker, time.time()):
+                        config.breaker, time.time(), config.app_window):
         print(line)
     unclean = [v for v in verdicts.values() if not v.clean]
     return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)

@@ -4,12 +4,14 @@ scheduler state, no journal entry (the history is read when it exists).
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuconf.history import Record
-from gpuconf.remediate import plan
+from gpuconf.remediate import plan, restart_app
 from gpuconf.remediate.breaker import Breaker, counted, state
-from gpuconf.remediate.decision import action_table
+from gpuconf.remediate.decision import APP, action_table
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.scheduler import Node
 
@@ -34,9 +36,17 @@ class NodePlan:
     takes_out: bool  # in service now and would be drained
 
 
-def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, lemon: bool) -> NodePlan:
+def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, lemon: bool,
+              reports: Sequence[Record] = (), now: float = 0.0, app_window: float = 3600.0) -> NodePlan:
     action = plan.decide(verdict, node, lemon)
     takes_out = action in (plan.REMEDIATE, plan.LEMON) and node is not None and node.in_service
+    decision = verdict.decision
+    if action == plan.REMEDIATE and takes_out and decision is not None and decision.kind == APP:
+        escalated = restart_app.judge(reports, decision, now, app_window)[1]
+        if escalated is None:
+            return NodePlan(host, name, action, f"restart_app, decided by {decision.row}: {decision.finding}; "
+                            "steps: reported, left in service", False)
+        verdict = dataclasses.replace(verdict, decision=escalated)
     if action != plan.REMEDIATE:
         words = WORDS[action]
         if action in (plan.FOREIGN, plan.STILL_LEMON, plan.HARDWARE_HELD) and node is not None:
@@ -54,14 +64,14 @@ def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, le
 
 def preview(hosts: dict[str, str], verdicts: dict[str, plan.Verdict], states: dict[str, Node],
             records: list[Record], events: list[tuple[float, str, str]], limit: int, lemon: LemonRule,
-            breaker: Breaker, now: float) -> list[str]:
+            breaker: Breaker, now: float, app_window: float = 3600.0) -> list[str]:
     """The lines `remediate --check` prints."""
     plans = []
     for host, name in sorted(hosts.items()):
         verdict = verdicts.get(host, plan.Verdict(host, False, "gpuconf: not checked", unreachable=True))
         mine = [r for r in records if r.host == host]
         lemon_now = not any(r.open for r in mine) and lemon.is_lemon(mine, now)
-        plans.append(node_plan(host, name, verdict, states.get(name), lemon_now))
+        plans.append(node_plan(host, name, verdict, states.get(name), lemon_now, mine, now, app_window))
     lines = [f"{p.host}" + (f" ({p.node})" if p.node != p.host else "") + f": {p.text}" for p in plans]
     out_now = sorted(h for h, n in hosts.items() if n in states and not states[n].in_service)
     wanted = [p.host for p in plans if p.takes_out]

@@ -220,7 +220,7 @@ def test_the_check_plan_names_the_action_its_row_and_the_budget():
     lines = preview({n: n for n in NODES}, verdicts, states, [], [], 1, LemonRule(), parse_breaker("2", 3600),
                     time.time())
     assert lines[0].startswith("n1: reboot_node, decided by xid_catalog.csv: 79: GPU 0")
-    assert "steps: drain and wait; reboot through the scheduler" in lines[0]
+    assert "steps: drain and wait; collect; reboot through the scheduler" in lines[0]
     assert lines[1] == "n2: remediate: drain, wait, apply, verify, resume; finding: gpuconf: drift: /etc/x"
     assert lines[5] == "n6: drained by someone else: not touched (IDLE+DRAIN, reason: admin: RMA)"
     assert lines[6] == ("budget: --max-unavailable 1; 1 node(s) in scope out of service now (n6); "

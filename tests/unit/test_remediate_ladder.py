@@ -3,6 +3,7 @@ restart, restart_app's report and escalation, over the fake scheduler and hosts
 (tests/unit/remediate_fakes.py); the reset script's account and the kernel log's reset lines."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from gpuconf.facts.xid import after_resets, parse_xid_events
@@ -164,3 +165,26 @@ def test_a_completed_reset_answers_the_gpus_earlier_xids_only():
             if e.pci_address == "0000:3b:00.0"] == ["Timeout"]  # failed again after it: counts
     every = LOG + "[  400.000000] gpuconf: resetting all GPUs\n[  401.000000] gpuconf: all GPUs were reset\n"
     assert after_resets(parse_xid_events(every), every) == ()
+
+
+def test_the_check_plan_says_restart_app_stays_in_service_until_it_repeats(tmp_path):
+    from gpuconf.remediate import plan
+    from gpuconf.remediate.breaker import Breaker
+    from gpuconf.remediate.lemon import LemonRule
+    from gpuconf.remediate.preview import preview
+    from gpuconf.scheduler import Node
+
+    decision = decide_action([xid(94, "restart_app", count=1)])
+    verdicts = {"n1": plan.Verdict("n1", False, "gpuconf: failed: Xid 94", cause="fault", decision=decision)}
+    states = {"n1": Node("n1", "IDLE")}
+    lines = preview({"n1": "n1"}, verdicts, states, [], [], 1, LemonRule(), Breaker(), time.time())
+    assert lines[0].endswith("steps: reported, left in service") and "0 more to take out" in lines[1]
+    slurm = FakeSlurm(["n1"])
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n1"] = decision
+    remediate(slurm, hooks, tmp_path)
+    again = dataclasses.replace(verdicts["n1"], decision=decide_action([xid(94, "restart_app", count=3)]))
+    lines = preview({"n1": "n1"}, {"n1": again}, states, records(tmp_path), [], 1, LemonRule(), Breaker(),
+                    time.time())
+    assert lines[0].startswith("n1: reset_gpu, decided by restart_app repeated within the window") and \
+        "1 more to take out" in lines[1], lines
