@@ -55,6 +55,9 @@ class PlayOnHost(Entries):
         self.results: list[TaskResult] = []
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
+        # tasks already applied together with one before them (engine/joint.py): their params and
+        # verdict, re-checked and reported at their turn
+        self._applied: dict[int, tuple[Any, Verdict]] = {}
         self.batch = batch  # run_once and max_fail_percentage, with the other hosts of the batch
         self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
 
@@ -75,7 +78,7 @@ class PlayOnHost(Entries):
             self.session.fetch(self._facts_of(left))
             blocks = BlockRun(tasks)
             for index, task in enumerate(tasks):
-                if self.stop():
+                if self.stop() and id(task) not in self._applied:  # what was done is still reported
                     if not self.deadline_reached():  # interrupted: no new task starts, and the report
                         self._interrupted(tasks[index:])  # says which ones it left out
                         break
@@ -83,7 +86,7 @@ class PlayOnHost(Entries):
                         self.mark_not_run([task])
                         self._task_done(index)
                         continue
-                why = blocks.why_not(task)
+                why = None if id(task) in self._applied else blocks.why_not(task)
                 if why is not None:  # never silently absent: a rescue that did not run says why
                     self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
                     results: list[TaskResult] = []
@@ -93,6 +96,9 @@ class PlayOnHost(Entries):
                 blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
                                      and not r.unhealthy])
                 if blocks.host_failed:
+                    for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
+                        if id(later) in self._applied:
+                            self.run_entry(later, [])
                     break
                 if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
                     limit = self.play.keywords.max_fail_percentage
@@ -227,7 +233,10 @@ class PlayOnHost(Entries):
         self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
         return verdict
 
-    def _run_task(self, task: TaskDef, upcoming: list[TaskDef]) -> TaskResult:
+    def _run_task(self, task: TaskDef, upcoming: list[TaskDef], join: bool = True) -> TaskResult:
+        applied = self._applied.pop(id(task), None)
+        if applied is not None:  # applied together with a task before it: only its re-check is left
+            return self._applied_result(task, *applied, {})
         if task.type in ENGINE_ACTIONS:
             rendered = self.render_task(task)  # only `when`: the action renders its own values
             if rendered is None:
@@ -256,18 +265,71 @@ class PlayOnHost(Entries):
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
             return result
 
+        if join and task_type.batch and upcoming and self._joins():
+            try:
+                joined = self._apply_joined(task, params, verdict, upcoming)
+            except TaskError:  # the joint transaction failed: each task alone, with its own error
+                return self._run_task(task, upcoming, join=False)
+            if joined:
+                return self._applied_result(task, params, verdict, {})
+        data = task_type.apply(self._host_apply(task, [(task, params)], upcoming), params,
+                               list(verdict.changes)) or {}
+        return self._applied_result(task, params, verdict, data)
+
+    def _host_apply(self, task: TaskDef, applying: list[tuple[TaskDef, Any]], upcoming: list[TaskDef]) -> HostApply:
+        """What apply() gets for `task` (and the tasks applied with it, `applying`)."""
         def refresh() -> list[Any]:
             # read again in the round trip that applies: what the re-check, the next tasks and the
             # handlers this play will run need, so that none of them costs a round trip of its own
+            reads = [fact for one, params in applying for fact in self._reads(one, params)]
             if self.task_session(task) is not self.session:  # it ran elsewhere or as another user
-                return self._reads(task, params)
-            return self._reads(task, params) + self._facts_of(upcoming + self._handlers_due(task))
+                return reads
+            return reads + self._facts_of(upcoming + [h for one, _ in applying for h in self._handlers_due(one)])
 
         via = self.options.reboot_via
-        apply = HostApply(self.task_session(task), task.become, task.keywords.timeout, refresh,
-                          on_reboot=lambda _: self.refresh_after_reboot(refresh),
-                          reboot_via=None if via is None else lambda: via(self.host))
-        data = task_type.apply(apply, params, list(verdict.changes)) or {}
+        return HostApply(self.task_session(task), task.become, task.keywords.timeout, refresh,
+                         on_reboot=lambda _: self.refresh_after_reboot(refresh),
+                         reboot_via=None if via is None else lambda: via(self.host))
+
+    def _joins(self) -> bool:
+        """Tasks may apply together: not where the hosts of a batch meet after each task
+        (max_fail_percentage) or each task is asked for (--step)."""
+        return self.play.keywords.max_fail_percentage is None and self.options.step is None
+
+    def _apply_joined(self, task: TaskDef, params: Any, verdict: Verdict, upcoming: list[TaskDef]) -> bool:
+        """Apply `task` together with the tasks right after it that may join it (engine/joint.py),
+        in one round trip; False, having done nothing, when none may. They are re-checked and
+        reported at their turn. A failure of the joint apply raises TaskError."""
+        task_type = TASK_TYPES[task.type]
+        first = task_type.batch_ops(params, list(verdict.changes))
+        if first is None:
+            return False
+        parts, members = [first], []
+        seen = self._seen
+        for later, later_params in self.joinable(task, upcoming):
+            try:
+                later_verdict = self._check(later, later_params)
+            except Exception:  # noqa: BLE001 - it reports that at its turn
+                break
+            if not later_verdict.changes:
+                continue  # in sync now: checked again at its turn, after the transaction
+            ops = TASK_TYPES[later.type].batch_ops(later_params, list(later_verdict.changes))
+            if ops is None or task_type.join(parts + [ops]) is None:
+                break
+            parts.append(ops)
+            members.append((later, later_params, later_verdict))
+        self._seen = seen
+        joined = task_type.join(parts)
+        if not members or joined is None:
+            return False
+        applying = [(task, params), *((later, later_params) for later, later_params, _ in members)]
+        task_type.apply_joined(self._host_apply(task, applying, upcoming), joined)
+        for later, later_params, later_verdict in members:
+            self._applied[id(later)] = (later_params, later_verdict)
+        return True
+
+    def _applied_result(self, task: TaskDef, params: Any, verdict: Verdict, data: dict[str, Any]) -> TaskResult:
+        """The re-check after apply, and the task's result."""
         self.refresh_facts()
         recheck = self._check(task, params)
         left = [c for c in recheck.changes if c.verify and not c.reboot]

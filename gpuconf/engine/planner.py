@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuconf.engine.context import Resolver, bounded
 from gpuconf.engine.flow import item_task, loop_items
+from gpuconf.engine.joint import EVERY_NAME, refusal, registered_names
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.secrets import SecretSet, redact_value, secret_values
@@ -195,6 +196,26 @@ class HostPlanner:
     @staticmethod
     def _reads(task: TaskDef, params: Any) -> list[Fact]:
         return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
+
+    def joinable(self, first: TaskDef, upcoming: list[TaskDef]) -> list[tuple[TaskDef, Any]]:
+        """The tasks right after `first` that may apply together with it, with their params
+        (gpuconf/engine/joint.py): up to the first that may not, or whose condition is false."""
+        found: list[tuple[TaskDef, Any]] = []
+        registers = registered_names([first])
+        for task in upcoming:
+            if refusal(first, task) is not None:
+                break
+            variables = self.task_vars(task)
+            variables.reads = {}   # which variables its conditions and params look up
+            try:
+                params = self._params(task, TASK_TYPES[task.type], variables) if self._holds(task, variables) else None
+            except Exception:  # noqa: BLE001 - the task reports it at its turn
+                break
+            if params is None or registers & set(variables.reads) or EVERY_NAME in variables.reads:
+                break
+            found.append((task, params))
+            registers |= registered_names([task])
+        return found
 
 
     # -- the plan as a value ---------------------------------------------------

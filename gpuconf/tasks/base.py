@@ -238,6 +238,11 @@ class TaskType:
     reads_when_told: ClassVar[bool] = False
     # Its apply reboots the host: in local mode (an image build) that waits for --reboot.
     reboots: ClassVar[bool] = False
+    # The kind of change it can carry out together with the tasks right after it of the same
+    # kind ("package": one package transaction): the engine (gpuconf/engine/joint.py) then asks
+    # the first task's type to `join` their `batch_ops` and `apply_joined` them, and re-checks
+    # each task as its own. "" (the default): every apply goes alone.
+    batch: ClassVar[str] = ""
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation
@@ -254,3 +259,17 @@ class TaskType:
     def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict[str, Any] | None:
         ctx.execute([op for change in changes for op in change.ops])
         return None
+
+    # -- a `batch` kind's apply together ----------------------------------------
+    def batch_ops(self, params: Any, changes: list[Change]) -> list[Op] | None:
+        """This task's ops, to be joined with others', or None when its changes must go alone."""
+        return None
+
+    def join(self, parts: list[list[Op]]) -> list[Op] | None:
+        """The ops of several tasks of this `batch` kind (their batch_ops, in order) as one list,
+        or None when they cannot go together."""
+        return None
+
+    def apply_joined(self, ctx: ApplyContext, ops: list[Op]) -> None:
+        """Run what `join` made, in one round trip; a failure raises TaskError."""
+        ctx.execute(ops)

@@ -30,8 +30,16 @@ from gpuconf.facts.driver_stack import (
 )
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Verdict, run
-from gpuconf.tasks.packages import AptBackend, Backend, DnfBackend, apply_ops, backend_for, repair_changes
+from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, Verdict, run
+from gpuconf.tasks.packages import (
+    AptBackend,
+    Backend,
+    DnfBackend,
+    JoinsTransactions,
+    apply_ops,
+    backend_for,
+    repair_changes,
+)
 
 VERSION = r"^\d{3}\.\d+(\.\d+)?$"
 NAMED_BRANCH = re.compile(r"-(\d{3})(?:-open|-server|-server-open)?(?:-|$)")
@@ -89,7 +97,7 @@ def _driver_packages(packages: Mapping[str, Installed]) -> tuple[Installed, ...]
     return drivers
 
 
-class DriverStack(TaskType):
+class DriverStack(JoinsTransactions):
     """Exactly one NVIDIA driver stack: `branch` at `version`, kernel modules of one `flavour`
     (auto: the catalog's choice for these GPUs) from DKMS or precompiled signed packages, held
     (apt-mark hold, the pinning package from 590 on, or dnf versionlock). Packages of any other
@@ -255,6 +263,13 @@ class DriverStack(TaskType):
         if want.stream and stream != want.stream:
             before[STREAM_KEY] = stream
         return Change("; ".join(parts), ops, before=before or None, after={n: version for n in missing})
+
+    def batch_ops(self, params: DriverStackParams, changes: list[Change]) -> list[Op] | None:
+        """Its ops join other package tasks' transaction, unless they switch a dnf module stream:
+        that goes alone, so that apply() can switch it back when the transaction fails."""
+        if any(isinstance(c.before, dict) and STREAM_KEY in c.before for c in changes):
+            return None
+        return super().batch_ops(params, changes)
 
     def apply(self, ctx, params: DriverStackParams, changes: list[Change]) -> None:
         """The ops in order; when the package transaction fails after a dnf stream switch, the old

@@ -16,7 +16,14 @@ from gpuconf.facts.installed import INSTALLED, package_set
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
 from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
-from gpuconf.tasks.packages import AptBackend, apply_ops, backend_for, repair_changes, version_matches
+from gpuconf.tasks.packages import (
+    AptBackend,
+    JoinsTransactions,
+    apply_ops,
+    backend_for,
+    repair_changes,
+    version_matches,
+)
 
 
 def once_driver_loads(summary: str, facts: Facts, ops: list[Op]) -> Verdict:
@@ -215,7 +222,7 @@ class CompanionParams(Params):
     hold: bool = True
 
 
-class DriverCompanion(TaskType):
+class DriverCompanion(JoinsTransactions):
     """A package that must match the driver exactly (`nvidia-persistenced`, fabric manager,
     `libnvidia-nscq`, on NVLink5 `nvlsm` and `libnvsdm`, on GB200 racks `nvidia-imex`), installed at the driver's
     `version` under its name for this OS family and branch, and held. Another version is drift naming both."""

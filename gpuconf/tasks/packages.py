@@ -4,14 +4,14 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
-from gpuconf.tasks.base import Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -35,13 +35,29 @@ def _held(package: Installed | None) -> bool:
 
 
 @dataclass(frozen=True)
+class Transaction:
+    """One install and removal of the package manager, as data: what consecutive tasks' ops join
+    into one transaction from (`join_ops`)."""
+
+    backend: Literal["apt", "dnf"]
+    install: tuple[str, ...] = ()  # specs: `name`, `name=version` (apt), `name-version` (dnf)
+    remove: tuple[str, ...] = ()
+    purge: bool = False
+    allow_held: bool = False
+    lock_timeout: float = 120.0
+
+
+@dataclass(frozen=True)
 class PackageOp(Op):
     """A package manager's op and what apply_ops checks of its answer, kept here (never sent to
     the host): the names apt-mark must report held, and how long the program waits for the
-    dpkg lock when that is not the task's `lock_timeout` (0: dpkg itself does not wait)."""
+    dpkg lock when that is not the task's `lock_timeout` (0: dpkg itself does not wait); the
+    transaction it runs, or that it finishes an interrupted one (`repair`), for `join_ops`."""
 
     marks: tuple[str, ...] = ()
     lock_wait: float | None = None
+    transaction: Transaction | None = None
+    repair: bool = False
 
 
 def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
@@ -64,6 +80,77 @@ def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
         raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
 
+def join_transactions(works: list[Transaction]) -> Transaction | None:
+    """One transaction doing what `works` do, or None where they cannot be one: another backend, a
+    package one installs and another removes, removals both purged and not (apt's `--purge` is
+    the whole transaction's). Held packages may change if any of them allowed it; the longest
+    lock wait is the one's."""
+    if not works or len({w.backend for w in works}) > 1:
+        return None
+    install = tuple(dict.fromkeys(s for w in works for s in w.install))
+    remove = tuple(dict.fromkeys(n for w in works for n in w.remove))
+    backend = works[0].backend
+    names = [(DnfBackend if backend == "dnf" else AptBackend).split(spec) for spec in install]
+    if len(set(names)) < len(names) or any(n == r or n.startswith(r + "-") for n in names for r in remove):
+        return None  # one package wanted at two versions, or installed and removed
+    if backend == "apt" and len({w.purge for w in works if w.remove}) > 1:
+        return None
+    return Transaction(backend, install, remove, any(w.purge for w in works if w.remove),
+                       any(w.allow_held for w in works), max(w.lock_timeout for w in works))
+
+
+def join_ops(parts: list[list[Op]]) -> list[Op] | None:
+    """Several package tasks' ops as one list with one transaction: the repair of an interrupted
+    dpkg or rpm once, each task's ops before its transaction (an unlock), the joined transaction,
+    then each task's ops after it (the holds), in task order. None where they cannot join (a task
+    with two transactions, or transactions that cannot be one)."""
+    repairs: list[Op] = []
+    before: list[Op] = []
+    after: list[Op] = []
+    works: list[Transaction] = []
+    for ops in parts:
+        if not ops:
+            return None
+        ahead = [op for op in ops if isinstance(op, PackageOp) and op.transaction is not None]
+        if len(ahead) > 1:
+            return None
+        passed = not ahead
+        for op in ops:
+            if isinstance(op, PackageOp) and op.repair:
+                if all(op.request != r.request for r in repairs):
+                    repairs.append(op)
+            elif isinstance(op, PackageOp) and op.transaction is not None:
+                works.append(op.transaction)
+                passed = True
+            else:
+                (after if passed else before).append(op)
+    if not works:
+        return repairs + before + after
+    joined = join_transactions(works)
+    if joined is None:
+        return None
+    backend: Backend = DnfBackend() if joined.backend == "dnf" else AptBackend()
+    return repairs + before + [backend.transaction(joined)] + after
+
+
+class JoinsTransactions(TaskType):
+    """A task type whose changes are package transactions: consecutive tasks of such types send
+    theirs to the package manager as one (the engine's joint apply, gpuconf/engine/joint.py)."""
+
+    batch: ClassVar[str] = "package"
+
+    def batch_ops(self, params: Any, changes: list[Change]) -> list[Op] | None:
+        ops = [op for change in changes for op in change.ops]
+        return ops if join_ops([ops]) is not None else None
+
+    def join(self, parts: list[list[Op]]) -> list[Op] | None:
+        return join_ops(parts)
+
+    def apply_joined(self, ctx: ApplyContext, ops: list[Op]) -> None:
+        waits = [op.transaction.lock_timeout for op in ops if isinstance(op, PackageOp) and op.transaction]
+        apply_ops(ctx, ops, max(waits, default=AptBackend.LOCK_TIMEOUT))
+
+
 def version_matches(installed: str | None, wanted: str) -> bool:
     """An installed package version is the wanted one: the same, or the same but for an epoch
     (`3:580.95.05-1.el9`) or a dist tag (`12.8.1-1.el9`) that rpm adds and the playbook left out."""
@@ -83,6 +170,11 @@ class AptBackend:
     def spec(name: str, version: str | None) -> str:
         return f"{name}={version}" if version else name
 
+    @staticmethod
+    def split(spec: str) -> str:
+        """The package's name in a spec."""
+        return spec.split("=", 1)[0]
+
     def _apt(self, verb: str, args: list[str], allow_held: bool, lock_timeout: float, purge: bool = False,
              reinstall: bool = False) -> str:
         options = ["-y", "-q", *(["--purge"] if purge else []), *(["--reinstall"] if reinstall else []),
@@ -98,12 +190,22 @@ class AptBackend:
                 purge: tuple[str, ...] = ()) -> Op:
         """One apt transaction: install `specs` and purge `purge` together (`name-`), so that a
         failure (a missing version, a conflict) leaves everything as it was."""
-        args = [*specs, *(f"{name}-" for name in purge)]
-        return run(self._apt("install", args, allow_held, lock_timeout, purge=bool(purge)), timeout=1800 + lock_timeout)
+        return self.transaction(Transaction("apt", tuple(specs), purge, bool(purge), allow_held, lock_timeout))
 
     def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
-        return run(self._apt("purge" if purge else "remove", names, allow_held, lock_timeout),
-                   timeout=1800 + lock_timeout)
+        return self.transaction(Transaction("apt", (), tuple(names), purge, allow_held, lock_timeout))
+
+    def transaction(self, work: Transaction) -> Op:
+        """The one apt-get that carries `work` out: removals ride on an install as `name-`."""
+        if work.install:
+            args = [*work.install, *(f"{name}-" for name in work.remove)]
+            command = self._apt("install", args, work.allow_held, work.lock_timeout,
+                                purge=work.purge and bool(work.remove))
+        else:
+            command = self._apt("purge" if work.purge else "remove", list(work.remove), work.allow_held,
+                                work.lock_timeout)
+        op = run(command, timeout=1800 + work.lock_timeout)
+        return PackageOp(op.request, op.description, transaction=work)
 
     def repair(self, unfinished: tuple[Unfinished, ...], lock_timeout: float = LOCK_TIMEOUT) -> list[Op]:
         """Finish what an interrupted dpkg left: configure every half-way package (and merge its
@@ -111,11 +213,12 @@ class AptBackend:
         its lock: a held lock fails at once (`lock_wait` 0 tells apply_ops so)."""
         configure = run("DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",
                         timeout=1800, description="run: dpkg --configure -a")
-        ops: list[Op] = [PackageOp(configure.request, configure.description, lock_wait=0)]
+        ops: list[Op] = [PackageOp(configure.request, configure.description, lock_wait=0, repair=True)]
         again = [u.name for u in unfinished if u.reinstall]
         if again:
-            ops.append(run(self._apt("install", again, True, lock_timeout, reinstall=True), timeout=1800 + lock_timeout,
-                           description=f"run: apt-get install --reinstall {' '.join(again)}"))
+            op = run(self._apt("install", again, True, lock_timeout, reinstall=True), timeout=1800 + lock_timeout,
+                     description=f"run: apt-get install --reinstall {' '.join(again)}")
+            ops.append(PackageOp(op.request, op.description, repair=True))
         return ops
 
     def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
@@ -134,23 +237,39 @@ class DnfBackend:
     def spec(name: str, version: str | None) -> str:
         return f"{name}-{version}" if version else name
 
+    @staticmethod
+    def split(spec: str) -> str:
+        """The package's name in a spec, as far as it can be told: `name-version` is ambiguous
+        (`datacenter-gpu-manager-4-core` is a name), so the spec whole."""
+        return spec
+
     def install(self, specs: list[str], allow_held: bool, lock_timeout: float = LOCK_TIMEOUT,
                 purge: tuple[str, ...] = ()) -> Op:
         """One dnf transaction (`dnf shell`): remove `purge` and install `specs` together."""
-        if not purge:
-            return run(["dnf", "-y", "-q", "install", "--allowerasing", "--", *specs], timeout=1800 + lock_timeout)
-        script = "".join(f"remove {shlex.quote(name)}\n" for name in purge)
-        script += f"install {' '.join(shlex.quote(s) for s in specs)}\nrun\n"
-        return run(["dnf", "-y", "-q", "shell", "--allowerasing"], stdin=script, timeout=1800 + lock_timeout,
-                   description=f"run: dnf shell: remove {' '.join(purge)}; install {' '.join(specs)}")
+        return self.transaction(Transaction("dnf", tuple(specs), purge, bool(purge), allow_held, lock_timeout))
 
     def remove(self, names: list[str], purge: bool, allow_held: bool, lock_timeout: float = LOCK_TIMEOUT) -> Op:
-        return run(["dnf", "-y", "-q", "remove", "--", *names], timeout=1800 + lock_timeout)
+        return self.transaction(Transaction("dnf", (), tuple(names), purge, allow_held, lock_timeout))
+
+    def transaction(self, work: Transaction) -> Op:
+        """The one dnf that carries `work` out: `dnf shell` when it both removes and installs."""
+        timeout = 1800 + work.lock_timeout
+        if not work.install:
+            op = run(["dnf", "-y", "-q", "remove", "--", *work.remove], timeout=timeout)
+        elif not work.remove:
+            op = run(["dnf", "-y", "-q", "install", "--allowerasing", "--", *work.install], timeout=timeout)
+        else:
+            script = "".join(f"remove {shlex.quote(name)}\n" for name in work.remove)
+            script += f"install {' '.join(shlex.quote(s) for s in work.install)}\nrun\n"
+            op = run(["dnf", "-y", "-q", "shell", "--allowerasing"], stdin=script, timeout=timeout,
+                     description=f"run: dnf shell: remove {' '.join(work.remove)}; install {' '.join(work.install)}")
+        return PackageOp(op.request, op.description, transaction=work)
 
     def repair(self, unfinished: tuple[Unfinished, ...], lock_timeout: float = LOCK_TIMEOUT) -> list[Op]:
         """An rpm transaction cut short leaves the old version of a package installed beside the
         new one: dnf removes the older of each pair (dnf(8), `remove --duplicates`)."""
-        return [run(["dnf", "-y", "-q", "remove", "--duplicates"], timeout=1800 + lock_timeout)]
+        op = run(["dnf", "-y", "-q", "remove", "--duplicates"], timeout=1800 + lock_timeout)
+        return [PackageOp(op.request, op.description, repair=True)]
 
     def hold(self, names: list[str], hold: bool, versions: dict[str, str] | None = None) -> Op:
         if not hold:
@@ -226,7 +345,7 @@ class PackageParams(Params):
         return (self.name,) if isinstance(self.name, str) else tuple(self.name)
 
 
-class Package(TaskType):
+class Package(JoinsTransactions):
     """Packages present (optionally at an exact version), absent or purged; held or unheld
     (`apt-mark hold`, dnf versionlock). apt or dnf is the host's platform's (its os-release). Waits up
     to `lock_timeout` seconds (default 120) for the dpkg lock, then fails naming the holder's
