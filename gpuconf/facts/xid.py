@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import Protocol, TypeVar
 
 from gpuconf.facts.common import canonical_pci_address, packaged_table
 from gpuconf.facts.kernel_log import KernelLogLine, split_kernel_log
@@ -183,6 +184,17 @@ def parse_xid_events(text: str) -> tuple[XidEvent, ...]:
 
 # the lines gpuconf's GPU reset writes to the kernel log (gpuconf/remediate/reset.py), around each
 # `nvidia-smi -r`: the start, and the end once the tool said the reset succeeded
+E = TypeVar("E", bound="_Logged")
+
+
+class _Logged(Protocol):
+    @property
+    def log(self) -> KernelLogLine: ...
+
+    @property
+    def pci_address(self) -> str | None: ...
+
+
 _RESET_MARK = re.compile(r"\bgpuconf: (?:resetting GPU (?P<start>\S+)|GPU (?P<done>\S+) was reset|"
                          r"(?P<all_start>resetting all GPUs)|(?P<all_done>all GPUs were reset))\s*$")
 EVERY_GPU = "*"
@@ -206,16 +218,18 @@ def completed_resets(text: str) -> dict[str, int]:
     return completed
 
 
-def after_resets(events: tuple[XidEvent, ...], text: str) -> tuple[XidEvent, ...]:
-    """The Xid events a GPU reset has not answered: an event of a GPU logged before the start of a
+def after_resets(events: tuple[E, ...], text: str, gpus: bool = True) -> tuple[E, ...]:
+    """The events a GPU reset has not answered: an event of a GPU logged before the start of a
     completed reset of that GPU (or of every GPU) is gone with it, as the reset is its remedy (the
-    recovery action nvidia-smi reports now is read on its own). An Xid logged during or after the
-    reset counts: failed hardware that fails again is not forgotten."""
+    recovery action nvidia-smi reports now is read on its own). An event logged during or after the
+    reset counts: failed hardware that fails again is not forgotten. `gpus=False` (NVSwitch SXids):
+    only a reset of every GPU and NVSwitch answers them."""
     resets = completed_resets(text)
     if not resets:
         return events
-    return tuple(e for e in events if e.log.line_number >= max(resets.get(e.pci_address or "", -1),
-                                                                 resets.get(EVERY_GPU, -1)))
+    every = resets.get(EVERY_GPU, -1)
+    return tuple(e for e in events if e.log.line_number >= max(
+        resets.get(e.pci_address or "", -1) if gpus else -1, every))
 
 
 def _whole(match: re.Match[str], message: str) -> bool:

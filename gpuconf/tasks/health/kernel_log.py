@@ -164,7 +164,8 @@ def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_orde
         findings.append(_xid_finding(summary, params, index_of(summary.pci_address, indexes, sysfs_order), probe))
     fallen = {s.pci_address for s in summaries if s.code == 79}
     findings += _lost_findings(find_lost_gpus(text), fallen, indexes, sysfs_order)
-    findings += [_sxid_finding(summary) for summary in summarise_sxid_events(parse_sxid_events(text))]
+    sxids = after_resets(parse_sxid_events(text), text, gpus=False)
+    findings += [_sxid_finding(summary) for summary in summarise_sxid_events(sxids)]
     if not findings:
         findings.append(Finding(probe, OK, f"no Xid errors in this boot's kernel log ({source})", value=0))
     return findings
