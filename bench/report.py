@@ -1,6 +1,7 @@
 """The table, the targets, and docs/performance.md (only the parts between the bench markers)."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -12,7 +13,8 @@ from measure import Row
 
 FLOOR_PHASE = {"drift check": "fresh", "apply": "fresh", "no-op check": "after apply"}
 ORDER = {"floor": 0, "floor+request": 1, "floor+reads": 2, "gpuconf": 3, "pyinfra": 4, "ansible": 5}
-WORKLOADS = {"fresh": 0, "drift check": 1, "apply": 2, "after apply": 3, "no-op check": 4}
+WORKLOADS = {"fresh": 0, "drift check": 1, "apply": 2, "after apply": 3, "no-op check": 4, "fresh apply": 5}
+APPLY_TARGET = 1.5      # issue 27: gpuconf apply of fresh nodes ÷ the apply floor's wall, at 1 and 20 hosts
 
 
 def machine() -> dict:
@@ -57,6 +59,7 @@ def grouped(rows: list[Row]) -> list[dict]:
             "rcs": sorted({r.rc for r in rs}),
             "self_round_trips": counted.get("round_trips"), "self_connections": counted.get("connections"),
             "statuses": counted.get("statuses", {}),
+            "converged": ", ".join(r.self_counted["converged"] for r in rs if "converged" in r.self_counted),
             "lines": statistics.median(r.lines_printed for r in rs),
             "node_processes": statistics.median(r.node_processes for r in rs),
         })
@@ -215,6 +218,80 @@ def floor_reads_table(by: dict) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|", *lines])
 
 
+def apply_table(rows: list[Row]) -> str:
+    """Issue 27: apply of fresh nodes (every node reset to its image before each run) against the
+    apply floor (bench/floor_apply.py) of the same run; and each tool's no-op check against the plain
+    floor after apply."""
+    lines = []
+    for g in grouped(rows):
+        if g["workload"] == "fresh apply":
+            verb = "apply (fresh nodes)"
+        elif g["workload"] == "no-op check" and g["tool"] in ("gpuconf", "pyinfra", "ansible"):
+            verb = "check (no-op)"
+        else:
+            continue
+        runs = f" ({g['runs']}: {g['wall_range'][0]:.2f}–{g['wall_range'][1]:.2f})" if g["runs"] > 1 else ""
+        trips = f"{g['round_trips']:.1f}"
+        if g["self_round_trips"] is not None:
+            trips += f"; {g['self_round_trips']:.1f}"
+        tool = "floor (one script)" if g["tool"] == "floor" else g["tool"]
+        lines.append(f"| {g['hosts']} | {tool} | {verb} | {g['wall']:.2f}{runs} | "
+                     f"{'' if g['ratio'] is None else format(g['ratio'], '.2f')} | {g['cpu']:.2f} | "
+                     f"{g['connections']:.1f} | {trips} | {g['converged'] or '—'} | {','.join(map(str, g['rcs']))} |")
+    if not lines:
+        return ""
+    return "\n".join([
+        "| Hosts | Tool | Verb | Wall s (median, runs: range) | × floor | CPU s | SSH connections / host (sshd) "
+        "| Round trips / host (sshd; gpuconf's own count) | In sync after (gpuconf check, every run) | Exit |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---|---|", *lines])
+
+
+def converged(report_file: Path) -> str:
+    """'IN_SYNC/HOSTS' from a `gpuconf check --report` file: hosts with nothing to change; '?' if unread."""
+    try:
+        data = json.loads(report_file.read_text())
+    except (OSError, ValueError):
+        return "?"
+    hosts = data.get("hosts", [])
+    hosts = list(hosts.values()) if isinstance(hosts, dict) else hosts
+    in_sync = sum(1 for h in hosts if not h.get("stats", {}).get("would_change") and not h.get("stats", {}).get("failed")
+                  and not h.get("stats", {}).get("unreachable"))
+    return f"{in_sync}/{len(hosts)}"
+
+
+def apply_targets(rows: list[Row]) -> str:
+    """Issue 27's goal: gpuconf apply of fresh nodes ≤ 1.5× the apply floor's wall at 1 and 20 hosts."""
+    by = {(g["hosts"], g["workload"], g["tool"]): g for g in grouped(rows)}
+    lines = []
+    for hosts in sorted({key[0] for key in by}):
+        apply = by.get((hosts, "fresh apply", "gpuconf"))
+        if apply is None or apply["ratio"] is None:
+            continue
+        text = f"gpuconf apply {apply['wall']:.2f} s ÷ the apply floor's {apply['wall'] / apply['ratio']:.2f} s"
+        line = (ratio_verdict(text, apply["ratio"], APPLY_TARGET, "").replace("  =", " =").rstrip()
+                if hosts in (1, 20) else f"{text} = {apply['ratio']:.2f} (the goal is set at 1 and 20 hosts)")
+        for tool in ("pyinfra", "ansible"):
+            peer = by.get((hosts, "fresh apply", tool))
+            if peer and peer["ratio"] is not None:
+                line += f"; {tool} {peer['ratio']:.2f}× the floor ({peer['wall'] / apply['wall']:.2f}× gpuconf)"
+        lines.append(f"* **{hosts} hosts, apply of fresh nodes:** {line}")
+    return "\n".join(lines)
+
+
+def apply_markdown(results: dict) -> str:
+    """bench/results/apply-*.md: how it was measured, the apply table, the goal's verdicts, the commands."""
+    rows = [Row(**r) for r in results["rows"]]
+    m = results["machine"]
+    when = __import__("time").strftime("%Y-%m-%d %H:%M", __import__("time").localtime(results["started"]))
+    argv = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(results["argv"]))
+    return "\n\n".join(filter(None, [
+        f"# Apply of fresh nodes against the apply floor\n\nMeasured {when} by `{argv}`: {m['cpus']} CPUs, "
+        f"{m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}; {m['gpuconf']} at commit "
+        f"{m.get('commit', '?')} (plus any uncommitted changes), {m['ansible']}, {m['pyinfra']}, {m['openssh']}.",
+        apply_table(rows), apply_targets(rows),
+        "```sh\n" + commands(rows) + "\n```"])) + "\n"
+
+
 def mark(ratio: float, target: float) -> str:
     return f"{ratio:.2f} (met)" if ratio <= target else f"{ratio:.2f} (**missed**, {ratio / target:.2f}× over)"
 
@@ -249,6 +326,7 @@ def write_doc(path: Path, results: dict, table_text: str) -> None:
     parts = {
         "table": header + "\n\n" + table_text,
         "targets": "\n".join(filter(None, [targets(rows), controller_targets(rows, results.get("profiles", {}))])),
+        "apply": "\n\n".join(filter(None, [apply_table(rows), apply_targets(rows)])),
         "commands": "```sh\n" + commands(rows) + "\n```",
         "inventory": "```\n" + results["big_inventory"] + "\n```",
     }

@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py [--counts 1,20,100] [--repeat 3] [--skip ansible,pyinfra]
                                   [--skip-above ansible=1] [--peers-fresh] [--profile]
                                   [--lab bench] [--out docs/performance.md]
+                                  [--apply-repeat N] [--only apply --hosts 1,20]
 
 For each host count, in one run on one lab (`bench`, N a100 nodes, always taken down at the end):
 
@@ -15,6 +16,13 @@ For each host count, in one run on one lab (`bench`, N a100 nodes, always taken 
                 (bench/floor_reads.py: issue 17's floor, one shell line that reads the same files,
                 packages, GPU fields, units and DKMS state once each), --repeat times, interleaved;
                 then ansible-playbook --check and pyinfra --dry, once each
+  fresh apply   (bench/floor_apply.py) the apply floor, gpuconf apply, ansible-playbook and pyinfra
+                (bench/peers/*/: the same changes), --apply-repeat times, interleaved, every node
+                reset to its image (`gpuconf lab reset`) before every one of them
+
+--only apply runs the fresh-apply phase alone, then one no-op check of each tool (and the plain
+floor) on the nodes the last apply left, and writes bench/results/apply-HOSTS.json and .md (the apply
+table) instead of the doc: `bench/run.py --only apply --hosts 1,20 --lab NAME` reruns just that.
 
 Each tool's time is a ratio to the median floor of the same phase. The table goes to stdout and,
 between its markers, into docs/performance.md, with the exact commands; bench/results/ keeps the
@@ -97,17 +105,56 @@ class Bench:
                         [GPUCONF, verb, PLAYBOOK, "-i", inventory(), "--forks", str(self.args.forks), "--report",
                          str(report_file)], report_file=report_file)
 
-    def ansible(self, lab, names, files, workload):
+    def ansible(self, lab, names, files, workload, apply: bool = False):
         env = {"ANSIBLE_CONFIG": str(files["ansible_cfg"]), "ANSIBLE_HOME": str(files["ansible_dir"] / "home"),
                "ANSIBLE_NOCOLOR": "1"}
-        return self.run(lab, names, "ansible", workload,
-                        [str(PEERS_BIN / "ansible-playbook"), "--check", str(BENCH / "peers/ansible/a100-node.yml")],
-                        env=env)
+        playbook = ([str(BENCH / "peers/ansible/a100-node-apply.yml")] if apply
+                    else ["--check", str(BENCH / "peers/ansible/a100-node.yml")])
+        return self.run(lab, names, "ansible", workload, [str(PEERS_BIN / "ansible-playbook"), *playbook], env=env)
 
-    def pyinfra(self, lab, names, files, workload):
+    def pyinfra(self, lab, names, files, workload, apply: bool = False):
+        mode = ["--data", "apply=true", "-y"] if apply else ["--dry"]
         return self.run(lab, names, "pyinfra", workload,
                         [str(PEERS_BIN / "pyinfra"), str(files["pyinfra"]), str(BENCH / "peers/pyinfra/deploy.py"),
-                         "--dry", "--parallel", str(self.args.forks)])
+                         *mode, "--parallel", str(self.args.forks)])
+
+    # -- apply of fresh nodes ---------------------------------------------------------------------
+    def reset(self, lab: Lab, names: list[str]) -> None:
+        """Every node back to its image (same address and host key), so that each apply starts fresh."""
+        started = time.monotonic()
+        for name in names:
+            lab.reset(name, timeout=60)
+        enable_verbose(lab)
+        self.say(f"reset {len(names)} nodes to their image in {time.monotonic() - started:.1f} s")
+
+    def apply_phase(self, lab: Lab, names: list[str], files: dict) -> None:
+        """The apply floor, gpuconf apply and the peers' apply, each on freshly reset nodes; after
+        each, an unmeasured `gpuconf check` says how many nodes it left converged."""
+        hosts = len(names)
+        for _ in range(self.args.apply_repeat):
+            self.reset(lab, names)
+            self.converged(self.run(lab, names, "floor", "fresh apply",
+                                    [sys.executable, str(BENCH / "floor_apply.py"), str(files["floor"]),
+                                     "--forks", str(self.args.forks)]))
+            if self.wanted("pyinfra", hosts):
+                self.reset(lab, names)
+                self.converged(self.pyinfra(lab, names, files, "fresh apply", apply=True))
+            if self.wanted("ansible", hosts):
+                self.reset(lab, names)
+                self.converged(self.ansible(lab, names, files, "fresh apply", apply=True))
+            self.reset(lab, names)  # gpuconf's last: the checks that follow find the nodes it converged
+            self.converged(self.gpuconf(lab, names, "apply", "fresh apply"))
+
+    def converged(self, row: Row) -> None:
+        """How many nodes an apply left in sync by `gpuconf check` (not measured): that the floor and
+        the peers did the same changes as gpuconf."""
+        report_file = WORK / "report-converged.json"
+        with open(self.log, "a") as handle:
+            subprocess.run([GPUCONF, "check", PLAYBOOK, "-i", inventory(), "--forks", str(self.args.forks),
+                            "--report", str(report_file)], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                           check=False)
+        row.self_counted["converged"] = report.converged(report_file)
+        self.say(f"  gpuconf check afterwards: {row.self_counted['converged']} in sync")
 
     def peers(self, lab, names, files, workload):
         if self.wanted("ansible", len(names)):
@@ -131,6 +178,13 @@ class Bench:
             files = inventories.write_all(lab, WORK / f"inventories-{hosts}", self.args.forks)
             self.run(lab, names, "floor", "warm-up", [sys.executable, str(BENCH / "floor.py"), str(files["floor"])])
             self.rows.pop()  # page cache and the nodes' first logins: not measured
+            if self.args.only == "apply":
+                self.apply_phase(lab, names, files)
+                # the check of every tool on the nodes the last apply converged (its plain floor beside it)
+                self.floor(lab, names, files, "after apply")
+                self.gpuconf(lab, names, "check", "no-op check")
+                self.peers(lab, names, files, "no-op check")
+                return
             for _ in range(self.args.repeat):
                 self.floor(lab, names, files, "fresh")
                 self.gpuconf(lab, names, "check", "drift check")
@@ -155,6 +209,8 @@ class Bench:
             self.floor(lab, names, files, "after apply")
             if self.args.profile and (hosts >= 20 or hosts == max(self.args.counts)):
                 self.profile(lab, names, hosts)
+            if self.args.apply_repeat:
+                self.apply_phase(lab, names, files)
         finally:
             self.say("lab down")
             lab.down()
@@ -209,10 +265,30 @@ class Bench:
         return "\n".join(lines)
 
 
+def only_apply(bench: Bench, args: argparse.Namespace, started: float) -> int:
+    """`--only apply`: the apply table alone, into bench/results/apply-HOSTS.{json,md}."""
+    for hosts in args.counts:
+        bench.count(hosts)
+    results = {"started": started, "ended": time.time(), "argv": sys.argv, "machine": report.machine(),
+               "rows": [row.to_json() for row in bench.rows]}
+    stem = BENCH / "results" / f"apply-{'-'.join(map(str, args.counts))}"
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    text = report.apply_markdown(results)
+    stem.with_suffix(".md").write_text(text)
+    print("\n" + text)
+    print(f"\nwritten: {stem}.json and .md, tool output in {bench.log}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--counts", default="1,20,100", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--counts", "--hosts", default="1,20,100", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--apply-repeat", type=int, default=None,
+                        help="applies of fresh nodes per tool and host count (default --repeat; 0: none)")
+    parser.add_argument("--only", choices=["apply"],
+                        help="apply: only the fresh-apply phase and one no-op check per tool; writes "
+                             "bench/results/apply-HOSTS.json and .md, not the doc")
     parser.add_argument("--forks", type=int, default=50)
     parser.add_argument("--skip", default="", type=lambda s: set(filter(None, s.split(","))))
     parser.add_argument("--skip-above", default={}, metavar="TOOL=HOSTS[,TOOL=HOSTS]",
@@ -226,6 +302,8 @@ def main() -> int:
     parser.add_argument("--rewrite-doc", action="store_true",
                         help="measure nothing: write the doc's blocks again from bench/results/latest.json")
     args = parser.parse_args()
+    if args.apply_repeat is None:
+        args.apply_repeat = args.repeat
     if args.rewrite_doc:
         results = json.loads((BENCH / "results" / "latest.json").read_text())
         rows = [Row(**row) for row in results["rows"]]
@@ -244,6 +322,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
     bench = Bench(args)
     started = time.time()
+    if args.only == "apply":
+        return only_apply(bench, args, started)
     inventory_line = bench.big_inventory()
     for hosts in args.counts:
         bench.count(hosts)

@@ -4,6 +4,10 @@ Every gpuconf task is here, in the same order: built-in operations where pyinfra
 apt, modprobe, systemd), and `host.get_fact(Command, ...)` for the read-only checks that pyinfra
 has no operation for (initramfs, dkms, nvcc, nvidia-smi, InfiniBand ports). A check that finds
 drift plans a `server.shell`, which --dry reports without running; nothing fails a host.
+
+Run without --dry and with `--data apply=true` (bench/run.py's fresh-apply phase) it makes the
+changes `gpuconf apply` makes on a fresh lab node, at the same versions: the operations above run,
+and the apply-only ones (the CDI refresh units and spec) are added.
 """
 import io
 import json
@@ -16,7 +20,7 @@ from pyinfra.operations import apt, files, server, systemd
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 BRANCH = 580
-DRIVER = "580.95.05"
+DRIVER = "580.178.04"   # playbooks/a100-node.yml's pin
 DRIVER_PACKAGE = DRIVER + "-1"
 # the stack gpuconf's nvidia_driver_stack installs for an A100 on 580 (open modules, DKMS)
 STACK = [f"nvidia-kernel-common-{BRANCH}", f"nvidia-dkms-{BRANCH}-open", f"libnvidia-compute-{BRANCH}",
@@ -24,8 +28,8 @@ STACK = [f"nvidia-kernel-common-{BRANCH}", f"nvidia-dkms-{BRANCH}-open", f"libnv
 CUDA = "13.0"
 CUDA_PACKAGE = "cuda-toolkit-13-0"
 CUDA_PACKAGE_VERSION = "13.0.2-1"
-CONTAINER_TOOLKIT = "1.17.8-1"
-DCGM = "4.5.2-1"
+CONTAINER_TOOLKIT = "1.20.0-1"   # the roles' defaults, as gpuconf installs them
+DCGM = "4.7.0-1"
 CUDA_HOME = f"/usr/local/cuda-{CUDA}"
 RDMA_MODULES = ["ib_uverbs", "ib_umad", "mlx5_ib", "rdma_ucm"]
 DAEMON_JSON = "/etc/docker/daemon.json"
@@ -70,7 +74,8 @@ files.put(name="Blacklist nouveau", src=io.StringIO("blacklist nouveau\noptions 
 initramfs = check("zcat -f /boot/initrd.img-$(uname -r) | cpio -i --quiet --to-stdout 'etc/modprobe.d/*'")
 if "blacklist nouveau" not in initramfs.splitlines():
     server.shell(name="Initramfs carries the blacklist", commands=["update-initramfs -u"], **SUDO)
-server.modprobe(name="nouveau not loaded", module="nouveau", present=False, **SUDO)
+server.modprobe(name="nouveau not loaded", module="nouveau", present=False, _ignore_errors=True,
+                **SUDO)  # in use until the reboot, as gpuconf finds too
 
 # -- nvidia_driver ----------------------------------------------------------------------------------
 apt.packages(name="DKMS installed", packages=["dkms"], **SUDO)
@@ -85,7 +90,8 @@ if "installed" not in check(f'dkms status -m nvidia -v {DRIVER} -k "$(uname -r)"
     server.shell(name="DKMS module built for the running kernel",
                  commands=[f'dkms install nvidia/{DRIVER} -k "$(uname -r)"'], **SUDO)
 if DRIVER not in check("cat /proc/driver/nvidia/version"):
-    server.modprobe(name="Driver loaded at the installed version", module="nvidia", **SUDO)
+    server.modprobe(name="Driver loaded at the installed version", module="nvidia", _ignore_errors=True,
+                    **SUDO)  # the reboot loads it if nouveau holds the GPUs
 
 # -- cuda -------------------------------------------------------------------------------------------
 assert tuple(int(x) for x in DRIVER.split(".")) >= (580, 65), "CUDA 13.0 needs driver >= 580.65"
@@ -159,6 +165,15 @@ current = host.get_fact(FileContents, path=DAEMON_JSON, **SUDO)
 merged = merge(json.loads("\n".join(current)) if current else {}, DAEMON_MERGE)
 daemon = files.put(name="Docker has the nvidia runtime (merged, other keys kept)",
                    src=io.StringIO(json.dumps(merged, indent=4) + "\n"), dest=DAEMON_JSON, mode="644", **SUDO)
+
+if flag("apply", False):
+    files.line(name="CDI refresh writes the spec the role manages",
+               path="/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env",
+               line="NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/etc/cdi/nvidia.yaml", **SUDO)
+    for unit in ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"):
+        systemd.service(name=f"{unit} enabled", service=unit, enabled=True, **SUDO)
+    server.shell(name="CDI spec made for the loaded driver",
+                 commands=["nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"], **SUDO)
 
 # -- handlers -------------------------------------------------------------------------------------------
 if linker.will_change:
