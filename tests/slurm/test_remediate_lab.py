@@ -4,7 +4,7 @@ The CLI runs as a user runs it, its `scontrol` the machine's, reaching the lab's
 through a wrapper on PATH (what SLURM_CONF and munge are on a real login node). The drift is a
 GSP override file (tests/slurm/remediate-site.yml): removing it needs a reboot, which goes
 through `scontrol reboot`. The health gate is the Xid probe (tests/slurm/remediate-health.yml):
-`lab fault xid 94` (made a failure there, a restart_app no node action clears) fails it until the
+`lab fault xid 63` (made a failure there, naming no action: nothing gpuconf does clears it) fails it until the
 next boot; Xid 79 asks for a reboot (tests/slurm/test_remediate_hold_lab.py). Every test puts its nodes back: idle, no job,
 no drain, no drift.
 """
@@ -127,7 +127,7 @@ def test_a_fault_that_survives_is_remediation_failed_and_the_fourth_a_lemon(clus
     lab, _ = cluster
     node, state = "t4-04", tmp_path / "state"
     try:
-        rc, out, err = lab.fault(node, "xid", "94")  # restart_app: no node action, so nothing clears it
+        rc, out, err = lab.fault(node, "xid", "63")  # a failure naming no action: nothing gpuconf does clears it
         assert rc == 0, out + err
         run = remediate(cluster, state, "--max-unavailable", "1")
         assert run.returncode == 6, run.stdout + run.stderr
@@ -136,7 +136,7 @@ def test_a_fault_that_survives_is_remediation_failed_and_the_fourth_a_lemon(clus
         assert not failed.in_service
         with History(state) as history:  # two more failures this week, seeded: three in all
             for days in (2, 3):
-                history.add(node, node, "failed", "gpuconf: failed: Xid 94", "seeded",
+                history.add(node, node, "failed", "gpuconf: failed: Xid 63", "seeded",
                             started=time.time() - days * 86400)
         run = remediate(cluster, state, "--max-unavailable", "1")
         assert run.returncode == 6, run.stdout + run.stderr

@@ -10,6 +10,7 @@ can be read) and reset to the image at the end.
   a second remediate and `check --slurm` leave drained, and `gpuconf hardware` lists with its serial.
 * The controller SIGKILLed during the reset, then run again: the node ends resumed, under one
   history record.
+* Xid 94 (restart_app): reported, the node left in service; again within the hour: a GPU reset.
 """
 from __future__ import annotations
 
@@ -194,5 +195,25 @@ def test_a_controller_killed_during_the_reset_is_carried_on_by_the_next_run(clus
         (record,) = history(cluster, state, A)  # one record for the one remediation
         assert record["outcome"] in ("resumed", "verified"), record
         assert lab.exec(A, ["systemctl", "is-active", "nvidia-persistenced"])[1].strip() == units
+    finally:
+        put_back(lab, A)
+
+
+def test_restart_app_stays_in_service_and_a_repeat_is_escalated_to_a_reset(cluster, driver_nodes, tmp_path):
+    lab, state = driver_nodes, tmp_path / "state"
+    try:
+        boot = boot_id(lab, A)
+        fault(lab, A, "xid", "94")
+        first = remediate(cluster, state, "-l", A)
+        assert first.returncode == 2, first.stdout + first.stderr
+        assert "restart_app reported (the application's fault: left in service) (1):" in first.stdout, first.stdout
+        assert nodes(lab)[A].in_service and f"{A}: drain" not in first.stdout
+        fault(lab, A, "xid", "94")  # the application failed on it again, within the hour
+        second = remediate(cluster, state, "-l", A)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert f"{A}: restart_app again within 1h: escalated to reset_gpu" in second.stdout
+        assert f"{A}: reset: GPU {BUS} was successfully reset." in second.stdout.splitlines(), second.stdout
+        assert nodes(lab)[A].in_service and boot_id(lab, A) == boot
+        assert [r["outcome"] for r in history(cluster, state, A)] == ["reported", "resumed"]
     finally:
         put_back(lab, A)

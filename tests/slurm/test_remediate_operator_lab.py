@@ -144,7 +144,7 @@ def test_drift_from_new_playbook_versions_is_no_lemon_but_three_failed_verificat
         assert shown.returncode == 0 and "LEMON RULE" in shown.stdout, shown.stdout + shown.stderr
 
         other = tmp_path / "faulty"  # a fault that survives every remediation
-        rc, out, err = lab.fault(node, "xid", "94")  # restart_app, a failure in HEALTH: no node action clears it
+        rc, out, err = lab.fault(node, "xid", "63")  # no action named, a failure in HEALTH: no node action clears it
         assert rc == 0, out + err
         for _ in range(3):
             run = remediate(cluster, other, SITE, node)
