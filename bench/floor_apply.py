@@ -8,7 +8,9 @@ the fabric's subnet manager as in the lab's inventories, gets SUBNET_MANAGER=1),
 close. The script prints the boot id first and ends by rebooting the node, detached; the host is
 done when a new login reads another boot id. Logins are retried every --poll seconds from the
 moment the session closed (gpuconf pauses 2 s, then polls every 1 s): the least waiting a
-controller can do to know the node came back. Exit status 1 if any host failed.
+controller can do to know the node came back. `--first-pause 2 --poll 1` waits as gpuconf does
+(bench/run.py's floor+wait row: how much of gpuconf's apply is that wait). Exit status 1 if any
+host failed.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def run(client: paramiko.SSHClient, command: str, stdin: bytes = b"") -> tuple[i
     return stdout.channel.recv_exit_status(), out, err
 
 
-def one_host(host: dict, script: bytes, subnet_manager: bool, poll: float, timeout: float) -> str | None:
+def one_host(host: dict, script: bytes, subnet_manager: bool, poll: float, timeout: float,
+             first_pause: float = 0.0) -> str | None:
     name = host.get("name", host["address"])
     try:
         client = connect(host)
@@ -55,6 +58,7 @@ def one_host(host: dict, script: bytes, subnet_manager: bool, poll: float, timeo
             return f"{name}: the script exited {status}: {err.strip()[-500:]}"
         old_boot = out.split("\n", 1)[0].strip()
         until = time.monotonic() + timeout
+        time.sleep(first_pause)
         while time.monotonic() < until:
             try:
                 client = connect(host)
@@ -78,6 +82,7 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=50)
     parser.add_argument("--script", default=str(SCRIPT))
     parser.add_argument("--poll", type=float, default=0.25)
+    parser.add_argument("--first-pause", type=float, default=0.0)
     parser.add_argument("--reboot-timeout", type=float, default=600)
     args = parser.parse_args()
     script = Path(args.script).read_bytes()
@@ -85,7 +90,8 @@ def main() -> int:
     for host in hosts:
         known_hosts(host["known_hosts"])
     with ThreadPoolExecutor(max_workers=max(1, min(args.forks, len(hosts)))) as pool:
-        errors = [e for e in pool.map(lambda ih: one_host(ih[1], script, ih[0] == 0, args.poll, args.reboot_timeout),
+        errors = [e for e in pool.map(lambda ih: one_host(ih[1], script, ih[0] == 0, args.poll, args.reboot_timeout,
+                                                                  args.first_pause),
                                       enumerate(hosts)) if e]
     for error in errors:
         print(error, file=sys.stderr)

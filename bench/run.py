@@ -136,6 +136,10 @@ class Bench:
             self.converged(self.run(lab, names, "floor", "fresh apply",
                                     [sys.executable, str(BENCH / "floor_apply.py"), str(files["floor"]),
                                      "--forks", str(self.args.forks)]))
+            self.reset(lab, names)  # the same script, waiting for the reboot as gpuconf does (2 s, then every 1 s)
+            self.run(lab, names, "floor+wait", "fresh apply",
+                     [sys.executable, str(BENCH / "floor_apply.py"), str(files["floor"]), "--forks",
+                      str(self.args.forks), "--first-pause", "2", "--poll", "1"])
             if self.wanted("pyinfra", hosts):
                 self.reset(lab, names)
                 self.converged(self.pyinfra(lab, names, files, "fresh apply", apply=True))
