@@ -268,7 +268,10 @@ class PlayOnHost(Entries):
         if join and task_type.batch and upcoming and self._joins():
             try:
                 joined = self._apply_joined(task, params, verdict, upcoming)
-            except TaskError:  # the joint transaction failed: each task alone, with its own error
+            except TaskError as exc:  # the joint transaction failed: each task alone, with its own error
+                if self.session.trace is not None:
+                    self.session.trace(f"{task.name}: applied with the tasks after it, it failed ({exc}); "
+                                       "each runs alone")
                 return self._run_task(task, upcoming, join=False)
             if joined:
                 return self._applied_result(task, params, verdict, {})
