@@ -14,14 +14,33 @@ The restart_app findings never get here: the node stays in service (restart_app.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gpuconf.errors import GpuconfError
+from gpuconf.history import History
 from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.watch import Watch
+from gpuconf.scheduler import Node
 
-if TYPE_CHECKING:
-    from gpuconf.remediate.loop import Remediation
+
+class Remediation(Protocol):
+    """What the ladder uses of the loop (gpuconf/remediate/loop.py's Remediation)."""
+
+    hosts: dict[str, str]
+    history: History
+    hooks: Any  # loop.Hooks
+    watch: Watch
+
+    def _line(self, host: str, text: str) -> None: ...
+
+    def _reboot(self, host: str) -> None: ...
+
+    def _check_stop(self) -> None: ...
+
+    def _settle_reboots(self, states: dict[str, Node], only: str | None = None) -> None: ...
+
+    def _states(self) -> dict[str, Node]: ...
 
 
 @dataclass
