@@ -1,11 +1,12 @@
 """The circuit breaker: many nodes failing at once point at a playbook, a driver or a fabric, not
 at the nodes, and taking them all out of service would be the outage.
 
-`--breaker N|P%` within `--breaker-window`: each node that ended in a hardware hold or failed its
-verification counts, across runs (the history holds them). Once N have, the breaker trips: the
-loop takes no node out of service any more, and the trip is written to the history, so every later
-run stops there too, until a person resets it (`gpuconf remediate --reset-breaker`). Only what
-ended after the last reset counts.
+`--breaker N|P%` within `--breaker-window`: each node that needed a hardware action (a GPU reset,
+a reboot for its fault, an IMEX restart: resumed after it, its detail says `recovered:`), ended in
+a hardware hold or failed its verification counts, across runs (the history holds them). Once N
+have, the breaker trips: the loop takes no node out of service any more, and the trip is written to
+the history, so every later run stops there too, until a person resets it (`gpuconf remediate
+--reset-breaker`). Only what ended after the last reset counts.
 """
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
-from gpuconf.history import FAILED, HARDWARE, RESET, TRIPPED, History, Record
+from gpuconf.history import FAILED, HARDWARE, RESET, RESUMED, TRIPPED, History, Record
 
 COUNTED = (FAILED, HARDWARE)
+RECOVERED = "recovered:"  # a resumed remediation's detail when a node action fixed it (ladder.Result)
+
+
+def counts(record: Record) -> bool:
+    return record.outcome in COUNTED or (record.outcome == RESUMED and record.detail.startswith(RECOVERED))
 
 
 @dataclass(frozen=True)
@@ -75,13 +81,13 @@ def state(events: list[tuple[float, str, str]]) -> State:
 
 
 def counted(records: list[Record], hosts: set[str], since: float, window: float, now: float) -> list[Record]:
-    """The latest hardware hold or failed verification of each host in scope within the window and
-    after `since`: a node counts once, however often it failed."""
+    """The latest hardware action, hold or failed verification of each host in scope within the
+    window and after `since`: a node counts once, however often it failed."""
     start = max(since, now - window)
     latest: dict[str, Record] = {}
     for record in records:
         ended = record.ended if record.ended is not None else record.started
-        if record.host in hosts and record.outcome in COUNTED and ended >= start:
+        if record.host in hosts and counts(record) and ended >= start:
             latest[record.host] = record
     return list(latest.values())
 

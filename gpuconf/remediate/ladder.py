@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from gpuconf.errors import GpuconfError
 from gpuconf.history import History
 from gpuconf.remediate import plan
+from gpuconf.remediate.breaker import RECOVERED
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler import Node
@@ -52,6 +53,15 @@ class Result:
     after: plan.Verdict
     error: str | None = None
     hold: bool = False
+    taken: tuple[str, ...] = ()  # the node actions carried out ("reset", "reboot", "imex")
+
+    def recovered(self, decision: Decision | None) -> str:
+        """The history's detail of a verified remediation that needed a node action ("" if none)."""
+        if not self.taken or decision is None:
+            return ""
+        return f"{RECOVERED} {decision.action} by {', '.join(self.taken)}"
+
+
 
 
 def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Result:
@@ -61,12 +71,14 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
     if steps and decision is not None:
         evidence(run, host, rid)
     applied, error, rebooted = False, None, False
+    taken: list[str] = []
     after = verdict
     while True:
         if steps and decision is not None:
             step = steps.pop(0)
             if not take(run, host, rid, step, decision):
                 continue  # refused or failed: the next step is its fallback
+            taken.append(step)
             rebooted = rebooted or step == "reboot"
         if not applied:
             run.history.step(rid, "apply")
@@ -81,11 +93,11 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
         after = run.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
         run._check_stop()
         if error is None and after.clean:
-            return Result(True, after)
+            return Result(True, after, taken=tuple(taken))
         if error is None and after.decision is not None and steps:
             run._line(host, f"the fault is still there: {after.decision.finding}; next: {steps[0]}")
             continue
-        return Result(False, after, error, hold=rebooted and after.decision is not None)
+        return Result(False, after, error, hold=rebooted and after.decision is not None, taken=tuple(taken))
 
 
 def evidence(run: Remediation, host: str, rid: int) -> None:

@@ -282,8 +282,8 @@ class Remediation:
             if verified:
                 self.history.step(rid, "resume")
                 self._resume(host)
-                self.history.finish(rid, out.RESUMED)
-                self.summary.set(host, name, out.RESUMED)
+                self.history.finish(rid, out.RESUMED, result.recovered(verdict.decision))
+                self.summary.set(host, name, out.RESUMED, result.recovered(verdict.decision))
                 return
             if result.hold and after.decision is not None:  # the fault survived the reboot: the hardware's
                 self._hold(host, rid, after, after.decision)

@@ -188,3 +188,16 @@ def test_the_check_plan_says_restart_app_stays_in_service_until_it_repeats(tmp_p
                     time.time())
     assert lines[0].startswith("n1: reset_gpu, decided by restart_app repeated within the window") and \
         "1 more to take out" in lines[1], lines
+
+
+def test_resets_that_fixed_nodes_count_towards_the_breaker(tmp_path):
+    from gpuconf.remediate.breaker import Breaker
+
+    slurm = FakeSlurm(NODES)
+    hooks = FakeHooks(slurm, reboot=False)
+    for node in ("n1", "n2", "n3"):  # a driver bug: the same reset-recoverable Xid on many nodes at once
+        hooks.faults[node] = decide_action([xid(119, "reset_gpu")])
+    summary = remediate(slurm, hooks, tmp_path, budget="1", breaker=Breaker(count=2))
+    assert [h for h, _ in hooks.actions] == ["n1", "n2"] and summary.nodes["n3"].outcome == out.NOT_STARTED
+    assert summary.breaker.startswith("2 node(s) needed a hardware action or failed verification (n1, n2)")
+    assert [r.detail for r in records(tmp_path, "n1")] == ["recovered: reset_gpu by reset"]
