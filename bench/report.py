@@ -223,7 +223,7 @@ def apply_table(rows: list[Row]) -> str:
     apply floor (bench/floor_apply.py) of the same run; and each tool's no-op check against the plain
     floor after apply."""
     lines = []
-    for g in grouped(rows):
+    for g in sorted(grouped(rows), key=lambda g: (g["hosts"], g["workload"] != "fresh apply")):
         if g["workload"] == "fresh apply":
             verb = "apply (fresh nodes)"
         elif g["workload"] == "no-op check" and g["tool"] in ("gpuconf", "pyinfra", "ansible"):
@@ -292,8 +292,24 @@ def apply_markdown(results: dict) -> str:
         f"# Apply of fresh nodes against the apply floor\n\nMeasured {when} by `{argv}`: {m['cpus']} CPUs, "
         f"{m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}; {m['gpuconf']} at commit "
         f"{m.get('commit', '?')} (plus any uncommitted changes), {m['ansible']}, {m['pyinfra']}, {m['openssh']}.",
-        apply_table(rows), apply_targets(rows),
+        APPLY_FLOOR, apply_table(rows), apply_targets(rows),
         "```sh\n" + commands(rows) + "\n```"])) + "\n"
+
+
+APPLY_FLOOR = """\
+Every apply row starts from nodes reset to their image (`gpuconf lab reset`), in turns: floor,
+floor+wait, pyinfra, ansible, gpuconf, --apply-repeat times; after each, an unmeasured `gpuconf
+check` counts the nodes it left in sync. The checks follow the last gpuconf apply.
+
+The apply floor (bench/floor_apply.py, bench/peers/floor/apply.sh): per host, one SSH connection
+runs `sudo -n sh -s` with a hand-written script on its stdin: gpuconf's own apt-get transactions
+(its exact command lines, nine of them on the subnet manager), apt-mark holds, file writes,
+update-initramfs, modprobes and systemctl enables, in gpuconf's order, and the reboot gpuconf
+takes moved to its end (detached, after the session closes); what needs the driver (fabric
+manager, DCGM, the CDI spec) is enabled and starts at the boot. It then logs in again every 0.25 s
+until the boot id changes. floor+wait is the same script waiting as gpuconf does (2 s, then every
+1 s). Connections per host count those logins (the script's, any during the reboot, the one that
+finds the new boot). The check rows' ratio is to the plain floor (connect, run `true`) after apply."""
 
 
 def mark(ratio: float, target: float) -> str:

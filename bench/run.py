@@ -308,6 +308,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.apply_repeat is None:
         args.apply_repeat = args.repeat
+    if args.rewrite_doc and args.only == "apply":   # the apply table again from its JSON
+        stem = BENCH / "results" / f"apply-{'-'.join(map(str, args.counts))}"
+        stem.with_suffix(".md").write_text(report.apply_markdown(json.loads(stem.with_suffix(".json").read_text())))
+        print(f"written: {stem}.md from its .json")
+        return 0
     if args.rewrite_doc:
         results = json.loads((BENCH / "results" / "latest.json").read_text())
         rows = [Row(**row) for row in results["rows"]]

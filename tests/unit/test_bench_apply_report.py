@@ -42,10 +42,10 @@ def test_apply_table_has_one_line_per_host_count_tool_and_verb():
     assert table[0].startswith("| Hosts | Tool | Verb |")
     body = table[2:]
     assert len(body) == 6                                        # the plain floor after apply is not a row
-    assert "| 1 | floor (one script) | apply (fresh nodes) | 5.00 (2: 4.00–6.00) | 1.00 |" in body[1]
-    assert "| 1 | gpuconf | apply (fresh nodes) | 6.00 | 1.20 |" in body[2]
-    assert "3.0; 31.0 | 1/1 | 0 |" in body[2]
-    assert "| 1 | gpuconf | check (no-op) | 0.50 | 2.00 |" in body[0]
+    assert "| 1 | floor (one script) | apply (fresh nodes) | 5.00 (2: 4.00–6.00) | 1.00 |" in body[0]
+    assert "| 1 | gpuconf | apply (fresh nodes) | 6.00 | 1.20 |" in body[1]
+    assert "3.0; 31.0 | 1/1 | 0 |" in body[1]
+    assert "| 1 | gpuconf | check (no-op) | 0.50 | 2.00 |" in body[3]
 
 
 def test_apply_targets_judge_1_and_20_hosts_against_1_5():
