@@ -60,6 +60,14 @@ BOOTSTRAP = (
     f"import sys;s=sys.stdin.read();s=s[s.index({START!r})+{len(START)}:];a,b=s.split({SEPARATOR!r},1);"
     "exec(compile(a,'gpuconf-remote','exec'),{'REQUEST':b,'__name__':'gpuconf_remote'})"
 )
+# The runner that serves a host's run (gpuconf/connection/ssh.py): the script is read line by line up
+# to the separator's line, then the runner answers one request per line until stdin closes.
+SERVE_BOOTSTRAP = (
+    "import sys\nr=sys.stdin.buffer\na=[]\nfor l in iter(r.readline,b''):\n"
+    f" if l=={START.encode()!r}:\n  a=[]\n elif l=={SEPARATOR.lstrip().encode()!r}:\n  break\n"
+    " else:\n  a.append(l)\n"
+    "exec(compile(b''.join(a),'gpuconf-remote','exec'),{'REQUEST':None,'__name__':'gpuconf_remote'})"
+)
 
 # Ansible's names are accepted too, so an Ansible inventory works unchanged.
 ALIASES = {
@@ -154,11 +162,20 @@ def sudo_prefix(spec: ConnectionSpec, become_user: str | None = None) -> str:
 
 
 def runner_command(spec: ConnectionSpec, remote_user: str | None, become: bool | None = None,
-                   become_user: str | None = None) -> str:
-    command = f"{shlex.quote(spec.python)} -B -S -c {shlex.quote(BOOTSTRAP)}"  # -S: the stdlib only, no site
+                   become_user: str | None = None, serve: bool = False) -> str:
+    bootstrap = SERVE_BOOTSTRAP if serve else BOOTSTRAP
+    command = f"{shlex.quote(spec.python)} -B -S -c {shlex.quote(bootstrap)}"  # -S: the stdlib only, no site
     if uses_sudo(spec, remote_user, become, become_user):
         command = sudo_prefix(spec, become_user) + command
     return command
+
+
+def serve_preamble(spec: ConnectionSpec, sudo: bool) -> bytes:
+    """What a serving runner reads first (SERVE_BOOTSTRAP): sudo's password line, the script."""
+    password = ""
+    if sudo and spec.become_password is not None:
+        password = spec.become_password.get_secret_value() + "\n"
+    return (password + START + SCRIPT + SEPARATOR).encode()
 
 
 def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None,

@@ -1,6 +1,8 @@
-"""SSH connections with paramiko: one transport per host, one channel per call."""
+"""SSH connections with paramiko: one transport per host; one runner channel kept for the run
+(served.py), and one channel per call for a check's locked first read."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -19,10 +21,12 @@ from gpuconf.connection.base import (
     parse_replies,
     payload,
     runner_command,
+    serve_preamble,
     sudo_prefix,
     uses_sudo,
 )
 from gpuconf.connection.lock import holder_command
+from gpuconf.connection.served import Served
 from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import ConnectError, HostKeyError
 
@@ -103,11 +107,14 @@ def describe_ops(ops: list[dict[str, Any]]) -> str:
 class SSHConnection(Connection):
     """A paramiko client whose transport is reused by every call of the run."""
 
+    serve = os.environ.get("GPUCONF_RUNNER_PER_CALL") != "1"  # a runner kept for the run (served.py)
+
     def __init__(self, spec: ConnectionSpec, accept_new_host_keys: bool = False):
         super().__init__(spec)
         self.accept_new = accept_new_host_keys
         self.client: paramiko.SSHClient | None = None
         self.jump: paramiko.SSHClient | None = None
+        self.runners: dict[tuple[bool | None, str | None], Served] = {}  # the runners kept, by become
 
     # -- connecting ---------------------------------------------------------
     def open(self) -> None:
@@ -197,6 +204,10 @@ class SSHConnection(Connection):
              lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
         if self.client is None:
             self.open()
+        if lock is None and self.serve:
+            served = self._served(become, become_user)
+            if served is not None:
+                return self._ask(served, ops, readonly, timeout)
         host = self.spec.host
         try:
             channel = self._transport(self.client).open_session(timeout=self.spec.connect_timeout)
@@ -223,6 +234,61 @@ class SSHConnection(Connection):
             raise ConnectError(f"{cut_short}, during: {describe_ops(ops)}")
         return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
                              cut_short)
+
+    def _served(self, become: bool | None, become_user: str | None) -> Served | None:
+        """The runner kept for this (become, become_user), started now if there is none alive; None
+        when another thread is using it (that call takes a channel of its own)."""
+        key = (become, become_user)
+        served = self.runners.get(key)
+        if served is not None and not served.alive:
+            served.close()
+            del self.runners[key]
+            served = None
+        if served is None:
+            try:
+                channel = self._transport(self.client).open_session(timeout=self.spec.connect_timeout)
+                channel.exec_command(runner_command(self.spec, self.remote_user, become, become_user, serve=True))
+                channel.sendall(serve_preamble(self.spec, uses_sudo(self.spec, self.remote_user, become, become_user)))
+            except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
+                self.close()
+                raise ConnectError(f"connection to {self.spec.host} lost: {exc or type(exc).__name__}") from None
+            served = self.runners[key] = Served(channel)
+        return served if served.busy.acquire(blocking=False) else None
+
+    def _ask(self, served: Served, ops: list[dict[str, Any]], readonly: bool, timeout: float) -> list[dict[str, Any]]:
+        host = self.spec.host
+        request = (json.dumps({"readonly": readonly, "ops": ops}) + "\n").encode()  # facts/wire.py RunnerRequest
+        try:
+            self.round_trips += 1
+            try:
+                out, cut_short, done = served.ask(request, time.monotonic() + timeout, host,
+                                                  lambda: self._transport(self.client).is_active())
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                self.close()
+                raise ConnectError(f"connection to {host} lost: {exc or type(exc).__name__}") from None
+        finally:
+            served.busy.release()
+        if done:
+            return parse_replies(host, ops, out.decode("utf-8", "replace"), "", 0, None)
+        channel = served.channel
+        err = b""
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        rc = channel.recv_exit_status() if channel.exit_status_ready() else None
+        self._forget(served)
+        if rc == -1 and not cut_short and self._transport_gone():
+            cut_short = f"connection to {host} lost (the session ended without an exit status)"
+        if cut_short and "lost" in cut_short:
+            self.close()
+            raise ConnectError(f"{cut_short}, during: {describe_ops(ops)}")
+        return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
+                             cut_short)
+
+    def _forget(self, served: Served) -> None:
+        served.close()
+        for key, kept in list(self.runners.items()):
+            if kept is served:
+                del self.runners[key]
 
     def _transport_gone(self, wait: float = 2.0) -> bool:
         """A session that ends without an exit status is a lost connection when the transport
@@ -287,6 +353,9 @@ class SSHConnection(Connection):
         return transport
 
     def close(self) -> None:
+        for served in list(self.runners.values()):
+            served.close()
+        self.runners.clear()
         for client in (self.client, self.jump):
             if client is not None:
                 client.close()

@@ -2,12 +2,14 @@
 # OpName, compared by tests/unit/test_wire.py), the read-only rules, and the main loop.
 import json
 import os
+import sys
 import threading
 import time
 
 from gpuconf.connection.remote.initramfs import op_cpio
 from gpuconf.connection.remote.process import emit
 from gpuconf.connection.remote.reads import (
+    OS_RELEASE_IDS,
     exec_argvs,
     op_exec,
     op_glob,
@@ -126,6 +128,7 @@ def run_reads(batch, readonly):
 
 
 def main(request):
+    del OS_RELEASE_IDS[:]  # per request: a runner that serves a run reads the host afresh each time
     readonly = request.get("readonly", True)
     lock = request.get("lock")
     if lock and shared_lock(lock) is None:
@@ -152,5 +155,17 @@ def main(request):
     emit({"done": True}, final=True)
 
 
+def serve():
+    """One request per line on stdin, answered in turn, until stdin closes: the runner of a host's
+    whole run (gpuconf/connection/ssh.py keeps it), which spares each round trip a new session,
+    sudo and interpreter."""
+    for line in iter(sys.stdin.buffer.readline, b""):
+        if line.strip():
+            main(json.loads(line.decode("utf-8")))
+
+
 if __name__ == "gpuconf_remote":  # run by the bootstrap (gpuconf/connection/base.py), not imported by a test
-    main(json.loads(REQUEST))  # noqa: F821 - REQUEST is injected by the bootstrap
+    if REQUEST is None:  # noqa: F821 - REQUEST is injected by the bootstrap
+        serve()
+    else:
+        main(json.loads(REQUEST))  # noqa: F821
