@@ -107,7 +107,7 @@ def evidence(run: Remediation, host: str, rid: int) -> None:
     run._line(host, "collect: evidence before the repair")
     try:
         path = run.hooks.collect(host)
-    except GpuconfError as exc:
+    except (GpuconfError, OSError) as exc:  # the host's failure, or this machine's (a full disk)
         run.history.step(rid, "collect", f"not collected: {exc}")
         run._line(host, f"collect: not collected: {plan.first_line(str(exc))}")
         return
@@ -128,7 +128,7 @@ def take(run: Remediation, host: str, rid: int, step: str, decision: Decision) -
         return True
     try:
         outcome = run.hooks.node_action(host, step, decision)
-    except GpuconfError as exc:
+    except (GpuconfError, OSError) as exc:
         outcome_text, done = f"{step} failed: {plan.first_line(str(exc))}", False
     else:
         done = outcome.done
