@@ -318,6 +318,8 @@ class Remediation:
         self._line(host, f"drain: {reason}")
         self.scheduler.drain(name, reason)
         self.history.add_hold(hold_record(rid, host, name, decision, reason, serials, self.clock()))
+        if not any(r.id == rid and r.bundle for r in self.history.records(host)):
+            ladder.evidence(self, host, rid)  # for the RMA: the node is held as the fault left it
         self.history.finish(rid, out.HARDWARE, decision.text())
         self.summary.set(host, name, out.HARDWARE, reason, drifted=True)
 

@@ -6,6 +6,7 @@ import json
 import time
 
 from gpuconf.cli import main
+from gpuconf.errors import GpuconfError
 from gpuconf.history import HARDWARE, RESET, TRIPPED, History
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
@@ -234,12 +235,30 @@ def test_the_check_plan_names_the_action_its_row_and_the_budget():
 
 
 # -- gpuconf hardware ------------------------------------------------------------------
+def test_a_hold_collects_its_own_bundle_for_the_rma(tmp_path, capsys):
+    slurm = FakeSlurm(NODES)
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n5"] = decide_action([xid(13, "contact_support")])
+    remediate(slurm, hooks, tmp_path)
+    assert hooks.collected == ["n5"] and hooks.actions == []  # collected, nothing reset or rebooted
+    assert main(["hardware", "--state-dir", str(tmp_path / "state"), "--format", "json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["holds"]
+    assert entry["bundle"] == "/state/bundles/n5-20261207T100000Z.tar.gz"
+
+
 def test_gpuconf_hardware_lists_the_holds_with_serial_and_bundle(tmp_path, capsys):
     slurm = FakeSlurm(NODES)
     hooks = FakeHooks(slurm, reboot=False)
     hooks.faults["n2"] = decide_action([xid(13, "contact_support")])
     hooks.serial_numbers["n2"] = {BUS: "SER-2"}
-    remediate(slurm, hooks, tmp_path)
+
+    def unreachable(host):
+        raise GpuconfError(f"{host}: the collect script failed (exit 255): no route")
+
+    hooks.collect = unreachable  # remediate could not collect the hold's own bundle
+    lines: list[str] = []
+    remediate(slurm, hooks, tmp_path, lines=lines)
+    assert "n2: collect: not collected: n2: the collect script failed (exit 255): no route" in lines
     with History(tmp_path / "state") as history:
         history.add_bundle("n2", "/b/before.tar.gz", at=1.0)  # long before: another story
         history.add_bundle("n2", "/b/older.tar.gz")
