@@ -268,9 +268,11 @@ class SSHConnection(Connection):
                 raise ConnectError(f"connection to {host} lost: {exc or type(exc).__name__}") from None
         finally:
             served.busy.release()
-        if done:
-            return parse_replies(host, ops, out.decode("utf-8", "replace"), "", 0, None)
         channel = served.channel
+        if done:
+            while channel.recv_stderr_ready():  # nothing, normally; unread, it would hold the channel's window
+                channel.recv_stderr(65536)
+            return parse_replies(host, ops, out.decode("utf-8", "replace"), "", 0, None)
         err = b""
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
