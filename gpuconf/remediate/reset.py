@@ -41,7 +41,10 @@ def smi_bus(bus: str) -> str:
 
 def reset_script(buses: tuple[str, ...], every: bool) -> str:
     """The host's part of a GPU reset. `every`: all GPUs (and NVSwitches) together."""
-    targets = "" if every else " ".join(shlex.quote(smi_bus(b)) for b in buses)
+    printed = [smi_bus(b) for b in buses]
+    # only addresses go into the script; one that is not (it cannot be, from the parsers) resets all
+    every = every or not all(re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]", b) for b in printed)
+    targets = "" if every else " ".join(printed)
     holders = " ".join(HOLDERS)
     return f"""(
 targets={shlex.quote(targets)}

@@ -201,3 +201,8 @@ def test_resets_that_fixed_nodes_count_towards_the_breaker(tmp_path):
     assert [h for h, _ in hooks.actions] == ["n1", "n2"] and summary.nodes["n3"].outcome == out.NOT_STARTED
     assert summary.breaker.startswith("2 node(s) needed a hardware action or failed verification (n1, n2)")
     assert [r.detail for r in records(tmp_path, "n1")] == ["recovered: reset_gpu by reset"]
+
+
+def test_only_pci_addresses_reach_the_reset_script():
+    assert "targets=''" in reset_script(("0000:3b:00.0; reboot",), every=False)  # not an address: every GPU
+    assert "targets='00000000:3B:00.0 00000000:5E:00.0'" in reset_script(("0000:3b:00.0", "5e:00.0"), every=False)
