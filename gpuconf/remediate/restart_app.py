@@ -40,9 +40,10 @@ def judge(records: Sequence[Record], decision: Decision, now: float, window: flo
                      key=lambda r: (r.started, r.id))
     if not reports:
         return True, None
-    last = reports[-1]
-    seen = _count(last, prefix)
-    new = decision.count is None or seen is None or decision.count != seen
+    seen = _count(reports[-1], prefix)
+    if decision.count is None or seen is None:  # no count to tell a repeat by: reported once, not escalated
+        return False, None
+    new = decision.count != seen
     if not new:
         return False, None
     recent = [r for r in reports if r.started >= now - window]
