@@ -8,6 +8,7 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import paramiko
@@ -220,11 +221,18 @@ class SSHConnection(Connection):
             raise ConnectError(f"connection to {host} lost: {exc or type(exc).__name__}") from None
         self.round_trips += 1
         out, cut_short = self._read(channel, time.monotonic() + timeout)
+        return self._ended(channel, ops, out, cut_short, channel.close)
+
+    def _ended(self, channel: paramiko.Channel, ops: list[dict[str, Any]], out: bytes, cut_short: str | None,
+               release: Callable[[], None]) -> list[dict[str, Any]]:
+        """The replies of a runner whose session ended (or was cut short): its stderr and exit status
+        explain a runner that failed; `release` closes the channel."""
+        host = self.spec.host
         err = b""
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
         rc = channel.recv_exit_status() if channel.exit_status_ready() else None
-        channel.close()
+        release()
         if rc == -1 and not cut_short and self._transport_gone():
             cut_short = f"connection to {host} lost (the session ended without an exit status)"
         if cut_short and "lost" in cut_short:
@@ -273,18 +281,7 @@ class SSHConnection(Connection):
             while channel.recv_stderr_ready():  # nothing, normally; unread, it would hold the channel's window
                 channel.recv_stderr(65536)
             return parse_replies(host, ops, out.decode("utf-8", "replace"), "", 0, None)
-        err = b""
-        while channel.recv_stderr_ready():
-            err += channel.recv_stderr(65536)
-        rc = channel.recv_exit_status() if channel.exit_status_ready() else None
-        self._forget(served)
-        if rc == -1 and not cut_short and self._transport_gone():
-            cut_short = f"connection to {host} lost (the session ended without an exit status)"
-        if cut_short and "lost" in cut_short:
-            self.close()
-            raise ConnectError(f"{cut_short}, during: {describe_ops(ops)}")
-        return parse_replies(host, ops, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
-                             cut_short)
+        return self._ended(channel, ops, out, cut_short, lambda: self._forget(served))
 
     def _forget(self, served: Served) -> None:
         served.close()
