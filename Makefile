@@ -29,7 +29,7 @@ deps: system-deps venv
 # ruff over the tree; mypy over the product, --strict on the engine, the connections, the results,
 # the task contract and the wire (the remote runner is excluded: it is Python 3.6 sent to hosts).
 STRICT := gpuconf/engine gpuconf/connection gpuconf/results.py gpuconf/tasks/base.py gpuconf/facts/base.py \
-	gpuconf/facts/wire.py gpuconf/facts/merge.py gpuconf/facts/initramfs.py gpuconf/platform.py
+	gpuconf/facts/wire.py gpuconf/facts/merge.py gpuconf/facts/initramfs.py gpuconf/facts/platform.py
 lint: venv
 	$(BIN)/ruff check gpuconf lab tests bench
 	$(BIN)/mypy gpuconf

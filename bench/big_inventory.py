@@ -84,7 +84,7 @@ def plan(inventory, playbook) -> int:
 
 
 def measure(hosts: int, cpu: bool = False) -> dict:
-    from gpuconf.inventory import load_inventory
+    from gpuconf.inventory.hosts import load_inventory
     from gpuconf.playbook.loader import load_playbook
 
     with tempfile.TemporaryDirectory(prefix="gpuconf-10k-") as temp:
@@ -107,7 +107,7 @@ def measure(hosts: int, cpu: bool = False) -> dict:
 
 def warm_imports() -> None:
     import gpuconf.engine.runner  # noqa: F401
-    import gpuconf.inventory  # noqa: F401
+    import gpuconf.inventory.hosts  # noqa: F401
     import gpuconf.playbook.loader  # noqa: F401
     import gpuconf.tasks.registry  # noqa: F401
 

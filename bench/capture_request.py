@@ -14,7 +14,7 @@ from pathlib import Path
 
 import paramiko
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

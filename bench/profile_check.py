@@ -115,7 +115,7 @@ def main() -> int:
 
     out_path, argv = Path(sys.argv[1]), sys.argv[2:]
     install_tags()
-    from gpuconf.cli import main as gpuconf_main
+    from gpuconf.cli.main import main as gpuconf_main
 
     yappi.set_clock_type("cpu")
     yappi.set_tag_callback(current_tag)

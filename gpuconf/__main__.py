@@ -1,3 +1,3 @@
-from gpuconf.cli import run
+from gpuconf.cli.main import run
 
 raise SystemExit(run())

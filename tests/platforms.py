@@ -1,11 +1,11 @@
 """Platforms for task tests that build Facts by hand: what the engine resolves from a host's
-os-release and tools (gpuconf/platform.py), from the os-release files the distributions ship."""
+os-release and tools (gpuconf/facts/platform.py), from the os-release files the distributions ship."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from gpuconf.platform import Platform, resolve
+from gpuconf.facts.platform import Platform, resolve
 
 DEBIAN_12 = resolve('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n',
                     {"dpkg-query", "apt-get", "update-initramfs"})

@@ -1,4 +1,6 @@
-"""Connections: one per host per run, each call one round trip to the remote runner."""
+"""Connections: one per host per run, over SSH (strict host keys, ssh_config, jumps, become) or
+local, each call one round trip to the remote runner (`remote/`: the Python sent to a host), served
+by one runner per host and become (`served`); the host's run lock."""
 import sys
 
 if "paramiko" not in sys.modules and "invoke" not in sys.modules:

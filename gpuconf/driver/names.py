@@ -62,7 +62,7 @@ class Stack:
 
 class Naming:
     """How one family of NVIDIA's repositories names the driver's packages and versions: one
-    subclass per family, picked once per host by its platform (gpuconf/platform.py)."""
+    subclass per family, picked once per host by its platform (gpuconf/facts/platform.py)."""
 
     # Canonical's signed precompiled modules (linux-modules-nvidia-*): Ubuntu's archive only
     precompiled_modules = False

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from gpuconf.playbook.models import TaskDef
-from gpuconf.templating import Vars, evaluate, render
+from gpuconf.templating.render import Vars, evaluate, render
 
 
 def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tuple[str, dict[str, Any]]:

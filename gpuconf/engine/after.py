@@ -1,6 +1,6 @@
 """Steps after a run's tasks, as Nornir's processors hook into a run: the run hands each step its
 result and the hosts' own connections, still open, and the step hands back a section of the
-report. `check --slurm` is one (gpuconf/scheduler_step.py: the scheduler's drain and resume);
+report. `check --slurm` is one (gpuconf/scheduler/step.py: the scheduler's drain and resume);
 the engine knows it only by this shape.
 
 A step's round trips go through the host's session, so they run inside its run lock (held by an

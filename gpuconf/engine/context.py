@@ -19,9 +19,9 @@ from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, Output
 from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest
+from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
-from gpuconf.templating import Vars, evaluate_when, is_template, render_file
-from gpuconf.userfiles import read_source
+from gpuconf.templating.render import Vars, evaluate_when, is_template, render_file
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.playbook.models import DELEGATE_LOCAL, TaskDef
-from gpuconf.templating import render_string
+from gpuconf.templating.render import render_string
 
 
 def reads_elsewhere(task: TaskDef) -> bool:

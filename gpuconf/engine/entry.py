@@ -19,7 +19,7 @@ from gpuconf.facts.base import user_command
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Verdict
-from gpuconf.templating import evaluate_when
+from gpuconf.templating.render import evaluate_when
 
 
 class Entries(HostPlanner):

@@ -14,7 +14,7 @@ from gpuconf.engine.registered import registered_value
 from gpuconf.errors import TaskError, TemplateError
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
-from gpuconf.templating import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
 
 
 class BlockRun:

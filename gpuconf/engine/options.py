@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuconf.config import FORKS
 from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.results import Status, TaskResult
+
+FORKS = 50  # hosts in parallel when neither -f nor the configuration says
 
 
 @dataclass

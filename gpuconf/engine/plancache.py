@@ -27,13 +27,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gpuconf.secret_marks import SECRET_READ
-from gpuconf.templating import Vars
+from gpuconf.templating.render import Vars
+from gpuconf.templating.secret_marks import SECRET_READ
 
 MAX_VARIANTS = 8  # per task: enough for group-specific values; host-specific ones just render
 # values every host shares that change while the run goes (hostvars: each host's facts fill it in):
 # a result that looked one up is never kept. Nor is one that read a secret: each host's own set of
-# secret strings must learn what its templates made from it (gpuconf/secret_marks.py).
+# secret strings must learn what its templates made from it (gpuconf/templating/secret_marks.py).
 LIVE = frozenset({"hostvars", SECRET_READ})
 
 

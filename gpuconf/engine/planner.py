@@ -24,7 +24,7 @@ from gpuconf.facts.base import Fact
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
 
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 

@@ -31,8 +31,8 @@ from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
-from gpuconf.inventory import Inventory
-from gpuconf.patterns import match_hosts
+from gpuconf.inventory.hosts import Inventory
+from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
 
@@ -57,7 +57,7 @@ def batch_sizes(serial: Any, total: int) -> list[int]:
 
 
 class Runner:
-    """Run `playbook` on the hosts of `inventory` (narrowed by --limit already: gpuconf.patterns.narrow),
+    """Run `playbook` on the hosts of `inventory` (narrowed by --limit already: gpuconf.inventory.patterns.narrow),
     then the steps `after` the tasks, over the hosts' connections still open (engine/after.py)."""
 
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions,

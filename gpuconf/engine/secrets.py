@@ -1,10 +1,10 @@
 """Secrets never reach output: console, -vvv, --diff, JSON, JUnit, Prometheus, errors.
 
 A value is secret when it is tagged `!secret` in YAML, when it comes from an Ansible
-Vault (a `!vault` value, or any string of an encrypted file: gpuconf/vault.py), or when
+Vault (a `!vault` value, or any string of an encrypted file: gpuconf/files/vault.py), or when
 its variable's name is listed in the `secret_vars` variable (a list, set at any level).
 So is what a template makes from one (`| upper`, a slice, `'x' ~ token`): templating marks
-it and tells the host's `SecretSet` (gpuconf/secret_marks.py). Results are redacted where
+it and tells the host's `SecretSet` (gpuconf/templating/secret_marks.py). Results are redacted where
 they are made, so no reporter can leak one; -vvv redacts each request before it shows it.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuconf.files.yamlsrc import Secret
 from gpuconf.results import ChangeReport, TaskResult
-from gpuconf.yamlsrc import Secret
 
 MASK = "********"
 MIN_LENGTH = 3  # shorter values would mask innocent text everywhere

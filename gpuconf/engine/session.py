@@ -19,7 +19,7 @@ from gpuconf.connection.base import Connection, LockHandle
 from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 from gpuconf.facts.merge import Batch, batches, reply_for
-from gpuconf.platform import PLATFORM_FACTS, Platform, PlatformUnknown, from_facts
+from gpuconf.facts.platform import PLATFORM_FACTS, Platform, PlatformUnknown, from_facts
 
 CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is abandoned
 
@@ -38,7 +38,7 @@ class HostSession:
         self.redact: Callable[[str], str] = lambda text: text
         self.connection = connection
         self.cache: dict[str, Any] = {}
-        # the host's platform, resolved from the first round trip (gpuconf/platform.py); an error
+        # the host's platform, resolved from the first round trip (gpuconf/facts/platform.py); an error
         # when it cannot be known, which fails the tasks that need it
         self.platform: Platform | PlatformUnknown | None = None
         self.deadline = deadline

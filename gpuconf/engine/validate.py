@@ -12,12 +12,12 @@ from typing import Any
 from gpuconf.engine.context import Resolver
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
-from gpuconf.inventory import Inventory
-from gpuconf.patterns import match_hosts
+from gpuconf.inventory.hosts import Inventory
+from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import ENGINE_ACTIONS, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
 
 
 class Unknowable:

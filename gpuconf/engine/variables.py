@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gpuconf.inventory import Inventory
+from gpuconf.inventory.hosts import Inventory
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.templating import Vars, Verbatim
+from gpuconf.templating.render import Vars, Verbatim
 
 
 class LazyGroups(Mapping[str, list[str]]):
@@ -94,7 +94,7 @@ def fact_aliases(facts: Any) -> dict[str, Any]:
         if value is not None:
             aliases[name] = value
     os = facts.get("os")
-    if isinstance(os, Mapping) and os.get("id"):  # names from the platform's one table (gpuconf/platform.py)
+    if isinstance(os, Mapping) and os.get("id"):  # names from the platform's one table (gpuconf/facts/platform.py)
         distribution = os.get("distribution") or str(os["id"]).capitalize()
         aliases.update(ansible_distribution=distribution, ansible_os_family=os.get("family") or distribution)
     return aliases

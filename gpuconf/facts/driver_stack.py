@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from gpuconf.facts.apt_policy import parse_apt_cache_policy
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
-from gpuconf.platform import os_ids
+from gpuconf.facts.platform import os_ids
 
 MODULE_STATE = "/etc/dnf/modules.d/nvidia-driver.module"
 DNF_LOGDIR = "/run/gpuconf-dnf"

@@ -12,7 +12,7 @@ from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command
 from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 from gpuconf.facts.nvlink_fabric import nvlink_fabric
-from gpuconf.platform import OS_RELEASE_FACT, os_facts
+from gpuconf.facts.platform import OS_RELEASE_FACT, os_facts
 
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
 BRIDGE_CLASS = "0x068000"  # NVSwitch

@@ -3,7 +3,7 @@
 Debian family: `dpkg-query -W` over all packages (held = desired state `hold`). RHEL family:
 `rpm -qa` with an explicit format, and the dnf versionlock list (held = locked). Both reads
 are declared; the remote runner runs only the one the host's platform uses (its os-release,
-judged by gpuconf/platform.py's one table), so a check costs one package-manager process per
+judged by gpuconf/facts/platform.py's one table), so a check costs one package-manager process per
 host, and every package question of the play is answered from that one listing.
 
 The same listing tells when a package manager was cut short (killed, or the host rebooted under
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.packages import parse_dpkg_query
-from gpuconf.platform import Platform, PlatformUnknown, os_ids
+from gpuconf.facts.platform import Platform, PlatformUnknown, os_ids
 
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 DPKG_UPDATES = "/var/lib/dpkg/updates"

@@ -9,7 +9,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.suggest import ANSIBLE_MODULES
+# Ansible module names people type from habit, and gpuconf's task type for each (README, "Coming from Ansible").
+ANSIBLE_MODULES = {
+    "shell": "command (a string runs in /bin/sh; `creates`, `removes`, `unless` make it idempotent)",
+    "raw": "command", "script": "command", "expect": "command (with `stdin`)",
+    "copy": "file (`content:` inline, or `src:` from the role's files/)",
+    "template": "file (`template:` names a Jinja2 file in the role's templates/)",
+    "lineinfile": "line", "blockinfile": "line (one line each) or file",
+    "replace": "line (with `regexp`)",
+    "apt": "package", "dnf": "package (backend: dnf)", "yum": "package (backend: dnf)",
+    "package": "package",
+    "systemd": "service", "systemd_service": "service", "service": "service",
+    "modprobe": "kernel_module",
+    "fail": "assert (`assert: {that: [CONDITION], fail_msg: ...}`)",
+    "stat": "probe (`probe: {command: test -e PATH}`) or a fact (`facts.*`)",
+    "wait_for": "probe", "uri": "probe (with curl)", "get_url": "command (with `creates`)",
+    "user": "command (with `unless: id NAME`)", "group": "command (with `unless: getent group NAME`)",
+    "sysctl": "line (in /etc/sysctl.d) and command (sysctl -p, as a handler)",
+    "mount": "line (in /etc/fstab) and command",
+    "include_vars": "vars_files",
+}
+
+
+def ansible_hint(name: str) -> str:
+    """` (in gpuconf: X)` for an Ansible module name (plain or ansible.builtin.*), or ''."""
+    short = name.split(".")[-1] if name.startswith(("ansible.builtin.", "ansible.posix.", "community.general.")) \
+        else name
+    return f" (Ansible's '{short}' is gpuconf's {ANSIBLE_MODULES[short]})" if short in ANSIBLE_MODULES else ""
+
 
 PREFIXES = ("ansible.builtin.", "ansible.legacy.", "ansible.posix.", "community.general.")
 # Ansible's module -> (gpuconf's task type, {Ansible parameter: gpuconf parameter}); a parameter
@@ -248,8 +275,8 @@ def _modprobe(params: dict[str, Any]) -> dict[str, Any]:
 def translate_task(node: Any, task_keywords: tuple[str, ...]) -> Any:
     """The task mapping with its one Ansible module key turned into gpuconf's task type (a new
     mapping that keeps the positions for error messages), or the node itself."""
-    from gpuconf import yamlsrc
     from gpuconf.errors import PlaybookError
+    from gpuconf.files import yamlsrc
 
     keys = [key for key in node if key not in task_keywords]
     if len(keys) != 1:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.errors import Location, PlaybookError
-from gpuconf.templating import is_template
+from gpuconf.templating.render import is_template
 
 TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "path": (str,), "int": (int,), "float": (float, int), "bool": (bool,), "list": (list,),

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpuconf import yamlsrc
-from gpuconf.errors import Location, PlaybookError
+from gpuconf.errors import Location, PlaybookError, did_you_mean, validation_message
+from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import (
     BLOCK_KEYWORDS,
     DELEGATE_LOCAL,
@@ -30,8 +30,7 @@ from gpuconf.playbook.models import (
     TaskKeywords,
     UserName,
 )
-from gpuconf.suggest import did_you_mean, validation_message
-from gpuconf.templating import is_template
+from gpuconf.templating.render import is_template
 
 # `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
 # imports this module, and an import back would be a circle (tests/unit/test_layers.py).

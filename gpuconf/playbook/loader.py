@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gpuconf import yamlsrc
-from gpuconf.errors import Location, PlaybookError
-from gpuconf.inventory import load_vars_file
+from gpuconf.errors import Location, PlaybookError, did_you_mean, validation_message
+from gpuconf.files import yamlsrc
+from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
-from gpuconf.playbook.ansible_names import check_hosts, translate_task
+from gpuconf.playbook.ansible_names import ansible_hint, check_hosts, translate_task
 from gpuconf.playbook.argspecs import check_arguments
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
 from gpuconf.playbook.models import (
@@ -32,7 +32,6 @@ from gpuconf.playbook.models import (
     TaskDef,
     TaskKeywords,
 )
-from gpuconf.suggest import ansible_hint, did_you_mean, validation_message
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
 

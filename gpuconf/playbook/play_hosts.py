@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuconf.errors import PlaybookError, TemplateError
 from gpuconf.playbook.models import Playbook
-from gpuconf.templating import Vars, render
+from gpuconf.templating.render import Vars, render
 
 
 def render_play_hosts(playbook: Playbook, extra_vars: Mapping[str, Any]) -> None:

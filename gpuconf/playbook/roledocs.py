@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpuconf import yamlsrc
-from gpuconf.errors import UsageError
-from gpuconf.suggest import did_you_mean
-from gpuconf.userfiles import read_source
+from gpuconf.errors import UsageError, did_you_mean
+from gpuconf.files import yamlsrc
+from gpuconf.files.bounded import read_source
 
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:")
 

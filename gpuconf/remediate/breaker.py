@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
-from gpuconf.history import FAILED, HARDWARE, RESET, RESUMED, TRIPPED, History, Record
+from gpuconf.remediate.history import FAILED, HARDWARE, RESET, RESUMED, TRIPPED, History, Record
 
 COUNTED = (FAILED, HARDWARE)
 RECOVERED = "recovered:"  # a resumed remediation's detail when a node action fixed it (ladder.Result)

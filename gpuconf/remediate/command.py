@@ -1,5 +1,5 @@
 """`gpuconf remediate` and `gpuconf history`: the engine as the loop's hooks, Slurm as its
-scheduler (the interface: gpuconf/scheduler.py), the history under the state directory,
+scheduler (the interface: gpuconf/scheduler/interface.py), the history under the state directory,
 SIGINT and SIGTERM as a clean stop."""
 from __future__ import annotations
 
@@ -21,22 +21,22 @@ from gpuconf.connection.lock import LOCK_PATH
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
-from gpuconf.healthcheck import drain_reason
-from gpuconf.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
-from gpuconf.inventory import Inventory
-from gpuconf.patterns import match_hosts
+from gpuconf.inventory.hosts import Inventory
+from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
 from gpuconf.remediate.decision import APP, Decision, decide_action
+from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.remediate.preview import preview
 from gpuconf.report.redact import visible_changes
 from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, Status
-from gpuconf.scheduler import PREFIX
-from gpuconf.slurm import Slurm
+from gpuconf.scheduler.healthcheck import drain_reason
+from gpuconf.scheduler.interface import PREFIX
+from gpuconf.scheduler.slurm import Slurm
 
 
 class EngineHooks:
@@ -108,7 +108,7 @@ class EngineHooks:
 
     def collect(self, host: str) -> str:
         """The evidence bundle, before a reset or a reboot erases it: its path."""
-        from gpuconf.collect import collect
+        from gpuconf.remediate.evidence import collect
 
         with self._connection(host) as connection:
             return str(collect(host, connection, self.state_dir / "bundles").path)

@@ -1,7 +1,7 @@
 """Hardware holds: a node whose fault needs the hardware looked at (NVIDIA says contact support or
 drain P2P, an Xid the catalog does not know fails, or a fault survived the reboot) is drained with
 `gpuconf: hardware: Xid <n> GPU <serial> <PCI>`. Nothing of gpuconf's ever resumes it (the reason
-is in gpuconf.scheduler.HELD); a person does, after the RMA. `gpuconf hardware` lists them from
+is in gpuconf.scheduler.interface.HELD); a person does, after the RMA. `gpuconf hardware` lists them from
 the history, with what a support case asks for.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.history import Hold
 from gpuconf.remediate.decision import Decision
-from gpuconf.scheduler import HARDWARE_PREFIX, reason_text
+from gpuconf.remediate.history import Hold
+from gpuconf.scheduler.interface import HARDWARE_PREFIX, reason_text
 
 SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
 SERIAL_TIMEOUT = 10.0

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuconf.errors import GpuconfError
-from gpuconf.history import History
 from gpuconf.remediate import plan
 from gpuconf.remediate.breaker import RECOVERED
 from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.history import History
 from gpuconf.remediate.watch import Watch
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 
 
 class Remediation(Protocol):

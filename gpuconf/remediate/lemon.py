@@ -21,7 +21,7 @@ import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuconf.history import (
+from gpuconf.remediate.history import (
     DRIFT,
     FAILED,
     FOREIGN,
@@ -35,7 +35,7 @@ from gpuconf.history import (
     cause_of,
 )
 from gpuconf.remediate.plan import duration_text
-from gpuconf.scheduler import LEMON_PREFIX, PREFIX, reason_text
+from gpuconf.scheduler.interface import LEMON_PREFIX, PREFIX, reason_text
 
 UNCOUNTED = {
     VERIFIED: "found clean: nothing applied",

@@ -2,7 +2,7 @@
 bounded by the budget: drain, wait for jobs to end, apply, verify, resume.
 
 It works through three interfaces, so that it is tested without hosts or a cluster: the
-`Scheduler` (gpuconf/scheduler.py), the `Hooks` that check and apply hosts (command.py runs
+`Scheduler` (gpuconf/scheduler/interface.py), the `Hooks` that check and apply hosts (command.py runs
 the engine for them), and the `History` (its journal step is written before each step).
 """
 from __future__ import annotations
@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpuconf.errors import GpuconfError
-from gpuconf.history import FAULT, History, Record
 from gpuconf.remediate import ladder, plan, reset, restart_app
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker, Fuse
 from gpuconf.remediate.decision import APP, Decision
+from gpuconf.remediate.history import FAULT, History, Record
 from gpuconf.remediate.hold import hold_reason, hold_record
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
-from gpuconf.scheduler import Node, Scheduler
+from gpuconf.scheduler.interface import Node, Scheduler
 
 
 class Hooks(Protocol):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuconf.history import FILE, RESET, History, default_state_dir
 from gpuconf.remediate.breaker import state
+from gpuconf.remediate.history import FILE, RESET, History, default_state_dir
 from gpuconf.remediate.hold import listing
-from gpuconf.scheduler import SchedulerError
+from gpuconf.scheduler.interface import SchedulerError
 
 
 def _state_dir(args: Any) -> Path:
@@ -26,7 +26,7 @@ def hardware(args: Any) -> int:
         holds = store.holds()
     held_now = None
     if args.scheduler and holds:
-        from gpuconf.slurm import Slurm
+        from gpuconf.scheduler.slurm import Slurm
 
         try:
             nodes = Slurm().nodes({h.node for h in holds})

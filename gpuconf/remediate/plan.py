@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuconf.errors import UsageError
-from gpuconf.history import Record
 from gpuconf.remediate.decision import Decision
-from gpuconf.scheduler import FAILED_PREFIX, LEMON_PREFIX, PREFIX, Node, reason_text
+from gpuconf.remediate.history import Record
+from gpuconf.scheduler.interface import FAILED_PREFIX, LEMON_PREFIX, PREFIX, Node, reason_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -72,7 +72,7 @@ class Verdict:
     clean: bool
     finding: str = ""  # `gpuconf: <first finding>`, when not clean
     unreachable: bool = False
-    cause: str = ""  # when not clean: "drift" (nothing failed, only drift) or "fault" (gpuconf.history)
+    cause: str = ""  # when not clean: "drift" (nothing failed, only drift) or "fault" (gpuconf.remediate.history)
     fingerprint: str = ""  # of the changes planned for the drift: the same drift, the same fingerprint
     decision: Decision | None = None  # the one recovery action the failed findings ask for (decision.py)
 

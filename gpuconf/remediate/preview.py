@@ -8,12 +8,12 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuconf.history import Record
 from gpuconf.remediate import plan, restart_app
 from gpuconf.remediate.breaker import Breaker, counted, state
 from gpuconf.remediate.decision import APP, action_table
+from gpuconf.remediate.history import Record
 from gpuconf.remediate.lemon import LemonRule
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 
 WORDS = {
     plan.NOTHING: "in sync: nothing",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpuconf.history import Record
 from gpuconf.remediate.decision import RESET, Decision
+from gpuconf.remediate.history import Record
 
 REPORTED = "reported"  # the history's outcome of a restart_app report: the node stayed in service
 DEFAULT_WINDOW = "1h"

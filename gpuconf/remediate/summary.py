@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuconf.remediate import plan
 from gpuconf.results import EXIT_DRIFT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 
 # outcomes of one node in one run
 IN_SYNC, RESUMED, VERIFIED, FAILED, LEMON, STILL_LEMON = "in_sync", "resumed", "verified", "failed", "lemon", \

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from gpuconf.errors import GpuconfError
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 
 
 class Stopped(Exception):

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpuconf.files.bounded import write_atomic
 from gpuconf.report.aggregate import told_by_changes
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
-from gpuconf.userfiles import write_atomic
 
 # the cell's status: the worst of its tasks, in this order (index = the code in the JSON data)
 STATES = ["in sync", "drift", "changed", "reboot pending", "unknown", "failed", "unreachable", "not run"]

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf import __version__
+from gpuconf.files.bounded import write_atomic
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
-from gpuconf.userfiles import write_atomic
 
 SCHEMA_VERSION = 1
 OUTPUT_TAIL = 4000  # characters of a task's stdout/stderr kept in the report

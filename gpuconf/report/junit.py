@@ -143,6 +143,6 @@ def render(run: RunResult) -> str:
 
 
 def write(run: RunResult, path: str) -> None:
-    from gpuconf.userfiles import write_atomic
+    from gpuconf.files.bounded import write_atomic
 
     write_atomic(path, render(run))

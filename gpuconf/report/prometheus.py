@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuconf.files.bounded import write_atomic
 from gpuconf.report.jsonreport import host_in_sync
 from gpuconf.report.redact import visible_findings
 from gpuconf.results import HostResult, RunResult, Status
-from gpuconf.userfiles import write_atomic
 
 if TYPE_CHECKING:  # imported where used: a run without --prometheus does not pay for it (~10 ms)
     from prometheus_client import CollectorRegistry, Gauge

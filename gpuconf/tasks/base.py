@@ -26,8 +26,8 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.platform import Platform, PlatformUnknown
 from gpuconf.facts.wire import MkdirRequest, RemoveRequest, Request, RunRequest, SymlinkRequest, WriteRequest
-from gpuconf.platform import Platform, PlatformUnknown
 
 
 class Params(BaseModel):

@@ -6,8 +6,7 @@ import sys
 
 from pydantic_core import PydanticUndefined
 
-from gpuconf.errors import UsageError
-from gpuconf.suggest import did_you_mean
+from gpuconf.errors import UsageError, did_you_mean
 from gpuconf.tasks.registry import TASK_TYPES
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gpuconf.suggest import did_you_mean, validation_message
+from gpuconf.errors import did_you_mean, validation_message
 from gpuconf.tasks.base import TaskType
-from gpuconf.templating import is_template
+from gpuconf.templating.render import is_template
 
 # name -> "module:Class". Generic tasks first, then the GPU ones, then the health probes.
 TASK_MODULES: dict[str, str] = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from tests.ansible_diff.harness import ANSIBLE_VENV
 
 VAULT = ANSIBLE_VENV / "bin" / "ansible-vault"

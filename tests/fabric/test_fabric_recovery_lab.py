@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from gpuconf.engine.options import RunOptions
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.remediate.command import EngineHooks
 from gpuconf.remediate.decision import IMEX, Decision

@@ -12,7 +12,7 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 
 def playbook(tmp, probe_timeout: float = 120) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import jsonschema
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuconf.schedule import render_units
+from gpuconf.cli.schedule import render_units
 from tests.lab_fixtures import wait_until
 
 ROOT = Path(__file__).parents[2]

@@ -14,11 +14,11 @@ import shlex
 
 import pytest
 
-from gpuconf.healthcheck import FORGET, Memory, failure_reason, settle
 from gpuconf.results import Finding, HostResult, Status, TaskResult
-from gpuconf.scheduler import Node
-from gpuconf.scheduler_step import host_command, memory_text, read_memory, reconcile
-from gpuconf.slurm import Slurm
+from gpuconf.scheduler.healthcheck import FORGET, Memory, failure_reason, settle
+from gpuconf.scheduler.interface import Node
+from gpuconf.scheduler.slurm import Slurm
+from gpuconf.scheduler.step import host_command, memory_text, read_memory, reconcile
 
 XID = "gpuconf: failed: Xid errors since this boot: GPU 0: Xid 79"
 MINE = Memory(XID, "root@2026-12-04T08:00:00", 0)

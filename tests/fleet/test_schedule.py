@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuconf.cli import main
-from gpuconf.schedule import render_units, role_dir, unit_templates
+from gpuconf.cli.main import main
+from gpuconf.cli.schedule import render_units, role_dir, unit_templates
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
 ROOT = Path(__file__).parents[2]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.healthcheck import decide, drain_reason
 from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
-from gpuconf.scheduler import Node
-from gpuconf.slurm import Slurm, parse_show_node
+from gpuconf.scheduler.healthcheck import decide, drain_reason
+from gpuconf.scheduler.interface import Node
+from gpuconf.scheduler.slurm import Slurm, parse_show_node
 
 SHOW = """NodeName=gpu017 Arch=x86_64 CoresPerSocket=32
    CPUAlloc=64 CPUEfctv=128 CPUTot=128 CPULoad=31.02

@@ -1,4 +1,4 @@
-"""Run one fuzz case through `gpuconf.cli.main` and judge what the user would see.
+"""Run one fuzz case through `gpuconf.cli.main.main` and judge what the user would see.
 
 Every verb must end in success, a host- or task-level result (exit 2, 4, 8 and
 their combinations), or a clean `gpuconf: error: ...` with exit code 1. A
@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from tests.fuzz.corpus import CONNECTION_FILE, Case
 
 RESULT_BITS = 2 | 4 | 8 | 16

@@ -14,9 +14,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-from gpuconf.collect import ITEMS
 from gpuconf.facts.evidence import parse_bug_report_header, parse_dmidecode
-from gpuconf.history import History
+from gpuconf.remediate.evidence import ITEMS
+from gpuconf.remediate.history import History
 from tests.lab_fixtures import start_lab
 
 ROOT = Path(__file__).resolve().parents[2]

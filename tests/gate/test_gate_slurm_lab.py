@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuconf.scheduler import Node
-from gpuconf.slurm import parse_show_node
+from gpuconf.scheduler.interface import Node
+from gpuconf.scheduler.slurm import parse_show_node
 from tests.lab_fixtures import slurm_idle, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from tests.health.fakes import smi_csv
 
 PROBES = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 
 HERE = Path(__file__).parent
 VAULT = HERE.parent / "fixtures" / "vault"

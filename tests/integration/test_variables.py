@@ -12,9 +12,9 @@ import yaml
 
 from gpuconf.engine.validate import validation_magic
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, task_variables
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
-from gpuconf.templating import render_string
+from gpuconf.templating.render import render_string
 
 MAGIC = ("{{ inventory_hostname }}|{{ inventory_hostname_short }}|{{ group_names | join(',') }}|"
          "{{ groups['a100'] | join(',') }}|{{ groups['all'] | length }}|{{ hostvars[inventory_hostname]['port'] }}|"

@@ -11,7 +11,7 @@ from gpuconf.facts import wire
 from gpuconf.facts.base import FileState, command, file_glob, file_state, host_info, user_command
 from gpuconf.facts.driver_stack import apt_offered
 from gpuconf.facts.nvidia_smi import gpu_query
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.tasks.base import make_directory, remove, run, write_file
 from gpuconf.tasks.imex import NVIDIA_IN_INITRAMFS
 from gpuconf.tasks.initramfs import initramfs_fact

@@ -6,7 +6,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 SECRET = "hunter2-do-not-print"
 

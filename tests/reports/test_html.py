@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.report import html
 from tests.reports.fleet import ROLES, synthetic_run
 from tests.reports.helpers import SECRET, write_playbook

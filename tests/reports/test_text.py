@@ -165,7 +165,7 @@ def test_plain_lines_are_rich_s_lines_without_a_terminal_and_text_is_never_read_
 
 CHECK_MODULES = textwrap.dedent("""
     import json, sys
-    from gpuconf.cli import main
+    from gpuconf.cli.main import main
     code = main(["check", "pb.yml", "-i", "h1,h2,", "-c", "local"])
     print(json.dumps({"code": code, "rich": sorted(m for m in sys.modules if m.split(".")[0] == "rich")}))
 """)

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from tests.reliability.helpers import check_run, gpuconf, no_traceback, write_inventory, write_playbook
 
 BASE = "/var/tmp/gpuconf-quoting"

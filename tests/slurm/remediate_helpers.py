@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuconf.slurm import parse_nodes
+from gpuconf.scheduler.slurm import parse_nodes
 from tests.lab_fixtures import slurm_idle
 
 ROOT = Path(__file__).resolve().parents[2]

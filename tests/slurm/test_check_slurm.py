@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jsonschema
 
-from gpuconf.slurm import parse_show_node
+from gpuconf.scheduler.slurm import parse_show_node
 from tests.lab_fixtures import slurm_idle, wait_until
 
 ROOT = Path(__file__).parents[2]

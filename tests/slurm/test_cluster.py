@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from gpuconf.slurm import parse_show_node
+from gpuconf.scheduler.slurm import parse_show_node
 from tests.lab_fixtures import SLURM_LAB_PROFILES, slurm_idle, slurm_node_state, ssh_client, ssh_run, wait_until
 
 

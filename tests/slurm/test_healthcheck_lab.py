@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from gpuconf.slurm import parse_show_node
+from gpuconf.scheduler.slurm import parse_show_node
 from tests.lab_fixtures import slurm_idle, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

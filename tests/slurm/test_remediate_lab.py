@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from gpuconf.history import History
+from gpuconf.remediate.history import History
 from tests.lab_fixtures import wait_until
 from tests.slurm.remediate_helpers import DRIFT_FILE, HEALTH, RELEASE, ROOT, SITE, drift, nodes, put_back
 

@@ -13,7 +13,7 @@ from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.reset import Outcome
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 
 
 @dataclass

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.report.text import summary
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
-from gpuconf.templating import Vars, render
+from gpuconf.templating.render import Vars, render
 
 GPUCONF = str(Path(sys.executable).with_name("gpuconf"))
 

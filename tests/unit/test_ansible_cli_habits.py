@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 PLAYBOOK = """\
 - hosts: "{{ target | default('all') }}"

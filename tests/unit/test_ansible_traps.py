@@ -5,7 +5,7 @@ import os
 import textwrap
 
 from gpuconf.connection.base import ConnectionSpec
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 
 
 def test_ansible_ssh_host_port_and_user_reach_the_connection():

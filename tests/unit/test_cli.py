@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 PLAY = "- hosts: all\n  gather_facts: false\n  tasks:\n    - assert: {that: 'true'}\n"
 

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from gpuconf.cli import build_parser, main
-from gpuconf.config import FORKS
+from gpuconf.engine.options import FORKS
+from gpuconf.cli.main import build_parser, main
 from gpuconf.engine.options import RunOptions
 
 PLAY = textwrap.dedent("""\

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconf.cli import main
-from gpuconf.config import load_config
+from gpuconf.cli.config import load_config
+from gpuconf.cli.main import main
 from gpuconf.engine.flow import StepGate
 from gpuconf.errors import Location, UsageError
 from gpuconf.playbook.models import TaskDef, TaskKeywords

@@ -1,4 +1,4 @@
-"""The evidence bundle's host script and transfer (gpuconf/collect.py), run for real on this machine
+"""The evidence bundle's host script and transfer (gpuconf/remediate/evidence.py), run for real on this machine
 through the local connection, with a list of harmless commands: each output is cut at its cap, a
 command is killed at its timeout, a missing program and a skipped item say so, a bundle over the
 size cap is refused, and the bundle arrives whole under its final name only."""
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.collect import CHUNK, ITEMS, Item, bundle_name, collect, host_script, script_timeout
 from gpuconf.connection.base import ConnectionSpec
 from gpuconf.connection.local import LocalConnection
 from gpuconf.errors import GpuconfError
+from gpuconf.remediate.evidence import CHUNK, ITEMS, Item, bundle_name, collect, host_script, script_timeout
 
 SMALL = (
     Item("yes.txt", (("yes", "gpuconf"),), 5, 4096),

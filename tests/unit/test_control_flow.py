@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 
 def write(root: Path, name: str, text: str) -> Path:

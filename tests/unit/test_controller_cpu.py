@@ -13,10 +13,10 @@ import threading
 
 import yaml
 
-from gpuconf import templating
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.driver import catalog
 from gpuconf.facts.common import snake_case
+from gpuconf.templating import render as templating
 
 THREADS = 20
 
@@ -115,7 +115,7 @@ def test_snake_case_is_memoised_and_still_exact():
 
 PROGRAM = """
 import gc, sys
-from gpuconf import cli
+from gpuconf.cli import main as cli
 from gpuconf.engine import runner
 from gpuconf.playbook import loader
 

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.results import RunResult, Status, TaskResult
 
 

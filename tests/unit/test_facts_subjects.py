@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.facts.subjects import SUBJECTS, subject_reads, subject_view
 from tests.real import read_real

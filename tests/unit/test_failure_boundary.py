@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.connection.local import LocalConnection
 from gpuconf.engine import runner
 

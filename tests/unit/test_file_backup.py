@@ -3,7 +3,7 @@ within the same second never overwrites the first (run here, with -c local)."""
 import re
 import sys
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 BACKUP = re.compile(r"^f\.conf\.\d{8}T\d{6}(-\d+)?\.gpuconf~$")
 

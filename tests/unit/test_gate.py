@@ -1,10 +1,22 @@
-"""The pre-job gate's judging (gpuconf/gate.py): only new kernel log lines count, each signal gets
+"""The pre-job gate's judging (gpuconf/gate/judge.py): only new kernel log lines count, each signal gets
 its verdict and action, and the drain reason is gpuconf's own."""
 from __future__ import annotations
 
 from gpuconf.facts.base import Output
-from gpuconf.gate import CRITICAL, INFO, PASS, UNKNOWN, WARNING, Position, Signals, judge, new_lines, overall, reason
-from gpuconf.scheduler import REASON_MAX
+from gpuconf.gate.judge import (
+    CRITICAL,
+    INFO,
+    PASS,
+    UNKNOWN,
+    WARNING,
+    Position,
+    Signals,
+    judge,
+    new_lines,
+    overall,
+    reason,
+)
+from gpuconf.scheduler.interface import REASON_MAX
 from gpuconf.tasks.health.readings import parse_readings
 from tests.real import read_real
 

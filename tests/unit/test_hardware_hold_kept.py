@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from gpuconf import gate_node
+from gpuconf.gate import node as gate_node
 from tests.unit.test_scheduler_step import NODE, check, cluster, node  # noqa: F401 - the fixture
 
 REASON = "gpuconf: hardware: Xid 79 GPU 1650924060039 0000:3b:00.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from gpuconf.history import FILE, MIGRATIONS, SCHEMA_VERSION, History
+from gpuconf.remediate.history import FILE, MIGRATIONS, SCHEMA_VERSION, History
 
 
 def test_a_bundle_on_its_own_and_a_remediations_bundle(tmp_path):

@@ -14,7 +14,7 @@ from gpuconf.tasks.base import Unknown
 from gpuconf.tasks.health.imex_domain import judge_domain, peers_down
 from gpuconf.tasks.imex import CHANNEL0, CHANNEL0_STATE, NVIDIA_IN_INITRAMFS
 from gpuconf.tasks.initramfs import initramfs_fact
-from gpuconf.templating import Vars, render_string
+from gpuconf.templating.render import Vars, render_string
 from tests.health.fakes import files, run_probe, shell
 from tests.real import read_real
 from tests.unit.test_tasks_table import assert_changes, check, missing, stat

@@ -17,7 +17,7 @@ from textwrap import dedent
 import pytest
 
 from gpuconf.errors import InventoryError, PlaybookError
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def test_a_file_of_exactly_the_limit_is_read(tmp_path):
     body = b"answer: 42\n"
     path.write_bytes(body + b"#" * (LIMIT - len(body) - 1) + b"\n")
     assert path.stat().st_size == LIMIT
-    from gpuconf.inventory import load_vars_file
+    from gpuconf.inventory.hosts import load_vars_file
     assert load_vars_file(path) == {"answer": 42}
 
 
@@ -235,7 +235,7 @@ def test_a_template_file_bomb_names_the_file_and_line(tmp_path):
 
 
 def test_ordinary_templates_still_render():
-    from gpuconf.templating import Vars, render_file, render_string
+    from gpuconf.templating.render import Vars, render_file, render_string
     variables = Vars({"n": 3, "names": ["a", "b"]})
     assert render_string("{{ 'ab' * n }}", variables) == "ababab"
     assert render_string("{{ 2 ** 10 }}", variables) == 1024

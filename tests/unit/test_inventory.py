@@ -5,7 +5,7 @@ from textwrap import dedent
 import pytest
 
 from gpuconf.errors import InventoryError
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 
 HOSTS = """\
 all:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf.errors import InventoryError
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 
 YAML = """\
 all:

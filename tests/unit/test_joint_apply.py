@@ -10,7 +10,7 @@ from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.runner import Runner
 from gpuconf.engine.variables import magic_variables
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.tasks.packages import AptBackend, DnfBackend, PackageOp, join_ops
 from gpuconf.tasks.registry import TASK_TYPES

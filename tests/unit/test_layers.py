@@ -7,24 +7,26 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 
-# lowest first; a module may import its own layer and the ones before it
+# lowest first; a package may import its own layer and the ones before it. Only errors, results and
+# __main__ are modules outside a package.
 LAYERS = [
-    {"errors", "suggest", "vault", "yamlsrc", "config", "userfiles"},
+    {"errors", "files"},
     {"results"},
-    {"facts", "driver", "platform"},
-    {"templating", "template_env", "ansible_filters", "secret_marks", "template_bounds"},
+    {"facts", "driver"},
+    {"templating"},
     {"tasks"},
-    {"inventory", "inventory_sources", "inventory_views", "patterns"},
+    {"inventory"},
     {"playbook"},
     {"connection"},
     {"report"},
     {"engine"},
     # what a run's results are used for afterwards: the scheduler (its interface, Slurm, the check's
-    # rules and its step after the run), a retry, a timer, remediate's history; the pre-job gate (judged
-    # by the health probes, drains through Slurm) and the evidence bundle (a connection, the history)
-    {"scheduler", "slurm", "healthcheck", "scheduler_step", "retry", "schedule", "history", "gate", "gate_node",
-     "collect"},
-    {"commands", "cliload", "playrun", "adhoc", "remediate", "catalog_command"},
+    # rules and its step after the run)
+    {"scheduler"},
+    # the pre-job gate (judged by the health probes, drains through Slurm)
+    {"gate"},
+    # the loop: waves, ladder, holds, the evidence bundle, the history
+    {"remediate"},
     {"cli", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
@@ -60,6 +62,27 @@ def test_every_part_of_the_product_has_a_layer():
     assert {layer(m) for m in imports()} - {"__init__"} <= set(RANK)
 
 
+def test_only_errors_results_and_main_live_outside_a_package():
+    loose = {p.stem for p in PACKAGE.glob("*.py")}
+    assert loose <= {"__init__", "__main__", "errors", "results"}
+
+
+def test_every_package_says_what_it_owns():
+    for init in PACKAGE.glob("*/__init__.py"):
+        docstring = ast.get_docstring(ast.parse(init.read_text()))
+        assert docstring and len(docstring.split()) >= 12, init.parent.name
+
+
+def test_no_package_loops():
+    """Packages, not only modules: facts -> platform -> facts would be a loop even if no two
+    modules import each other."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in imports().items():
+        graph.setdefault(layer(module), set()).update(layer(t) for t in targets if layer(t) != layer(module))
+    loops = [(a, b) for a, targets in graph.items() for b in targets if a in graph.get(b, set())]
+    assert loops == []
+
+
 def test_no_module_imports_a_higher_layer():
     upward = [(m, t) for m, targets in imports().items() for t in targets
               if layer(m) in RANK and layer(t) in RANK and RANK[layer(t)] > RANK[layer(m)]]
@@ -81,7 +104,7 @@ def test_the_run_its_results_and_reporters_import_nothing_of_the_scheduler():
     another module."""
     graph = imports()
     scheduler = {m for m in graph if layer(m) in {"scheduler", "slurm", "healthcheck", "scheduler_step"}}
-    assert {"gpuconf.slurm", "gpuconf.scheduler", "gpuconf.scheduler_step"} <= scheduler
+    assert {"gpuconf.scheduler.slurm", "gpuconf.scheduler.interface", "gpuconf.scheduler.step"} <= scheduler
     run_side = [m for m in graph if layer(m) in {"engine", "results", "report"}]
     assert "gpuconf.engine.runner" in run_side and "gpuconf.report.text" in run_side
     found = {m: sorted(reachable(graph, m) & scheduler) for m in run_side}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 
 def digest(root: Path) -> dict[str, tuple]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 PLAYBOOK = """\
 - hosts: all

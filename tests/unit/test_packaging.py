@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuconf import cli
+from gpuconf.cli import main as cli
 
 ROOT = Path(__file__).parents[2]
 
@@ -52,11 +52,11 @@ def test_the_product_installs_no_simulator(tmp_path):
                            cwd=source, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stdout + built.stderr
     names = [str(path.relative_to(tmp_path / "lib")) for path in (tmp_path / "lib").rglob("*") if path.is_file()]
-    assert "gpuconf/cli.py" in names and "gpuconf/engine/runner.py" in names   # the product is all there
+    assert "gpuconf/cli/main.py" in names and "gpuconf/engine/runner.py" in names   # the product is all there
     assert [name for name in names if not name.startswith("gpuconf/")] == []
     assert [name for name in names if "lab" in Path(name).parts or "sim" in Path(name).parts] == []
     entry_points = (tmp_path / "gpuconf.egg-info" / "entry_points.txt").read_text()
-    assert "gpuconf = gpuconf.cli:run" in entry_points and "gpuconf-lab" not in entry_points
+    assert "gpuconf = gpuconf.cli.main:run" in entry_points and "gpuconf-lab" not in entry_points
 
 
 def test_gpuconf_lab_without_the_lab_installed_says_how_to_get_it(tmp_path, monkeypatch, capsys):

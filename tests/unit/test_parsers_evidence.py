@@ -33,7 +33,7 @@ def test_a_bundle_names_its_system_and_the_bug_report_script_that_ran(tmp_path):
     import io
     import tarfile
 
-    from gpuconf.collect import identity
+    from gpuconf.remediate.evidence import identity
 
     bundle = tmp_path / "n1-20261207T000000Z.tar.gz"
     with tarfile.open(bundle, "w:gz") as tar:

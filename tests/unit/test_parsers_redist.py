@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.driver import catalog, releases
 from gpuconf.errors import UsageError
 from tests.real import REAL, read_real

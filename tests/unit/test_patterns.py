@@ -2,8 +2,8 @@
 import pytest
 
 from gpuconf.errors import InventoryError
-from gpuconf.inventory import Inventory
-from gpuconf.patterns import limit_hosts, match_hosts, narrow
+from gpuconf.inventory.hosts import Inventory
+from gpuconf.inventory.patterns import limit_hosts, match_hosts, narrow
 
 
 @pytest.fixture(scope="module")

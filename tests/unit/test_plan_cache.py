@@ -10,9 +10,9 @@ from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.runner import Runner
 from gpuconf.engine.variables import magic_variables
 from gpuconf.errors import TemplateError
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
-from gpuconf.templating import Vars, render
+from gpuconf.templating.render import Vars, render
 
 HOSTS = """\
 all:

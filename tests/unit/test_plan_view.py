@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 
 PLAY = """\
 - hosts: all

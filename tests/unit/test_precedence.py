@@ -9,8 +9,8 @@ from textwrap import dedent
 
 import yaml
 
-from gpuconf.cli import main
-from gpuconf.inventory import load_inventory
+from gpuconf.cli.main import main
+from gpuconf.inventory.hosts import load_inventory
 
 LAYERS = ["role-defaults", "all", "parent-group", "child-group", "host", "play", "role-param", "task", "extra"]
 

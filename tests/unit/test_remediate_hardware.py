@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import time
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.errors import GpuconfError
-from gpuconf.history import HARDWARE, RESET, TRIPPED, History
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker, parse_breaker
 from gpuconf.remediate.decision import decide_action
+from gpuconf.remediate.history import HARDWARE, RESET, TRIPPED, History
 from gpuconf.remediate.hold import hold_reason, parse_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.remediate.preview import preview
 from gpuconf.results import Finding
-from gpuconf.scheduler import Node
+from gpuconf.scheduler.interface import Node
 from tests.unit.remediate_fakes import FakeHooks, FakeSlurm
 
 NODES = [f"n{i}" for i in range(1, 7)]
@@ -202,7 +202,7 @@ def test_remediate_never_resumes_a_hardware_hold_even_when_clean():
 
 
 def test_the_health_check_rules_keep_a_hold_even_if_the_check_remembers_that_reason():
-    from gpuconf.healthcheck import Memory, decide, settle
+    from gpuconf.scheduler.healthcheck import Memory, decide, settle
 
     reason = f"gpuconf: hardware: Xid 79 GPU S {BUS}"
     held = Node("n1", "IDLE+DRAIN", reason, "root@2026-12-04T08:00:01")

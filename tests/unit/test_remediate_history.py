@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from gpuconf.cli import main
-from gpuconf.history import SCHEMA_VERSION, History, HistoryError, RunLock
-from gpuconf.scheduler import SchedulerError
-from gpuconf.slurm import Slurm, parse_nodes
+from gpuconf.cli.main import main
+from gpuconf.remediate.history import SCHEMA_VERSION, History, HistoryError, RunLock
+from gpuconf.scheduler.interface import SchedulerError
+from gpuconf.scheduler.slurm import Slurm, parse_nodes
 
 SHOW = """NodeName=a100-01 Arch=x86_64 CoresPerSocket=1
    CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=0.01

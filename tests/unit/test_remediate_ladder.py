@@ -7,9 +7,9 @@ import dataclasses
 import time
 
 from gpuconf.facts.xid import after_resets, parse_xid_events
-from gpuconf.history import History
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.decision import decide_action
+from gpuconf.remediate.history import History
 from gpuconf.remediate.reset import parse_imex, parse_reset, reset_script, smi_bus
 from gpuconf.remediate.restart_app import REPORTED
 from gpuconf.results import Finding
@@ -172,7 +172,7 @@ def test_the_check_plan_says_restart_app_stays_in_service_until_it_repeats(tmp_p
     from gpuconf.remediate.breaker import Breaker
     from gpuconf.remediate.lemon import LemonRule
     from gpuconf.remediate.preview import preview
-    from gpuconf.scheduler import Node
+    from gpuconf.scheduler.interface import Node
 
     decision = decide_action([xid(94, "restart_app", count=1)])
     verdicts = {"n1": plan.Verdict("n1", False, "gpuconf: failed: Xid 94", cause="fault", decision=decision)}

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from gpuconf.history import MIGRATIONS, SCHEMA_VERSION, History, Record
 from gpuconf.remediate.command import drift_fingerprint
+from gpuconf.remediate.history import MIGRATIONS, SCHEMA_VERSION, History, Record
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.results import ChangeReport, HostResult, Status, TaskResult
 

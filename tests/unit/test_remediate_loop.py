@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from gpuconf.history import History
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.history import History
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.loop import Remediation, Settings
 from tests.unit.remediate_fakes import FakeHooks, FakeSlurm

@@ -4,8 +4,8 @@ scheduler, the operator acts at a chosen moment: during the wait for jobs, durin
 before its reboot, after the reboot, during the verification."""
 from __future__ import annotations
 
-from gpuconf.history import History
 from gpuconf.remediate import summary as out
+from gpuconf.remediate.history import History
 from tests.unit.remediate_fakes import FakeHooks, FakeSlurm
 from tests.unit.test_remediate_loop import NODES, remediate
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.errors import UsageError
-from gpuconf.history import Record
 from gpuconf.remediate import plan
-from gpuconf.scheduler import Node
+from gpuconf.remediate.history import Record
+from gpuconf.scheduler.interface import Node
 
 DAY = 86400.0
 NOW = 1_800_000_000.0

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from gpuconf import retry
-from gpuconf.cli import main
+from gpuconf.cli import retry
+from gpuconf.cli.main import main
 from gpuconf.results import RunResult, Status, TaskResult
 
 PLAYBOOK = """\

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.engine.options import RunOptions
 from gpuconf.results import RunResult
 

@@ -7,8 +7,8 @@ import pytest
 
 from gpuconf.engine.secrets import MASK, SecretSet, redact_text
 from gpuconf.engine.session import HostSession
-from gpuconf.templating import Vars, Verbatim, evaluate, render
-from gpuconf.yamlsrc import Secret
+from gpuconf.files.yamlsrc import Secret
+from gpuconf.templating.render import Vars, Verbatim, evaluate, render
 
 TAGGED = "tagged-S3cret-value"
 LISTED = "listed-S3cret-value"

@@ -73,7 +73,7 @@ def test_an_unknown_task_name_still_gets_a_suggestion(tmp_path):
 
 PROBE = textwrap.dedent("""
     import json, sys
-    from gpuconf.cli import main
+    from gpuconf.cli.main import main
     code = main(["validate", "pb.yml", "-i", "node1,"])
     print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """)

@@ -13,7 +13,7 @@ from gpuconf.facts.base import FactUnavailable, file_state
 from gpuconf.facts.gather import LSMOD, PROC_MODULES
 from gpuconf.tasks.base import Facts, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating import Vars, evaluate_when
+from gpuconf.templating.render import Vars, evaluate_when
 from tests.platforms import platform_for
 from tests.replies import parsed_replies
 

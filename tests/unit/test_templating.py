@@ -2,7 +2,7 @@
 import pytest
 
 from gpuconf.errors import TemplateError
-from gpuconf.templating import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -4,10 +4,10 @@ from textwrap import dedent
 
 import pytest
 
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.engine.validate import validate
 from gpuconf.errors import PlaybookError
-from gpuconf.inventory import load_inventory
+from gpuconf.inventory.hosts import load_inventory
 from gpuconf.playbook.loader import load_playbook
 
 HOSTS = "all:\n  hosts:\n    node1: {driver: '550'}\n    node2:\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuconf import vault, yamlsrc
-from gpuconf.cli import main
+from gpuconf.cli.main import main
 from gpuconf.errors import PlaybookError
+from gpuconf.files import vault, yamlsrc
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vault"
 PASSWORD = (FIXTURES / "password.txt").read_text().strip()

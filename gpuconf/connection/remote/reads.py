@@ -59,7 +59,7 @@ def os_release_ids():
 def skipped_because(op):
     """Why a read is not run here ("" to run it): a path that exists or is missing, or an
     os-release naming none of `if_os` (the platform's choice of package manager, made by the
-    controller's one table: gpuconf/platform.py)."""
+    controller's one table: gpuconf/facts/platform.py)."""
     if op.get("unless_exists") and os.path.exists(op["unless_exists"]):
         return op["unless_exists"]
     if op.get("if_exists") and not os.path.exists(op["if_exists"]):

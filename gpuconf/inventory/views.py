@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.inventory import Inventory
+from gpuconf.inventory.hosts import Inventory
 
 
 def _children(inventory: Inventory, name: str) -> list[str]:

@@ -64,7 +64,8 @@ TRIPPED, RESET = "tripped", "reset"  # the circuit breaker's events
 # causes: the check found drift only, or a failure (a failed health probe, a task that failed or
 # could not tell its state)
 DRIFT, FAULT = "drift", "fault"
-DRIFT_FINDING = "gpuconf: drift:"  # how the check words a reason that is drift (gpuconf.healthcheck.drain_reason)
+# how the check words a reason that is drift (gpuconf.scheduler.healthcheck.drain_reason)
+DRIFT_FINDING = "gpuconf: drift:"
 
 
 class HistoryError(GpuconfError):

@@ -23,7 +23,7 @@ from gpuconf.facts.nvidia import LoadedDriver, NvidiaSmiFailure, parse_proc_driv
 from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
 from gpuconf.facts.nvlink_fabric import NONE, nvlink_fabric
 from gpuconf.results import Finding
-from gpuconf.scheduler import PREFIX, REASON_MAX
+from gpuconf.scheduler.interface import PREFIX, REASON_MAX
 from gpuconf.tasks.health.fabric_state import FabricReport, judge_fabric_state
 from gpuconf.tasks.health.kernel_log import XidParams, judge_recovery_actions, judge_xids
 from gpuconf.tasks.health.memory import EccParams, judge_ecc

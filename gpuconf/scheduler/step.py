@@ -1,5 +1,5 @@
 """`check --slurm`'s step after the run's tasks: for each host, read its node through the scheduler
-and what the check remembers on the node, decide (`gpuconf.healthcheck.settle`), drain or resume,
+and what the check remembers on the node, decide (`gpuconf.scheduler.healthcheck.settle`), drain or resume,
 remember.
 
 It is a step after the run (gpuconf/engine/after.py): the scheduler's client command runs on the
@@ -24,10 +24,10 @@ from typing import Any
 from gpuconf.engine.after import Call, OpenHosts
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import check_read_only
-from gpuconf.healthcheck import FORGET, RESUME_AFTER, Memory, failure_reason, settle
 from gpuconf.results import EXIT_FAILED, EXIT_OK, Final, HostResult, RecapLine, RunResult
-from gpuconf.scheduler import Command, Scheduler, SchedulerError, reason_text
-from gpuconf.slurm import STEP_BUDGET
+from gpuconf.scheduler.healthcheck import FORGET, RESUME_AFTER, Memory, failure_reason, settle
+from gpuconf.scheduler.interface import Command, Scheduler, SchedulerError, reason_text
+from gpuconf.scheduler.slurm import STEP_BUDGET
 
 STATE_PATH = "/var/lib/gpuconf/healthcheck.json"
 STATE_VERSION = 1

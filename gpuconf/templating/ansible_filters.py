@@ -1,6 +1,6 @@
 """Ansible's filters, tests and lookups that templates ported from Ansible use.
 
-Imported only when a template calls one (gpuconf/templating.py registers thin stand-ins), so
+Imported only when a template calls one (gpuconf/templating/render.py registers thin stand-ins), so
 a check that uses none starts no slower. Each one behaves as ansible-core 2.19's does, which the
 differential suite (tests/ansible_diff) checks against ansible-core itself. The work is done by
 the standard library and PyYAML; password_hash by the C library's crypt(3) (Python's crypt

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuconf.errors import UsageError
-from gpuconf.suggest import did_you_mean
+from gpuconf.errors import UsageError, did_you_mean
 
-FORKS = 50  # hosts in parallel when neither -f nor the configuration says
 KEYS = ("inventory", "forks", "become", "accept_new_host_keys", "roles_path", "vault_password_file")
 PATHS = ("inventory", "vault_password_file")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -103,7 +101,7 @@ def _file_values(cwd: Path) -> tuple[dict[str, Any], str, Path] | None:
 
 def _config_text(path: Path) -> str:
     """A configuration file's text: a regular file of bounded size, as every file the user gives."""
-    from gpuconf.userfiles import read_source
+    from gpuconf.files.bounded import read_source
 
     return read_source(path, UsageError).decode("utf-8", errors="replace")
 

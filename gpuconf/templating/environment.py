@@ -1,6 +1,6 @@
 """The Jinja environment's Ansible-shaped part: its filters, tests, lookups and globals, as
 Ansible's templar has them (trim_blocks included), and the bounds every render runs under.
-Ansible's own filters (gpuconf/ansible_filters.py) are imported at their first use, so a check
+Ansible's own filters (gpuconf/templating/ansible_filters.py) are imported at their first use, so a check
 whose templates use none starts no slower; validate knows them by these names."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import jinja2
 import yaml
 
 from gpuconf.errors import TemplateError
-from gpuconf.secret_marks import CountingEnvironment
-from gpuconf.template_bounds import bound_environment
+from gpuconf.templating.bounds import bound_environment
+from gpuconf.templating.secret_marks import CountingEnvironment
 
 
 def _to_bool(value: Any) -> bool:
@@ -49,7 +49,7 @@ ANSIBLE_TESTS = ("changed", "change", "failed", "failure", "succeeded", "success
 
 def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
-        from gpuconf import ansible_filters
+        from gpuconf.templating import ansible_filters
         return getattr(ansible_filters, table)[name](*args, **kwargs)
     call.__name__ = name
     return call
@@ -57,13 +57,13 @@ def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.ansible_filters import lookup
+    from gpuconf.templating.ansible_filters import lookup
     return lookup(_lookup_paths(context), name, *terms, **options)
 
 
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.ansible_filters import query
+    from gpuconf.templating.ansible_filters import query
     return query(_lookup_paths(context), name, *terms, **options)
 
 
@@ -89,5 +89,5 @@ def make_env() -> jinja2.Environment:
     )
     env.tests["version"] = _version_test
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
-    bound_environment(env)  # output and CPU bounds (gpuconf/template_bounds.py)
+    bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env

@@ -8,7 +8,7 @@ docs/slurm.md), or from a controller over SSH. The rules are NHC's, made stricte
   reason (an operator's drain, remediate's, a `remediation failed` or `lemon` one: never
   overwritten) or for this same reason;
 * healthy: resume, but only a drain this check set itself (remembered on the node,
-  gpuconf/scheduler_step.py) and only after two healthy runs in a row, so a node never flaps.
+  gpuconf/scheduler/step.py) and only after two healthy runs in a row, so a node never flaps.
   A drain set by a person or by another tool is never undone; neither is a `gpuconf:
   remediation failed` or `gpuconf: lemon` drain, which waits for a person or a verifying remediate,
   nor a `gpuconf: hardware:` hold, which waits for a person alone.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from gpuconf.engine.after import busy
 from gpuconf.report.redact import visible_changes, visible_error
 from gpuconf.results import HostResult, Status, TaskResult
-from gpuconf.scheduler import PREFIX, REASON_MAX, Node
+from gpuconf.scheduler.interface import PREFIX, REASON_MAX, Node
 
 RESUME_AFTER = 2  # healthy runs in a row before the check resumes its own drain
 

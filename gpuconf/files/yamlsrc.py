@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from gpuconf import vault
 from gpuconf.errors import Location, PlaybookError
-from gpuconf.userfiles import read_source
+from gpuconf.files import vault
+from gpuconf.files.bounded import read_source
 
 try:  # the C loader composes nodes much faster; construction stays in Python
     from yaml import CSafeLoader as _BaseLoader
@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - libyaml missing
 
 class Secret(str):
     """A string tagged `!secret`: redacted from every output. A slice of one is secret too
-    (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/secret_marks.py)."""
+    (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/templating/secret_marks.py)."""
 
     def __getitem__(self, key: Any) -> Secret:
         return Secret(str.__getitem__(self, key))

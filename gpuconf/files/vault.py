@@ -159,7 +159,7 @@ def read_password_file(path: str) -> bytes:
             raise UsageError(f"vault password script {path} exited {done.returncode}")
         data = done.stdout
     else:
-        from gpuconf.userfiles import read_source  # bounded, as every file the user gives
+        from gpuconf.files.bounded import read_source  # bounded, as every file the user gives
 
         data = read_source(file, UsageError)
     password = data.splitlines()[0].strip() if data.strip() else b""

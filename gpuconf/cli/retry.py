@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuconf.files.bounded import write_atomic
 from gpuconf.results import RunResult
-from gpuconf.userfiles import write_atomic
 
 
 def default_path(playbook: str | Path) -> Path:

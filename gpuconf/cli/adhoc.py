@@ -13,8 +13,8 @@ from typing import Any, TextIO
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import Location, UsageError
-from gpuconf.inventory import Inventory
-from gpuconf.patterns import match_hosts
+from gpuconf.inventory.hosts import Inventory
+from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import Play, Playbook, PlayKeywords, TaskDef, TaskKeywords
 from gpuconf.report.text import printable
 from gpuconf.results import RunResult, Status
@@ -32,7 +32,7 @@ def adhoc_playbook(pattern: str, command: str, become: bool, timeout: float) -> 
 
 def run_adhoc(inventory: Inventory, pattern: str, command: str, options: RunOptions, become: bool, timeout: float,
               stream: TextIO) -> RunResult:
-    """`inventory` is narrowed by --limit already (gpuconf.patterns.narrow)."""
+    """`inventory` is narrowed by --limit already (gpuconf.inventory.patterns.narrow)."""
     if not match_hosts(inventory, pattern):
         within = " within --limit" if inventory.limit is not None else ""
         raise UsageError(f"'{pattern}' matches no host of {inventory.source}{within}")

@@ -2,7 +2,7 @@
 
 `gpuconf remediate` runs scontrol on the machine gpuconf runs on (a login or admin node:
 `SLURM_CONF` and munge as for any `scontrol`); `check --slurm` runs it on each host through
-the run's own connection, as slurmd's health check would (gpuconf/scheduler_step.py). Each
+the run's own connection, as slurmd's health check would (gpuconf/scheduler/step.py). Each
 call is bounded in time.
 
 Slurm 22.05 verbs used (`man scontrol`): `show node`, `update NodeName= State=DRAIN Reason=`,
@@ -23,7 +23,7 @@ import shlex
 import subprocess
 from collections.abc import Iterable
 
-from gpuconf.scheduler import Command, Node, SchedulerError, reason_text
+from gpuconf.scheduler.interface import Command, Node, SchedulerError, reason_text
 
 # Slurm 22.05's slurmd kills a HealthCheckProgram after 60 s (run_script_health_check: max_wait
 # 60 * 1000 ms; `man slurm.conf`, HealthCheckProgram). The tasks get DEADLINE, the step after

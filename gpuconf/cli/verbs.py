@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuconf.cliload import (
+from gpuconf.cli.load import (
     inventory_spec,
     load_run,
     project_dirs,
@@ -17,8 +17,8 @@ from gpuconf.cliload import (
     this_node,
     unlock_vaults,
 )
+from gpuconf.cli.playrun import run_playbook
 from gpuconf.errors import GpuconfError, UsageError
-from gpuconf.playrun import run_playbook
 
 
 def check(args: Any) -> int:
@@ -31,7 +31,7 @@ def apply(args: Any) -> int:
 
 def remediate(args: Any) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
-    from gpuconf.patterns import narrow
+    from gpuconf.inventory.patterns import narrow
     from gpuconf.remediate.command import load_health, run
     from gpuconf.remediate.people import reset_breaker
 
@@ -61,7 +61,7 @@ def history(args: Any) -> int:
 
 def validate(args: Any) -> int:
     from gpuconf.engine.validate import validate as run_validate
-    from gpuconf.patterns import match_hosts, narrow
+    from gpuconf.inventory.patterns import match_hosts, narrow
 
     inventory, playbook, extra, _ = load_run(args)
     inventory = narrow(inventory, args.limit)
@@ -80,10 +80,10 @@ def validate(args: Any) -> int:
 
 
 def inventory(args: Any) -> int:
-    from gpuconf.config import load_config
+    from gpuconf.cli.config import load_config
     from gpuconf.engine.secrets import MASK, secret_values
-    from gpuconf.inventory import load_inventory
-    from gpuconf.suggest import did_you_mean
+    from gpuconf.errors import did_you_mean
+    from gpuconf.inventory.hosts import load_inventory
 
     config = load_config()
     unlock_vaults(args, config)
@@ -91,7 +91,7 @@ def inventory(args: Any) -> int:
     if sum(1 for given in (args.host, args.graph, args.list) if given) > 1:
         raise UsageError("inventory: give one of --host, --graph and --list")
     if args.graph:  # names only: no variable, so no secret, is shown
-        from gpuconf.inventory_views import graph
+        from gpuconf.inventory.views import graph
 
         print(graph(inv))
         return 0
@@ -104,7 +104,7 @@ def inventory(args: Any) -> int:
         data = {"host": args.host, "groups": inv.host_groups(args.host), "group_names": group_names(inv, args.host),
                 "inventory_hostname_short": args.host.split(".", 1)[0], "vars": inv.host_vars(args.host)}
     elif args.list:
-        from gpuconf.inventory_views import listing
+        from gpuconf.inventory.views import listing
 
         data = listing(inv)
     else:
@@ -125,7 +125,7 @@ def tasks(args: Any) -> int:
 
 
 def roles(args: Any) -> int:
-    from gpuconf.config import load_config
+    from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
 
@@ -138,16 +138,16 @@ def facts(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
     from gpuconf.engine.runner import default_connection
     from gpuconf.engine.session import HostSession
+    from gpuconf.errors import did_you_mean
     from gpuconf.facts import gather
     from gpuconf.facts.subjects import SUBJECTS, subject_reads, subject_view
-    from gpuconf.inventory import load_inventory
-    from gpuconf.suggest import did_you_mean
+    from gpuconf.inventory.hosts import load_inventory
 
     if args.list:
         width = max(len(name) for name in SUBJECTS)
         print("\n".join(f"{name.ljust(width)}  {subject.summary}" for name, subject in SUBJECTS.items()))
         return 0
-    from gpuconf.config import load_config
+    from gpuconf.cli.config import load_config
 
     config = load_config()
     if not args.host or not (args.inventory or config.inventory):
@@ -175,8 +175,8 @@ def facts(args: Any) -> int:
 
 
 def schedule(args: Any) -> int:
-    from gpuconf.inventory import parse_extra_vars
-    from gpuconf.schedule import show
+    from gpuconf.cli.schedule import show
+    from gpuconf.inventory.hosts import parse_extra_vars
 
     options = parse_extra_vars(args.extra_vars)
     named = {"drift_timer_interval": args.interval, "drift_timer_randomized_delay": args.randomized_delay,
@@ -189,11 +189,11 @@ def schedule(args: Any) -> int:
 
 
 def run(args: Any) -> int:
-    """Ad hoc: one command on the hosts a pattern selects (gpuconf/adhoc.py)."""
-    from gpuconf.adhoc import run_adhoc
-    from gpuconf.config import load_config
-    from gpuconf.inventory import load_inventory, parse_extra_vars
-    from gpuconf.patterns import narrow
+    """Ad hoc: one command on the hosts a pattern selects (gpuconf/cli/adhoc.py)."""
+    from gpuconf.cli.adhoc import run_adhoc
+    from gpuconf.cli.config import load_config
+    from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
+    from gpuconf.inventory.patterns import narrow
 
     config = load_config()
     unlock_vaults(args, config)
@@ -205,8 +205,8 @@ def run(args: Any) -> int:
 
 
 def gate(args: Any) -> int:
-    """The pre-job gate on this node (gpuconf/gate.py, gpuconf/gate_node.py)."""
-    from gpuconf import gate_node
+    """The pre-job gate on this node (gpuconf/gate/judge.py, gpuconf/gate/node.py)."""
+    from gpuconf.gate import node as gate_node
 
     if args.nvidia_smi_timeout <= 0:
         raise UsageError("--nvidia-smi-timeout must be more than 0")
@@ -215,15 +215,15 @@ def gate(args: Any) -> int:
 
 
 def collect(args: Any) -> int:
-    """Evidence bundles from hosts (gpuconf/collect.py), each recorded in the history."""
-    from gpuconf.collect import MIB
-    from gpuconf.collect import collect as collect_one
-    from gpuconf.config import load_config
+    """Evidence bundles from hosts (gpuconf/remediate/evidence.py), each recorded in the history."""
+    from gpuconf.cli.config import load_config
     from gpuconf.connection.base import ConnectionSpec
     from gpuconf.engine.runner import default_connection
-    from gpuconf.history import History, default_state_dir
-    from gpuconf.inventory import load_inventory
-    from gpuconf.suggest import did_you_mean
+    from gpuconf.errors import did_you_mean
+    from gpuconf.inventory.hosts import load_inventory
+    from gpuconf.remediate.evidence import MIB
+    from gpuconf.remediate.evidence import collect as collect_one
+    from gpuconf.remediate.history import History, default_state_dir
 
     if args.max_size <= 0:
         raise UsageError("--max-size must be more than 0 MiB")
@@ -257,17 +257,17 @@ def collect(args: Any) -> int:
 
 
 def catalog(args: Any) -> int:
-    """`gpuconf catalog`: gpuconf/catalog_command.py."""
-    from gpuconf.catalog_command import show
+    """`gpuconf catalog`: gpuconf/cli/catalog.py."""
+    from gpuconf.cli.catalog import show
 
     return show(args, run_day(args.today))
 
 
 def vault(args: Any) -> int:
     """`gpuconf vault ACTION`, as ansible-vault: files are rewritten whole, atomically, in place."""
-    from gpuconf.config import load_config
-    from gpuconf.userfiles import read_source, write_atomic
-    from gpuconf.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
+    from gpuconf.cli.config import load_config
+    from gpuconf.files.bounded import read_source, write_atomic
+    from gpuconf.files.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
 
     unlock_vaults(args, load_config())
     if args.output and (len(args.targets) != 1 or args.action not in ("encrypt", "decrypt")):

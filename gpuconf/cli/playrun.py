@@ -9,15 +9,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpuconf.cliload import load_run, run_options, split_list, started
+from gpuconf.cli.load import load_run, run_options, split_list, started
 from gpuconf.errors import UsageError
 
 
 def scheduler_step(args: Any, inventory: Any) -> Any:
     """`check --slurm`: the step after the run that drains and resumes each host's Slurm node
-    (gpuconf/scheduler_step.py); the node's name is the host's, or its `slurm_node_name`."""
-    from gpuconf.scheduler_step import STATE_PATH, SchedulerStep
-    from gpuconf.slurm import Slurm
+    (gpuconf/scheduler/step.py); the node's name is the host's, or its `slurm_node_name`."""
+    from gpuconf.scheduler.slurm import Slurm
+    from gpuconf.scheduler.step import STATE_PATH, SchedulerStep
 
     nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts}
     # on the node itself (HealthCheckProgram) only failures drain: drift is remediate's, in waves,
@@ -28,7 +28,7 @@ def scheduler_step(args: Any, inventory: Any) -> Any:
 
 def run_playbook(args: Any, verb: str) -> int:
     from gpuconf.engine.runner import Runner
-    from gpuconf.patterns import match_hosts, narrow
+    from gpuconf.inventory.patterns import match_hosts, narrow
     from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
     from gpuconf.report.text import TextReporter, stop_writing
 
@@ -38,9 +38,9 @@ def run_playbook(args: Any, verb: str) -> int:
         raise UsageError("--retry-file needs a path (--no-retry-file writes none)")
     slurm = getattr(args, "slurm", False)
     if slurm and args.deadline is None:
-        from gpuconf.slurm import DEADLINE
+        from gpuconf.scheduler.slurm import DEADLINE
 
-        args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/slurm.py)
+        args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
     inventory, playbook, extra, config = load_run(args)
     if args.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
@@ -93,7 +93,7 @@ def start_at(playbook: Any, name: str) -> Any:
     """--start-at-task: the playbook from the first task with this name (as `role : name` too) on."""
     import dataclasses
 
-    from gpuconf.suggest import did_you_mean
+    from gpuconf.errors import did_you_mean
 
     for index, play in enumerate(playbook.plays):
         for position, task in enumerate(play.tasks):
@@ -108,7 +108,7 @@ def list_plays(playbook: Any, inventory: Any, args: Any, plan_options: Any = Non
     """--list-hosts and --list-tasks, as Ansible prints them; with -v, --list-tasks also prints
     each host's plan (gpuconf/engine/planner.py): connecting to no host."""
     from gpuconf.engine.options import task_selected
-    from gpuconf.patterns import match_hosts
+    from gpuconf.inventory.patterns import match_hosts
 
     tags, skip = split_list(args.tags), split_list(args.skip_tags)
     runner = None
@@ -158,7 +158,7 @@ def tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None
     """A tag filter that selects no task would report "in sync" having checked nothing: a false green
     on a drift check. Tasks tagged `always` do not count: they run whatever the filter says."""
     from gpuconf.engine.options import task_selected
-    from gpuconf.suggest import did_you_mean
+    from gpuconf.errors import did_you_mean
 
     if not tags and not skip:
         return
@@ -177,7 +177,7 @@ def tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None
 def retry_file(args: Any, result, stream) -> None:
     """List the failed and unreachable hosts for `--limit @FILE`; a problem writing it is a warning,
     never a change to what the run reports."""
-    from gpuconf import retry
+    from gpuconf.cli import retry
 
     if args.no_retry_file:
         return

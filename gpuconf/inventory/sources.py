@@ -39,7 +39,7 @@ def looks_like_ini(path: Path) -> bool:
 
 def _read_text(path: Path) -> str:
     """An inventory file's text, bounded as every file the user gives (yamlsrc.read_source)."""
-    from gpuconf.userfiles import read_source
+    from gpuconf.files.bounded import read_source
 
     return read_source(path, InventoryError).decode("utf-8", errors="replace")
 

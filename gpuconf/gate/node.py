@@ -28,12 +28,12 @@ from typing import Any
 
 from gpuconf.facts.base import FactUnavailable, Output
 from gpuconf.facts.nvidia import parse_query_csv
-from gpuconf.gate import FAILING, GateFinding, Position, Signals, judge, overall, reason
-from gpuconf.slurm import SCONTROL_TIMEOUT, parse_show_node
+from gpuconf.files.bounded import write_atomic
+from gpuconf.gate.judge import FAILING, GateFinding, Position, Signals, judge, overall, reason
+from gpuconf.scheduler.slurm import SCONTROL_TIMEOUT, parse_show_node
 from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
 from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
-from gpuconf.userfiles import write_atomic
 
 STATE = "/var/lib/gpuconf/gate.json"
 STATE_VERSION = 1

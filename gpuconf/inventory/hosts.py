@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuconf import yamlsrc
-from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError
-from gpuconf.inventory_sources import load_executable, load_ini, looks_like_ini
-from gpuconf.suggest import did_you_mean
+from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError, did_you_mean
+from gpuconf.files import yamlsrc
+from gpuconf.inventory.sources import load_executable, load_ini, looks_like_ini
 
 GROUP_KEYS = ("hosts", "vars", "children")
 
@@ -142,7 +141,7 @@ class Inventory:
 
     def narrowed(self, hosts: Iterable[str]) -> Inventory:
         """The same inventory, with every host pattern confined to `hosts` (--limit, once for a whole
-        command: gpuconf.patterns.narrow). Its groups and variables still name every host, as
+        command: gpuconf.inventory.patterns.narrow). Its groups and variables still name every host, as
         Ansible's `groups` and `hostvars` do under --limit."""
         view = copy.copy(self)
         view.limit = frozenset(hosts) if self.limit is None else self.limit & frozenset(hosts)

@@ -58,7 +58,7 @@ def unlock_vaults(args: Any, config: Any) -> None:
     and --ask-vault-pass."""
     import getpass
 
-    from gpuconf.vault import KEYRING, parse_vault_id, read_password_file
+    from gpuconf.files.vault import KEYRING, parse_vault_id, read_password_file
 
     KEYRING.clear()
     for value in getattr(args, "vault_id", None) or []:  # --vault-id LABEL@SOURCE, in order
@@ -74,8 +74,8 @@ def unlock_vaults(args: Any, config: Any) -> None:
 
 
 def load_run(args: Any):
-    from gpuconf.config import load_config
-    from gpuconf.inventory import load_inventory, parse_extra_vars
+    from gpuconf.cli.config import load_config
+    from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
     from gpuconf.playbook.play_hosts import render_play_hosts
 
@@ -117,8 +117,7 @@ def become_password(args: Any) -> str | None:
 def run_options(args: Any, config: Any, verb: str = "check", extra_vars: dict[str, Any] | None = None) -> Any:
     """The one place where a command's arguments and the project configuration become the run's
     options: a command passes what it parsed, and an option it does not have keeps its default."""
-    from gpuconf.config import FORKS
-    from gpuconf.engine.options import RunOptions
+    from gpuconf.engine.options import FORKS, RunOptions
 
     defaults = RunOptions()
     return RunOptions(

@@ -11,10 +11,9 @@ import fnmatch
 import re
 from pathlib import Path
 
-from gpuconf.errors import InventoryError
-from gpuconf.inventory import Inventory
-from gpuconf.suggest import did_you_mean
-from gpuconf.userfiles import read_source
+from gpuconf.errors import InventoryError, did_you_mean
+from gpuconf.files.bounded import read_source
+from gpuconf.inventory.hosts import Inventory
 
 
 def split_pattern(pattern: str) -> list[str]:

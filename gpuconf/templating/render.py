@@ -15,13 +15,13 @@ from typing import Any
 
 import jinja2
 
-from gpuconf import secret_marks as marks
 from gpuconf.errors import Location, TemplateError
-from gpuconf.secret_marks import STATE as MARKS
-from gpuconf.secret_marks import MarkingEnvironment, mark, tell, touch
-from gpuconf.template_bounds import bound_environment, bound_template
-from gpuconf.template_env import make_env
-from gpuconf.yamlsrc import Secret
+from gpuconf.files.yamlsrc import Secret
+from gpuconf.templating import secret_marks as marks
+from gpuconf.templating.bounds import bound_environment, bound_template
+from gpuconf.templating.environment import make_env
+from gpuconf.templating.secret_marks import STATE as MARKS
+from gpuconf.templating.secret_marks import MarkingEnvironment, mark, tell, touch
 
 # One expression, with spaces around it at most: a line break around it is text, and kept
 # (`content: |` with one `{{ x }}` line renders to "value\n", as a file's last line should).
@@ -36,7 +36,7 @@ def _truthy(value: Any) -> bool:
 
 
 ENV = make_env()
-MARKING = MarkingEnvironment(ENV)  # a render that read a secret runs again here (gpuconf/secret_marks.py)
+MARKING = MarkingEnvironment(ENV)  # a render that read a secret runs again here (gpuconf/templating/secret_marks.py)
 bound_environment(MARKING)  # under the same bounds,
 MARKING.mark_filters(ENV.filters)  # and the marks outside them
 
@@ -339,7 +339,7 @@ def render_string(text: str, variables: Mapping[str, Any]) -> Any:
 
 
 def _render_marked(text: str, variables: Mapping[str, Any]) -> Any:
-    """`text` rendered in the marking environment (gpuconf/secret_marks.py): the result is
+    """`text` rendered in the marking environment (gpuconf/templating/secret_marks.py): the result is
     marked when it printed something made from a secret, and each such piece is told to the
     host's set of secret strings."""
     marks.secret_seen(variables)

@@ -10,7 +10,7 @@ import shutil
 import sys
 
 from gpuconf import __version__
-from gpuconf.config import FORKS
+from gpuconf.engine.options import FORKS
 from gpuconf.errors import GpuconfError
 
 EPILOG = """exit codes (a bitmask): 0 in sync / applied, 2 drift (check) or changes (apply
@@ -37,7 +37,7 @@ def _forks(text: str) -> int:
 
 
 def _limit_option(parser: argparse.ArgumentParser) -> None:
-    """-l, for every command that selects hosts (the commands apply it once: gpuconf.patterns.narrow)."""
+    """-l, for every command that selects hosts (the commands apply it once: gpuconf.inventory.patterns.narrow)."""
     parser.add_argument("-l", "--limit", help="restrict hosts: groups, hosts, globs, a,b  a:&b  !x  @retry-file")
 
 
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        from gpuconf import commands
+        from gpuconf.cli import verbs as commands
 
         return getattr(commands, args.command)(args)
     except GpuconfError as exc:

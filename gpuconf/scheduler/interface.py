@@ -2,7 +2,7 @@
 
 Two parts of gpuconf take nodes out of service and put them back, and both go through this
 interface only: `gpuconf remediate` (gpuconf/remediate/) and `check --slurm`'s step after the
-run (gpuconf/scheduler_step.py). Slurm is the one implementation (gpuconf/slurm.py); another
+run (gpuconf/scheduler/step.py). Slurm is the one implementation (gpuconf/scheduler/slurm.py); another
 scheduler fits beside it without a change to the engine (docs/architecture.md shows where
 Kubernetes' cordon, drain and taints would plug in).
 

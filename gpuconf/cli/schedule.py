@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from gpuconf.errors import GpuconfError, UsageError
-from gpuconf.templating import Vars, render_string
+from gpuconf.templating.render import Vars, render_string
 
 ROLE = "drift_timer"
 # A systemd time span: "1h", "30min", "1h 30min", "90s", "2d".

@@ -30,7 +30,7 @@ import jinja2.sandbox
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator
 
-from gpuconf.yamlsrc import Secret
+from gpuconf.files.yamlsrc import Secret
 
 
 class _State(threading.local):
@@ -185,7 +185,7 @@ class MarkingEnvironment(CountingEnvironment):
 
     def mark_filters(self, filters: dict[str, Any]) -> None:
         """`filters`, each marking its result. Called again after bounds are installed
-        (gpuconf/template_bounds.py), so that marking is outermost: a bound that copies its
+        (gpuconf/templating/bounds.py), so that marking is outermost: a bound that copies its
         input (join's list of a string's characters) would drop the mark."""
         self.filters = {name: _marked_result(func) for name, func in filters.items()}
 
