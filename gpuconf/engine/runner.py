@@ -80,6 +80,9 @@ class Runner:
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
+        # inventory hosts with a local connection are this one machine: its run lock is taken once
+        self._local_lock = threading.Lock()
+        self._local_locked = False
 
     def stopped(self) -> bool:
         if self.deadline_reached():
@@ -291,7 +294,13 @@ class Runner:
         """Apply holds the host's run lock for the whole run; check takes it shared per request."""
         if self.options.verb == "apply":
             owner = f"gpuconf apply {self.playbook.path.name} from {socket.gethostname()}"
-            take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+            if session.connection.spec.connection != "local":
+                take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                return
+            with self._local_lock:  # the first local host holds it for the run; the others are the same machine
+                if not self._local_locked:
+                    take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                    self._local_locked = True
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
 

@@ -131,3 +131,16 @@ def test_command_output_with_braces_is_text_not_a_template(tmp_path):
     ]}]))
     assert main(["apply", str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local"]) == 0
     assert (tmp_path / "out").read_text() == "{{ nope }}"
+
+
+def test_two_inventory_hosts_on_the_local_connection_share_the_one_run_lock(tmp_path):
+    """Both are this machine: the run takes its lock once (it waited for itself, then said 'busy')."""
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {
+        name: {"ansible_connection": "local", "python": sys.executable} for name in ("one", "two")}}}))
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "write", "copy": {"content": "x\n", "dest": f"{tmp_path}/out-{{{{ inventory_hostname }}}}"}},
+    ]}]))
+    code = main(["apply", str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "--lock-wait", "2",
+                 "--no-retry-file"])
+    assert code == 0
+    assert (tmp_path / "out-one").read_text() == (tmp_path / "out-two").read_text() == "x\n"
