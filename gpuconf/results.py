@@ -126,10 +126,22 @@ class TaskResult(Final):
         return any(f.severity == "failure" for f in self.findings)
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A value `register:` stored: the task, the variable, the task's type, and the value as the
+    tasks after it read it (None for a `no_log` task)."""
+
+    task: str
+    name: str
+    type: str
+    value: Any
+
+
 @dataclass
 class HostResult(Final):
     host: str
     tasks: list[TaskResult] = field(default_factory=list)
+    registered: list[Registration] = field(default_factory=list)  # in the order they were stored
     unreachable: bool = False
     error: str | None = None
     reboot_required: bool = False
@@ -228,6 +240,7 @@ class RunResult(Final):
                 object.__setattr__(task, "findings", tuple(task.findings))
                 task._seal()
             object.__setattr__(host, "tasks", tuple(host.tasks))
+            object.__setattr__(host, "registered", tuple(host.registered))
             host._seal()
         for section in self.sections:
             if isinstance(section, Final):

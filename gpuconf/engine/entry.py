@@ -41,6 +41,9 @@ class Entries(HostPlanner):
     def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         raise NotImplementedError
 
+    def register(self, task: TaskDef, value: dict[str, Any]) -> None:
+        raise NotImplementedError
+
     def task_session(self, task: TaskDef) -> HostSession:
         """The session that reads and writes for `task`: its delegate's or its host's, as its
         `become_user`."""
@@ -92,8 +95,8 @@ class Entries(HostPlanner):
         results = [self.run_task(one, each[index + 1:] + upcoming) for index, one in enumerate(each)]
         if task.keywords.register:
             control = task.keywords.loop_control
-            self.registered[task.keywords.register] = loop_registered(
-                task.keywords.register, results, items, control.loop_var if control else "item")
+            self.register(task, loop_registered(task.keywords.register, results, items,
+                                                control.loop_var if control else "item"))
         if not items:
             self._finish(task, self._result(task, Status.SKIPPED, message="no items"), started, register=False)
         return results

@@ -19,13 +19,13 @@ from gpuconf.engine.flow import BlockRun, judge
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
-from gpuconf.engine.secrets import mark_known, redact_result
+from gpuconf.engine.secrets import mark_known, redact_result, redact_value
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
-from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
+from gpuconf.results import ChangeReport, Registration, RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES
 
@@ -53,6 +53,7 @@ class PlayOnHost(Entries):
         self.events = events or RunEvents()
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         self.results: list[TaskResult] = []
+        self.registrations: list[Registration] = []  # each value `register:` stored, in order (the JSON report's)
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         # tasks already applied together with one before them (engine/joint.py): their params and
@@ -88,7 +89,8 @@ class PlayOnHost(Entries):
                         continue
                 why = None if id(task) in self._applied else blocks.why_not(task)
                 if why is not None:  # never silently absent: a rescue that did not run says why
-                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
+                    # Ansible never runs it: nothing is registered
+                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic(), register=False)
                     results: list[TaskResult] = []
                 else:
                     results = self.run_entry(task, tasks[index + 1:], index)
@@ -220,10 +222,16 @@ class PlayOnHost(Entries):
     def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         result.duration = round(time.monotonic() - started, 3)
         if task.keywords.register and register:
-            self.registered[task.keywords.register] = mark_known(registered_value(task.keywords.register, result),
-                                                                 self.secrets)
+            self.register(task, registered_value(task.keywords.register, result))
         self.results.append(redact_result(result, self.secrets))
         self.emit(result)
+
+    def register(self, task: TaskDef, value: dict[str, Any]) -> None:
+        """`register:` stores the task's result for the tasks after it (and the report)."""
+        name = str(task.keywords.register)
+        self.registered[name] = mark_known(value, self.secrets)
+        shown = None if task.keywords.no_log else redact_value(dict(value), self.secrets)
+        self.registrations.append(Registration(task.name, name, task.type, shown))
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self._reads(task, params)

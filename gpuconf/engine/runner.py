@@ -284,6 +284,7 @@ class Runner:
                             delegate=self.delegate_session)
         results = runner.run()
         host_result.tasks.extend(results)
+        host_result.registered.extend(runner.registrations)
         if any(r.status == Status.UNREACHABLE for r in results):
             host_result.unreachable = True
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)

@@ -46,6 +46,7 @@ def _task(task: TaskResult) -> dict[str, Any]:
                       "bus_id": f.bus_id, "value": _plain(f.value), "action": f.action}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
+        "data": None if task.secret else _plain(task.data),
     }
 
 
@@ -60,6 +61,8 @@ def to_dict(run: RunResult) -> dict[str, Any]:
             "stats": {s.value: host.count(s) for s in Status if s != Status.UNREACHABLE}
             | {"unreachable": int(host.unreachable)},
             "tasks": [_task(task) for task in host.tasks],
+            "registered": [{"task": r.task, "name": r.name, "type": r.type, "value": _plain(r.value)}
+                           for r in host.registered],
         }
     return {
         "schema_version": SCHEMA_VERSION, "gpuconf_version": __version__, "verb": run.verb,
