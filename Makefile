@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz lab-down clean
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz ansible-fuzz lab-down clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -56,6 +56,12 @@ demo: deps
 FUZZ_CASES ?= 10000
 fuzz: venv
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
+
+# Generated programs through ansible-core (the oracle) and gpuconf, compared (tests/ansible_fuzz): prints
+# its seed (ANSIBLE_FUZZ_SEED replays a run); each divergence is shrunk into tests/ansible_fuzz/found/.
+ANSIBLE_FUZZ_PROGRAMS ?= 2000
+ansible-fuzz: venv $(ANSIBLE_STAMP)
+	$(BIN)/python -m tests.ansible_fuzz.main --programs $(ANSIBLE_FUZZ_PROGRAMS)
 
 # The benchmark (bench/run.py): its peers (ansible-core, pyinfra) and the profiler (yappi) live in their own
 # virtual environment, never in the project's. Not part of `make test`. BENCH_ARGS="--counts 1,20".

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.delegate import Delegates, delegate_target
-from gpuconf.engine.flow import item_task, loop_items, loop_registered
+from gpuconf.engine.flow import entry_tally, item_task, loop_items, loop_registered
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import TaskError, TemplateError
@@ -31,6 +31,7 @@ class Entries(HostPlanner):
     batch: Batch | None
     stop: Callable[[], bool]
     events: RunEvents
+    rescue_blocks: set[int]  # the blocks (ids) that have a rescue: a failure inside one is `rescued`
 
     def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
         raise NotImplementedError
@@ -60,7 +61,7 @@ class Entries(HostPlanner):
             if not first:
                 self.batch.wait_for(owner, done, self.stop)
                 self.registered.update(shared)  # its register and set_fact, as Ansible gives them to the batch
-                result = self._result(task, Status.SKIPPED, message=f"run_once: ran on {owner}")
+                result = self._result(task, Status.SKIPPED, message=f"run_once: ran on {owner}", counts_as="")
                 self._finish(task, result, time.monotonic(), register=False)
                 return [result]
             try:
@@ -73,11 +74,11 @@ class Entries(HostPlanner):
                 done.set()
         self.events.task_started(self.host, task.name)
         if self.options.step is not None and not self.options.step.allows(task):
-            result = self._result(task, Status.SKIPPED, message="not run: --step answered no")
+            result = self._result(task, Status.SKIPPED, message="not run: --step answered no", counts_as="")
             self._finish(task, result, time.monotonic(), register=False)
             return [result]
         if task.keywords.items is None:
-            return [self.run_task(task, upcoming)]
+            return self.tally(task, [self.run_task(task, upcoming)])
         started = time.monotonic()
         try:
             variables = self.task_vars(task)
@@ -88,8 +89,9 @@ class Entries(HostPlanner):
             each = [item_task(task, item, index, variables) for index, item in enumerate(items)]
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
+            result.ignored = task.keywords.ignore_errors
             self._finish(task, result, started)
-            return [result]
+            return self.tally(task, [result])
         # the items still to come are upcoming too: what they read rides on the round trip that
         # applies the item before them, not on a request of its own
         results = [self.run_task(one, each[index + 1:] + upcoming) for index, one in enumerate(each)]
@@ -98,8 +100,22 @@ class Entries(HostPlanner):
             self.register(task, loop_registered(task.keywords.register, results, items,
                                                 control.loop_var if control else "item"))
         if not items:
-            self._finish(task, self._result(task, Status.SKIPPED, message="no items"), started, register=False)
+            self._finish(task, self._result(task, Status.SKIPPED, message="no items", counts_as="skipped"), started,
+                         register=False)
+            return results
+        for result in results[:-1]:
+            result.counts_as = ""  # the loop counts once, on its last item
+        results[-1].counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
         return results
+
+    def tally(self, task: TaskDef, results: list[TaskResult]) -> list[TaskResult]:
+        """The task's results, the last one saying how the recap counts the task (engine/flow.py)."""
+        results[-1].counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
+        return results
+
+    def rescuable(self, task: TaskDef) -> bool:
+        """A failure here is Ansible's `rescued`: the task is in the tasks of a block that has a rescue."""
+        return any(section == "block" and bid in self.rescue_blocks for bid, section in task.blocks)
 
 
     def read_command(self, task: TaskDef, verdict: Verdict) -> TaskResult:

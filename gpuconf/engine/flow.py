@@ -108,6 +108,29 @@ def loop_registered(name: str, results: list[TaskResult], items: list[Any], loop
             "skipped": bool(each) and all(r["skipped"] for r in each), "msg": f"{len(each)} items"}
 
 
+def entry_tally(results: list[TaskResult], ignore_errors: bool, rescuable: bool) -> str:
+    """How Ansible's recap counts one task on a host (a loop once, over its items): a failure is
+    `ignored` with ignore_errors, `rescued` inside a block that has a rescue, else failed; an
+    empty loop and a loop whose items were all skipped are skipped (gpuconf/results.py TALLIES)."""
+    statuses = {r.status for r in results}
+    if not results:
+        return "skipped"
+    if Status.UNREACHABLE in statuses:
+        return ""  # the host is unreachable: counted once, by the host
+    changed = bool(statuses & {Status.CHANGED, Status.WOULD_CHANGE})
+    if Status.FAILED in statuses:
+        if ignore_errors:
+            return "ignored changed" if changed else "ignored"
+        return "rescued" if rescuable else "failed"
+    if Status.UNKNOWN in statuses:
+        return "unknown"
+    if statuses == {Status.SKIPPED}:
+        return "skipped"
+    if Status.REBOOT_PENDING in statuses:
+        return "reboot_pending"
+    return "changed" if changed else "ok"
+
+
 def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) -> None:
     """`failed_when` and `changed_when`, over the task's variables and its own registered result."""
     keywords = task.keywords

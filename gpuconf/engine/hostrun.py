@@ -54,6 +54,7 @@ class PlayOnHost(Entries):
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         self.results: list[TaskResult] = []
         self.registrations: list[Registration] = []  # each value `register:` stored, in order (the JSON report's)
+        self.rescue_blocks: set[int] = set()
         self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         # tasks already applied together with one before them (engine/joint.py): their params and
@@ -78,6 +79,7 @@ class PlayOnHost(Entries):
             # on them): only the others are planned again. Usually nothing is left: no round trip.
             self.session.fetch(self._facts_of(left))
             blocks = BlockRun(tasks)
+            self.rescue_blocks = blocks.has_rescue
             for index, task in enumerate(tasks):
                 if self.stop() and id(task) not in self._applied:  # what was done is still reported
                     if not self.deadline_reached():  # interrupted: no new task starts, and the report
@@ -90,7 +92,8 @@ class PlayOnHost(Entries):
                 why = None if id(task) in self._applied else blocks.why_not(task)
                 if why is not None:  # never silently absent: a rescue that did not run says why
                     # Ansible never runs it: nothing is registered
-                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic(), register=False)
+                    self._finish(task, self._result(task, Status.SKIPPED, message=why, counts_as=""), time.monotonic(),
+                                 register=False)
                     results: list[TaskResult] = []
                 else:
                     results = self.run_entry(task, tasks[index + 1:], index)
@@ -149,7 +152,7 @@ class PlayOnHost(Entries):
                 continue
             if not self.stop():
                 self.events.task_started(self.host, handler.name)
-                self.run_task(handler, [], is_handler=True)
+                self.tally(handler, [self.run_task(handler, [], is_handler=True)])
             elif self.deadline_reached():
                 self.mark_not_run([handler], handler=True)
 

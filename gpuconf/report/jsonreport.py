@@ -60,6 +60,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
             "round_trips": host.round_trips, "connections": host.connects,
             "stats": {s.value: host.count(s) for s in Status if s != Status.UNREACHABLE}
             | {"unreachable": int(host.unreachable)},
+            "recap": host.recap(),
             "tasks": [_task(task) for task in host.tasks],
             "registered": [{"task": r.task, "name": r.name, "type": r.type, "value": _plain(r.value)}
                            for r in host.registered],

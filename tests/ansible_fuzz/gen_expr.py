@@ -108,7 +108,7 @@ class Expressions:
         return self.pick([
             f"{e('int', d)} + {e('int', d)}", f"({e('int', d)} * 3) % 7", f"{e('str', d)} | length",
             f"{e('list', d)} | length", f"{self.var('dict')} | length", "l2 | sum", "[n1, n2] | max",
-            f"'{self.rng.randint(0, 99)}' | int", f"{e('str', d)} | int", f"n1 // 2", f"{e('bool', d)} | ternary(1, 2)",
+            f"'{self.rng.randint(0, 99)}' | int", f"{e('str', d)} | int", "n1 // 2", f"{e('bool', d)} | ternary(1, 2)",
             f"n1 if {e('bool', d)} else n2", "l2 | min | default(0)", "ll | flatten | length",
             "recs | map(attribute='port') | sum", f"{self.var('str')} | wordcount", f"{e('int', d)} | abs",
             f"{e('list', d)} | unique | length", "(n1 ~ '5') | int", "range(n1 % 5) | list | length",
@@ -156,8 +156,8 @@ class Expressions:
         e = self.of
         ls = lambda: e("list", d)  # noqa: E731
         return self.pick([
-            f"{ls()} | map('string') | map('upper') | list", f"l1 | select('match', 'a') | list",
-            f"l1 | reject('search', 'a') | list", f"{ls()} | map('string') | sort", f"{ls()} | unique",
+            f"{ls()} | map('string') | map('upper') | list", "l1 | select('match', 'a') | list",
+            "l1 | reject('search', 'a') | list", f"{ls()} | map('string') | sort", f"{ls()} | unique",
             f"{ls()} | reverse | list", f"{ls()} + {ls()}", f"{ls()} | difference({ls()})",
             f"{ls()} | union({ls()})", f"{ls()} | intersect({ls()})", "ll | flatten", "ll | flatten(1)",
             f"{e('dict', d)} | dict2items", f"{e('dict', d)} | list", f"range({e('int', d)} % 4) | list",
@@ -176,7 +176,7 @@ class Expressions:
             f"{e('dict', d)} | combine({e('dict', d)})", f"{e('dict', d)} | combine({{'k': {e('any', d)}}})",
             f"dict(a={e('int', d)}, b={e('str', d)})", f"{{'x': {e('any', d)}}}",
             "recs | items2dict(key_name='name', value_name='port')", f"{e('dict', d)} | dict2items | items2dict",
-            f"d1 | combine(d2, recursive=true)", f"{{{e('str', d)}: {e('int', d)}}}",
+            "d1 | combine(d2, recursive=true)", f"{{{e('str', d)}: {e('int', d)}}}",
         ])
 
     def reg(self) -> str:

@@ -88,7 +88,7 @@ class TaskGen:
         return task
 
     def dest(self) -> str:
-        return "{{ out }}/{{ inventory_hostname }}-f%d" % self.scope.next()
+        return "{{ out }}/{{ inventory_hostname }}-f" + str(self.scope.next())
 
     # -- task kinds ------------------------------------------------------------
     def debug(self) -> dict[str, Any]:
@@ -198,11 +198,11 @@ class TaskGen:
             if self.chance(0.4):
                 control["index_var"] = "idx"
             if self.chance(0.3):
-                control["label"] = "{{ %s }}" % var
+                control["label"] = "{{ " + var + " }}"
             if self.chance(0.2):
                 control["extended"] = True
             task["loop_control"] = control
-        uses = "{{ %s }}" % var
+        uses = "{{ " + var + " }}"
         extra = self.rng.choice(["", " {{ idx | default('-') }}", " {{ ansible_loop.index | default('-') }}"]) \
             if task.get("loop_control") else ""
         if body == "debug":
@@ -212,7 +212,7 @@ class TaskGen:
         elif body == "command":
             task["command"] = "echo " + uses
         else:
-            task["copy"] = {"content": uses + extra + "\n", "dest": self.dest() + "-{{ %s | string | hash('md5') }}" % var}
+            task["copy"] = {"content": uses + extra + "\n", "dest": self.dest() + "-{{ " + var + " | string | hash('md5') }}"}
         if self.chance(0.3):
             task["when"] = self.rng.choice([f"{var} is string", f"{var} != 2", "n1 > 0", f"{var} | string | length > 1"])
         return self.registering(task, 0.4)

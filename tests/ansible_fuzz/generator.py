@@ -29,6 +29,7 @@ class Generator:
         self.scope = Scope()
         self.expr = Expressions(self.rng, self.values, self.scope.registered)
         self.files: dict[str, Any] = {}
+        self.role_handlers: dict[str, list[str]] = {}  # role -> the handlers its tasks and its play's may notify
 
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
@@ -42,7 +43,7 @@ class Generator:
         kind = TYPE_OF[name]
         if kind in ("int", "str") and self.chance(0.2):  # a template: rendered lazily, where used
             other = self.rng.choice([n for n in CATALOG[kind] if n < name] or ["n1"])
-            return "{{ %s }}" % (f"{other} + 1" if kind == "int" and other.startswith("n") else other)
+            return "{{ " + (f"{other} + 1" if kind == "int" and other.startswith("n") else other) + " }}"
         return self.values.for_name(name)
 
     # -- the program ------------------------------------------------------------
@@ -131,7 +132,7 @@ class Generator:
         for _ in range(self.rng.randint(1, 4)):
             form = self.rng.random()
             if form < 0.35:
-                lines.append("line {{ %s }}" % self.expr.of("any"))
+                lines.append("line {{ " + self.expr.of("any") + " }}")
             elif form < 0.5:
                 lines.append("{% for x in " + self.rng.choice(["l1", "l2", "recs", "d1 | dict2items"]) +
                              " %}\n  - {{ x }}\n{% endfor %}")
@@ -155,8 +156,10 @@ class Generator:
         self.scope.roles.append(name)
         root = f"roles/{name}"
         gen = TaskGen(self.rng, self.scope, in_role=name)
+        self.scope.handlers.clear()  # a role's tasks notify its own handlers
         if self.chance(0.6):
             self.files[f"{root}/handlers/main.yml"] = self.handlers(gen, prefix=f"{name} ")
+        self.role_handlers[name] = list(self.scope.handlers)
         self.files[f"{root}/tasks/main.yml"] = gen.tasks(self.rng.randint(1, 4))
         defaults = self.some_vars()
         if self.chance(0.8):
@@ -164,7 +167,9 @@ class Generator:
         if self.chance(0.4):
             self.files[f"{root}/vars/main.yml"] = self.some_vars(2)
         if index and self.chance(0.4):
-            self.files[f"{root}/meta/main.yml"] = {"dependencies": [self.rng.choice(self.scope.roles[:index])]}
+            dependency = self.rng.choice(self.scope.roles[:index])
+            self.files[f"{root}/meta/main.yml"] = {"dependencies": [dependency]}
+            self.role_handlers[name] += self.role_handlers[dependency]
         if self.chance(0.3):
             self.files[f"{root}/meta/argument_specs.yml"] = self.argument_specs(defaults)
         if self.chance(0.4):
@@ -180,7 +185,7 @@ class Generator:
         for name in self.rng.sample(list(TYPE_OF), 2):
             kind = TYPE_OF[name]
             option: dict[str, Any] = {"type": kinds.get(kind, "raw")}
-            if self.chance(0.3):
+            if self.chance(0.1):
                 option["required"] = True
             if kind == "str" and self.chance(0.3):
                 option["choices"] = ["alpha", "beta", "gpu0"]
@@ -204,6 +209,7 @@ class Generator:
 
     def play(self, hosts: list[str]) -> dict[str, Any]:
         gen = TaskGen(self.rng, self.scope)
+        self.scope.handlers.clear()
         play: dict[str, Any] = {"hosts": self.rng.choice(["all", "all", "g1", "g2", "h1", "g1:g2", "all:!h2"]),
                                 "gather_facts": False}
         if self.chance(0.4):
@@ -219,8 +225,10 @@ class Generator:
         if self.chance(0.25):
             play["pre_tasks"] = gen.tasks(self.rng.randint(1, 2))
         if self.scope.roles and self.chance(0.7):
-            play["roles"] = [self.role_entry(role) for role in self.rng.sample(self.scope.roles,
-                                                                               self.rng.randint(1, len(self.scope.roles)))]
+            roles = self.rng.sample(self.scope.roles, self.rng.randint(1, len(self.scope.roles)))
+            play["roles"] = [self.role_entry(role) for role in roles]
+            for role in roles:
+                self.scope.handlers += self.role_handlers[role]
         play["tasks"] = gen.tasks(self.rng.randint(1, 6))
         if self.chance(0.2):
             play["post_tasks"] = gen.tasks(self.rng.randint(1, 2))

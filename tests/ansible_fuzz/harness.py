@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -34,8 +35,10 @@ RECAP_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "i
 # what a registered value is compared on: the keys Ansible documents as common return values, and
 # a loop's (each item's result is compared on the same keys)
 REGISTERED_KEYS = ("changed", "failed", "skipped", "rc", "stdout", "stdout_lines", "stderr", "stderr_lines", "msg",
-                   "results", "item", "ansible_loop_var", "ansible_index_var", "ansible_facts")
-MSG_OF = ("debug", "assert", "fail", "set_fact")  # actions whose registered `msg` is compared (others: module text)
+                   "results", "item", "ansible_loop_var", "ansible_index_var", "ansible_facts", "skip_reason",
+                   "skipped_reason", "false_condition")
+# actions whose registered `msg` is compared: the others' is the module's own text (copy: none)
+MSG_OF = ("debug", "assert", "fail", "set_fact", "command", "shell")
 
 
 def project(value: Any, action: str) -> Any:
@@ -69,6 +72,17 @@ def files_under(root: Path) -> dict[str, list[str]]:
     return found
 
 
+def private_run(tool: str) -> list[str]:
+    """As root, gpuconf's applies share one run lock, /run/gpuconf.lock (connection/lock.py): two
+    fork servers, or another gpuconf on this machine, would wait for each other. Each gpuconf
+    server gets a /run of its own (a private mount namespace; nothing is mounted outside it).
+    Without root each server has its own XDG_RUNTIME_DIR, where the lock then is."""
+    if tool != "gpuconf" or os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs -o mode=0755 gpuconf-fuzz /run && exec "$@"', "private-run"]
+
+
 class ForkServers:
     """`size` fork servers of one tool; `run` uses a free one."""
 
@@ -80,7 +94,7 @@ class ForkServers:
             extra = {"XDG_RUNTIME_DIR": env["XDG_RUNTIME_DIR"] + f"-{index}"} if "XDG_RUNTIME_DIR" in env else {}
             if extra:
                 os.makedirs(extra["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
-            proc = subprocess.Popen([python, str(HERE / "forkserver.py"), tool], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([*private_run(tool), python, str(HERE / "forkserver.py"), tool], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, env={**os.environ, **env, **extra},
                                     cwd=str(REPO))
             assert proc.stdout is not None
@@ -171,7 +185,7 @@ def ansible_observation(rc: int, record: Path, base: Path) -> dict[str, Any]:
                 and event.get("looped")
             for message in (event["msg"] if looped else [event["msg"]]):
                 host["messages"].append(shown(message))
-        if "register" in event:
+        if "registered" in event:
             host["registered"].append([event["register"], project(event["registered"], _short(event["action"]))])
     for name, counts in data["recap"].items():
         recap = {"ok": counts["ok"], "changed": counts["changed"], "unreachable": counts["unreachable"],
@@ -206,7 +220,10 @@ def gpuconf_observation(rc: int, report: Path, base: Path) -> dict[str, Any]:
                     if task["type"] == "debug" and task["status"] == "ok"]
         registered = [[entry["name"], project(entry["value"], entry.get("action", ""))]
                       for entry in result.get("registered", [])]
-        hosts[name] = {"messages": messages, "registered": registered, "recap": result.get("recap", {})}
+        recap = result.get("recap", {})
+        shown_recap = {k: recap[k] for k in RECAP_KEYS if k in recap} | \
+            {k: recap[k] for k in ("unknown", "reboot_pending") if recap.get(k)}  # gpuconf's own: never Ansible's
+        hosts[name] = {"messages": messages, "registered": registered, "recap": shown_recap}
     return {"exit": exit_class, "hosts": hosts, "files": files_under(base / "out"), "output": output[-3000:]}
 
 
@@ -242,6 +259,8 @@ def kind(differences: list[str]) -> tuple[str, ...]:
     kinds = set()
     for line in differences:
         head = line.split(":", 1)[0].split()
+        if head[-1] == "says":  # what a tool's error said: a note, not a difference
+            continue
         kinds.add(head[0] if head[0] in ("exit", "file") else head[-1])
     return tuple(sorted(kinds))
 

@@ -46,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
             verdict, differences = judged(program, oracle, ours, compare(oracle, ours))
             tally[verdict] += 1
             if differences:
+                for side, observed in (("ansible", oracle), ("gpuconf", ours)):
+                    if observed["exit"] == "error":
+                        lines = [line for line in observed.get("output", "").splitlines() if "rror" in line]
+                        differences.append(f"{side} says: {(lines or ['?'])[-1][:300]}")
                 divergent.append((program, differences))
                 print(f"{program.name}: DIVERGES ({', '.join(kind(differences))})\n  " +
                       "\n  ".join(differences[:6]), flush=True)
@@ -91,6 +95,32 @@ def show(program: Program, oracle: dict[str, Any], ours: dict[str, Any]) -> None
     print("--- gpuconf output:\n" + ours.get("output", "")[-2500:])
 
 
+def record(paths: list[str], jobs: int) -> int:
+    """Run each corpus case through the oracle and store what it did (its `oracle`) in the case;
+    print whether gpuconf agrees now."""
+    from tests.ansible_fuzz.corpus import load_case
+    from tests.ansible_fuzz.program import dump, load
+
+    work = Path(tempfile.mkdtemp(prefix="gpuconf-ansible-fuzz-record-"))
+    with tools(work, jobs) as tools_:
+        for name in paths:
+            path = Path(name)
+            case = load_case(path)
+            oracle, ours = both(tools_, case["program"], work / path.stem)
+            verdict, differences = judged(case["program"], oracle, ours, compare(oracle, ours))
+            data = load(path.read_text())
+            data["oracle"] = {k: v for k, v in oracle.items() if k != "output"}
+            data["differences"] = differences
+            path.write_text(dump(data))
+            print(f"{path}: recorded (ansible {oracle['exit']}); gpuconf: {verdict}")
+            for line in differences:
+                print("  " + line)
+            if oracle["exit"] == "error":
+                print("  ansible: " + oracle.get("output", "")[-600:])
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ansible-fuzz")
     parser.add_argument("--programs", type=int, default=int(os.environ.get("ANSIBLE_FUZZ_PROGRAMS", 2000)))
@@ -100,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("ANSIBLE_FUZZ_JOBS", 2)))
     parser.add_argument("--shrink", type=int, default=int(os.environ.get("ANSIBLE_FUZZ_SHRINK", 20)),
                         help="shrink and store at most this many divergences")
+    parser.add_argument("--record", nargs="+", default=None, metavar="CASE.yml")
     args = parser.parse_args(argv)
+    if args.record:
+        return record(args.record, args.jobs)
     return run(args)
 
 

@@ -2,7 +2,10 @@
 order, each task's result (status, debug message, the value `register:` stored), and the recap,
 as JSON in the file FUZZ_RECORD names. ansible-core loads it from ANSIBLE_CALLBACK_PLUGINS;
 gpuconf never imports it. The registered value is what the strategy stores: the result without
-its `_ansible_` keys and `invocation` (ansible/plugins/strategy/__init__.py)."""
+its `_ansible_` keys and `invocation` (ansible/plugins/strategy/__init__.py). A callback sees
+the result without `failed` and `skipped` (executor/task_result.py), so the value is taken where
+the strategy stores it: VariableManager.set_nonpersistent_facts, called right after the
+callback, wrapped here (this plugin runs in the strategy's process; it is test code)."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +13,21 @@ import json
 import os
 
 from ansible.plugins.callback import CallbackBase
-from ansible.vars.clean import strip_internal_keys
+from ansible.vars.manager import VariableManager
+
+_PENDING: dict[str, dict] = {}  # host -> the event of the task it last ran, until `register` stores its value
+_STORE = VariableManager.set_nonpersistent_facts
+
+
+def _recording(self, host, facts):
+    event = _PENDING.get(str(host))
+    if event is not None and event.get("register") in facts and len(facts) == 1:
+        event["registered"] = _plain(facts[event["register"]])
+        del _PENDING[str(host)]
+    return _STORE(self, host, facts)
+
+
+VariableManager.set_nonpersistent_facts = _recording
 
 DOCUMENTATION = """
 name: fuzzrecord
@@ -46,13 +63,13 @@ class CallbackModule(CallbackBase):
             else:
                 event["msg"] = _plain(_shown(data))
         if task.register:
-            clean = strip_internal_keys(data)
-            clean.pop("invocation", None)
             event["register"] = task.register
-            event["registered"] = _plain(clean)
+            _PENDING[event["host"]] = event
         if status == "failed" or status == "ignored":
             event["error"] = str(data.get("msg", ""))
         self.events.append(event)
+        shown = event.get("error") or (json.dumps(event["msg"], default=str) if "msg" in event else "")
+        self._display.display(f"{status}: [{event['host']}] {event['task']} {shown}".rstrip())
 
     def v2_runner_on_ok(self, result) -> None:
         self._record(result, "changed" if result.result.get("changed") else "ok")
