@@ -86,7 +86,7 @@ class Entries(HostPlanner):
                 items: list[Any] = []  # the block's or role's condition is false: no item runs
             else:
                 items = loop_items(task, variables)
-            each = [item_task(task, item, index, variables) for index, item in enumerate(items)]
+            each = [item_task(task, item, index, variables, items) for index, item in enumerate(items)]
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = self._result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
             result.ignored = task.keywords.ignore_errors
@@ -96,9 +96,7 @@ class Entries(HostPlanner):
         # applies the item before them, not on a request of its own
         results = [self.run_task(one, each[index + 1:] + upcoming) for index, one in enumerate(each)]
         if task.keywords.register:
-            control = task.keywords.loop_control
-            self.register(task, loop_registered(task.keywords.register, results, items,
-                                                control.loop_var if control else "item"))
+            self.register(task, loop_registered(task.keywords.register, task, results, items))
         if not items:
             self._finish(task, self._result(task, Status.SKIPPED, message="no items", counts_as="skipped"), started,
                          register=False)

@@ -18,7 +18,7 @@ from gpuconf.engine.entry import Entries
 from gpuconf.engine.flow import BlockRun, judge
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
-from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
+from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value, skipped_value
 from gpuconf.engine.secrets import mark_known, redact_result, redact_value
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
@@ -206,6 +206,8 @@ class PlayOnHost(Entries):
                                   f"({task.location}) on host {self.host}")
         except (Refused, TaskError) as exc:  # what it read or ran is still registered (a probe's output, an rc)
             result = self._result(task, Status.FAILED, error=str(exc), data={**self._seen, **exc.data})
+            if task.type == "command" and "rc" in exc.data:
+                result.data["changed"] = True  # it ran: Ansible's command has changed, whatever its exit
         except RemoteError as exc:
             result = self._result(task, Status.FAILED, error=str(exc))
         except (Unknown, FactUnavailable) as exc:
@@ -251,12 +253,12 @@ class PlayOnHost(Entries):
         if task.type in ENGINE_ACTIONS:
             rendered = self.render_task(task)  # only `when`: the action renders its own values
             if rendered is None:
-                return self._result(task, Status.SKIPPED, message="condition is false")
+                return self._skipped(task)
             message, data = run_action(task, rendered[0], self.registered)
             return self._result(task, Status.OK, message=message, data=data)
         prepared = self.prepare(task)
         if prepared is None:
-            return self._result(task, Status.SKIPPED, message="condition is false")
+            return self._skipped(task)
         _, params = prepared
         task_type = TASK_TYPES[task.type]
         verdict = self._check(task, params)
@@ -266,11 +268,16 @@ class PlayOnHost(Entries):
                 and task_type.reads_when_told:
             return self.read_command(task, verdict)  # a read: in check mode, or delegated to another host
         if self.options.check_mode:
+            pending = task_type.check_mode_data(params)
+            if pending is not None and pending.pop("skipped", False):
+                return self._result(task, Status.SKIPPED, message=pending["msg"], data=pending)
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)
             self.notified += task.keywords.notify
-            return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
+            result = self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
+            result.data.update(pending or {})
+            return result
         if task_type.reboots and self._reboot_held():
             result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
@@ -289,6 +296,11 @@ class PlayOnHost(Entries):
         data = task_type.apply(self._host_apply(task, [(task, params)], upcoming), params,
                                list(verdict.changes)) or {}
         return self._applied_result(task, params, verdict, data)
+
+    def _skipped(self, task: TaskDef) -> TaskResult:
+        """`when` is false: skipped, registering which condition was (as Ansible does)."""
+        return self._result(task, Status.SKIPPED, message="condition is false",
+                            data=skipped_value(self.false_condition(task, self.task_vars(task))))
 
     def _host_apply(self, task: TaskDef, applying: list[tuple[TaskDef, Any]], upcoming: list[TaskDef]) -> HostApply:
         """What apply() gets for `task` (and the tasks applied with it, `applying`)."""

@@ -23,6 +23,7 @@ from gpuconf.playbook.models import (
     DELEGATE_TO_CONTROLLER,
     DELEGATE_TO_HOST,
     INCLUDE_KEYWORDS,
+    LOOP_KEYWORDS,
     Condition,
     Play,
     RoleRef,
@@ -68,7 +69,7 @@ class Wrapper(BaseModel):
 
 def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrapper:
     for key in node:
-        if key in ("loop", "with_items", "with_dict", "loop_control") and what in INCLUDES:
+        if key in (*LOOP_KEYWORDS, "loop_control") and what in INCLUDES:
             raise PlaybookError(f"{what} with {key} is not supported: gpuconf reads every included file once, "
                                 "when the playbook loads; put the loop on the tasks inside the file (with "
                                 "loop_control: {loop_var: NAME} where Ansible's include named one)", node.location(key))
@@ -189,13 +190,11 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
     if keywords.check_mode is False and type_name not in ("command", "probe"):
         raise PlaybookError("check_mode: false runs a task in check mode too: gpuconf allows it for a command that "
                             "only reads (and a probe, which always runs)", node.location("check_mode"))
-    given = [key for key in ("loop", "with_items", "with_dict") if getattr(keywords, key) is not None]
+    given = [key for key in LOOP_KEYWORDS if getattr(keywords, key) is not None]
     if len(given) > 1:
         raise PlaybookError(f"give one of {' and '.join(given)}, not both", node.location(given[1]))
     if keywords.loop_control is not None and keywords.items is None:
         raise PlaybookError("loop_control without loop", node.location("loop_control"))
-    if type_name == "set_fact" and keywords.register:
-        raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
     if keywords.delegate_to is not None:
         check_delegation(type_name, keywords, node)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,17 @@ from gpuconf.templating.secret_marks import CountingEnvironment
 
 
 def _to_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
+    """Ansible 2.19's `bool`: yes/on/true/1 (any case) and the int 1 are true; no/off/false/0 false;
+    anything else is `== 1` (so 'y' is false, as Ansible coerces it)."""
+    check: Any = value.lower() if isinstance(value, str) else str(value).lower() if isinstance(value, int) else value
+    try:
+        if check in ("yes", "on", "true", "1"):
+            return True
+        if check in ("no", "off", "false", "0"):
+            return False
+        return bool(check == 1)
+    except TypeError:
+        return False
 
 
 def _version_key(text: str) -> list:
@@ -57,14 +66,36 @@ def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.templating.ansible_filters import lookup
-    return lookup(_lookup_paths(context), name, *terms, **options)
+    from gpuconf.templating.lookups import lookup
+    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
 
 
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.templating.ansible_filters import query
-    return query(_lookup_paths(context), name, *terms, **options)
+    from gpuconf.templating.lookups import query
+    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+
+
+class _ContextVars(Mapping[str, Any]):
+    """A template's variables, for lookup('vars', NAME)."""
+
+    def __init__(self, context: Any):
+        self.context = context
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.context.resolve_or_missing(name)
+        if value is jinja2.utils.missing:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.context.resolve_or_missing(name) is not jinja2.utils.missing
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _lookup_paths(context: Any) -> list[Any]:

@@ -28,13 +28,6 @@ from gpuconf.templating.secret_marks import MarkingEnvironment, mark, tell, touc
 _SINGLE = re.compile(r"^[ \t]*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}[ \t]*\Z", re.S)
 
 
-def _truthy(value: Any) -> bool:
-    """Python truth, except that the strings of a YAML false are false."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("", "false", "no", "off", "0", "n")
-    return bool(value)
-
-
 ENV = make_env()
 MARKING = MarkingEnvironment(ENV)  # a render that read a secret runs again here (gpuconf/templating/secret_marks.py)
 bound_environment(MARKING)  # under the same bounds,
@@ -456,16 +449,32 @@ def _literal_secret(value: Secret, variables: Mapping[str, Any]) -> Any:
 
 
 def evaluate_when(condition: Any, variables: Mapping[str, Any]) -> bool:
-    """`when:` is an expression or a list of expressions that must all hold."""
+    """`when:` (and changed_when, failed_when, assert's that) is an expression or a list of
+    expressions that must all hold. As in ansible-core 2.19, each must give a boolean: a string,
+    a number or a list is an error, never judged truthy (`when: count > 0`, not `when: count`)."""
     conditions = condition if isinstance(condition, list) else [condition]
     for item in conditions:
-        if isinstance(item, bool):
-            ok = item
-        else:
-            ok = _truthy(evaluate(_condition(item), variables))
-        if not ok:
+        if not _holds(item, variables):
             return False
     return True
+
+
+def _holds(item: Any, variables: Mapping[str, Any]) -> bool:
+    if item is None or (isinstance(item, str) and not item.strip()):
+        return False  # an empty condition is false (Ansible: deprecated)
+    if isinstance(item, bool):
+        return item
+    if not isinstance(item, str):
+        raise TemplateError(f"Conditional expressions must be strings: {item!r}")
+    result = evaluate(_condition(item), variables)
+    if isinstance(result, str) and _SINGLE.match(item.strip()):
+        # `when: "{{ name }}"` where name holds an expression: Ansible evaluates that expression
+        result = evaluate(result, variables) if result.strip() else False
+    if not isinstance(result, bool):
+        raise TemplateError(f"Conditional result ({bool(result)}) was derived from value of type "
+                            f"'{type(result).__name__}' at '{str(item).strip()}'. Conditionals must have a boolean "
+                            "result (write a comparison, `| bool`, or `is truthy`)")
+    return result
 
 
 _CONDITIONS: dict[str, str] = {}

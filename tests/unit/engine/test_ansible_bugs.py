@@ -78,7 +78,7 @@ def test_a_failed_probe_and_a_failed_command_register_rc_and_output(tmp_path, ca
             - probe: {command: "echo hello; echo oops >&2; exit 3", pending_in_check: false}
               register: probed
               ignore_errors: true
-            - command: {cmd: "printf 'a\\nb\\n'; exit 5"}
+            - shell: {cmd: "printf 'a\\nb\\n'; exit 5"}
               register: ran
               ignore_errors: true
             - assert:
@@ -98,7 +98,7 @@ def test_a_successful_command_registers_rc_and_stdout_lines(tmp_path, capsys):
         - hosts: all
           gather_facts: false
           tasks:
-            - command: {cmd: "echo one; echo two"}
+            - shell: {cmd: "echo one; echo two"}
               register: ran
             - assert: {that: ["ran.rc == 0", "ran.stdout_lines == ['one', 'two']", "ran.changed"]}
         """)
