@@ -45,6 +45,7 @@ TASK_MODULES: dict[str, str] = {
     "persistence_mode": "gpuconf.tasks.nvidia:PersistenceMode",
     "gpu_power_limit": "gpuconf.tasks.nvidia:PowerLimit",
     "gsp_firmware": "gpuconf.tasks.gsp:GspFirmware",
+    "firmware": "gpuconf.tasks.firmware:Firmware",
     "cdi_spec": "gpuconf.tasks.cdi:CdiSpec",
     "containerd_nvidia_runtime": "gpuconf.tasks.containerd:ContainerdNvidiaRuntime",
     "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
