@@ -39,6 +39,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "dnf": (("module", "list"), ("-C", "-q", "--setopt=logdir=/run/gpuconf-dnf", "repoquery")),
     "dpkg": (("-l",),),
     "dpkg-query": None,
+    "findmnt": None,
     "grubby": (("--info=ALL",), ("--info=DEFAULT",), ("--default-kernel",)),
     "ibstat": None,
     "ibstatus": None,

@@ -30,6 +30,7 @@ TASK_MODULES: dict[str, str] = {
     "package": "gpuconf.tasks.packages:Package",
     "service": "gpuconf.tasks.services:Service",
     "kernel_module": "gpuconf.tasks.kernel:KernelModule",
+    "mount": "gpuconf.tasks.mounts:MountTask",
     "initramfs": "gpuconf.tasks.initramfs:Initramfs",
     "command": "gpuconf.tasks.commands:Command",
     "probe": "gpuconf.tasks.probe:Probe",
