@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuconf.facts.common import reads_whole_lines
+
 FINDMNT = ["findmnt", "-l", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"]
 UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 # words of fstab's options that are instructions to mount(8) or systemd, not options the kernel shows
@@ -43,10 +45,10 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
 
 
+@reads_whole_lines
 def parse_findmnt_list(text: str) -> tuple[Mount, ...]:
     """`findmnt -l -o TARGET,SOURCE,FSTYPE,OPTIONS`: a header, then one mount a line (columns
-    separated by spaces, spaces inside a value escaped). A line that has not four columns is cut
-    short: it is left out."""
+    separated by spaces, spaces inside a value escaped). A last line cut short is left out."""
     mounts = []
     for line in text.splitlines():
         columns = line.split()
@@ -57,6 +59,7 @@ def parse_findmnt_list(text: str) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
+@reads_whole_lines
 def parse_fstab(text: str) -> tuple[FstabEntry, ...]:
     """Entries of /etc/fstab (fields separated by spaces or tabs, `#` comments, whole or after the
     fields); a line with fewer than 4 fields is no entry. freq and passno default to 0."""
