@@ -125,7 +125,7 @@ class HostSession:
         if self.trace is not None:
             self.trace(f"read on the controller: {fact.key}")
         try:
-            self.cache[fact.key] = fact.parse(fact.controller())  # type: ignore[arg-type]
+            self.cache[fact.key] = fact.parse(fact.controller())
         except FactUnavailable as exc:
             self.cache[fact.key] = exc
 
