@@ -10,7 +10,6 @@ Fetching them is `gpuconf/bmc/`'s; nothing here does I/O.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -191,22 +190,3 @@ def inventory(payloads: Mapping[str, Any]) -> BmcInventory:
     service = update_service(service_payload) if isinstance(service_payload, Mapping) else None
     return BmcInventory(tuple(components), bios, service, tuple(problems))
 
-
-def parse_resource(text: str) -> object:
-    """A payload's text as the resource it is (a Task, a collection's members, Bios settings, the
-    update service, a SoftwareInventory): JSON cut short is a PayloadError, never a value."""
-    try:
-        payload = json.loads(text)
-    except ValueError as exc:
-        raise PayloadError(f"not a whole JSON document: {exc}") from None
-    if not isinstance(payload, dict):
-        raise PayloadError("not a JSON object")
-    if "TaskState" in payload:
-        return task(payload)
-    if "Members" in payload:
-        return members(payload)
-    if "Attributes" in payload:
-        return bios_settings(payload)
-    if str(payload.get("@odata.type", "")).startswith("#UpdateService."):
-        return update_service(payload)
-    return software_inventory(payload)

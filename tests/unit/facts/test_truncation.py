@@ -57,6 +57,24 @@ def refusing(parse: Callable[[str], Any], *errors: type[Exception]) -> Parser:
     return read
 
 
+def _redfish(text: str) -> Any:
+    """A payload's text as the resource the product reads it as: JSON cut short is refused."""
+    import json
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise redfish.PayloadError(str(exc)) from None
+    if "TaskState" in payload:
+        return redfish.task(payload)
+    if "Members" in payload:
+        return redfish.members(payload)
+    if "Attributes" in payload:
+        return redfish.bios_settings(payload)
+    if str(payload.get("@odata.type", "")).startswith("#UpdateService."):
+        return redfish.update_service(payload)
+    return redfish.software_inventory(payload)
+
+
 def _manifest(text: str) -> Any:
     return releases.parse_manifest(text, "redistrib.json")
 
@@ -78,7 +96,7 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,)),
     ("findmnt/*", (mounts.parse_findmnt_list,)),
     ("fstab/*", (mounts.parse_fstab,)),
-    ("redfish/*", (refusing(redfish.parse_resource, redfish.PayloadError),)),
+    ("redfish/*", (refusing(_redfish, redfish.PayloadError),)),
     ("dnf/rpm-qa-*", (rpm.parse_rpm_qa,)),
     ("dpkg/*", (packages.parse_dpkg_l,)),
     ("fabricmanager/*", (nvidia.parse_fabric_manager_log, nvidia.find_version_mismatch)),
