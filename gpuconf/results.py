@@ -278,15 +278,3 @@ class RunResult(Final):
             code |= section.exit_bits()
         return code
 
-
-class RunEvents:
-    """What a live display hears while a run goes on (results still flow through `emit`)."""
-
-    def play(self, name: str, hosts: list[str]) -> None: ...
-
-    def task_started(self, host: str, task: str) -> None: ...
-
-    def host_done(self, host: str) -> None: ...
-
-    def remote(self, host: str, text: str) -> None:
-        """A connection opened, or a request sent to a host (-vvv shows them)."""
