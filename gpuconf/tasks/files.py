@@ -117,9 +117,9 @@ class File(TaskType):
         content = params.content
         if not state.exists:
             body = content or ""
+            mode = NEW_FILE if params.mode is None else resolved(params.mode, None, False)
             return drift(Change(f"create {params.path}",
-                                [write_file(params.path, body, NEW_FILE if params.mode is None else resolved(params.mode, None, False),
-                                            params.owner, params.group)],
+                                [write_file(params.path, body, mode, params.owner, params.group)],
                                 diff=unified_diff(params.path, "", body), before="absent", after="present"))
         if content is not None and state.text != content:
             if state.content is None:
