@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuconf.errors import UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -18,7 +19,10 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tu
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:
         name = str(task.params["var"])
-        value = evaluate(name, variables)
+        try:
+            value = evaluate(name, variables)
+        except UndefinedVariable as exc:  # as Ansible 2.19's debug: the error is the value shown
+            value = f"<< error 1 - '{exc.name}' is undefined >>"
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
     message = render(task.params["msg"], variables)
     text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)

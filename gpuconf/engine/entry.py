@@ -14,10 +14,11 @@ from gpuconf.engine.flow import entry_tally, item_task, loop_items, loop_registe
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
+from gpuconf.engine.registered import registered_value
 from gpuconf.errors import TaskError, TemplateError
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
-from gpuconf.templating.render import evaluate_when
+from gpuconf.templating.conditions import evaluate_when
 
 
 class Entries:
@@ -80,12 +81,20 @@ class Entries:
             return results
         for result in results[:-1]:
             result.counts_as = ""  # the loop counts once, on its last item
-        results[-1].counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
-        return results
+        return self.tally(task, results, self.planner.registered.get(task.keywords.register or "")
+                          if task.keywords.register else None)
 
-    def tally(self, task: TaskDef, results: list[TaskResult]) -> list[TaskResult]:
-        """The task's results, the last one saying how the recap counts the task (engine/flow.py)."""
-        results[-1].counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
+    def tally(self, task: TaskDef, results: list[TaskResult], value: Any = None) -> list[TaskResult]:
+        """The task's results, the last one saying how the recap counts the task (engine/flow.py).
+        A failure a rescue takes is told to it, as Ansible tells it: `ansible_failed_task` and
+        `ansible_failed_result` (`value`: a loop's registered value)."""
+        counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
+        results[-1].counts_as = counts_as
+        if counts_as == "rescued":
+            failed = next(r for r in reversed(results) if r.status == Status.FAILED)
+            self.planner.registered["ansible_failed_task"] = {"name": task.name, "action": task.type}
+            self.planner.registered["ansible_failed_result"] = value if value is not None else \
+                registered_value("ansible_failed_result", failed)
         return results
 
     def rescuable(self, task: TaskDef) -> bool:

@@ -16,7 +16,7 @@ from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, read_facts
 from gpuconf.engine.delegate import Delegates, delegate_target, reads_elsewhere
-from gpuconf.engine.flow import judge
+from gpuconf.engine.flow import judge, retried_out, until_holds
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
@@ -76,8 +76,31 @@ class TaskExecutor:
     # -- one task -------------------------------------------------------------
     def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
         """Run `task` (`upcoming`: the tasks after it, whose reads ride on its round trips) and
-        record its result; HostUnreachable when the host's connection is lost."""
+        record its result; HostUnreachable when the host's connection is lost. With `until` (or
+        `retries`) it runs again, every `delay` seconds, until that holds, as Ansible's does."""
         started = time.monotonic()
+        keywords = task.keywords
+        if keywords.until is None and keywords.retries is None:
+            outcome = self._attempt(task, upcoming, started)
+        else:
+            attempts = 1 + (max(0, keywords.retries) if keywords.retries is not None else 3)
+            for attempt in range(1, attempts + 1):
+                outcome = self._attempt(task, upcoming, started)
+                if attempts == 1:
+                    break
+                outcome.data["attempts"] = attempt
+                if until_holds(task, outcome, self.planner.task_vars(task)):
+                    break
+                if attempt < attempts:
+                    time.sleep(keywords.delay)
+            else:
+                retried_out(outcome, attempts - 1)
+        outcome.handler = is_handler
+        outcome.ignored = outcome.status == Status.FAILED and task.keywords.ignore_errors
+        self.log.finish(task, outcome, started)
+        return outcome
+
+    def _attempt(self, task: TaskDef, upcoming: list[TaskDef], started: float) -> TaskResult:
         self._seen = {}
         result = self.log.result
         try:
@@ -109,11 +132,8 @@ class TaskExecutor:
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, self.planner.host, task.name, task.role)
             outcome = result(task, Status.FAILED, error=error, traceback=trace)
-        outcome.handler = is_handler
         if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
             judge(task, outcome, self.planner.task_vars(task), self.options.check_mode)
-        outcome.ignored = outcome.status == Status.FAILED and task.keywords.ignore_errors
-        self.log.finish(task, outcome, started)
         return outcome
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:

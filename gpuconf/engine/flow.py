@@ -14,8 +14,9 @@ from gpuconf.engine.registered import registered_value
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.playbook.models import LOOP_KEYWORDS, LookupLoop, TaskDef
 from gpuconf.results import Status, TaskResult
+from gpuconf.templating.conditions import evaluate_when
 from gpuconf.templating.lookups import loop_lookup
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class BlockRun:
@@ -208,6 +209,32 @@ def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) 
         result.error = None
     result.data.pop("changed", None)
     result.status = (Status.WOULD_CHANGE if check_mode else Status.CHANGED) if changed else Status.OK
+
+
+def until_holds(task: TaskDef, result: TaskResult, variables: Vars) -> bool:
+    """`until` (without it: the task did not fail), over the task's own registered result."""
+    keywords = task.keywords
+    if result.status in (Status.UNREACHABLE, Status.UNKNOWN):
+        return True
+    if keywords.until is None:
+        return result.status != Status.FAILED
+    own = {keywords.register: registered_value(keywords.register, result)} if keywords.register else {}
+    try:
+        return evaluate_when(keywords.until, variables.child(Verbatim(own)) if own else variables)
+    except TemplateError as exc:
+        result.status, result.error = Status.FAILED, f"{exc.message} (in until)"
+        return True
+
+
+def retried_out(result: TaskResult, attempts: int) -> None:
+    """Every attempt made and `until` still false: failed, as Ansible's (its `attempts` one short,
+    as Ansible registers it), the last attempt's values kept."""
+    if result.status != Status.FAILED:
+        result.data.setdefault("msg", registered_value("until", result).get("msg", ""))
+        result.data["changed"] = result.status in (Status.CHANGED, Status.WOULD_CHANGE)
+        result.status = Status.FAILED
+        result.error = f"until: still false after {attempts + 1} attempts"
+    result.data["attempts"] = attempts
 
 
 class StepGate:

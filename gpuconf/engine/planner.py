@@ -24,7 +24,8 @@ from gpuconf.facts.base import Fact
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, Verbatim, render
 
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 

@@ -17,7 +17,8 @@ from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import ENGINE_ACTIONS, LookupLoop, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class Unknowable:

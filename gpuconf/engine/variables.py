@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.templating.render import Vars, Verbatim
+from gpuconf.templating.render import OMIT, Vars, Verbatim
 
 
 class LazyGroups(Mapping[str, list[str]]):
@@ -118,6 +118,7 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "play_hosts": batch, "ansible_play_hosts": play_hosts, "ansible_play_batch": batch,
         "ansible_play_hosts_all": play_hosts,
         "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
+        "omit": OMIT,
     }
 
 

@@ -98,6 +98,9 @@ class TaskKeywords(BaseModel):
     changed_when: Condition = None
     failed_when: Condition = None
     check_mode: bool | None = None
+    until: Condition = None  # retried (retries, every delay seconds) until this holds, as Ansible's
+    retries: int | None = None
+    delay: float = Field(5, ge=0)
     run_once: bool = False
     delegate_to: str | None = Field(None, min_length=1)
 
@@ -135,9 +138,6 @@ REFUSED_KEYWORDS = {
     "local_action": "write `delegate_to: localhost` on the task (command, probe, assert, debug, set_fact)",
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
-    "until": "use a probe, or a task's own wait (ib_ports `wait`)",
-    "retries": "use a probe, or a task's own wait (ib_ports `wait`)",
-    "delay": "use a probe, or a task's own wait (ib_ports `wait`)",
     "environment": "give `env:` to a command",
 }
 # Ansible play keys gpuconf does not take, and what to use instead

@@ -69,8 +69,8 @@ class Command(TaskType):
     def check_mode_data(self, params: CommandParams) -> dict[str, Any] | None:
         """Check mode never runs it: as Ansible's command, it says it would have run, and without a
         guard (creates, removes, unless) that cannot say whether it is needed, it is skipped."""
-        data: dict[str, Any] = {"msg": "Command would have run if not in check mode", "rc": 0, "stdout": "",
-                                "stdout_lines": [], "stderr": "", "stderr_lines": []}
+        data: dict[str, Any] = {"failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
+                                "stdout": "", "stdout_lines": [], "stderr": "", "stderr_lines": []}
         if not (params.creates or params.removes or params.unless):
             data["skipped"] = True
         return data

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any, Literal
 
@@ -76,6 +77,12 @@ class FileParams(_Owned):
     template: str | None = None
     src: str | None = None
     backup: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        """A mapping or a list is written as JSON, as Ansible's copy writes it."""
+        return json.dumps(value) if isinstance(value, (dict, list)) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> FileParams:

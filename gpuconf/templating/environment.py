@@ -5,7 +5,6 @@ whose templates use none starts no slower; validate knows them by these names.""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from gpuconf.errors import TemplateError
+from gpuconf.templating.ansible_lexer import printed
 from gpuconf.templating.bounds import bound_environment
 from gpuconf.templating.secret_marks import CountingEnvironment
 
@@ -33,19 +32,6 @@ def _to_bool(value: Any) -> bool:
         return False
 
 
-def _version_key(text: str) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-+~:]", str(text)) if p]
-
-
-def _version_test(value: Any, other: Any, op: str = "eq") -> bool:
-    a, b = _version_key(value), _version_key(other)
-    ops = {"eq": a == b, "==": a == b, "ne": a != b, "!=": a != b, "lt": a < b, "<": a < b,
-           "le": a <= b, "<=": a <= b, "gt": a > b, ">": a > b, "ge": a >= b, ">=": a >= b}
-    if op not in ops:
-        raise TemplateError(f"unknown version comparison '{op}'")
-    return ops[op]
-
-
 ANSIBLE_FILTERS = ("combine", "dict2items", "items2dict", "to_nice_yaml", "b64encode", "b64decode", "split",
                    "flatten", "hash", "password_hash", "regex_search", "regex_findall", "regex_replace",
                    "difference", "union", "intersect", "symmetric_difference", "checksum", "sha1", "md5",
@@ -54,14 +40,27 @@ ANSIBLE_MANAGED = "Ansible managed"
 
 
 ANSIBLE_TESTS = ("changed", "change", "failed", "failure", "succeeded", "success", "successful", "skipped", "skip")
+# the rest of ansible-core's (gpuconf/templating/core_filters.py), imported at first use too
+CORE_FILTERS = ("ternary", "mandatory", "comment", "subelements", "regex_escape", "from_yaml", "from_json",
+                "type_debug", "basename", "dirname", "expanduser", "expandvars", "realpath", "relpath", "splitext",
+                "normpath", "win_basename", "win_dirname", "path_join", "zip", "zip_longest", "combinations",
+                "permutations", "unique", "log", "pow", "root", "human_to_bytes", "json_query")
+CORE_TESTS = ("match", "search", "regex", "truthy", "falsy", "subset", "issubset", "superset", "issuperset",
+              "contains", "any", "all", "version", "version_compare", "nan")
 
 
-def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
+def _ansible_filter(name: str, table: str = "FILTERS", module: str = "ansible_filters") -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
-        from gpuconf.templating import ansible_filters
-        return getattr(ansible_filters, table)[name](*args, **kwargs)
+        import importlib
+        return getattr(importlib.import_module(f"gpuconf.templating.{module}"), table)[name](*args, **kwargs)
     call.__name__ = name
     return call
+
+
+@jinja2.pass_environment
+def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) -> Any:
+    from gpuconf.templating.core_filters import extract
+    return extract(environment, item, container, morekeys)
 
 
 @jinja2.pass_context
@@ -105,20 +104,28 @@ def _lookup_paths(context: Any) -> list[Any]:
     return [*folders, Path.cwd() / "files", Path.cwd()]
 
 
+def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **options: Any) -> str:
+    """Ansible's to_yaml: PyYAML's dump (keys sorted, flow style for the innermost collections), unicode kept."""
+    return yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
+                     **options)
+
+
 def make_env() -> jinja2.Environment:
     # trim_blocks as Ansible's templar: a template ported from Ansible renders byte for byte the same
     env = CountingEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-                              trim_blocks=True)
+                              trim_blocks=True, finalize=printed)
     env.filters.update({name: _ansible_filter(name) for name in ANSIBLE_FILTERS})
     env.globals.update(lookup=_ansible_lookup, query=_ansible_query, q=_ansible_query, ansible_managed=ANSIBLE_MANAGED)
     env.filters.update(
         bool=_to_bool,
         to_json=lambda v: json.dumps(v, default=str),  # as Ansible: in order; str: a value validate cannot know yet
         to_nice_json=lambda v: json.dumps(v, indent=4, sort_keys=True, default=str),  # as Ansible
-        to_yaml=lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=False),
+        to_yaml=_to_yaml,
         quote=lambda v: shlex.quote(str(v)),
     )
-    env.tests["version"] = _version_test
+    env.filters.update({name: _ansible_filter(name, "FILTERS", "core_filters") for name in CORE_FILTERS})
+    env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
+    env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env

@@ -36,7 +36,7 @@ RECAP_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "i
 # a loop's (each item's result is compared on the same keys)
 REGISTERED_KEYS = ("changed", "failed", "skipped", "rc", "stdout", "stdout_lines", "stderr", "stderr_lines", "msg",
                    "results", "item", "ansible_loop_var", "ansible_index_var", "ansible_facts", "skip_reason",
-                   "skipped_reason", "false_condition")
+                   "skipped_reason", "false_condition", "attempts")
 # actions whose registered `msg` is compared: the others' is the module's own text (copy: none)
 MSG_OF = ("debug", "assert", "fail", "set_fact", "command", "shell")
 
@@ -218,7 +218,7 @@ def gpuconf_observation(rc: int, report: Path, base: Path) -> dict[str, Any]:
     for name, result in data["hosts"].items():
         messages = [shown(_debug_value(task)) for task in result["tasks"]
                     if task["type"] == "debug" and task["status"] == "ok"]
-        registered = [[entry["name"], project(entry["value"], entry.get("action", ""))]
+        registered = [[entry["name"], project(entry["value"], entry.get("type", ""))]
                       for entry in result.get("registered", [])]
         recap = result.get("recap", {})
         shown_recap = {k: recap[k] for k in RECAP_KEYS if k in recap} | \

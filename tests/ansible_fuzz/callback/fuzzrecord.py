@@ -94,4 +94,4 @@ def _shown(data):
     if "msg" in data:
         return data["msg"]
     return {k: v for k, v in data.items() if not k.startswith("_") and k not in ("changed", "failed", "item",
-                                                                               "ansible_loop_var")}
+                                                                               "ansible_loop_var", "warnings")}
