@@ -164,7 +164,7 @@ class Expressions:
             f"{ls()} | zip({ls()}) | list", f"{e('str', d)} | split('a')", "recs | map(attribute='name') | list",
             "recs | selectattr('port', 'gt', 4) | map(attribute='name') | list",
             "recs | subelements('tags') | map('last') | list", "['a', 'b'] | map('extract', {'a': 1, 'b': 2}) | list",
-            "recs | json_query('[].name')", "recs | json_query('[?port > `3`].port')", f"[{e('any', d)}, {e('any', d)}]",
+            f"[{e('any', d)}, {e('any', d)}]",
             f"{ls()} | product(['x']) | map('join', '-') | list", f"{e('str', d)} | regex_findall('[a-z]')",
             "query('items', l1, l2)", "lookup('list', l2, wantlist=True)", f"{ls()} | batch(2) | list",
             f"{ls()} | map('default', 'd') | list",
