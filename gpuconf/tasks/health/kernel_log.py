@@ -37,6 +37,7 @@ from gpuconf.facts.xid import (
     WARN,
     LostGpu,
     RecoveryAction,
+    XidSummary,
     after_resets,
     recovery_from_text,
 )
@@ -106,7 +107,7 @@ class XidParams(NvidiaSmiParams):
         "recovery action the line names still decides")
 
 
-def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> Finding:
+def _xid_finding(summary: XidSummary, params: XidParams, index: int | None, probe: str) -> Finding:
     entry, last = summary.first.entry, summary.last
     severity = SEVERITY[summary.severity]
     if last.recovery is None and summary.code in params.severity_by_code:
@@ -114,12 +115,16 @@ def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> F
     bus = summary.pci_address or summary.first.bus_id
     when = summary.first.log.timestamp
     named = f"{entry.mnemonic}, {entry.description}" if entry.known else "not in NVIDIA's Xid catalog"
+    if last.decode is not None:
+        named = f"{entry.mnemonic}, {last.decode.words}"
+        if last.followed_by is not None and last.followed_by.recovery is not None:
+            named += f"; the Xid 154 that follows decides: {last.followed_by.recovery.text}"
     action = None if summary.action == "none" else summary.action
     return Finding(probe, severity, f"{gpu_name(index, bus)}: Xid {summary.code} ({named}) x{summary.count} this "
                    "boot" + (f", first at {when}" if when else "") + (f"; action: {action}" if action else "")
                    + (f": {last.message[:160]}" if last.message else ""),
                    gpu=index, bus_id=bus, value=summary.count, action=action, code=FaultCode("Xid", summary.code),
-                   count=summary.count, rule=f"xid_catalog.csv: {summary.code}")
+                   count=summary.count, rule=summary.rule)
 
 
 def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], indexes: dict[str, int],
