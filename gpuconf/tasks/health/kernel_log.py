@@ -10,7 +10,9 @@ lines as its value: an Xid stays reported until the next boot, which is when mos
 them stop mattering (a GPU reset or reboot is their remedy). The boot id is in the
 result's data, so a consumer can tell one boot's report from the next.
 
-The remote runner filters the log (`grep`, `tail`) so that only candidate lines travel.
+The remote runner filters the log (`grep`, `tail`) so that only candidate records travel, each
+whole: a matching line brings its record's other lines (the address of a lost GPU is on the
+first line of a record whose last line says it fell off the bus).
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
 
 def kernel_log() -> Fact:
     return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
-                   grep=CANDIDATES, tail=5000)
+                   grep=CANDIDATES, tail=5000, records=True)
 
 
 def _boot_id(state: FileState) -> str:
