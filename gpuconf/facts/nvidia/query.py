@@ -177,6 +177,7 @@ class QueryExcerpt:
 
     fabric: Fabric | None
     gsp_firmware_version: str | None  # as printed: "N/A" when GSP is off (proprietary, EnableGpuFirmware=0)
+    incomplete: str = ""  # why the excerpt was cut short ("" when whole): gpuconf.facts.common
 
 
 @reads_whole_lines
