@@ -7,9 +7,8 @@ import textwrap
 
 import pytest
 
-from gpuconf.engine.options import FORKS
 from gpuconf.cli.main import build_parser, main
-from gpuconf.engine.options import RunOptions
+from gpuconf.engine.options import FORKS, RunOptions
 
 PLAY = textwrap.dedent("""\
     - hosts: all
