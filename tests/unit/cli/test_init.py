@@ -1,15 +1,12 @@
 """`gpuconf init DIR`: a site in one command, valid as written, that never overwrites."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from gpuconf.cli.main import main
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.release.site import MODELS
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

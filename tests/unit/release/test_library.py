@@ -3,16 +3,14 @@ of that name wins, and -v says which ran), a site's playbook imports the shipped
 `gpuconf roles` lists the shipped roles and playbooks."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from gpuconf.cli.main import main
 from gpuconf.errors import PlaybookError
 from gpuconf.playbook.loader import load_playbook
 from gpuconf.release.library import find_playbook, playbook_names, shipped_playbooks, shipped_roles
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCAL_PLAY = "- name: the site's own\n  hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: local}\n"
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import tomllib
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
+
 CATALOGS = ("gpuconf/facts/xid_catalog.csv", "gpuconf/facts/sxid_catalog.csv", "gpuconf/facts/recovery_actions.csv")
 
 
