@@ -124,7 +124,8 @@ def test_check_mode_skips_a_command_and_registers_what_ansible_registers(tmp_pat
     report = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]
     assert [t["status"] for t in report["tasks"]] == ["skipped", "would_change"]
     assert report["registered"][0]["value"] == {
-        "changed": False, "msg": "Command would have run if not in check mode", "rc": 0, "skipped": True,
+        "changed": False, "failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
+        "skipped": True,
         "stdout": "", "stdout_lines": [], "stderr": "", "stderr_lines": []}
     assert not (tmp_path / "driver").exists()
     # apply: it runs; a registered stdout loses its last newline, as Ansible's does (issue 29, finding 2)
