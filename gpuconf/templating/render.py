@@ -218,41 +218,64 @@ def _defined(value: Any) -> None:
 
 
 def render_string(text: str, variables: Mapping[str, Any]) -> Any:
-    """Render one string; a lone `{{ expr }}` keeps its native type. A render that read a
-    secret is done again, marked (`_render_marked`)."""
+    """Render one string as Ansible's templar does: its last line break is set aside (Jinja's
+    keep_trailing_newline off), a lone `{{ expr }}` then keeps its native type, and a string
+    result gets back the line breaks the text ended with (`"{{ n }}\n"` is the int n; `"x {{ n }}\n"`
+    is "x 8\n"). A render that read a secret is done again, marked (`_render_marked`)."""
     before = MARKS.reads
-    single = SINGLE.match(text)
+    body = without_last_newline(text)
+    single = SINGLE.match(body)
     if single:
         result = _guard(text, lambda: _evaluate(single.group("expr"), variables, escape=True))
     else:
-        pieces = segments(text)
+        pieces = segments(body)
         if pieces is not None:
             result = _guard(text, lambda: "".join(piece if isinstance(piece, str) else
                                                   _text(lookup_reference(piece, variables)) for piece in pieces))
         else:
             def full() -> str:
-                template = compiled("template", text, escape=True)
+                template = compiled("template", body, escape=True)
                 return "".join(template.root_render_func(run_template(template, variables)))
 
             result = _guard(text, full)
     if MARKS.reads == before:
-        return result
-    return _render_marked(text, variables)
+        return with_newlines(text, result)
+    return _render_marked(text, body, variables)
 
 
-def _render_marked(text: str, variables: Mapping[str, Any]) -> Any:
+def without_last_newline(text: str) -> str:
+    for ending in ("\r\n", "\n", "\r"):
+        if text.endswith(ending):
+            return text[:-len(ending)]
+    return text
+
+
+def _newlines(text: str) -> int:
+    return len(text) - len(text.rstrip("\r\n"))
+
+
+def with_newlines(text: str, result: Any) -> Any:
+    """A string result ends with as many line breaks as its template did (Ansible's templar)."""
+    if isinstance(result, str) and text.endswith(("\n", "\r")):
+        missing = _newlines(text) - _newlines(result)
+        if missing > 0:
+            return result + "\n" * missing
+    return result
+
+
+def _render_marked(text: str, body: str, variables: Mapping[str, Any]) -> Any:
     """`text` rendered in the marking environment (gpuconf/templating/secret_marks.py): the result is
     marked when it printed something made from a secret, and each such piece is told to the
     host's set of secret strings."""
     marks.secret_seen(variables)
-    single = SINGLE.match(text)
+    single = SINGLE.match(body)
     if single:
         result = _guard(text, lambda: _evaluate(single.group("expr"), variables, MARKING, escape=True))
-        return marks.marked_output(result, [result], False, variables)
-    template = compiled("template", text, MARKING, escape=True)
+        return marks.marked_output(with_newlines(text, result), [result], False, variables)
+    template = compiled("template", body, MARKING, escape=True)
     with marks.collecting() as pieces:
         result = _guard(text, lambda: "".join(template.root_render_func(run_template(template, variables))))
-    return marks.marked_output(result, pieces, marks.may_lose(text, ENV), variables)
+    return marks.marked_output(with_newlines(text, result), pieces, marks.may_lose(text, ENV), variables)
 
 
 def _text(value: Any) -> str:

@@ -15,7 +15,7 @@ from gpuconf.templating import secret_marks as marks
 from gpuconf.templating.ansible_lexer import split_header
 from gpuconf.templating.bounds import bound_parse
 from gpuconf.templating.compiled import ENV, MARKING, compile_once, run_template
-from gpuconf.templating.render import undefined_hint, undefined_name
+from gpuconf.templating.render import undefined_hint, undefined_name, with_newlines, without_last_newline
 from gpuconf.templating.secret_marks import STATE as MARKS
 
 _FILE_ENVS: dict[tuple[Any, ...], jinja2.Environment] = {}
@@ -52,6 +52,7 @@ def _file_template(text: str, path: str, base: jinja2.Environment, search: tuple
         loads = any(word in body for word in ("{% include", "{% import", "{% from", "{% extends", "{%- include",
                                                "{%- import", "{%- from", "{%- extends"))
         env = _file_env(base, settings, search if loads else ())
+        body = without_last_newline(body)  # as Ansible's templar: render_file adds back what the file ends with
         return jinja2.Template.from_code(env, env.compile(body, filename=path), env.make_globals(None))
     return compile_once(("file" if base is ENV else "marked file", path, text, *search), compile_)
 
@@ -79,10 +80,7 @@ def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2
         raise TemplateError(f"template syntax error: {exc.message}", Location(exc.filename or path, exc.lineno)) \
             from None
     try:
-        rendered = "".join(template.root_render_func(run_template(template, variables)))
-        if not template.environment.keep_trailing_newline:  # as Ansible: the file's own last newlines kept
-            rendered += "\n" * max(0, _trailing_newlines(text) - _trailing_newlines(rendered))
-        return rendered
+        return str(with_newlines(text, "".join(template.root_render_func(run_template(template, variables)))))
     except TemplateError as exc:
         raise TemplateError(exc.message, exc.location or Location(path, _template_line(exc, template, path))) \
             from None
@@ -99,10 +97,6 @@ def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2
     except Exception as exc:  # a filter or test raising on bad data
         raise TemplateError(f"template failed: {type(exc).__name__}: {exc}",
                             Location(path, _template_line(exc, template, path))) from None
-
-
-def _trailing_newlines(text: str) -> int:
-    return len(text) - len(text.rstrip("\n"))
 
 
 def _template_line(exc: BaseException, template: jinja2.Template, path: str) -> int | None:
