@@ -245,10 +245,11 @@ def collect(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
     from gpuconf.engine.runner import default_connection
     from gpuconf.errors import did_you_mean
+    from gpuconf.files.state import bundles_dir, default_state_dir
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
     from gpuconf.remediate.evidence import collect as collect_one
-    from gpuconf.remediate.history import History, default_state_dir
+    from gpuconf.remediate.history import History
 
     if args.max_size <= 0:
         raise UsageError("--max-size must be more than 0 MiB")
@@ -267,7 +268,7 @@ def collect(args: Any) -> int:
                                             {"connection": args.connection} if args.connection else None)
             connection = default_connection(spec, options)
             try:
-                bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
+                bundle = collect_one(host, connection, bundles_dir(state), int(args.max_size * MIB))
             except GpuconfError as exc:
                 print(f"gpuconf: error: {exc}", file=sys.stderr)
                 failed |= exc.exit_bit

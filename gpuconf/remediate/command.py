@@ -21,13 +21,14 @@ from gpuconf.connection.lock import LOCK_PATH
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
+from gpuconf.files.state import bundles_dir, default_state_dir
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
 from gpuconf.remediate.decision import APP, Decision, decide_action
-from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
+from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
@@ -111,7 +112,7 @@ class EngineHooks:
         from gpuconf.remediate.evidence import collect
 
         with self._connection(host) as connection:
-            return str(collect(host, connection, self.state_dir / "bundles").path)
+            return str(collect(host, connection, bundles_dir(self.state_dir)).path)
 
     def node_action(self, host: str, step: str, decision: Decision) -> reset.Outcome:
         """A GPU reset ("reset") or an IMEX restart ("imex"), holding the host's run lock (an apply

@@ -93,14 +93,6 @@ class Record:
         return self.outcome is None
 
 
-def default_state_dir() -> Path:
-    """GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
-    if os.environ.get("GPUCONF_STATE_DIR"):
-        return Path(os.environ["GPUCONF_STATE_DIR"]).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base).expanduser() / "gpuconf"
-
-
 class History:
     """The history of one state directory. Safe to share between threads."""
 

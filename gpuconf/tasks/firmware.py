@@ -36,6 +36,7 @@ from gpuconf.errors import TaskError
 from gpuconf.facts.base import Fact
 from gpuconf.facts.firmware import compare_versions, compress_names, describe_mixed, mixed_families
 from gpuconf.facts.redfish import BmcInventory
+from gpuconf.files.state import bundles_dir
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync
 
 BMC_COMPONENTS = ["HGX_FW_BMC_0", "HostBMC_0", "FW_BMC_0", "BMC"]
@@ -147,8 +148,8 @@ class Firmware(TaskType):
         try:
             for step in steps:
                 if step.kind == "backup":
-                    backup = str(write_backup(Path(params.backup_dir or default_backup_dir()), ctx.host,
-                                              read_payloads(ReadOnly(session))))
+                    where = Path(params.backup_dir) if params.backup_dir else bundles_dir()
+                    backup = str(write_backup(where, ctx.host, read_payloads(ReadOnly(session))))
                     log.append(f"backup: {backup}")
                 elif step.package is not None:
                     task = updater.push(Path(step.package.file), list(step.targets))
@@ -239,15 +240,6 @@ def _moves(targets: list[str], found: BmcInventory, wanted: dict[str, str]) -> s
     for name in targets:
         groups.setdefault((str(found.version(name)), wanted[name]), []).append(name)
     return "; ".join(f"{compress_names(names)} {old} -> {new}" for (old, new), names in groups.items())
-
-
-def default_backup_dir() -> Path:
-    """Where `gpuconf collect` keeps a node's evidence bundles: the state directory's bundles/."""
-    state = os.environ.get("GPUCONF_STATE_DIR")
-    if state:
-        return Path(state).expanduser() / "bundles"
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpuconf" / "bundles"
 
 
 def write_backup(directory: Path, host: str, payloads: dict[str, Any],
