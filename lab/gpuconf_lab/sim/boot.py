@@ -176,6 +176,17 @@ def _boot_order(names: list[str]) -> list[str]:
     return ordered
 
 
+def meminfo(gib: int) -> str:
+    """The node's /proc/meminfo: its profile's memory (a DGX A100's 1 TiB), not the machine's."""
+    total = gib * 1024 * 1024
+    free = total * 97 // 100
+    fields = [("MemTotal", total), ("MemFree", free), ("MemAvailable", total * 98 // 100), ("Buffers", 1024),
+              ("Cached", total // 100), ("SwapCached", 0), ("SwapTotal", 0), ("SwapFree", 0),
+              ("Shmem", 1024), ("HugePages_Total", 0), ("Hugepagesize", 2048)]
+    return "".join(f"{name + ':':<16}{value:>8} kB\n" if not name.startswith("HugePages_") else
+                   f"{name + ':':<16}{value:>8}\n" for name, value in fields)
+
+
 def main(argv: list[str]) -> int:
     step = argv[0] if argv else ""
     if step == "prepare":
@@ -194,13 +205,3 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     entry.run(main)
 
-
-def meminfo(gib: int) -> str:
-    """The node's /proc/meminfo: its profile's memory (a DGX A100's 1 TiB), not the machine's."""
-    total = gib * 1024 * 1024
-    free = total * 97 // 100
-    fields = [("MemTotal", total), ("MemFree", free), ("MemAvailable", total * 98 // 100), ("Buffers", 1024),
-              ("Cached", total // 100), ("SwapCached", 0), ("SwapTotal", 0), ("SwapFree", 0),
-              ("Shmem", 1024), ("HugePages_Total", 0), ("Hugepagesize", 2048)]
-    return "".join(f"{name + ':':<16}{value:>8} kB\n" if not name.startswith("HugePages_") else
-                   f"{name + ':':<16}{value:>8}\n" for name, value in fields)

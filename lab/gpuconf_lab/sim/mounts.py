@@ -50,7 +50,8 @@ def real_mounts() -> list:
 
 
 def _memory() -> int:
-    for line in (state.read_text("/proc/meminfo", "") or "").splitlines():
+    """MemTotal of the simulated kernel (what the runtime binds over /proc/meminfo)."""
+    for line in (state.read_text(f"{state.RUN}/proc/meminfo", "") or "").splitlines():
         if line.startswith("MemTotal:"):
             return int(line.split()[1]) * 1024
     return 1 << 34
