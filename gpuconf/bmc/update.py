@@ -16,13 +16,42 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from gpuconf.bmc.client import BmcError, Session
-from gpuconf.facts.redfish import FIRMWARE_INVENTORY, SYSTEMS, UPDATE_SERVICE, TaskView, members, task, update_service
+from gpuconf.facts.redfish import (
+    FIRMWARE_INVENTORY,
+    SYSTEMS,
+    UPDATE_SERVICE,
+    TaskMessage,
+    TaskView,
+    members,
+    task,
+    update_service,
+)
 
 POLL = 1.0
 
 
 class UpdateFailed(BmcError):
-    """A step of the update failed: the Task's messages (or why there is no Task) say how."""
+    """A step of the update failed: the Task's messages (or why there is no Task) say how;
+    `brief` is that alone, in a line (what a hardware hold's reason shows)."""
+
+    def __init__(self, message: str, brief: str = ""):
+        super().__init__(message)
+        self.brief = brief or message
+
+
+def log_lines(task_path: str, messages: tuple[TaskMessage, ...]) -> list[str]:
+    """A Task's new messages as log lines; a run of one message id (the same step on each of eight
+    GPUs) is one line, its first message and how many more."""
+    lines: list[str] = []
+    run: list[TaskMessage] = []
+    for message in [*messages, None]:
+        if run and (message is None or message.message_id != run[0].message_id):
+            more = f" (and {len(run) - 1} more like it)" if len(run) > 1 else ""
+            lines.append(f"{task_path}: {run[0].message_id}: {run[0].message}{more}")
+            run = []
+        if message is not None:
+            run.append(message)
+    return lines
 
 
 class Updater:
@@ -60,19 +89,20 @@ class Updater:
         percent: int | None = None
         while True:
             view = task(self.session.get(task_path))
-            for message in view.messages[seen:]:
-                self.log(f"{task_path}: {message.message_id}: {message.message}")
+            for line in log_lines(task_path, view.messages[seen:]):
+                self.log(line)
             seen = len(view.messages)
             if view.percent is not None and view.percent != percent:
                 percent = view.percent
                 self.log(f"{task_path}: {view.state} {percent}%")
             if view.finished:
                 if view.failed:
-                    raise UpdateFailed(f"{self.session.endpoint}: {task_path} ended {view.state}: {view.explain()}")
+                    raise UpdateFailed(f"{self.session.endpoint}: {task_path} ended {view.state}: {view.explain()}",
+                                       view.explain())
                 return view
             if self.clock() >= deadline:
                 raise UpdateFailed(f"{self.session.endpoint}: {task_path} still {view.state} after {timeout:g} s: "
-                                   f"{view.explain()}")
+                                   f"{view.explain()}", f"its Task still {view.state} after {timeout:g} s")
             self.sleep(POLL)
 
     def wait_version(self, component: str, version: str, timeout: float) -> None:
@@ -91,7 +121,8 @@ class Updater:
                 last = str(exc)
             self.sleep(POLL)
         raise UpdateFailed(f"{self.session.endpoint}: the BMC did not answer at {component} {version} within "
-                           f"{timeout:g} s (last: {last})")
+                           f"{timeout:g} s (last: {last})",
+                           f"the BMC did not come back at {version} within {timeout:g} s")
 
     def power_cycle(self) -> None:
         """ComputerSystem.Reset with ResetType PowerCycle on the BMC's (first) system; what a

@@ -199,6 +199,13 @@ def bmc_view(value: Any) -> dict[str, Any]:
             "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
+def firmware(args: Any) -> int:
+    """The fleet's firmware table, read from each node's BMC (gpuconf/cli/firmware.py)."""
+    from gpuconf.cli.firmware import run as fleet
+
+    return fleet(args)
+
+
 def schedule(args: Any) -> int:
     from gpuconf.cli.schedule import show
     from gpuconf.inventory.hosts import parse_extra_vars

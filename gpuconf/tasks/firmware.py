@@ -130,6 +130,8 @@ class Firmware(TaskType):
         return {**values, "package_problems": problems}
 
     def reads(self, params: FirmwareParams) -> list[Fact]:
+        if any(params.package_problems.values()):
+            return []   # refused in check(): the BMC is not even read
         return [inventory_fact(params.endpoint)]
 
     def check(self, params: FirmwareParams, facts: Facts) -> Verdict:
@@ -144,7 +146,18 @@ class Firmware(TaskType):
         steps = [c.after for c in changes if isinstance(c.after, Step)]
         session = Session(params.endpoint)
         updater = Updater(session, log.append)
-        backup = None
+        backup: str | None = None
+        current: Step | None = None   # the step under way once something was sent to the BMC
+
+        def stopped(message: str, brief: str) -> TaskError:
+            """Before anything was sent, the remediation fails; after, the node is the hardware's
+            (`hold`, the BMC's own words: gpuconf/remediate/firmware.py holds it)."""
+            data: dict[str, Any] = {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
+            if current is not None:
+                what = compress_names(list(current.targets)) if current.targets else "the power cycle"
+                data["hold"] = f"{what}: {brief}"
+            return TaskError(message, data=data)
+
         try:
             for step in steps:
                 if step.kind == "backup":
@@ -152,28 +165,32 @@ class Firmware(TaskType):
                     backup = str(write_backup(where, ctx.host, read_payloads(ReadOnly(session))))
                     log.append(f"backup: {backup}")
                 elif step.package is not None:
+                    current = step
                     task = updater.push(Path(step.package.file), list(step.targets))
                     updater.follow(task, params.task_timeout)
                     if step.kind == "bmc":
                         for name in step.targets:
                             updater.wait_version(name, step.versions[name], params.bmc_return_timeout)
                 elif step.kind == "activate":
+                    current = step
                     ctx.reboot("", params.power_cycle_timeout, via=updater.power_cycle)
         except UpdateFailed as exc:
-            raise TaskError(f"firmware update stopped: {exc}", data={"task_log": log, "backup": backup,
-                                                                     "hold": True}) from None
+            raise stopped(f"firmware update stopped: {exc}", exc.brief) from None
         except BmcError as exc:
-            raise TaskError(f"firmware update stopped: {exc}", data={"task_log": log, "backup": backup,
-                                                                     "hold": True}) from None
+            raise stopped(f"firmware update stopped: {exc}", str(exc)) from None
+        except OSError as exc:   # this machine's: the backup could not be written
+            raise stopped(f"firmware update stopped: {exc}", str(exc)) from None
         finally:
             session.close()
         after = ctx.read(inventory_fact(params.endpoint))   # the re-check reads this, the BMC's own word
         wrong = [f"{name} at {after.version(name)}, not {version}" for name, version in params.components.items()
                  if after.version(name) != version and not _kept_ahead(params, after, name)]
         if wrong:
-            raise TaskError("firmware update did not verify: " + "; ".join(wrong),
-                            data={"task_log": log, "backup": backup, "hold": True})
-        return {"task_log": log, "backup": backup}
+            current = current or Step("activate")
+            raise stopped("firmware update did not verify: " + "; ".join(wrong),
+                          "not at the bundle's version after the update: " + compress_names(
+                              [w.split(" at ", 1)[0] for w in wrong]))
+        return {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
 
 
 def _kept_ahead(params: FirmwareParams, found: BmcInventory, name: str) -> bool:
