@@ -3,7 +3,8 @@ the lab CA). Drift is reported and the fleet table lists the BMCs' components; a
 older BMC and older GPU firmware goes check 2, apply (backup, the BMC's package and its Task, the
 BMC back at its new version, the GPUs' package, the power cycle), check 0; a bundle whose signature
 does not verify is refused with nothing sent to the BMC; a hung BMC is reported after the timeout;
-a Task the BMC fails leaves the node held for a person (remediate, over the lab's Slurm)."""
+a Task the BMC fails leaves the node held for a person, and remediate updates a node through the
+scheduler (the lab's real Slurm): drained, updated, verified, resumed."""
 from __future__ import annotations
 
 import json
@@ -178,6 +179,20 @@ def test_a_failed_task_leaves_the_node_held(firmware_lab):
     [hold] = json.loads(held.stdout)["holds"]
     assert (hold["host"], hold["code"]) == (OTHER, "firmware") and hold["bundle"]
     assert bmc_version(firmware_lab, OTHER, "HGX_FW_BMC_0") == OLD_BMC
-    again = gpuconf(firmware_lab, "remediate", PLAYBOOK, "-i", inventory, "--limit", OTHER, "--health", "none")
-    assert slurm_node_state(lab, OTHER).startswith("drain"), again.stdout     # nothing of gpuconf's resumes a hold
-    slurm_idle(lab, OTHER)
+    slurm_idle(lab, OTHER)   # a person resumes it after the repair
+
+
+def test_remediate_updates_the_node_through_the_scheduler(firmware_lab):
+    """Drained, updated (BMC, GPUs, the power cycle through the BMC), verified by the check, resumed."""
+    lab = firmware_lab[0]
+    boots = lab.node_state(OTHER)["boots"]
+    run = gpuconf(firmware_lab, "remediate", PLAYBOOK, "-i", str(lab.inventory_path), "--limit", OTHER, "--health",
+                  "none")
+    assert run.returncode == 0, run.stdout + run.stderr
+    steps = [line.split(": ", 2)[1] for line in run.stdout.splitlines() if line.startswith(f"{OTHER}: ")]
+    assert steps == ["drain", "apply", "verify", "resume"], run.stdout
+    assert slurm_node_state(lab, OTHER) == "idle" and lab.node_state(OTHER)["boots"] == boots + 1
+    assert (bmc_version(firmware_lab, OTHER, "HGX_FW_BMC_0"), bmc_version(firmware_lab, OTHER, "HGX_FW_GPU_SXM_4")) \
+        == (NEW_BMC, NEW_GPU)
+    rc, rows = table(firmware_lab)
+    assert rc == 0 and not any(row["differ"] for row in rows.values())     # the fleet at one version again
