@@ -43,12 +43,15 @@ BMC_COMPONENTS = ["HGX_FW_BMC_0", "HostBMC_0", "FW_BMC_0", "BMC"]
 
 
 class FirmwarePackage(Params):
-    """One package file of the bundle (on the controller) and the components it updates."""
+    """One package file of the bundle (on the controller) and the components it updates;
+    `image_uri`, where the BMC can fetch the same file itself (the site's HTTP(S) server), makes
+    the update a Redfish SimpleUpdate instead of a push of the file."""
 
     file: str
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
     signature: str
     components: list[str] = Field(min_length=1)
+    image_uri: str | None = Field(None, pattern=r"^(https?|sftp|scp|tftp|nfs|cifs)://")
 
 
 class FirmwareParams(Params):
@@ -166,7 +169,7 @@ class Firmware(TaskType):
                     log.append(f"backup: {backup}")
                 elif step.package is not None:
                     current = step
-                    task = updater.push(Path(step.package.file), list(step.targets))
+                    task = updater.push(Path(step.package.file), list(step.targets), step.package.image_uri)
                     updater.follow(task, params.task_timeout)
                     if step.kind == "bmc":
                         for name in step.targets:

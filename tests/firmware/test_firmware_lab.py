@@ -37,7 +37,8 @@ def gpuconf(env, *args: str, timeout: float = 600) -> subprocess.CompletedProces
 def playbook(env, verb: str, host: str, *args: str, report=None) -> subprocess.CompletedProcess:
     lab = env[0]
     extra = ["--report", str(report)] if report else []
-    return gpuconf(env, verb, PLAYBOOK, "-i", str(lab.inventory_path), "--limit", host, *extra, *args)
+    return gpuconf(env, verb, PLAYBOOK, "-i", str(lab.inventory_path), "--limit", host, "--no-retry-file", *extra,
+                   *args)
 
 
 def requests(env, host: str) -> list[dict]:
@@ -83,8 +84,9 @@ def test_a_fresh_node_is_updated_bmc_first_then_its_gpus_and_verified(firmware_l
     # the BMC's Task log, as the task read it: the BMC's package, its Task to the end, the BMC back at its
     # new version, and only then the GPUs' package and its Task, then the power cycle
     order = [next(i for i, line in enumerate(log) if needle in line) for needle in (
-        "backup: ", "pushed for HGX_FW_BMC_0", "Update.1.0.UpdateSuccessful", f"the BMC answers again: HGX_FW_BMC_0 "
-        f"at {NEW_BMC}", "pushed for HGX_FW_GPU_SXM_1", "Update.1.0.AwaitToActivate", "PowerCycle sent")]
+        "backup: ", "sent (multipart push) for HGX_FW_BMC_0", "Update.1.0.UpdateSuccessful",
+        f"the BMC answers again: HGX_FW_BMC_0 at {NEW_BMC}", "sent (multipart push) for HGX_FW_GPU_SXM_[1-8]",
+        "Update.1.0.AwaitToActivate", "PowerCycle sent")]
     assert order == sorted(order), log
     assert any(line.endswith("Completed 100%") for line in log)
     assert "Update.1.0.AwaitToActivate" in apply.stdout                       # -v prints the Task log

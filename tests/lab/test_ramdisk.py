@@ -18,7 +18,8 @@ NODE = "a100-02"   # the session lab's node for reboots: 1 TiB, a 64G RAM disk f
 def gpuconf(lab, verb: str, host: str, *args: str, report=None) -> subprocess.CompletedProcess:
     extra = ["--report", str(report)] if report else []
     return subprocess.run([sys.executable, "-m", "gpuconf", verb, PLAYBOOK, "-i", str(lab.inventory_path),
-                           "--limit", host, *extra, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                           "--limit", host, "--no-retry-file", *extra, *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
 
 
 def ramdisk(lab) -> list:

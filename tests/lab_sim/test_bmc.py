@@ -178,3 +178,33 @@ def test_the_lab_publishes_a_bundle_gpuconf_verifies(tmp_path):
     assert bundle["components"] == {"HGX_FW_BMC_0": "HGX-22.10-1-rc57", **{g: "96.00.89.00.01" for g in GPUS}}
     for entry in bundle["packages"]:
         assert check_package(entry["file"], entry["sha256"], entry["signature"], bundle["public_key"]).problem is None
+
+
+def test_simple_update_has_the_bmc_fetch_the_image_itself(bmc, tmp_path):
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    image = bmc.image({"HGX_FW_BMC_0": "HGX-22.10-1-rc57"})
+    (served / "bmc.fwpkg").write_bytes(image.read_bytes())
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    files = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{files.server_address[1]}"
+    log: list[str] = []
+    session = bmc.session()
+    try:
+        updater = Updater(session, log.append, sleep=lambda s: time.sleep(0.1))
+        done = updater.follow(updater.push(image, ["HGX_FW_BMC_0"], f"{base}/bmc.fwpkg"), 10)
+        assert done.state == "Completed" and log[0].startswith("image.fwpkg sent (SimpleUpdate) for HGX_FW_BMC_0: ")
+        updater.wait_version("HGX_FW_BMC_0", "HGX-22.10-1-rc57", 10)
+        with pytest.raises(UpdateFailed, match="Update.1.0.TransferFailed: Transfer of image 'gone.fwpkg' to "
+                                               "'HostBMC_0' failed"):
+            updater.follow(updater.push(image, ["HostBMC_0"], f"{base}/gone.fwpkg"), 10)
+    finally:
+        session.close()
+        files.shutdown()
+        files.server_close()
+    assert bmc.posts() == ["/redfish/v1/UpdateService/Actions/SimpleUpdate"] * 2   # the image was never pushed

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         data = self.rfile.read(length)
         resources = node.model.resources()
-        push = resources["/redfish/v1/UpdateService"].get("MultipartHttpPushUri")
+        update_service = resources["/redfish/v1/UpdateService"]
+        push = update_service.get("MultipartHttpPushUri")
+        simple = update_service.get("Actions", {}).get("#UpdateService.SimpleUpdate", {}).get("target")
         system = resources[node.model.system]
         reset = system.get("Actions", {}).get("#ComputerSystem.Reset", {}).get("target")
         with node.store.locked() as state:
@@ -157,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
             service.advance(state, now)
             if path == push:
                 answer = self._push(node, state, data, now)
+            elif path == simple:
+                answer = self._simple_update(node, state, data, now)
             elif path == reset:
                 try:
                     body = json.loads(data or b"{}")
@@ -186,6 +191,35 @@ class Handler(BaseHTTPRequestHandler):
         except PackageError as exc:
             package = exc
         return service.start_update(node.model, state, package, file_name or "image", targets, now, node.task_seconds)
+
+
+    def _simple_update(self, node: Node, state: dict[str, Any], data: bytes, now: float) -> service.Answer:
+        """UpdateService.SimpleUpdate: the BMC fetches `ImageURI` itself (from the loopback only)."""
+        action = "UpdateService.SimpleUpdate"
+        try:
+            body = json.loads(data or b"{}")
+        except ValueError:
+            body = {}
+        uri = str(body.get("ImageURI") or "") if isinstance(body, dict) else ""
+        if not uri:
+            return service.Answer(*service.error(400, "Base.1.12.ActionParameterMissing", action, "ImageURI"))
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme not in ("http", "https") or not (parsed.hostname or "").startswith("127."):
+            return service.Answer(*service.error(400, "Base.1.12.ActionParameterValueNotInList", uri, "ImageURI",
+                                                 action))
+        targets = service.parse_update_parameters(json.dumps({"Targets": body.get("Targets", [])}))
+        if isinstance(targets, str):
+            return service.Answer(*service.error(400, "Base.1.12.PropertyValueNotInList", targets, "Targets"))
+        package: Package | PackageError | None
+        try:
+            with urllib.request.urlopen(uri, timeout=30) as response:   # noqa: S310 - http(s) on the loopback
+                package = read(response.read(MAX_IMAGE), node.provider)
+        except PackageError as exc:
+            package = exc
+        except OSError:
+            package = None
+        name = parsed.path.rsplit("/", 1)[-1] or "image"
+        return service.start_update(node.model, state, package, name, targets, now, node.task_seconds)
 
 
 def _multipart(content_type: str, data: bytes) -> dict[str, tuple[str | None, bytes]]:

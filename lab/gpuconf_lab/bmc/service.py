@@ -38,6 +38,7 @@ REGISTRY = {
     "Update.1.0.AwaitToActivate": ("Awaiting for an action to proceed with activating image '%1' on '%2'.", "OK"),
     "Update.1.0.VerificationFailed": ("Verification of image '%1' at '%2' failed.", "Critical"),
     "Update.1.0.ApplyFailed": ("Installation of image '%1' to '%2' failed.", "Critical"),
+    "Update.1.0.TransferFailed": ("Transfer of image '%1' to '%2' failed.", "Critical"),
     "TaskEvent.1.0.TaskCompletedOK": ("The task with id %1 has completed.", "OK"),
     "Base.1.12.PropertyValueNotInList": ("The value '%1' for the property %2 is not in the list of acceptable "
                                          "values.", "Warning"),
@@ -161,10 +162,11 @@ def _step(task: dict[str, Any], at: float, percent: int | None, messages: list[d
     task["steps"].append({"at": at, "percent": percent, "messages": messages, "state": state, "status": status})
 
 
-def start_update(model: Model, state: dict[str, Any], image: Package | PackageError, file_name: str,
+def start_update(model: Model, state: dict[str, Any], image: Package | PackageError | None, file_name: str,
                  targets: list[str], now: float, seconds: float) -> Answer:
-    """An update Task for `image` (or why it is refused) on `targets` (inventory ids, or all of the
-    image's when none are named). A target the BMC does not list is refused at once (400)."""
+    """An update Task for `image` (or why it is refused; None: it could not be fetched) on
+    `targets` (inventory ids, or all of the image's when none are named). A target the BMC does
+    not list is refused at once (400)."""
     listed = set(model.components())
     unknown = [t for t in targets if t not in listed]
     if unknown:
@@ -177,6 +179,10 @@ def start_update(model: Model, state: dict[str, Any], image: Package | PackageEr
     _step(task, now, 0, [message("Update.1.0.TargetDetermined", t, versions[t] or file_name) for t in chosen])
     _step(task, now + TRANSFER * seconds, 10,
           [message("Update.1.0.TransferringToComponent", file_name, t) for t in chosen])
+    if image is None:
+        _step(task, now + (TRANSFER + 0.05) * seconds, 10, [message("Update.1.0.TransferFailed", file_name, chosen[0])],
+              "Exception", "Critical")
+        return _accepted(task, now)
     _step(task, now + VERIFY * seconds, 30, [message("Update.1.0.VerifyingAtComponent", file_name, t) for t in chosen])
     wrong = [t for t in chosen if t not in components or t not in listed]
     if isinstance(image, PackageError) or wrong:

@@ -61,3 +61,48 @@ def test_the_dgx_h100s_root_offers_expand_and_a_root_that_does_not_gets_one_requ
     plain = Reader({}, members(), expands=False)
     assert inventory(read_payloads(plain)) == found
     assert len([p for p in plain.asked if p.startswith(FIRMWARE_INVENTORY + "/")]) == 3
+
+
+class PushSession:
+    """A session whose BMC offers only what `service` says, recording what is sent."""
+
+    def __init__(self, service: dict):
+        self.service, self.sent = service, []
+        self.endpoint = "https://bmc"
+
+    def get(self, path: str) -> dict:
+        assert path == "/redfish/v1/UpdateService"
+        return self.service
+
+    def patch(self, path: str, body: dict) -> None:
+        self.sent.append(("PATCH", path, body))
+
+    def post(self, path, body, headers=None, timeout=None):
+        self.sent.append(("POST", path, body if isinstance(body, dict) else type(body).__name__))
+        return 202, {}, {"Location": "/redfish/v1/TaskService/Tasks/7"}
+
+
+def test_an_image_goes_the_way_the_bmc_offers(tmp_path):
+    import pytest
+
+    from gpuconf.bmc.update import UpdateFailed, Updater
+
+    package = tmp_path / "bmc.fwpkg"
+    package.write_bytes(b"image")
+    target = "/redfish/v1/UpdateService/FirmwareInventory/BMC"
+    older = PushSession({"ServiceEnabled": True, "HttpPushUri": "/FWUpdate"})   # DMTF's public-rackmount1 offers this
+    assert Updater(older, lambda line: None).push(package, ["BMC"]) == "/redfish/v1/TaskService/Tasks/7"
+    assert older.sent == [("PATCH", "/redfish/v1/UpdateService", {"HttpPushUriTargets": [target]}),
+                          ("POST", "/FWUpdate", "bytes")]
+    viking = real("dgx-h100-viking-UpdateService-libredfish.json")
+    fetching = PushSession(viking)
+    Updater(fetching, lambda line: None).push(package, ["BMC"], "https://files.example/bmc.fwpkg")
+    assert fetching.sent == [("POST", "/redfish/v1/UpdateService/Actions/SimpleUpdate", {
+        "ImageURI": "https://files.example/bmc.fwpkg", "Targets": [target], "TransferProtocol": "HTTPS"})]
+    pushing = PushSession(viking)
+    Updater(pushing, lambda line: None).push(package, ["BMC"])
+    assert pushing.sent == [("POST", "/redfish/v1/UpdateService/upload", "list")]   # multipart, when there is no URI
+    with pytest.raises(UpdateFailed, match="offers no SimpleUpdate action"):
+        Updater(PushSession({"HttpPushUri": "/FWUpdate"}), lambda line: None).push(package, [], "https://f/x")
+    with pytest.raises(UpdateFailed, match="offers no way to send an image"):
+        Updater(PushSession({"ServiceEnabled": True}), lambda line: None).push(package, [])
