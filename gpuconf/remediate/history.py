@@ -53,6 +53,11 @@ MIGRATIONS: list[list[str]] = [
         "first_seen REAL NOT NULL, last_seen REAL NOT NULL, reason TEXT NOT NULL)",
         "CREATE TABLE breaker (at REAL NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')",
     ],
+    [  # version 5: the drain reason gpuconf set last (set again after a reboot: Slurm rewrites it), and
+        # the recovery action that decided the remediation (a run carried on knows it was a hardware action)
+        "ALTER TABLE remediations ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE remediations ADD COLUMN action TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # outcomes: what a finished remediation came to; FOREIGN: someone else drained (or resumed) the
@@ -87,6 +92,8 @@ class Record:
     cause: str = ""  # DRIFT or FAULT
     fingerprint: str = ""  # of the changes the check planned (drift): the same drift has the same one
     bundle: str = ""  # the evidence bundle collected before its repair (gpuconf collect), if any
+    reason: str = ""  # the drain reason gpuconf set last on the node ("" before its drain)
+    action: str = ""  # the recovery action that decided it (reset_gpu, reboot_node, ...), "" when none
 
     @property
     def open(self) -> bool:
@@ -192,6 +199,16 @@ class History:
             db.execute("UPDATE remediations SET step = ? WHERE id = ?", (step, record))
             db.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (record, time.time(), step, detail))
 
+    def set_reason(self, record: int, reason: str) -> None:
+        """The drain reason gpuconf has just set on the node (written after the scheduler took it)."""
+        with self._write() as db:
+            db.execute("UPDATE remediations SET reason = ? WHERE id = ?", (reason, record))
+
+    def set_action(self, record: int, action: str) -> None:
+        """The recovery action deciding this remediation, journalled before its first node action."""
+        with self._write() as db:
+            db.execute("UPDATE remediations SET action = ? WHERE id = ?", (action, record))
+
     def finish(self, record: int, outcome: str, detail: str = "", ended: float | None = None) -> None:
         at = time.time() if ended is None else ended
         with self._write() as db:
@@ -254,7 +271,7 @@ class History:
 
     def records(self, host: str | None = None) -> list[Record]:
         query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint, "
-                 "bundle FROM remediations")
+                 "bundle, reason, action FROM remediations")
         args: tuple[str, ...] = ()
         if host is not None:
             query, args = query + " WHERE host = ?", (host,)

@@ -23,7 +23,7 @@ from gpuconf.remediate.decision import APP, Decision
 from gpuconf.remediate.history import FAULT, History, Record
 from gpuconf.remediate.hold import hold_reason, hold_record
 from gpuconf.remediate.lemon import LemonRule
-from gpuconf.remediate.watch import NotRebooted, Stopped, TakenOver, Watch, whose
+from gpuconf.remediate.watch import Claims, NotRebooted, Stopped, TakenOver, Watch, whose
 from gpuconf.scheduler.interface import Node, Scheduler
 
 
@@ -75,15 +75,21 @@ class Remediation:
         self.clock = clock
         self.summary = out.Summary()
         self._lock = threading.Lock()
-        self.watch = Watch(self._states, settings.poll, self.stop)
+        self.claims = Claims(scheduler, history)
+        self.watch = Watch(self._states, settings.poll, self.stop, self.claims)
         self.fuse = Fuse(settings.breaker, history, set(hosts), clock)
 
     # -- the run --------------------------------------------------------------
     def run(self) -> out.Summary:
         s = self.summary
         s.limit = self.settings.budget.limit(len(self.hosts))
-        states = self._states()
-        self._settle_reboots(states)
+        for host, record in self.history.open_records().items():  # a run killed mid-reboot: its reason, rewritten
+            if host in self.hosts:
+                self.claims.know(self.hosts[host], record.id, record.reason or record.finding)
+        self._settle_reboots(self._states())
+        for node in self._states().values():
+            if self.claims.ours(node):
+                self.claims.reassert(node)
         verdicts = self.hooks.check(sorted(self.hosts))
         if self.stop.is_set():  # an interrupted check left tasks out: nothing is judged on it
             for host, node_name in self.hosts.items():
@@ -244,11 +250,11 @@ class Remediation:
         rid = self.history.begin(host, name, verdict.finding, self.settings.run_id, step="lemon",
                                  cause=verdict.cause or None, fingerprint=verdict.fingerprint)
         node = self._states().get(name)
-        if node is None or node.foreign:  # drained meanwhile by someone else: their reason stays
+        if self._foreign(node):  # drained meanwhile by someone else: their reason stays
             self._left_to_someone(host, rid, node, drifted=True)
             return
         self._line(host, f"drain: {reason}")
-        self.scheduler.drain(name, reason)
+        self.claims.drain(name, rid, reason)
         self.history.finish(rid, out.LEMON, reason)
         self.summary.set(host, name, out.LEMON, reason, drifted=True)
 
@@ -263,10 +269,10 @@ class Remediation:
         verified = False
         try:
             node = self._states().get(name)
-            if node is None or node.foreign:  # drained by someone else since the wave was read
+            if self._foreign(node):  # drained by someone else since the wave was read
                 raise TakenOver(node)
             self._line(host, f"drain: {reason}")
-            self.scheduler.drain(name, reason)
+            self.claims.drain(name, rid, reason)
             self.history.step(rid, "wait")
             if not self._wait_idle(host):
                 self.history.step(rid, "undrain")
@@ -293,7 +299,7 @@ class Remediation:
             self.history.step(rid, "fail", failed)
             self.watch.still_ours(name)
             self._line(host, f"drain: {failed}")
-            self.scheduler.drain(name, failed)
+            self.claims.drain(name, rid, failed)
             self.history.finish(rid, out.FAILED, plan.first_line(why))
             self.summary.set(host, name, out.FAILED, failed, drifted=True)
         except TakenOver as taken:
@@ -311,12 +317,12 @@ class Remediation:
         else:
             self.history.step(rid, "hold", decision.text())
         node = self._states().get(name)
-        if node is None or node.foreign:  # drained meanwhile by someone else: their reason stays
+        if self._foreign(node):  # drained meanwhile by someone else: their reason stays
             self._left_to_someone(host, rid, node, drifted=True)
             return
         self._line(host, f"hardware hold: {decision.text()}")
         self._line(host, f"drain: {reason}")
-        self.scheduler.drain(name, reason)
+        self.claims.drain(name, rid, reason)
         self.history.add_hold(hold_record(rid, host, name, decision, reason, serials, self.clock()))
         if not any(r.id == rid and r.bundle for r in self.history.records(host)):
             ladder.evidence(self, host, rid)  # for the RMA: the node is held as the fault left it
@@ -331,7 +337,7 @@ class Remediation:
         node = self._states().get(name)
         if node is not None and node.in_service:
             return False
-        if node is None or not node.out_by_gpuconf:
+        if node is None or not self.claims.ours(node):
             raise TakenOver(node)
         self._line(host, "resume")
         self.scheduler.resume(name)
@@ -372,7 +378,7 @@ class Remediation:
 
     def _settle_reboots(self, states: dict[str, Node], only: str | None = None) -> None:
         """Wait for the nodes gpuconf asked to reboot to register again (their reboot flag gone)."""
-        self.watch.reboots([n for n, node in states.items() if node.rebooting and node.out_by_gpuconf
+        self.watch.reboots([n for n, node in states.items() if node.rebooting and self.claims.ours(node)
                             and (only is None or n == only) and n in self.hosts.values()],
                            self.settings.reboot_timeout)
 
@@ -382,6 +388,10 @@ class Remediation:
         with self._lock:
             self.summary.max_out_of_service = max(self.summary.max_out_of_service, out_now)
         return states
+
+    def _foreign(self, node: Node | None) -> bool:
+        """Unknown to the scheduler, or out of service for a reason that is not gpuconf's."""
+        return node is None or (not node.in_service and not self.claims.ours(node))
 
     def _check_stop(self) -> None:
         if self.stop.is_set():

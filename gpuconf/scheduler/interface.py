@@ -129,8 +129,13 @@ class Scheduler(Protocol):
         ...
 
     def reboot(self, node: str) -> None:
-        """Reboot it (drained by gpuconf, idle); it stays out of service after the reboot, and keeps
-        the reason it has (gpuconf's own drain)."""
+        """Reboot it (drained by gpuconf, idle); it stays out of service after the reboot. The
+        scheduler may write its own words into the reason meanwhile (`rewritten_by_reboot`): gpuconf
+        sets its reason again once the node is back."""
+        ...
+
+    def rewritten_by_reboot(self, reason: str | None, ours: str) -> bool:
+        """`reason` is what the scheduler's own reboot made of gpuconf's reason `ours`."""
         ...
 
 

@@ -32,6 +32,11 @@ DEADLINE = 35.0  # --deadline under --slurm
 STEP_BUDGET = 15.0  # seconds for the scheduler step of one host (scontrol and the remembered state)
 SCONTROL_TIMEOUT = 10
 REASON_STAMP = re.compile(r"\s*\[([^\[\]@]*@[^\[\]]*)\]\s*$")  # Slurm appends " [user@time]"
+# What slurmctld 22.05.8 writes into a node's reason when it reboots it (set_node_reboot_reason,
+# src/slurmctld/node_mgr.c): " : <words>" appended, or, when the reason holds the words already, the
+# bare words in its place. So a second plain reboot turns "gpuconf: ... : reboot issued" into
+# "reboot issued", and a node that misses ResumeTimeout gets " : reboot timed out".
+REBOOT_WORDS = ("reboot issued", "reboot complete", "reboot timed out")
 
 
 def run_local(argv: list[str], timeout: float) -> tuple[int, str, str]:
@@ -84,6 +89,19 @@ class Slurm:
 
     def reboot(self, node: str) -> None:
         self._scontrol(*reboot_args(node))
+
+    def rewritten_by_reboot(self, reason: str | None, ours: str) -> bool:
+        return rewritten_by_reboot(reason, ours)
+
+
+def rewritten_by_reboot(reason: str | None, ours: str) -> bool:
+    """`reason` is what slurmctld's reboot made of gpuconf's `ours`: `ours : reboot issued` (and
+    further words), or the bare words that replaced it (REBOOT_WORDS)."""
+    if reason is None or not ours:
+        return False
+    tail = reason[len(ours):] if reason.startswith(ours) else " : " + reason
+    parts = tail.split(" : ")
+    return len(parts) > 1 and parts[0] == "" and all(part in REBOOT_WORDS for part in parts[1:])
 
 
 def last_line(text: str) -> str:

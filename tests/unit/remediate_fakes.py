@@ -14,6 +14,7 @@ from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.reset import Outcome
 from gpuconf.scheduler.interface import Node
+from gpuconf.scheduler.slurm import rewritten_by_reboot
 
 
 @dataclass
@@ -27,6 +28,7 @@ class FakeNode:
 
 class FakeSlurm:
     name = "slurm"
+    rewritten_by_reboot = staticmethod(rewritten_by_reboot)  # the scheduler's own rule, as Slurm's
 
     def __init__(self, names: Iterable[str]):
         self.state = {n: FakeNode() for n in names}
@@ -82,13 +84,16 @@ class FakeSlurm:
             self._changed()
 
     def reboot(self, node: str) -> None:
-        """As a plain scontrol reboot (no reason=) of a drained node: it keeps its reason, with
-        " : reboot issued" appended, and comes back drained, not responding until slurmctld has
-        pinged it."""
+        """As a plain scontrol reboot (no reason=) of a drained node: Slurm 22.05.8's
+        set_node_reboot_reason (src/slurmctld/node_mgr.c) appends " : reboot issued" to the reason,
+        or, when the reason already holds "reboot issued", replaces it with the bare words; the node
+        comes back drained, not responding until slurmctld has pinged it."""
         with self.lock:
             self.calls.append(("reboot", node))
             fake = self.state[node]
-            fake.reason, fake.silent = f"{fake.reason} : reboot issued", 2
+            fake.reason = "reboot issued" if fake.reason is None or "reboot issued" in fake.reason \
+                else f"{fake.reason} : reboot issued"
+            fake.silent = 2
             self._changed()
 
     def hand_drain(self, node: str, reason: str, base: str = "IDLE") -> None:
