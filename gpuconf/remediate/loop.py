@@ -20,7 +20,7 @@ from gpuconf.remediate import ladder, plan, reset, restart_app
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker, Fuse
 from gpuconf.remediate.decision import APP, Decision
-from gpuconf.remediate.history import FAULT, History, Record
+from gpuconf.remediate.history import DRIFT, FAULT, History, Record
 from gpuconf.remediate.hold import hold_reason, hold_record
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import Claims, NotRebooted, Stopped, TakenOver, Watch, whose
@@ -271,16 +271,13 @@ class Remediation:
             node = self._states().get(name)
             if self._foreign(node):  # drained by someone else since the wave was read
                 raise TakenOver(node)
+            # only a drain this run set for drift alone is lifted for a long job: a fault's stays until verified
+            liftable = node is not None and node.in_service and verdict.cause == DRIFT and verdict.decision is None
             self._line(host, f"drain: {reason}")
             self.claims.drain(name, rid, reason)
             self.history.step(rid, "wait")
             if not self._wait_idle(host):
-                self.history.step(rid, "undrain")
-                resumed = self._resume(host)
-                detail = f"jobs still running after {plan.duration_text(self.settings.drain_timeout)}" + \
-                    ("; resumed, to be retried in a later wave" if resumed else "")
-                self.history.finish(rid, out.SKIPPED_BUSY, detail)
-                self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
+                self._busy(host, rid, liftable)
                 return
             self.watch.still_ours(name)
             result = ladder.climb(self, host, rid, verdict)
@@ -304,6 +301,20 @@ class Remediation:
             self.summary.set(host, name, out.FAILED, failed, drifted=True)
         except TakenOver as taken:
             self._left_to_someone(host, rid, taken.node, drifted=not verified)
+
+    def _busy(self, host: str, rid: int, liftable: bool) -> None:
+        """Jobs still run at --drain-timeout: a drift drain this run set is lifted (the node would hold
+        the budget for the whole job), any other stays (a fault: no new job starts on it)."""
+        name = self.hosts[host]
+        detail = f"jobs still running after {plan.duration_text(self.settings.drain_timeout)}"
+        if liftable:
+            self.history.step(rid, "undrain")
+            if self._resume(host):
+                detail += "; resumed, to be retried in a later wave"
+        else:
+            detail += "; left drained until verified clean (not a drain this run set for drift alone)"
+        self.history.finish(rid, out.SKIPPED_BUSY, detail)
+        self.summary.set(host, name, out.SKIPPED_BUSY, detail, drifted=True)
 
     def _hold(self, host: str, rid: int | None, verdict: plan.Verdict, decision: Decision) -> None:
         """Drain the node as a hardware hold, for a person: the journal's `hold` step first, the

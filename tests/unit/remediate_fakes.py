@@ -135,9 +135,9 @@ class FakeHooks:
                 result[host] = plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}",
                                             cause="fault", decision=self.faults[host])
             elif host in self.broken:
-                result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79")
+                result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79", cause="fault")
             elif host in self.drifted:
-                result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content")
+                result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content", cause="drift")
             else:
                 result[host] = plan.Verdict(host, True)
         return result
