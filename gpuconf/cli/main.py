@@ -172,8 +172,8 @@ def _gate_options(parser: argparse.ArgumentParser) -> None:
                         "first (Slurm's Prolog or Epilog: docs/slurm.md)")
     parser.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the short host name)")
     parser.add_argument("--driver-version", metavar="VERSION", help="the pinned driver version (default: any)")
-    parser.add_argument("--state", default="/var/lib/gpuconf/gate.json", metavar="FILE",
-                        help="where the gate remembers how far it read the kernel log (default %(default)s)")
+    parser.add_argument("--state", metavar="FILE", help="no longer used: the gate keeps no state, it judges this "
+                        "boot's whole kernel log (accepted so that an existing Prolog line runs)")
     parser.add_argument("--report", metavar="FILE", help="also write the JSON verdict to FILE")
     parser.add_argument("--nvidia-smi-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="nvidia-smi's time before it counts as driver_unresponsive (default 10)")

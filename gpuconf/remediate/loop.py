@@ -83,9 +83,9 @@ class Remediation:
     def run(self) -> out.Summary:
         s = self.summary
         s.limit = self.settings.budget.limit(len(self.hosts))
-        for host, record in self.history.open_records().items():  # a run killed mid-reboot: its reason, rewritten
-            if host in self.hosts:
-                self.claims.know(self.hosts[host], record.id, record.reason or record.finding)
+        for left in self.history.open_records().values():  # a run killed mid-reboot: its reason, rewritten
+            if left.host in self.hosts:
+                self.claims.know(self.hosts[left.host], left.id, left.reason or left.finding)
         self._settle_reboots(self._states())
         for node in self._states().values():
             if self.claims.ours(node):
