@@ -87,9 +87,9 @@ class Remediation:
             if left.host in self.hosts:
                 self.claims.know(self.hosts[left.host], left.id, left.reason or left.finding)
         self._settle_reboots(self._states())
-        for node in self._states().values():
-            if self.claims.ours(node):
-                self.claims.reassert(node)
+        for back in self._states().values():
+            if self.claims.ours(back):
+                self.claims.reassert(back)
         verdicts = self.hooks.check(sorted(self.hosts))
         if self.stop.is_set():  # an interrupted check left tasks out: nothing is judged on it
             for host, node_name in self.hosts.items():
