@@ -62,8 +62,6 @@ class Result:
         return f"{RECOVERED} {decision.action} by {', '.join(self.taken)}"
 
 
-
-
 def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Result:
     """The node is drained under gpuconf's reason and idle; take it up the ladder."""
     decision = verdict.decision
@@ -81,6 +79,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
             taken.append(step)
             rebooted = rebooted or step == "reboot"
         if not applied:
+            run.watch.still_ours(run.hosts[host])  # a person's drain during a node action: nothing applied
             run.history.step(rid, "apply")
             run._line(host, "apply")
             error = run.hooks.apply(host, lambda: run._reboot(host))
@@ -138,5 +137,6 @@ def take(run: Remediation, host: str, rid: int, step: str, decision: Decision) -
     run.history.step(rid, step, outcome_text)
     run._line(host, f"{step}: {outcome_text}")
     run._check_stop()
+    run.watch.still_ours(name)  # whoever drained it meanwhile decides from now on
     return done
 

@@ -121,6 +121,7 @@ class FakeHooks:
         self.actions: list[tuple[str, str]] = []  # (host, "reset" | "imex"), as the ladder took them
         self.refuse: set[str] = set()  # hosts whose GPU reset nvidia-smi refuses (a process holds the GPU)
         self.collected: list[str] = []  # hosts whose evidence bundle was collected
+        self.during_action = None  # called inside a node action (a reset, an IMEX restart): an operator, a signal
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -153,6 +154,8 @@ class FakeHooks:
     def node_action(self, host: str, step: str, decision: Decision) -> Outcome:
         assert not self.slurm.node(host).in_service and not self.slurm.node(host).busy, f"{step} in service"
         self.actions.append((host, step))
+        if self.during_action is not None:
+            self.during_action()
         if step == "reset" and host in self.refuse:
             return Outcome(False, "The following GPUs could not be reset:; GPU 00000000:3B:00.0: In use by another "
                            "client", refused=True)

@@ -112,3 +112,18 @@ def test_a_verified_node_an_operator_holds_is_reported_but_in_sync(tmp_path):
     assert calls(slurm, "n6") == [] and slurm.state["n6"].reason == OPERATOR
     node = summary.nodes["n6"]
     assert (node.outcome, node.drifted, summary.exit_code) == (out.FOREIGN, False, 0)
+
+
+def test_an_operators_drain_during_the_reset_is_seen_before_the_apply(tmp_path):
+    """Issue 35, MEDIUM 4: nothing is applied to a node after a person took it, even when they drained
+    it while its GPU reset ran."""
+    from gpuconf.remediate.decision import decide_action
+    from tests.unit.test_remediate_hardware import xid
+
+    slurm = FakeSlurm(NODES)
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n2"] = decide_action([xid(48, "reset_gpu")])
+    hooks.during_action = lambda: slurm.hand_drain("n2", OPERATOR)
+    summary = remediate(slurm, hooks, tmp_path)
+    assert hooks.actions == [("n2", "reset")] and hooks.applied == []
+    assert slurm.state["n2"].reason == OPERATOR and summary.nodes["n2"].outcome == out.FOREIGN
