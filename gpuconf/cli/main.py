@@ -105,8 +105,10 @@ def _remediate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook", nargs="?")  # only --reset-breaker runs without one
     parser.add_argument("--check", action="store_true", help="print each node's plan and the budget it spends; "
                         "change nothing")
-    parser.add_argument("--breaker", metavar="N|P%", help="stop taking nodes out once this many (of the nodes in "
-                        "scope) were held for hardware or failed verification within --breaker-window (default: off)")
+    parser.add_argument("--breaker", metavar="N|P%|P%,N", help="stop taking nodes out once this many nodes of the "
+                        "fleet (a count, a share of its GPU nodes, or both: the stricter) needed a hardware action, "
+                        "were held or failed verification within --breaker-window (default: off; a tripped breaker "
+                        "stops every run)")
     parser.add_argument("--breaker-window", default="24h", metavar="DURATION", help="(default 24h)")
     parser.add_argument("--reset-breaker", action="store_true", help="close the tripped circuit breaker, and exit")
     parser.add_argument("--restart-app-window", default="1h", metavar="DURATION",

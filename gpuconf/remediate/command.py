@@ -131,6 +131,13 @@ class EngineHooks:
         return parse(str(reply.get("out") or reply.get("error") or ""), reply.get("rc"))
 
 
+def gpus_named(host: HostResult) -> int:
+    """The GPUs the check's findings name (the health probes name each GPU they read): 0 on a node
+    without any, which the breaker's share leaves out."""
+    return len({f.bus_id or f"index {f.gpu}" for t in host.tasks for f in t.findings
+                if f.bus_id or f.gpu is not None})
+
+
 def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if host is None:
         return plan.Verdict(name, True)
@@ -139,7 +146,7 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
                             unreachable=True)
     warned = strict and host.warned
     if not (host.failed or host.drifted or warned):
-        return plan.Verdict(name, True)
+        return plan.Verdict(name, True, gpus=gpus_named(host))
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
     cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
     unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
@@ -150,7 +157,7 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
             not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
         decision = None  # something else needs the apply: the node is remediated as for any failure
     return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
-                        decision=decision)
+                        decision=decision, gpus=gpus_named(host))
 
 
 def drift_fingerprint(host: HostResult) -> str:
@@ -237,14 +244,15 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
     states = scheduler.nodes(hosts.values())
     records: list[Any] = []
     events: list[tuple[float, str, str]] = []
+    gpu_hosts = {h for h, v in verdicts.items() if v.gpus}
     if (state_dir / FILE).exists():
         store = History(state_dir, create=False)
         try:
-            records, events = store.records(), store.breaker_events()
+            records, events, gpu_hosts = store.records(), store.breaker_events(), gpu_hosts | store.gpu_hosts()
         finally:
             store.close()
     for line in preview(hosts, verdicts, states, records, events, config.budget.limit(len(hosts)), config.lemon,
-                        config.breaker, time.time(), config.app_window):
+                        config.breaker, time.time(), config.app_window, gpu_hosts):
         print(line)
     unclean = [v for v in verdicts.values() if not v.clean]
     return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)

@@ -57,6 +57,8 @@ MIGRATIONS: list[list[str]] = [
         # the recovery action that decided the remediation (a run carried on knows it was a hardware action)
         "ALTER TABLE remediations ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE remediations ADD COLUMN action TEXT NOT NULL DEFAULT ''",
+        # the fleet as the runs' checks saw it: how many GPUs each host's findings named (the breaker's share)
+        "CREATE TABLE fleet (host TEXT PRIMARY KEY, gpus INTEGER NOT NULL, seen REAL NOT NULL)",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -242,7 +244,18 @@ class History:
         with self._write() as db:
             db.execute("INSERT INTO breaker VALUES (?, ?, ?)", (time.time() if at is None else at, event, detail))
 
+    def see_gpus(self, host: str, gpus: int, at: float | None = None) -> None:
+        """How many GPUs a run's check of the host found (0: none, a login or storage node)."""
+        with self._write() as db:
+            db.execute("INSERT INTO fleet VALUES (?, ?, ?) ON CONFLICT(host) DO UPDATE SET gpus = excluded.gpus, "
+                       "seen = excluded.seen", (host, gpus, time.time() if at is None else at))
+
     # -- reading ------------------------------------------------------------
+    def gpu_hosts(self) -> set[str]:
+        """The hosts whose latest check found GPUs."""
+        with self._lock:
+            return {str(h) for (h,) in self._db.execute("SELECT host FROM fleet WHERE gpus > 0")}
+
     def holds(self) -> list[Hold]:
         """Every hardware hold recorded, oldest first, with its evidence bundle: the remediation's own,
         else the host's latest since the remediation began (a `gpuconf collect` of the held node: no

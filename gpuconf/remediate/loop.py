@@ -96,6 +96,9 @@ class Remediation:
                 self.summary.set(host, node_name, out.NOT_STARTED, "the run was interrupted during the check")
             s.interrupted = True
             return s
+        for host, seen in verdicts.items():  # the fleet the breaker's share is of
+            if seen.gpus is not None:
+                self.history.see_gpus(host, seen.gpus)
         states = self._states()
         open_records = {h: r for h, r in self.history.open_records().items() if h in self.hosts}
         pending: list[str] = []

@@ -5,6 +5,7 @@ how many nodes are out of service: the budget is asserted on that, not on what t
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ class FakeHooks:
         self.refuse: set[str] = set()  # hosts whose GPU reset nvidia-smi refuses (a process holds the GPU)
         self.collected: list[str] = []  # hosts whose evidence bundle was collected
         self.during_action = None  # called inside a node action (a reset, an IMEX restart): an operator, a signal
+        self.no_gpus: set[str] = set()  # hosts whose check names no GPU (login, storage nodes)
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -129,19 +131,21 @@ class FakeHooks:
             self.during_check()
         result = {}
         for host in hosts:
-            rebooted = ("reboot", host) in self.slurm.calls
-            reset_done = (host, "reset") in self.actions and host not in self.refuse \
-                and host in self.faults and self.faults[host].kind in ("reset", "app")
-            if host in self.faults and (host in self.sticky or not (rebooted or reset_done)):
-                result[host] = plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}",
-                                            cause="fault", decision=self.faults[host])
-            elif host in self.broken:
-                result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79", cause="fault")
-            elif host in self.drifted:
-                result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content", cause="drift")
-            else:
-                result[host] = plan.Verdict(host, True)
+            result[host] = dataclasses.replace(self._verdict(host), gpus=0 if host in self.no_gpus else 1)
         return result
+
+    def _verdict(self, host: str) -> plan.Verdict:
+        rebooted = ("reboot", host) in self.slurm.calls
+        reset_done = (host, "reset") in self.actions and host not in self.refuse \
+            and host in self.faults and self.faults[host].kind in ("reset", "app")
+        if host in self.faults and (host in self.sticky or not (rebooted or reset_done)):
+            return plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}", cause="fault",
+                                decision=self.faults[host])
+        if host in self.broken:
+            return plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79", cause="fault")
+        if host in self.drifted:
+            return plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content", cause="drift")
+        return plan.Verdict(host, True)
 
     def serials(self, host: str) -> dict[str, str]:
         return self.serial_numbers.get(host, {})
