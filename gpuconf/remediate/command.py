@@ -146,7 +146,15 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
                             unreachable=True)
     warned = strict and host.warned
     if not (host.failed or host.drifted or warned):
-        return plan.Verdict(name, True, gpus=gpus_named(host))
+        # NVIDIA's catalog calls the restart_app Xids (13, 31, 45, 94) warnings: they fail no check,
+        # yet remediate reports them and escalates a repeat (restart_app.py)
+        apps = [f for t in host.tasks if not t.ignored for f in t.findings
+                if f.severity == "warning" and f.action == "restart_app"]
+        app = decide_action(apps, strict=True) if apps else None
+        if app is None:
+            return plan.Verdict(name, True, gpus=gpus_named(host))
+        return plan.Verdict(name, False, f"{PREFIX} restart_app: {plan.first_line(app.finding)}", cause=FAULT,
+                            decision=app, gpus=gpus_named(host))
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
     cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
     unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
