@@ -38,6 +38,10 @@ from gpuconf.scheduler.healthcheck import drain_reason
 from gpuconf.scheduler.interface import PREFIX
 from gpuconf.scheduler.slurm import Slurm
 
+# one remediation per node at a time, whatever the controller's state directory (its own run lock,
+# remediate.lock in the state directory, is one per directory): held on the node itself
+REMEDIATE_LOCK = "/run/gpuconf-remediate.lock"
+
 
 class EngineHooks:
     """The loop's check and apply, as `gpuconf check` and `gpuconf apply` run them. The apply's reboot
@@ -101,6 +105,30 @@ class EngineHooks:
             yield connection
         finally:
             connection.close()
+
+    def claim(self, host: str) -> Callable[[], None]:
+        """The node's remediation lock (REMEDIATE_LOCK), taken at once or not at all and held by a small
+        process on the node for as long as its channel lives: a controller that dies, or a node that
+        reboots, frees it. Another remediate, whatever its state directory, finds it taken and leaves
+        the node (HostBusy names the holder)."""
+        from gpuconf.connection.base import ConnectionSpec
+        from gpuconf.engine.runner import default_connection
+
+        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
+                                        {"connection": self.options.connection} if self.options.connection else None)
+        connection = default_connection(spec, self.options)
+        owner = f"gpuconf remediate pid {os.getpid()} on {socket.gethostname()}, state {self.state_dir}"
+        try:
+            lock = connection.hold_lock(REMEDIATE_LOCK, 0, owner)
+        except BaseException:
+            connection.close()
+            raise
+
+        def release() -> None:
+            with contextlib.suppress(Exception):  # the node rebooted meanwhile: the lock went with it
+                lock.close()
+            connection.close()
+        return release
 
     def serials(self, host: str) -> dict[str, str]:
         with self._connection(host) as connection:

@@ -292,6 +292,9 @@ class History:
             rows = self._db.execute(query + " ORDER BY started, id", args).fetchall()
         return [Record(*row) for row in rows]
 
+    def record(self, record: int) -> Record:
+        return next(r for r in self.records() if r.id == record)
+
     def open_records(self) -> dict[str, Record]:
         """The remediations a run left open, by host (the latest, should there be several)."""
         return {r.host: r for r in self.records() if r.open}

@@ -24,6 +24,8 @@ from gpuconf.remediate.history import History
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
 
+NODE_ACTIONS = ("reset", "reboot", "imex")  # the journal's steps that are a hardware action
+
 
 class Remediation(Protocol):
     """What the ladder uses of the loop (gpuconf/remediate/loop.py's Remediation)."""
@@ -55,11 +57,14 @@ class Result:
     hold: bool = False
     taken: tuple[str, ...] = ()  # the node actions carried out ("reset", "reboot", "imex")
 
-    def recovered(self, decision: Decision | None) -> str:
-        """The history's detail of a verified remediation that needed a node action ("" if none)."""
-        if not self.taken or decision is None:
-            return ""
-        return f"{RECOVERED} {decision.action} by {', '.join(self.taken)}"
+
+
+def recovered(history: History, rid: int) -> str:
+    """The history's detail of a verified remediation that needed a node action ("" if none), from its
+    journal: a run stopped after its reset and carried on by the next keeps the mark (the breaker counts it)."""
+    taken = list(dict.fromkeys(step for _, step, _ in history.steps(rid) if step in NODE_ACTIONS))
+    action = history.record(rid).action
+    return f"{RECOVERED} {action} by {', '.join(taken)}" if taken and action else ""
 
 
 def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Result:
@@ -67,6 +72,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
     decision = verdict.decision
     steps = list(decision.steps) if decision is not None else []
     if steps and decision is not None:
+        run.history.set_action(rid, decision.action)  # journalled before its first node action
         evidence(run, host, rid)
     applied, error, rebooted = False, None, False
     taken: list[str] = []

@@ -103,6 +103,9 @@ class FakeSlurm:
         self.state[node].reason = reason
 
 
+HOST_BUSY = "held by"
+
+
 class FakeHooks:
     """Hosts drift until applied; a broken host stays unhealthy whatever apply does."""
 
@@ -124,6 +127,7 @@ class FakeHooks:
         self.collected: list[str] = []  # hosts whose evidence bundle was collected
         self.during_action = None  # called inside a node action (a reset, an IMEX restart): an operator, a signal
         self.no_gpus: set[str] = set()  # hosts whose check names no GPU (login, storage nodes)
+        self.locks: dict[str, str] = {}  # the nodes' own remediation locks: host -> holder (shared between runs)
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -146,6 +150,12 @@ class FakeHooks:
         if host in self.drifted:
             return plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content", cause="drift")
         return plan.Verdict(host, True)
+
+    def claim(self, host: str):
+        holder = f"fake run {id(self)}"
+        if self.locks.setdefault(host, holder) != holder:
+            raise GpuconfError(f"{HOST_BUSY} {self.locks[host]}")
+        return lambda: self.locks.pop(host, None)
 
     def serials(self, host: str) -> dict[str, str]:
         return self.serial_numbers.get(host, {})
