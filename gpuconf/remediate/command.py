@@ -35,7 +35,7 @@ from gpuconf.remediate.preview import preview
 from gpuconf.report.redact import visible_changes
 from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, Status
 from gpuconf.scheduler.healthcheck import drain_reason
-from gpuconf.scheduler.interface import PREFIX
+from gpuconf.scheduler.interface import PREFIX, REASON_MAX, reason_text
 from gpuconf.scheduler.slurm import Slurm
 
 # one remediation per node at a time, whatever the controller's state directory (its own run lock,
@@ -189,6 +189,12 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
                                                            or (warned and t.warnings))]
     findings = [f for t in unclean for f in t.findings]
     decision = decide_action(findings, strict)
+    if decision is not None:  # the drain names the fault that decided, not the first task that failed
+        more = len(unclean) - 1
+        reason = reason_text(f"{PREFIX} failed: {plan.first_line(decision.finding)}"
+                             + (f" (+{more} more)" if more > 0 else ""))
+        if more > 0 and not reason.endswith(f"(+{more} more)"):
+            reason = reason[: REASON_MAX - len(f"… (+{more} more)")] + f"… (+{more} more)"
     if decision is not None and decision.kind == APP and (host.drifted or any(
             not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
         decision = None  # something else needs the apply: the node is remediated as for any failure

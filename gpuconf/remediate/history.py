@@ -110,11 +110,19 @@ def default_state_dir() -> Path:
     return Path(base).expanduser() / "gpuconf"
 
 
+def usable_state_dir(state_dir: Path) -> Path:
+    """The state directory, or a HistoryError that names it when it is something else (a file)."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise HistoryError(f"--state-dir {state_dir} is not a directory: give a directory for the history "
+                           "(GPUCONF_STATE_DIR or --state-dir)")
+    return state_dir
+
+
 class History:
     """The history of one state directory. Safe to share between threads."""
 
     def __init__(self, state_dir: Path, *, create: bool = True):
-        self.path = state_dir / FILE
+        self.path = usable_state_dir(state_dir) / FILE
         if not create and not self.path.exists():
             raise HistoryError(f"no remediation history at {self.path} (gpuconf remediate writes it; "
                                "--state-dir names another directory)")
@@ -336,7 +344,7 @@ class RunLock:
         self._file: IO[str] | None = None
 
     def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        usable_state_dir(self.path.parent).mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held for the whole run
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
