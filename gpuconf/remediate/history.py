@@ -127,7 +127,9 @@ class History:
             raise HistoryError(f"no remediation history at {self.path} (gpuconf remediate writes it; "
                                "--state-dir names another directory)")
         try:
-            state_dir.mkdir(parents=True, exist_ok=True)
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the fleet's faults and serials: private
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA synchronous = FULL")
         except sqlite3.OperationalError as exc:  # cannot open or lock it: a directory, permissions
