@@ -118,7 +118,7 @@ def test_an_operators_drain_during_the_reset_is_seen_before_the_apply(tmp_path):
     """Issue 35, MEDIUM 4: nothing is applied to a node after a person took it, even when they drained
     it while its GPU reset ran."""
     from gpuconf.remediate.decision import decide_action
-    from tests.unit.test_remediate_hardware import xid
+    from tests.unit.remediate.test_hardware import xid
 
     slurm = FakeSlurm(NODES)
     hooks = FakeHooks(slurm, reboot=False)

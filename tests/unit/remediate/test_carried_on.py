@@ -11,8 +11,8 @@ from gpuconf.remediate.breaker import Breaker, counted
 from gpuconf.remediate.decision import decide_action
 from gpuconf.remediate.history import History
 from gpuconf.remediate.loop import Remediation, Settings
-from tests.unit.remediate_fakes import FakeHooks, FakeSlurm
-from tests.unit.test_remediate_hardware import NODES, xid
+from tests.unit.remediate.fakes import FakeHooks, FakeSlurm
+from tests.unit.remediate.test_hardware import NODES, xid
 
 
 def run(slurm, hooks, state, stop=None):

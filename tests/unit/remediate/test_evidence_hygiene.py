@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuconf.remediate import evidence
 from gpuconf.remediate.evidence import Item, collect
 from gpuconf.remediate.history import History
-from tests.unit.test_collect import local  # noqa: F401 - the fixture
+from tests.unit.remediate.test_evidence import local  # noqa: F401 - the fixture
 
 TINY = (Item("hello.txt", (("printf", "hello"),), 5, 100),)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.decision import decide_action
 from gpuconf.remediate.history import HARDWARE, History
-from tests.unit.remediate_fakes import FakeHooks, FakeSlurm
-from tests.unit.test_remediate_hardware import BUS, NODES, records, remediate, xid
+from tests.unit.remediate.fakes import FakeHooks, FakeSlurm
+from tests.unit.remediate.test_hardware import BUS, NODES, records, remediate, xid
 
 HOLD = f"gpuconf: hardware: Xid 79 GPU SER-1 {BUS}"
 

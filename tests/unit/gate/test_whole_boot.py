@@ -9,7 +9,7 @@ import threading
 
 from gpuconf.cli.main import main
 from gpuconf.gate import node as gate_node
-from tests.unit.test_gate import BOOT, signals
+from tests.unit.gate.test_judge import BOOT, signals
 
 XID_74 = "[  812.345678] NVRM: Xid (PCI:0000:91:00): 74, pid=4242, name=python, NVLink: fatal error detected on link 3\n"
 RESET = ("[  900.000001] gpuconf: resetting GPU 00000000:91:00.0\n"

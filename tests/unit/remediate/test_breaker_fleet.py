@@ -10,8 +10,8 @@ from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker, parse_breaker
 from gpuconf.remediate.history import TRIPPED, History
 from gpuconf.remediate.loop import Remediation, Settings
-from tests.unit.remediate_fakes import FakeSlurm
-from tests.unit.test_remediate_hardware import NODES, faulty
+from tests.unit.remediate.fakes import FakeSlurm
+from tests.unit.remediate.test_hardware import NODES, faulty
 
 
 def run(slurm, hooks, tmp_path, scope, breaker=None):
