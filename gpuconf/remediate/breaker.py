@@ -25,7 +25,10 @@ RECOVERED = "recovered:"  # a resumed remediation's detail when a node action fi
 
 
 def counts(record: Record) -> bool:
-    return record.outcome in COUNTED or (record.outcome == RESUMED and record.detail.startswith(RECOVERED))
+    """It needed a hardware action: it was held or failed, or its journal has the action it took (set
+    before its first node action, whatever came after: verified, a person's drain, an interrupt)."""
+    return record.outcome in COUNTED or bool(record.action) or \
+        (record.outcome == RESUMED and record.detail.startswith(RECOVERED))
 
 
 @dataclass(frozen=True)

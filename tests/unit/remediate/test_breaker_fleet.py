@@ -4,6 +4,8 @@ without --breaker, whatever its --limit, until --reset-breaker; `--breaker` take
 absolute bound together (the stricter wins), the share counted over the nodes that have GPUs."""
 from __future__ import annotations
 
+import time
+
 from gpuconf.cli.main import main
 from gpuconf.remediate import plan
 from gpuconf.remediate import summary as out
@@ -64,3 +66,19 @@ def test_resetting_a_breaker_that_has_not_tripped_changes_nothing(tmp_path, caps
     assert "not tripped: nothing to reset" in capsys.readouterr().out
     with History(state) as history:
         assert history.breaker_events() == []
+
+
+def test_a_node_reset_then_taken_by_a_person_still_counts(tmp_path):
+    from gpuconf.remediate.breaker import counted
+    from gpuconf.remediate.decision import decide_action
+    from tests.unit.remediate.fakes import FakeHooks
+    from tests.unit.remediate.test_hardware import xid
+
+    slurm = FakeSlurm(NODES)
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n2"] = decide_action([xid(48, "reset_gpu")])
+    hooks.during_action = lambda: slurm.hand_drain("n2", "admin: mine now")
+    summary = run(slurm, hooks, tmp_path, NODES)
+    assert summary.nodes["n2"].outcome == out.FOREIGN
+    with History(tmp_path / "state") as history:
+        assert [r.host for r in counted(history.records(), 0, 86400, time.time() + 1)] == ["n2"]
