@@ -25,6 +25,10 @@ from pathlib import Path
 import pytest
 
 from tests.lab_fixtures import slurm_idle, wait_until
+from tests.remediate.chaos.found import kept
+from tests.remediate.chaos.invariants import violations
+from tests.remediate.chaos.runner import gate_prolog, run_scenario
+from tests.remediate.chaos.scenario import Scenario
 from tests.remediate.helpers import DRIFT_FILE, HEALTH, RELEASE, ROOT, nodes
 
 SITE = "tests/gate/gate-driver.yml"
@@ -262,3 +266,24 @@ def test_a_fault_that_survives_two_slurm_reboots_is_held_whatever_slurm_wrote(cl
         lab.wait_ssh(A)
         wait_rebooted(lab, A, before)
         slurm_idle(lab, A, timeout=120)
+
+
+# Issue 35's generated scenarios (tests/remediate/chaos/, `make chaos` runs many): a fixed few here,
+# and every minimised scenario that once broke an invariant, replayed.
+FIXED = [
+    Scenario(101, fault="79", sticky=True, drift=True, signal="KILL@reboot"),  # killed mid-reboot, then the hold
+    Scenario(102, fault="48", job="short", operator="reset", gates=2, late_job=True, concurrent=True),
+]
+
+
+@pytest.mark.parametrize("scenario", FIXED + kept(), ids=lambda s: f"seed-{s.seed}")
+def test_a_chaos_scenario_keeps_the_invariants(cluster, driver_nodes, tmp_path, scenario):
+    lab = driver_nodes
+    gate_prolog(lab, [A, B], True)
+    try:
+        observation, lines = run_scenario(lab, scenario, A, B, tmp_path)
+        assert violations(observation) == [], "\n".join(f"{line.run}: {line.text}" for line in lines)
+    finally:
+        gate_prolog(lab, [A, B], False)
+        for node in (A, B):
+            put_back(lab, node)
