@@ -176,6 +176,8 @@ class NodeSteps:
         except TakenOver as taken:
             raise NotRebooted(f"not rebooted: {self._whose(host, taken.node)}") from None
         self._line(host, "reboot")
+        with self.claims._lock:
+            self.claims.rebooted.add(name)
         self.scheduler.reboot(name)
 
     def _left_to_someone(self, host: str, rid: int, node: Node | None, drifted: bool) -> None:

@@ -54,6 +54,7 @@ class Claims:
     def __init__(self, scheduler: Scheduler, history: History):
         self.scheduler, self.history = scheduler, history
         self.reasons: dict[str, tuple[int, str]] = {}  # node -> (remediation, the reason gpuconf set)
+        self.rebooted: set[str] = set()  # nodes gpuconf has rebooted and not read back since
         self._lock = threading.Lock()
 
     def drain(self, name: str, record: int, reason: str) -> None:
@@ -81,6 +82,19 @@ class Claims:
         """Out of service under gpuconf's reason, as it set it or as the scheduler's reboot rewrote it."""
         return node is not None and not node.in_service and (node.ours or self.rewritten(node))
 
+    def restore_theirs(self, node: Node | None) -> Node | None:
+        """A person drained the node between gpuconf's last read and its reboot: the scheduler's reboot
+        then added its words to their reason. Their words are set back, exactly (the node is theirs)."""
+        if node is None or node.name not in self.rebooted or node.rebooting:
+            return node
+        with self._lock:
+            self.rebooted.discard(node.name)
+        theirs = self.scheduler.reason_before_reboot(node.reason)
+        if theirs is None or self.ours(dataclasses.replace(node, reason=theirs)):
+            return node
+        self.scheduler.drain(node.name, theirs, exact=True)
+        return dataclasses.replace(node, reason=theirs)
+
     def reassert(self, node: Node) -> Node:
         """gpuconf's reason set again on a node back from its reboot whose reason the scheduler rewrote
         (the caller has just read it: a person's reason is never written over)."""
@@ -103,7 +117,9 @@ class Watch:
         again here when the scheduler's reboot rewrote it)."""
         node = self.read().get(name)
         if node is None or not self.claims.ours(node):
-            raise TakenOver(node)
+            raise TakenOver(self.claims.restore_theirs(node))
+        with self.claims._lock:
+            self.claims.rebooted.discard(name)
         return self.claims.reassert(node)
 
     def idle(self, name: str, timeout: float, busy: Callable[[Node], None]) -> bool:

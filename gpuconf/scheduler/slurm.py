@@ -81,8 +81,9 @@ class Slurm:
             return {n.name: n for n in parse_nodes(out) if n.name in wanted}
         return {n.name: n for n in parse_nodes(self._scontrol("show", "node")) if n.name in wanted}
 
-    def drain(self, node: str, reason: str) -> None:
-        self._scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason_text(reason)}")
+    def drain(self, node: str, reason: str, exact: bool = False) -> None:
+        words = reason if exact else reason_text(reason)
+        self._scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={words}")
 
     def resume(self, node: str) -> None:
         self._scontrol("update", f"NodeName={node}", "State=RESUME")
@@ -92,6 +93,23 @@ class Slurm:
 
     def rewritten_by_reboot(self, reason: str | None, ours: str) -> bool:
         return rewritten_by_reboot(reason, ours)
+
+    def reason_before_reboot(self, reason: str | None) -> str | None:
+        return reason_before_reboot(reason)
+
+
+def reason_before_reboot(reason: str | None) -> str | None:
+    """The reason a node had before slurmctld's reboot appended its words (`X : reboot issued` -> X);
+    None when the reason has none of them, or is nothing but them (the words before are lost)."""
+    if reason is None:
+        return None
+    base = reason
+    while True:
+        head, sep, tail = base.rpartition(" : ")
+        if not sep or tail not in REBOOT_WORDS:
+            break
+        base = head
+    return base if base != reason and base not in REBOOT_WORDS else None
 
 
 def rewritten_by_reboot(reason: str | None, ours: str) -> bool:

@@ -15,7 +15,7 @@ from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.reset import Outcome
 from gpuconf.scheduler.interface import Node
-from gpuconf.scheduler.slurm import rewritten_by_reboot
+from gpuconf.scheduler.slurm import reason_before_reboot, rewritten_by_reboot
 
 
 @dataclass
@@ -30,6 +30,7 @@ class FakeNode:
 class FakeSlurm:
     name = "slurm"
     rewritten_by_reboot = staticmethod(rewritten_by_reboot)  # the scheduler's own rule, as Slurm's
+    reason_before_reboot = staticmethod(reason_before_reboot)
 
     def __init__(self, names: Iterable[str]):
         self.state = {n: FakeNode() for n in names}
@@ -67,7 +68,7 @@ class FakeSlurm:
                     fake.silent -= 1
             return {n: self.node(n) for n in names if n in self.state}
 
-    def drain(self, node: str, reason: str) -> None:
+    def drain(self, node: str, reason: str, exact: bool = False) -> None:
         with self.lock:
             self.calls.append(("drain", node, reason))
             self.state[node].flags.add("DRAIN")

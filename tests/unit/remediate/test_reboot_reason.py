@@ -96,3 +96,30 @@ def test_what_slurms_reboot_makes_of_a_reason():
     assert not rewritten_by_reboot("admin: reboot issued by hand", ours)
     assert not rewritten_by_reboot(f"{ours} : admin took it", ours)
     assert not rewritten_by_reboot(None, ours) and not rewritten_by_reboot("reboot issued", "")
+
+
+def test_a_persons_drain_just_before_the_reboot_keeps_their_words(tmp_path):
+    """Found by `make chaos` (seed 7): a person drains in the milliseconds between gpuconf's read of the
+    node and its `scontrol reboot`; Slurm then appends " : reboot issued" to their reason. gpuconf
+    undoes what its reboot did to their words, and leaves the node to them."""
+    slurm = FakeSlurm(NODES)
+    hooks = sticky_xid_79(slurm)
+    before = slurm.reboot
+
+    def operator_then_reboot(node: str) -> None:
+        slurm.state[node].reason = "admin: RMA ticket 4411"
+        before(node)
+
+    slurm.reboot = operator_then_reboot
+    summary = remediate(slurm, hooks, tmp_path)
+    assert slurm.node("n1").reason == "admin: RMA ticket 4411"
+    assert [n.host for n in summary.of(out.FOREIGN)] == ["n1"] and hooks.applied == []
+
+
+def test_the_reason_before_slurms_reboot():
+    from gpuconf.scheduler.slurm import reason_before_reboot
+
+    assert reason_before_reboot("admin: RMA : reboot issued") == "admin: RMA"
+    assert reason_before_reboot("admin: RMA : reboot issued : reboot timed out") == "admin: RMA"
+    assert reason_before_reboot("admin: RMA") is None and reason_before_reboot(None) is None
+    assert reason_before_reboot("reboot issued") is None  # the words before are lost
