@@ -111,6 +111,11 @@ def _remediate_options(parser: argparse.ArgumentParser) -> None:
                         "stops every run)")
     parser.add_argument("--breaker-window", default="24h", metavar="DURATION", help="(default 24h)")
     parser.add_argument("--reset-breaker", action="store_true", help="close the tripped circuit breaker, and exit")
+    parser.add_argument("--hold-after-reboots", type=int, default=1, metavar="N",
+                        help="reboots a fault must survive within --reboot-window before the node is a hardware hold "
+                             "(default 1; gpuconf/facts/xid_reboots.csv sets it per code)")
+    parser.add_argument("--reboot-window", default="24h", metavar="DURATION",
+                        help="the window --hold-after-reboots counts reboots in (default 24h)")
     parser.add_argument("--restart-app-window", default="1h", metavar="DURATION",
                         help="a restart_app fault (the application's: the node stays in service) seen again within "
                         "this is escalated to a GPU reset (default 1h)")

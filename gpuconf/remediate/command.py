@@ -230,11 +230,16 @@ def scope(inventory: Inventory, playbook: Playbook) -> dict[str, str]:
 def settings(args: Any) -> Settings:
     if args.lemon_after < 0:
         raise UsageError("--lemon-after must be 0 (never a lemon) or more")
+    if args.hold_after_reboots < 1:
+        raise UsageError(f"--hold-after-reboots {args.hold_after_reboots}: give 1 (the hold after the first reboot "
+                         "the fault survives) or more")
     return Settings(budget=plan.parse_budget(args.max_unavailable),
                     drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
                     lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
                     breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
                     app_window=plan.parse_duration(args.restart_app_window, "--restart-app-window"),
+                    hold_after_reboots=args.hold_after_reboots,
+                    reboot_window=plan.parse_duration(args.reboot_window, "--reboot-window"),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 

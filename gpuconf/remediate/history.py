@@ -57,6 +57,7 @@ MIGRATIONS: list[list[str]] = [
         # the recovery action that decided the remediation (a run carried on knows it was a hardware action)
         "ALTER TABLE remediations ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE remediations ADD COLUMN action TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE remediations ADD COLUMN code TEXT NOT NULL DEFAULT ''",
         # the fleet as the runs' checks saw it: how many GPUs each host's findings named (the breaker's share)
         "CREATE TABLE fleet (host TEXT PRIMARY KEY, gpus INTEGER NOT NULL, seen REAL NOT NULL)",
     ],
@@ -96,6 +97,7 @@ class Record:
     bundle: str = ""  # the evidence bundle collected before its repair (gpuconf collect), if any
     reason: str = ""  # the drain reason gpuconf set last on the node ("" before its drain)
     action: str = ""  # the recovery action that decided it (reset_gpu, reboot_node, ...), "" when none
+    code: str = ""  # the fault that decided it ("Xid 79"), "" when none or the driver's action
 
     @property
     def open(self) -> bool:
@@ -216,10 +218,11 @@ class History:
         with self._write() as db:
             db.execute("UPDATE remediations SET reason = ? WHERE id = ?", (reason, record))
 
-    def set_action(self, record: int, action: str) -> None:
-        """The recovery action deciding this remediation, journalled before its first node action."""
+    def set_action(self, record: int, action: str, code: str = "") -> None:
+        """The recovery action deciding this remediation and its fault's code, journalled before its
+        first node action."""
         with self._write() as db:
-            db.execute("UPDATE remediations SET action = ? WHERE id = ?", (action, record))
+            db.execute("UPDATE remediations SET action = ?, code = ? WHERE id = ?", (action, code, record))
 
     def finish(self, record: int, outcome: str, detail: str = "", ended: float | None = None) -> None:
         at = time.time() if ended is None else ended
@@ -294,7 +297,7 @@ class History:
 
     def records(self, host: str | None = None) -> list[Record]:
         query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint, "
-                 "bundle, reason, action FROM remediations")
+                 "bundle, reason, action, code FROM remediations")
         args: tuple[str, ...] = ()
         if host is not None:
             query, args = query + " WHERE host = ?", (host,)

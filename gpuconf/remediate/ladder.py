@@ -45,6 +45,8 @@ class Remediation(Protocol):
 
     def _states(self) -> dict[str, Node]: ...
 
+    def _reboots_left(self, host: str, decision: Decision) -> int: ...
+
 
 @dataclass
 class Result:
@@ -72,7 +74,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
     decision = verdict.decision
     steps = list(decision.steps) if decision is not None else []
     if steps and decision is not None:
-        run.history.set_action(rid, decision.action)  # journalled before its first node action
+        run.history.set_action(rid, decision.action, decision.code)  # journalled before its first node action
         evidence(run, host, rid)
     applied, error, rebooted = False, None, False
     taken: list[str] = []
@@ -99,6 +101,9 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
         run._check_stop()
         if error is None and after.clean:
             return Result(True, after, taken=tuple(taken))
+        if error is None and after.decision is not None and rebooted and not steps and decision is not None \
+                and run._reboots_left(host, decision) > 0:  # --hold-after-reboots: another reboot first
+            steps.append("reboot")
         if error is None and after.decision is not None and steps:
             run._line(host, f"the fault is still there: {after.decision.finding}; next: {steps[0]}")
             continue

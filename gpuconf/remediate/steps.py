@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpuconf.remediate import decision as decisions
 from gpuconf.remediate import ladder, plan, reset
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker
@@ -61,6 +62,8 @@ class Settings:
     reboot_timeout: float = 600.0  # a node that rebooted registers again with the scheduler within this
     resume_timeout: float = 120.0  # a resumed node answers the scheduler's ping within this
     app_window: float = 3600.0  # restart_app again within this: escalated to a GPU reset
+    hold_after_reboots: int = 1  # reboots a fault must survive (within reboot_window) before the hold
+    reboot_window: float = 86400.0
     run_id: str = ""
 
 
@@ -179,6 +182,16 @@ class NodeSteps:
         with self.claims._lock:
             self.claims.rebooted.add(name)
         self.scheduler.reboot(name)
+
+    def _reboots_left(self, host: str, decision: Decision) -> int:
+        """How many more reboots the node gets for this fault before it is a hardware hold: the
+        catalog's count for its code (else --hold-after-reboots), less the reboots gpuconf gave it
+        for the same fault within --reboot-window (this run's included)."""
+        need = decisions.reboots_before_hold(decision.code, self.settings.hold_after_reboots)
+        since = self.clock() - self.settings.reboot_window
+        done = sum(1 for r in self.history.records(host) if r.code == decision.code and r.action
+                   for at, step, _ in self.history.steps(r.id) if step == "reboot" and at >= since)
+        return need - done
 
     def _left_to_someone(self, host: str, rid: int, node: Node | None, drifted: bool) -> None:
         """Someone else drained (or resumed) the node while gpuconf worked on it: the remediation

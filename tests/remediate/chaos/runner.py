@@ -140,13 +140,22 @@ def run_scenario(lab, scenario: Scenario, faulty: str, peer: str, work: Path) ->
     operator_reason = OPERATOR.format(seed=scenario.seed)
     sig, _, sig_step = scenario.signal.partition("@")
 
+    timers: list[threading.Timer] = []
+
+    def person() -> None:
+        lab.slurm(["scontrol", "update", f"NodeName={faulty}", "State=DRAIN", f"Reason={operator_reason}"])
+        operator["at"] = time.time()
+
     def on_line(run: Run, line: Line) -> None:
         step = step_of(faulty, line.text)
         if step is None or run.label == "concurrent":
             return
         if scenario.operator == step and not operator:
-            lab.slurm(["scontrol", "update", f"NodeName={faulty}", "State=DRAIN", f"Reason={operator_reason}"])
-            operator.update(at=time.time(), reason=operator_reason)
+            # a person acts during the step, not in the milliseconds between remediate's read of the node
+            # and its own scontrol command: Slurm has no compare-and-set, so no tool can close those
+            operator.update(reason=operator_reason)
+            timers.append(threading.Timer(rng.uniform(0.5, 2.0), person))
+            timers[-1].start()
         if sig and sig_step == step and not signalled and run.label == "main":
             signalled.append(step)
             run.proc.send_signal(signal.SIGINT if sig == "INT" else signal.SIGKILL)
@@ -175,7 +184,7 @@ def run_scenario(lab, scenario: Scenario, faulty: str, peer: str, work: Path) ->
         Run("rerun", argv(work / "state"), env, lines, on_line).wait()
     if other is not None:
         other.wait()
-    for thread in side:
+    for thread in [*side, *timers]:
         thread.join(120)
     lab.exec(faulty, ["touch", RELEASE])
     return observe(lab, scenario, faulty, work, boot, injected, lines, jobs, operator), lines
