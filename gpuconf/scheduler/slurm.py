@@ -10,9 +10,10 @@ Slurm 22.05 verbs used (`man scontrol`): `show node`, `update NodeName= State=DR
 ended. Neither ASAP nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot
 was ASAP, nextstate=resume or down", so with ASAP or nextstate=RESUME the node would be back in
 service before gpuconf has verified it, and nextstate=DOWN would leave it DOWN rather than
-drained. A plain reboot keeps the drain and its reason. Nor `reason=`: slurmctld sets the node's
-reason to it, whoever set the one before, where a reboot without it keeps the reason the node has
-and appends " : reboot issued" (seen on the lab's Slurm 22.05.8). gpuconf reads the reason right
+drained. A plain reboot keeps the drain. Nor `reason=`: slurmctld sets the node's reason to it,
+whoever set the one before, where a reboot without it keeps the reason the node has and appends
+" : reboot issued", or replaces a reason that holds those words already with the bare words
+(REBOOT_WORDS below): the remediation loop sets its reason again after every reboot. gpuconf reads the reason right
 before it reboots and never reboots a node whose reason is not its own; without `reason=`, an
 operator who drains in between keeps their words.
 """
