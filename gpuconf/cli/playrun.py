@@ -63,8 +63,8 @@ def run_playbook(args: Any, verb: str) -> int:
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
-    runner = Runner(inventory, playbook, options, emit=reporter.task, events=reporter,
-                    after=[scheduler_step(args, inventory)] if slurm else [])
+    runner = Runner(inventory, playbook, options,
+                    processors=[reporter, *([scheduler_step(args, inventory)] if slurm else [])])
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out
