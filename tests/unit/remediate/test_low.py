@@ -46,10 +46,10 @@ def test_remediate_refuses_a_state_dir_that_is_a_file(tmp_path, capsys):
 
 def test_the_drain_reason_names_the_deciding_fault_not_the_first_failed_task():
     from gpuconf.remediate.command import verdict
-    from gpuconf.results import Finding, HostResult, Status, TaskResult
+    from gpuconf.results import FaultCode, Finding, HostResult, Status, TaskResult
 
     xid79 = Finding("xid", "failure", "GPU 0 (0000:3b:00.0): Xid 79 (GPU has fallen off the bus) x1 this boot",
-                    gpu=0, bus_id="0000:3b:00.0", value=1, action="reboot_node")
+                    gpu=0, bus_id="0000:3b:00.0", value=1, action="reboot_node", code=FaultCode("Xid", 79), count=1)
     host = HostResult("n1", [
         TaskResult("n1", "health", "Persistence mode on every GPU now", Status.UNKNOWN,
                    error="nvidia-smi: driver_unresponsive"),
@@ -62,9 +62,9 @@ def test_the_drain_reason_names_the_deciding_fault_not_the_first_failed_task():
 def test_a_drain_p2p_hold_names_the_drivers_action_not_only_xid_154():
     from gpuconf.remediate.decision import decide_action
     from gpuconf.remediate.hold import hold_reason
-    from gpuconf.results import Finding
+    from gpuconf.results import FaultCode, Finding
 
     line = Finding("xid", "failure", "GPU 0 (0000:3b:00.0): Xid 154 (GPU recovery action changed to Drain P2P) x1",
-                   gpu=0, bus_id="0000:3b:00.0", value=1, action="drain_p2p")
+                   gpu=0, bus_id="0000:3b:00.0", value=1, action="drain_p2p", code=FaultCode("Xid", 154), count=1)
     reason = hold_reason(decide_action([line]), {"0000:3b:00.0": "SER"})
     assert reason == "gpuconf: hardware: drain_p2p (Xid 154) GPU SER 0000:3b:00.0"
