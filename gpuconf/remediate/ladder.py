@@ -60,7 +60,6 @@ class Result:
     taken: tuple[str, ...] = ()  # the node actions carried out ("reset", "reboot", "imex")
 
 
-
 def recovered(history: History, rid: int) -> str:
     """The history's detail of a verified remediation that needed a node action ("" if none), from its
     journal: a run stopped after its reset and carried on by the next keeps the mark (the breaker counts it)."""

@@ -179,8 +179,7 @@ class NodeSteps:
         except TakenOver as taken:
             raise NotRebooted(f"not rebooted: {self._whose(host, taken.node)}") from None
         self._line(host, "reboot")
-        with self.claims._lock:
-            self.claims.rebooted.add(name)
+        self.claims.rebooting(name)
         self.scheduler.reboot(name)
 
     def _reboots_left(self, host: str, decision: Decision) -> int:

@@ -82,13 +82,21 @@ class Claims:
         """Out of service under gpuconf's reason, as it set it or as the scheduler's reboot rewrote it."""
         return node is not None and not node.in_service and (node.ours or self.rewritten(node))
 
+    def rebooting(self, name: str) -> None:
+        """gpuconf is about to reboot the node (read back once it is up: restore_theirs)."""
+        with self._lock:
+            self.rebooted.add(name)
+
+    def settled(self, name: str) -> None:
+        with self._lock:
+            self.rebooted.discard(name)
+
     def restore_theirs(self, node: Node | None) -> Node | None:
         """A person drained the node between gpuconf's last read and its reboot: the scheduler's reboot
         then added its words to their reason. Their words are set back, exactly (the node is theirs)."""
         if node is None or node.name not in self.rebooted or node.rebooting:
             return node
-        with self._lock:
-            self.rebooted.discard(node.name)
+        self.settled(node.name)
         theirs = self.scheduler.reason_before_reboot(node.reason)
         if theirs is None or self.ours(dataclasses.replace(node, reason=theirs)):
             return node
@@ -118,8 +126,7 @@ class Watch:
         node = self.read().get(name)
         if node is None or not self.claims.ours(node):
             raise TakenOver(self.claims.restore_theirs(node))
-        with self.claims._lock:
-            self.claims.rebooted.discard(name)
+        self.claims.settled(name)
         return self.claims.reassert(node)
 
     def idle(self, name: str, timeout: float, busy: Callable[[Node], None]) -> bool:
