@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from gpuconf.connection.base import HostBusy
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import ladder, plan, restart_app
 from gpuconf.remediate import summary as out
@@ -175,7 +176,8 @@ class Remediation(NodeSteps):
         try:
             release = self.hooks.claim(host)
         except GpuconfError as exc:  # another remediate (another state directory) works on the node
-            detail = f"another gpuconf remediate works on it: {exc}"
+            detail = f"another gpuconf remediate works on it: {exc}" if isinstance(exc, HostBusy) else \
+                f"its remediation lock could not be taken: {exc}"
             self.summary.set(host, name, out.NOT_STARTED, detail, drifted=not verdict.clean)
             self._line(host, f"not started: {detail}")
             return

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpuconf.connection.base import HostBusy
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
@@ -155,7 +156,7 @@ class FakeHooks:
     def claim(self, host: str):
         holder = f"fake run {id(self)}"
         if self.locks.setdefault(host, holder) != holder:
-            raise GpuconfError(f"{HOST_BUSY} {self.locks[host]}")
+            raise HostBusy(f"{HOST_BUSY} {self.locks[host]}")
         return lambda: self.locks.pop(host, None)
 
     def serials(self, host: str) -> dict[str, str]:
