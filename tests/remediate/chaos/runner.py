@@ -123,9 +123,14 @@ def run_scenario(lab, scenario: Scenario, faulty: str, peer: str, work: Path) ->
     boot = boot_id(lab, faulty)
     jobs: list[tuple[str, float]] = []
     if scenario.job != "none":
-        wrap = "sleep 3" if scenario.job == "short" else f"while [ ! -e {RELEASE} ]; do sleep 0.3; done"
+        # the job runs (its prolog, the gate, passed: its script started) before the fault is injected
+        started = f"/tmp/chaos-job-{scenario.seed}"
+        lab.exec(faulty, ["rm", "-f", started])
+        wrap = f"touch {started}; " + ("sleep 3" if scenario.job == "short" else
+                                       f"while [ ! -e {RELEASE} ]; do sleep 0.3; done")
         jobs.append((submit(lab, faulty, wrap), time.time()))
-        wait_until(lambda: getattr(node_state(lab, faulty), "busy", False), 30, 0.3)
+        assert wait_until(lambda: lab.exec(faulty, ["test", "-e", started])[0] == 0, 60, 0.3), \
+            f"the scenario's job never started on {faulty}"
     if scenario.drift:
         lab.exec(faulty, ["sh", "-c", f"echo 'options nvidia NVreg_EnableGpuFirmware=0' > {DRIFT_FILE}"])
     injected = None
@@ -187,7 +192,10 @@ def run_scenario(lab, scenario: Scenario, faulty: str, peer: str, work: Path) ->
     for thread in [*side, *timers]:
         thread.join(120)
     lab.exec(faulty, ["touch", RELEASE])
-    return observe(lab, scenario, faulty, work, boot, injected, lines, jobs, operator), lines
+    observation = observe(lab, scenario, faulty, work, boot, injected, lines, jobs, operator)
+    (work / "lines.txt").write_text("".join(f"{line.at:.3f} {line.run}: {line.text}\n" for line in lines))
+    (work / "observation.txt").write_text(repr(observation) + "\n")
+    return observation, lines
 
 
 def submit(lab, node: str, wrap: str) -> str:
