@@ -123,17 +123,24 @@ class Remediation(NodeSteps):
     def _waves(self, pending: list[str], tries: dict[str, int]) -> None:
         number = 0
         while pending and not self.stop.is_set():
+            # a remediation carried on that took its hardware action already: the breaker counts it, and
+            # finishing it (verified, or held) costs nothing more
+            counted = {h for h in pending if (r := self._records.get(h)) is not None and r.action}
             tripped = self.fuse.tripped()
             if tripped is not None:  # many nodes failing at once: the cause is not the nodes
                 self.summary.breaker = tripped
-                for host in pending:
+                for host in [h for h in pending if h not in counted]:
                     self.summary.set(host, self.hosts[host], out.NOT_STARTED, "the circuit breaker is open",
                                      drifted=True)
                     self._line(host, "not started: the circuit breaker is open (gpuconf remediate --reset-breaker)")
-                return
+                pending = [h for h in pending if h in counted]
+                if not pending:
+                    return
             states = self._states()
             room = self.fuse.room()  # no wave takes out more nodes than may still fail before the breaker trips
-            wave = plan.Wave(number + 1, self._hosts_of_wave(pending, states)[:room])
+            taken = self._hosts_of_wave(pending, states)
+            others = [h for h in taken if h not in counted]
+            wave = plan.Wave(number + 1, [h for h in taken if h in counted] + others[:room])
             if not wave.nodes:
                 out_now = [h for h, n in self.hosts.items() if n in states and not states[n].in_service]
                 for host in pending:

@@ -82,3 +82,29 @@ def test_a_node_reset_then_taken_by_a_person_still_counts(tmp_path):
     assert summary.nodes["n2"].outcome == out.FOREIGN
     with History(tmp_path / "state") as history:
         assert [r.host for r in counted(history.records(), 0, 86400, time.time() + 1)] == ["n2"]
+
+
+def test_a_tripped_breaker_still_lets_a_counted_node_finish_to_its_hold(tmp_path):
+    """Found by `make chaos` (seed 136290): SIGKILL during the apply after the ladder's reboot; the rerun's
+    breaker (1 of 2 GPU nodes) counted that very node and tripped, and left it drained as a failure
+    instead of the hold its surviving fault is. A node the breaker counts already costs it nothing more."""
+    import threading
+
+    from gpuconf.remediate.decision import decide_action
+    from tests.unit.remediate.fakes import FakeHooks
+    from tests.unit.remediate.test_hardware import xid
+
+    slurm = FakeSlurm(["n1", "n2"])
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n1"] = decide_action([xid(79, "reboot_node")])
+    hooks.sticky.add("n1")
+    stop = threading.Event()
+    hooks.during_apply = stop.set
+    breaker = parse_breaker("50%,2", 86400)
+    settings = Settings(budget=plan.parse_budget("1"), poll=0.001, drain_timeout=5, run_id="t", breaker=breaker)
+    with History(tmp_path / "state") as history:
+        Remediation({"n1": "n1", "n2": "n2"}, slurm, hooks, history, settings, stop=stop).run()
+    hooks.during_apply = None
+    again = run(slurm, hooks, tmp_path, ["n1", "n2"], breaker)
+    assert again.nodes["n1"].outcome == out.HARDWARE, again.nodes["n1"]
+    assert slurm.node("n1").reason.startswith("gpuconf: hardware: Xid 79")
