@@ -118,6 +118,12 @@ def inventory(args: Any) -> int:
     return 0
 
 
+def init(args: Any) -> int:
+    from gpuconf.cli.init import init as write_site
+
+    return write_site(args)
+
+
 def tasks(args: Any) -> int:
     from gpuconf.tasks.docs import describe, list_types
 
@@ -129,9 +135,13 @@ def roles(args: Any) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
+    from gpuconf.release.library import playbook_names, shipped_playbooks
 
     dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
     print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    if args.name is None:
+        print(f"playbooks shipped with gpuconf ({shipped_playbooks()}), run by name from any directory "
+              f"(a local file of that name wins): {', '.join(playbook_names())}")
     return 0
 
 
