@@ -231,11 +231,14 @@ def observe(lab, scenario: Scenario, faulty: str, work: Path, boot: str, injecte
     node = node_state(lab, faulty)
     rc, log, _ = lab.exec(faulty, ["dmesg"])
     answered = bool(re.search(r"gpuconf: (GPU \S+ was reset|all GPUs were reset)", log.split("NVRM: Xid")[-1]))
-    holds = []
-    listed = subprocess.run([*GPUCONF, "hardware", "--format", "json", "--state-dir", str(work / "state")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
-    if listed.returncode == 0:
-        holds = [h["host"] for h in json.loads(listed.stdout)["holds"]]
+    holds = []  # as `gpuconf hardware` lists them, from either run's state directory (the concurrent one may hold it)
+    for state in ("state", "other"):
+        if not (work / state / "history.sqlite3").exists():
+            continue
+        listed = subprocess.run([*GPUCONF, "hardware", "--format", "json", "--state-dir", str(work / state)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        holds += [h["host"] for h in json.loads(listed.stdout)["holds"]]
     return Observation(scenario, faulty, injected, boot_id(lab, faulty) not in ("", boot), answered,
                        node is not None and node.in_service, node.reason if node else None,
                        operator.get("reason"), operator.get("at"), lines, holds, jobs,
