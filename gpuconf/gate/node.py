@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from gpuconf.facts.base import FactUnavailable, Output
+from gpuconf.facts.kernel_log import grep_records
 from gpuconf.facts.nvidia import parse_query_csv
 from gpuconf.files.bounded import write_atomic
 from gpuconf.gate.judge import FAILING, Signals, judge, overall, reason
@@ -90,13 +91,11 @@ def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[Any, Any]:
 
 def read_log(timeout: float = LOG_TIMEOUT) -> tuple[str | None, str, str]:
     """This boot's candidate kernel log lines: dmesg, else the journal's; (None, "none", why) when neither."""
-    pattern = re.compile(CANDIDATES, re.IGNORECASE)
     error = ""
     for argv, source in ((["dmesg"], "dmesg"), (JOURNAL, "journal")):
         out = run(list(argv), timeout)
-        if out.rc == 0 and not out.timed_out:
-            lines = [line for line in out.stdout.splitlines() if pattern.search(line)]
-            return "\n".join(lines[-LOG_TAIL:]) + ("\n" if lines else ""), source, ""
+        if out.rc == 0 and not out.timed_out:   # the candidate records, each whole
+            return grep_records(out.stdout, CANDIDATES, LOG_TAIL), source, ""
         said = (out.stderr or out.stdout).strip().splitlines()
         error = f"did not finish within {timeout:g} s" if out.timed_out else (said[0] if said else f"exit {out.rc}")
     return None, "none", error
