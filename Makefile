@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz ansible-fuzz lab-down clean
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos ansible-fuzz lab-down clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -62,6 +62,12 @@ fuzz: venv
 ANSIBLE_FUZZ_PROGRAMS ?= 2000
 ansible-fuzz: venv $(ANSIBLE_STAMP)
 	$(BIN)/python -m tests.ansible_fuzz.main --programs $(ANSIBLE_FUZZ_PROGRAMS)
+
+# Generated fault scenarios for remediate on a lab with real Slurm, the five invariants of issue 35
+# checked after each (bench/chaos.py): prints its seed; CHAOS_SEED replays a run. Long (minutes a scenario).
+CHAOS_SCENARIOS ?= 200
+chaos: deps
+	CHAOS_SCENARIOS=$(CHAOS_SCENARIOS) CHAOS_SEED=$(CHAOS_SEED) $(BIN)/python bench/chaos.py
 
 # The benchmark (bench/run.py): its peers (ansible-core, pyinfra) and the profiler (yappi) live in their own
 # virtual environment, never in the project's. Not part of `make test`. BENCH_ARGS="--counts 1,20".

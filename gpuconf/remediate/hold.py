@@ -13,11 +13,13 @@ from typing import Any
 
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.firmware import FIRMWARE
 from gpuconf.remediate.history import Hold
 from gpuconf.scheduler.interface import HARDWARE_PREFIX, reason_text
 
 SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
 SERIAL_TIMEOUT = 10.0
+RECOVERY_NOTICE = "Xid 154"  # "GPU recovery action changed": its line names the action the driver asks for
 
 
 def parse_serials(text: str) -> dict[str, str]:
@@ -34,10 +36,15 @@ def parse_serials(text: str) -> dict[str, str]:
 
 def hold_reason(decision: Decision, serials: dict[str, str]) -> str:
     """`gpuconf: hardware: Xid 79 GPU 1650924060039 0000:3b:00.0`; the driver's recovery action when no
-    Xid decided it; `serial unknown` when nvidia-smi could not tell it."""
+    Xid decided it; `serial unknown` when nvidia-smi could not tell it. A firmware update the BMC
+    failed names no GPU: `gpuconf: hardware: firmware: <what the BMC said>`."""
+    if decision.code == FIRMWARE:
+        return reason_text(f"{HARDWARE_PREFIX} {FIRMWARE}: {decision.finding}")
     pci = canonical_pci_address(decision.bus_id) or "PCI unknown"
     serial = serials.get(pci, "serial unknown")
-    what = decision.code or decision.action
+    # Xid 154 is the driver saying which recovery it wants (drain_p2p, reboot...): the action is the fault's name
+    notice = decision.code == RECOVERY_NOTICE
+    what = f"{decision.action} ({decision.code})" if notice else decision.code or decision.action
     return reason_text(f"{HARDWARE_PREFIX} {what} GPU {serial} {pci}")
 
 

@@ -6,6 +6,7 @@ names, each verified by the check before the node goes back into service.
     reboot_node                  collect, reboot, apply, verify; still there: hardware hold
     recover_imex_domain          restart the IMEX daemon, apply, verify; still failing: failed
     (no action, drift)           apply, verify; failing: failed
+    a firmware update failed     (in the apply) hardware hold at once, no verify (firmware.py)
 
 Every step is journalled before it is taken (the next run carries a killed one on). What each
 action does and NVIDIA's source for it: gpuconf/facts/recovery_actions.csv, docs/remediate.md.
@@ -13,6 +14,7 @@ The restart_app findings never get here: the node stays in service (restart_app.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +25,8 @@ from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.history import History
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
+
+NODE_ACTIONS = ("reset", "reboot", "imex")  # the journal's steps that are a hardware action
 
 
 class Remediation(Protocol):
@@ -43,6 +47,8 @@ class Remediation(Protocol):
 
     def _states(self) -> dict[str, Node]: ...
 
+    def _reboots_left(self, host: str, decision: Decision) -> int: ...
+
 
 @dataclass
 class Result:
@@ -55,13 +61,13 @@ class Result:
     hold: bool = False
     taken: tuple[str, ...] = ()  # the node actions carried out ("reset", "reboot", "imex")
 
-    def recovered(self, decision: Decision | None) -> str:
-        """The history's detail of a verified remediation that needed a node action ("" if none)."""
-        if not self.taken or decision is None:
-            return ""
-        return f"{RECOVERED} {decision.action} by {', '.join(self.taken)}"
 
-
+def recovered(history: History, rid: int) -> str:
+    """The history's detail of a verified remediation that needed a node action ("" if none), from its
+    journal: a run stopped after its reset and carried on by the next keeps the mark (the breaker counts it)."""
+    taken = list(dict.fromkeys(step for _, step, _ in history.steps(rid) if step in NODE_ACTIONS))
+    action = history.record(rid).action
+    return f"{RECOVERED} {action} by {', '.join(taken)}" if taken and action else ""
 
 
 def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Result:
@@ -69,6 +75,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
     decision = verdict.decision
     steps = list(decision.steps) if decision is not None else []
     if steps and decision is not None:
+        run.history.set_action(rid, decision.action, decision.code)  # journalled before its first node action
         evidence(run, host, rid)
     applied, error, rebooted = False, None, False
     taken: list[str] = []
@@ -81,6 +88,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
             taken.append(step)
             rebooted = rebooted or step == "reboot"
         if not applied:
+            run.watch.still_ours(run.hosts[host])  # a person's drain during a node action: nothing applied
             run.history.step(rid, "apply")
             run._line(host, "apply")
             error = run.hooks.apply(host, lambda: run._reboot(host))
@@ -88,12 +96,18 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
             run._check_stop()
             run._settle_reboots(run._states(), only=run.hosts[host])
             run.watch.still_ours(run.hosts[host])
+            held = run.hooks.held(host) if error is not None else None
+            if held is not None:  # a firmware update the BMC failed: the hardware's, held without a verify
+                return Result(False, dataclasses.replace(verdict, decision=held), error, hold=True, taken=tuple(taken))
         run.history.step(rid, "verify")
         run._line(host, "verify")
         after = run.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))
         run._check_stop()
         if error is None and after.clean:
             return Result(True, after, taken=tuple(taken))
+        if error is None and after.decision is not None and rebooted and not steps and decision is not None \
+                and run._reboots_left(host, decision) > 0:  # --hold-after-reboots: another reboot first
+            steps.append("reboot")
         if error is None and after.decision is not None and steps:
             run._line(host, f"the fault is still there: {after.decision.finding}; next: {steps[0]}")
             continue
@@ -138,5 +152,6 @@ def take(run: Remediation, host: str, rid: int, step: str, decision: Decision) -
     run.history.step(rid, step, outcome_text)
     run._line(host, f"{step}: {outcome_text}")
     run._check_stop()
+    run.watch.still_ours(name)  # whoever drained it meanwhile decides from now on
     return done
 
