@@ -189,15 +189,21 @@ def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) 
     scope = variables.child(Verbatim(own)) if own else variables
     failed = result.status == Status.FAILED
     changed = result.status in (Status.CHANGED, Status.WOULD_CHANGE) or bool(failed and result.data.get("changed"))
+    which = "changed"
     try:
         if keywords.changed_when is not None:
             changed = evaluate_when(keywords.changed_when, scope)
+        which = "failed"
         if keywords.failed_when is not None:
             failed = evaluate_when(keywords.failed_when, scope)
             result.data["failed_when_result"] = failed
-    except TemplateError as exc:
-        kind = Status.UNKNOWN if type(exc).__name__ == "KnownOnlyAfterApply" else Status.FAILED
-        result.status, result.error = kind, f"{exc.message} (in changed_when/failed_when)"
+    except TemplateError as exc:  # as Ansible: the task fails, and keeps what it was otherwise
+        if type(exc).__name__ == "KnownOnlyAfterApply":
+            result.status, result.error = Status.UNKNOWN, f"{exc.message} (in {which}_when)"
+            return
+        result.data[f"{which}_when_result"] = exc.message
+        result.data["changed"] = changed
+        result.status, result.error = Status.FAILED, f"{exc.message} (in {which}_when)"
         return
     if failed:
         if result.status != Status.FAILED:

@@ -95,8 +95,9 @@ def _ansible_shaped(name: str, result: TaskResult, changed: bool, failed: bool, 
         if rc is None and not failed and result.status != Status.WOULD_CHANGE:
             rc = 0
         message = data.pop("msg", None)
-        if message is None:
-            message = "non-zero return code" if rc not in (0, None) else (result.error or "") if failed else ""
+        if message is None:  # the module's own: only a command that could not run says why
+            message = ("non-zero return code" if rc != 0 else "") if rc is not None else \
+                (result.error or "") if failed else ""
         value.update(msg=message, stdout=output_text(stdout), stdout_lines=output_lines(stdout),
                      stderr=output_text(stderr), stderr_lines=output_lines(stderr))
         if rc is not None:

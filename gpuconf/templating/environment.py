@@ -110,9 +110,15 @@ def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **
                      **options)
 
 
+class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """An undefined value as Ansible's templar has it: an error wherever it is used, but
+    `x.y` of an undefined `x` is undefined too, so `r.rc | default(-1)` and `r.rc is defined`
+    work when `r` is not set at all."""
+
+
 def make_env() -> jinja2.Environment:
     # trim_blocks as Ansible's templar: a template ported from Ansible renders byte for byte the same
-    env = CountingEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+    env = CountingEnvironment(undefined=ChainedUndefined, keep_trailing_newline=True, autoescape=False,
                               trim_blocks=True, finalize=printed)
     env.filters.update({name: _ansible_filter(name) for name in ANSIBLE_FILTERS})
     env.globals.update(lookup=_ansible_lookup, query=_ansible_query, q=_ansible_query, ansible_managed=ANSIBLE_MANAGED)

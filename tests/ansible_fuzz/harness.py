@@ -90,6 +90,8 @@ class ForkServers:
         self.tool = tool
         self.free: queue.Queue[subprocess.Popen[str]] = queue.Queue()
         self.all: list[subprocess.Popen[str]] = []
+        self.seconds = 0.0  # spent running programs, all servers together
+        self.runs = 0
         for index in range(size):
             extra = {"XDG_RUNTIME_DIR": env["XDG_RUNTIME_DIR"] + f"-{index}"} if "XDG_RUNTIME_DIR" in env else {}
             if extra:
@@ -112,6 +114,8 @@ class ForkServers:
                                          "env": env or {}}) + "\n")
             proc.stdin.flush()
             reply = json.loads(proc.stdout.readline())
+            self.seconds += float(reply["seconds"])
+            self.runs += 1
             return int(reply["rc"])
         finally:
             self.free.put(proc)

@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(one, indexes))
         ran = time.monotonic() - started
+        for servers in (tools_.ansible, tools_.gpuconf):
+            if servers is not None and servers.runs:
+                print(f"  {servers.tool}: {servers.seconds / servers.runs:.2f} s a program ({servers.runs} runs)")
         stored = []
         for program, differences in divergent[: args.shrink]:
             small, small_differences = shrink(tools_, program, differences, work / "shrink")

@@ -106,8 +106,11 @@ def test_a_successful_command_registers_rc_and_stdout_lines(tmp_path, capsys):
 
 
 def test_a_trailing_newline_after_one_expression_is_kept():
-    variables = Vars({"n": 8})
-    assert render("{{ n }}\n", variables) == "8\n"
+    variables = Vars({"n": 8, "s": "ab"})
+    # as ansible-core 2.19's templar: the line break is set aside, the lone expression keeps its
+    # type, and a string gets its line break back
+    assert render("{{ s }}\n", variables) == "ab\n" and render("x {{ n }}\n", variables) == "x 8\n"
+    assert render("{{ n }}\n", variables) == 8
     # only a lone expression is native; a space around it is text, as in ansible-core 2.19
     assert render("{{ n }}", variables) == 8 and render(" {{ n }} ", variables) == " 8 "
 
