@@ -14,11 +14,10 @@ from gpuconf.engine.flow import entry_tally, item_task, loop_items, loop_registe
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
-from gpuconf.engine.registered import registered_value
-from gpuconf.errors import TaskError, TemplateError
+from gpuconf.engine.registered import registered_value, skipped_value
+from gpuconf.errors import TaskError, TemplateError, UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
-from gpuconf.templating.conditions import evaluate_when
 
 
 class Entries:
@@ -60,10 +59,17 @@ class Entries:
         started = time.monotonic()
         try:
             variables = planner.task_vars(task)
-            if task.role_when and not all(evaluate_when(c, variables) for c in task.role_when):
-                items: list[Any] = []  # the block's or role's condition is false: no item runs
-            else:
+            try:
                 items = loop_items(task, variables)
+            except UndefinedVariable:
+                # as Ansible: a loop over what is not defined is skipped whole when the task's
+                # conditions (judged without an item) are false, and fails when they hold
+                false = planner.false_condition(task, variables)
+                if false is None:
+                    raise
+                result = log.result(task, Status.SKIPPED, message="condition is false", data=skipped_value(false))
+                log.finish(task, result, started)
+                return self.tally(task, [result])
             each = [item_task(task, item, index, variables, items) for index, item in enumerate(items)]
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = log.result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")

@@ -248,6 +248,8 @@ def compare(oracle: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     for host in sorted(set(oracle["hosts"]) | set(ours["hosts"])):
         a, g = oracle["hosts"].get(host, {}), ours["hosts"].get(host, {})
         for key in ("messages", "registered", "recap"):
+            if key == "recap" and not any((a.get(key) or {}).values()) and not any((g.get(key) or {}).values()):
+                continue  # a host that ran nothing: Ansible prints no recap line, gpuconf a line of zeros
             if a.get(key, [] if key != "recap" else {}) != g.get(key, [] if key != "recap" else {}):
                 found.append(f"{host} {key}: ansible {json.dumps(a.get(key))}\n"
                              f"{' ' * len(host)} {' ' * len(key)}  gpuconf {json.dumps(g.get(key))}")
@@ -256,6 +258,36 @@ def compare(oracle: dict[str, Any], ours: dict[str, Any]) -> list[str]:
             if oracle["files"].get(path) != ours["files"].get(path):
                 found.append(f"file {path}: ansible {oracle['files'].get(path)}, gpuconf {ours['files'].get(path)}")
     return found
+
+
+def signature(oracle: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, ...]]:
+    """What differs, finely (the shrinker keeps a change only while the first of these remains):
+    the exit classes, each recap field, each registered key, the messages, each file's part."""
+    found: list[tuple[str, ...]] = []
+    if oracle["exit"] != ours["exit"]:
+        found.append(("exit", oracle["exit"], ours["exit"]))
+    if oracle["exit"] == "error" or ours["exit"] == "error":
+        return found
+    for host in sorted(set(oracle["hosts"]) | set(ours["hosts"])):
+        a, g = oracle["hosts"].get(host, {}), ours["hosts"].get(host, {})
+        for field in RECAP_KEYS:
+            if (a.get("recap") or {}).get(field, 0) != (g.get("recap") or {}).get(field, 0):
+                found.append(("recap", field))
+        theirs, mine = dict(map(tuple, a.get("registered", []))), dict(map(tuple, g.get("registered", [])))
+        for name in set(theirs) | set(mine):
+            one, two = theirs.get(name), mine.get(name)
+            if one is None or two is None:
+                found.append(("registered", "missing" if two is None else "extra"))
+            elif isinstance(one, dict) and isinstance(two, dict):
+                found += [("registered", key) for key in sorted(set(one) | set(two)) if one.get(key) != two.get(key)]
+        if a.get("messages", []) != g.get("messages", []):
+            found.append(("messages",))
+    for path in sorted(set(oracle["files"]) | set(ours["files"])):
+        one, two = oracle["files"].get(path), ours["files"].get(path)
+        if one != two:
+            found.append(("file", "missing" if two is None else "extra" if one is None else
+                          "mode" if one[0] != two[0] else "content"))
+    return list(dict.fromkeys(found))
 
 
 def kind(differences: list[str]) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from tests.ansible_fuzz.corpus import FOUND, save_case
 from tests.ansible_fuzz.generator import generate
-from tests.ansible_fuzz.harness import both, compare, kind, tools
+from tests.ansible_fuzz.harness import both, compare, kind, signature, tools
 from tests.ansible_fuzz.program import Program
 from tests.ansible_fuzz.refusals import judged
 from tests.ansible_fuzz.shrink import shrink
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="gpuconf-ansible-fuzz-"))
     started = time.monotonic()
     tally: collections.Counter[str] = collections.Counter()
-    divergent: list[tuple[Program, list[str]]] = []
+    divergent: list[tuple[Program, list[str], tuple[str, ...]]] = []
     indexes = [args.only] if args.only is not None else list(range(args.start, args.start + args.programs))
     with tools(work, args.jobs) as tools_:
         def one(index: int) -> None:
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
                     if observed["exit"] == "error":
                         lines = [line for line in observed.get("output", "").splitlines() if "rror" in line]
                         differences.append(f"{side} says: {(lines or ['?'])[-1][:300]}")
-                divergent.append((program, differences))
+                divergent.append((program, differences, signature(oracle, ours)[0] if signature(oracle, ours)
+                                  else ("error",)))
                 print(f"{program.name}: DIVERGES ({', '.join(kind(differences))})\n  " +
                       "\n  ".join(differences[:6]), flush=True)
             elif args.only is not None:
@@ -71,14 +72,14 @@ def run(args: argparse.Namespace) -> int:
             if servers is not None and servers.runs:
                 print(f"  {servers.tool}: {servers.seconds / servers.runs:.2f} s a program ({servers.runs} runs)")
         stored = []
-        for program, differences in divergent[: args.shrink]:
-            small, small_differences = shrink(tools_, program, differences, work / "shrink")
+        for program, differences, first in divergent[: args.shrink]:
+            small, small_differences = shrink(tools_, program, differences, work / "shrink", wanted=first)
             stored.append(save_case(FOUND, small, small_differences, seed))
             print(f"{program.name}: shrunk to {small.size()} characters -> {stored[-1]}", flush=True)
     print(f"\nansible-fuzz: seed {seed}: {sum(tally.values())} programs in {ran:.0f} s "
           f"({ran / max(1, sum(tally.values())):.2f} s each); " +
           ", ".join(f"{count} {name}" for name, count in sorted(tally.items())))
-    kinds = collections.Counter(k for _, d in divergent for k in kind(d))
+    kinds = collections.Counter(k for _, d, _ in divergent for k in kind(d))
     if kinds:
         print("divergences by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     if args.only is None:

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.ansible_fuzz.harness import Tools, both, compare, kind
+from tests.ansible_fuzz.harness import Tools, both, compare, signature
 from tests.ansible_fuzz.program import PLAYBOOK, Program, dump
 from tests.ansible_fuzz.refusals import judged
 
@@ -40,6 +40,13 @@ def removable(program: Program) -> list[tuple[int, str, Path_]]:
     return sorted(found, key=lambda part: -part[0])
 
 
+def _holds_kept(value: Any) -> bool:
+    """A part that holds the local connection's settings stays (without them Ansible would use SSH)."""
+    if isinstance(value, dict):
+        return "ansible_connection" in value or any(_holds_kept(v) for v in value.values())
+    return isinstance(value, list) and any(_holds_kept(v) for v in value)
+
+
 def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any]]:
     if isinstance(value, list):
         for i, item in enumerate(value):
@@ -47,7 +54,7 @@ def _walk(value: Any, path: Path_) -> Iterator[tuple[Path_, Any]]:
             yield from _walk(item, path + (i,))
     elif isinstance(value, dict):
         for key, item in value.items():
-            if key not in KEEP:
+            if key not in KEEP and not _holds_kept(item):
                 yield path + (key,), item
             yield from _walk(item, path + (key,))
 
@@ -75,15 +82,18 @@ def without(program: Program, name: str, path: Path_) -> Program | None:
 
 
 def shrink(tools_: Tools, program: Program, differences: list[str], work: Path, budget: int = 150,
-           jobs: int = 2) -> tuple[Program, list[str]]:
-    wanted = kind(differences)
+           jobs: int = 2, wanted: tuple[str, ...] | None = None) -> tuple[Program, list[str]]:
+    """`wanted`: the first element of the divergence's signature (harness.signature), which
+    every smaller program kept must still show (else a change may swap it for another one)."""
     tried: set[str] = set()
     runs = 0
 
     def still(candidate: Program, slot: int) -> list[str] | None:
         oracle, ours = both(tools_, candidate, work / f"c{slot}")
         _, found = judged(candidate, oracle, ours, compare(oracle, ours))
-        return found if found and kind(found) == wanted else None
+        if not found or (wanted is not None and wanted not in signature(oracle, ours)):
+            return None
+        return found
 
     improved = True
     while improved and runs < budget:
