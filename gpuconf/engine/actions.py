@@ -10,6 +10,9 @@ from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
 
+DEFAULT_MESSAGE = "Hello world!"   # a bare `debug:`, as Ansible's
+
+
 def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Carry out `set_fact` or `debug`: the result's message and data."""
     if task.type == "set_fact":
@@ -20,6 +23,6 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tu
         name = str(task.params["var"])
         value = evaluate(name, variables)
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
-    message = render(task.params["msg"], variables)
+    message = render(task.params.get("msg", DEFAULT_MESSAGE), variables)
     text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)
     return text, {"msg": message}

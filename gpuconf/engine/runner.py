@@ -29,7 +29,7 @@ from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.session import HostSession
-from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
+from gpuconf.engine.variables import LazyGroups, LazyHostvars, connection_variables, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
@@ -196,7 +196,9 @@ class Runner:
         if self.options.become_password is not None:
             overrides["become_password"] = self.options.become_password
         defaults = {} if self.options.become is None else {"become": self.options.become}
-        spec = ConnectionSpec.from_vars(host, {**defaults, **self.inventory.host_vars(host)}, overrides)
+        names = [k for k, v in ALIASES.items() if v in CONNECTION_VARS] + list(CONNECTION_VARS)
+        host_vars = connection_variables(self.inventory, host, self.options.extra_vars, names)
+        spec = ConnectionSpec.from_vars(host, {**defaults, **host_vars}, overrides)
         return self.connect(spec, self.options)
 
     def _session(self, host: str) -> HostSession:

@@ -14,12 +14,13 @@ Highest precedence first (docs/variables.md has the table):
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.templating.render import Vars, Verbatim
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class LazyGroups(Mapping[str, list[str]]):
@@ -113,12 +114,25 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
     shared = shared if shared is not None else {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
     batch = play_hosts if batch is None else batch
     return {
+        "ansible_playbook_python": sys.executable,
         "inventory_hostname": host, "inventory_hostname_short": host.split(".", 1)[0],
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": batch, "ansible_play_hosts": play_hosts, "ansible_play_batch": batch,
         "ansible_play_hosts_all": play_hosts,
         "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
+
+
+def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[str, Any],
+                         names: Collection[str]) -> dict[str, Any]:
+    """The host's inventory variables with those in `names` (its connection's) rendered where they
+    are templates, as Ansible renders `ansible_python_interpreter="{{ ansible_playbook_python }}"`."""
+    variables = inventory.host_vars(host)
+    templated = [k for k in names if isinstance(variables.get(k), str) and "{{" in variables[k]]
+    if not templated:
+        return variables
+    scope = Vars(Verbatim(magic_variables(inventory, host, [host], False, None)), extra_vars, variables)
+    return {**variables, **{k: render(variables[k], scope) for k in templated}}
 
 
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ class Inventory:
         self._merged: dict[str, dict[str, Any]] = {}
         self._ancestors: dict[str, list[str]] = {}
         self.limit: frozenset[str] | None = None  # --limit: the only hosts a pattern matches (`narrowed`)
+        self.implicit: set[str] = set()  # Ansible's implicit localhost, once a play names it (no group's host)
 
     # -- building ---------------------------------------------------------
     def add_group(self, name: str, parent: str | None = "all") -> Group:
@@ -123,10 +125,21 @@ class Inventory:
             self._merged[host] = merged
         return self._merged[host]
 
+    def implicit_localhost(self, name: str) -> str:
+        """Ansible's implicit localhost: a pattern that names `localhost` (or 127.0.0.1, ::1) with no
+        such host in the inventory gets this machine, on a local connection with this Python. It
+        belongs to no group (`all` does not match it) but takes the `all` group's variables."""
+        if name not in self.hosts:
+            self.hosts[name] = Host(name, {"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+            self.implicit.add(name)
+            self._ancestors.pop(name, None)
+            self._merged.pop(name, None)
+        return name
+
     def group_members(self, group: str) -> list[str]:
         """All hosts of a group and its descendants, in inventory order."""
         if group == "all":
-            return list(self.hosts)
+            return [h for h in self.hosts if h not in self.implicit]
         found: set[str] = set()
         todo = [group]
         seen: set[str] = set()

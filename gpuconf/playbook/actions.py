@@ -24,8 +24,8 @@ def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any,
     unknown = [k for k in params if k not in ("msg", "var", "verbosity")]
     if unknown:
         return (unknown[0],), f"unknown parameter '{unknown[0]}' (debug takes msg, var and verbosity)"
-    if ("msg" in params) == ("var" in params):
-        return (), "give one of msg and var"
+    if "msg" in params and "var" in params:
+        return (), "give one of msg and var, not both"
     if "var" in params and not isinstance(params["var"], str):
         return ("var",), "var names a variable (or an expression), as a string"
     return None

@@ -46,6 +46,8 @@ def _task(task: TaskResult) -> dict[str, Any]:
                       "bus_id": f.bus_id, "value": _plain(f.value), "action": f.action}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
+        # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
+        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
     }
 
 
