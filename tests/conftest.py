@@ -5,6 +5,7 @@ import inspect
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,9 @@ if "GPUCONF_CACHE_DIR" not in os.environ:
 # sshd and no Slurm; `make test` runs them all. A test is marked by what it starts, found from the
 # fixtures it uses (transitively) and its own body, so a new lab test needs no marker by hand.
 _STARTS_A_LAB = ("start_lab(", "Lab(", "SSHD", "slurm=True")
+# Every test under these folders of tests/ (at any depth) is a lab test; tests/slurm's use the Slurm lab.
 _LAB_DIRS = {"lab", "lab_sim", "gpu", "fabric"}
+_TESTS = Path(__file__).resolve().parent
 _sources: dict[object, str] = {}
 
 
@@ -35,8 +38,16 @@ def _source(func) -> str:
     return _sources[func]
 
 
+def _area(item) -> str:
+    """The folder right under tests/ that holds the test: `unit`, `lab`, `slurm`, `remediate`, ..."""
+    try:
+        return item.path.resolve().relative_to(_TESTS).parts[0]
+    except ValueError:
+        return ""
+
+
 def _starts_a_lab(item) -> bool:
-    if item.path.parent.name in _LAB_DIRS or "slurm_lab" in item.fixturenames:
+    if _area(item) in _LAB_DIRS or "slurm_lab" in item.fixturenames:
         return True
     functions = [getattr(item, "function", None)]
     for defs in item._fixtureinfo.name2fixturedefs.values():
@@ -46,7 +57,7 @@ def _starts_a_lab(item) -> bool:
 
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
-        if "slurm_lab" in item.fixturenames or item.path.parent.name == "slurm":
+        if "slurm_lab" in item.fixturenames or _area(item) == "slurm":
             item.add_marker(pytest.mark.slurm)
             item.add_marker(pytest.mark.lab)
         elif _starts_a_lab(item):

@@ -57,7 +57,7 @@ def batches(facts: list[Fact]) -> list[Batch]:
 
 def reply_for(fact: Fact, batch: Batch, reply: Mapping[str, Any]) -> Reply:
     """The fact's own reply: the whole reply, or its slice of a merged one. The runner's JSON
-    line is read as the declared `Reply` (tests/unit/test_wire.py checks that the runner's
+    line is read as the declared `Reply` (tests/unit/facts/test_wire.py checks that the runner's
     replies are what gpuconf/facts/wire.py declares)."""
     typed = cast(Reply, reply)
     if len(batch.facts) == 1 or fact.merge is None:

@@ -2,7 +2,7 @@
 
 A round trip sends one `RunnerRequest` (a list of ops) and gets one JSON line per op back. Each op
 is one of a closed set of names (`OpName`): the runner's dispatch table has exactly these
-(gpuconf/connection/remote/dispatch.py, compared by tests/unit/test_wire.py), and every request a
+(gpuconf/connection/remote/dispatch.py, compared by tests/unit/facts/test_wire.py), and every request a
 builder makes is one of the TypedDicts below, checked by mypy where it is built: the facts'
 constructors (facts/base.py, nvidia_smi.py, initramfs.py), the tasks' ops (tasks/base.py), the
 engine's reboot ops (engine/context.py) and the run lock (connection/lock.py).

@@ -1,7 +1,7 @@
 """The task types, by name: a static table of where each one lives, imported on first use.
 
 A playbook that uses two task types imports those two modules and no other: no pydantic model,
-probe or parser of a task it does not run (`tests/unit/test_task_registry.py` proves it in a
+probe or parser of a task it does not run (`tests/unit/tasks/test_task_registry.py` proves it in a
 fresh interpreter). The names are known without any import, so the loader can say "did you
 mean" for an unknown task; the same test imports every module and checks that the table
 names each task type exactly once, under its own `name`, so the table cannot drift.

@@ -18,7 +18,7 @@ from gpuconf.remediate.command import EngineHooks
 from gpuconf.remediate.decision import IMEX, Decision
 from tests.fabric.fabric_helpers import B200, GB200, GB200_PEER, IMEX_DOMAIN, NAME, ROOT
 
-HEALTH = ROOT / "tests/slurm/remediate-health.yml"  # the Xid probe (and nvidia-smi's recovery action)
+HEALTH = ROOT / "tests/remediate/health.yml"  # the Xid probe (and nvidia-smi's recovery action)
 
 
 def engine_hooks(kind: str, tmp_path) -> EngineHooks:

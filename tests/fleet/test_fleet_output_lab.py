@@ -2,7 +2,7 @@
 with its change, in under 40 lines; the HTML report of the same run holds all 20 hosts.
 
 20 light nodes (t4) start in a few seconds, and a two-task playbook keeps the run short; the
-100-host line budget is a unit test (tests/reports/test_fleet_output.py).
+100-host line budget is a unit test (tests/unit/report/test_fleet_output.py).
 """
 from __future__ import annotations
 

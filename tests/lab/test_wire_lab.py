@@ -1,7 +1,7 @@
 """The typed wire over real SSH: a lab node's runner (the joined parts, started through sudo as in
 every run) answers each read a task can declare, and a write request, with the declared reply of
 each op, and the facts parse those replies. (A fresh lab node has no driver: nvidia-smi's refused
-fields are tested with a stand-in, tests/health/test_readings.py.)"""
+fields are tested with a stand-in, tests/unit/tasks/health/test_readings.py.)"""
 from __future__ import annotations
 
 from gpuconf.connection.base import ConnectionSpec
@@ -16,7 +16,7 @@ from gpuconf.tasks.base import make_directory, remove, run, write_file
 from gpuconf.tasks.imex import NVIDIA_IN_INITRAMFS
 from gpuconf.tasks.initramfs import initramfs_fact
 from gpuconf.tasks.services import unit_fact
-from tests.unit.test_wire import problems
+from tests.unit.facts.test_wire import problems
 
 NODE = "a100-01"
 

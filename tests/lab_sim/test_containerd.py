@@ -8,7 +8,7 @@ import base64
 from gpuconf.facts.base import file_state
 from gpuconf.tasks.containerd import CONFIG, CONTAINERD, DROP_IN
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from tests.unit.test_tasks_table import Conditions, served
+from tests.unit.tasks.test_tasks_table import Conditions, served
 
 CONFIGURE = "nvidia-ctk runtime configure --runtime=containerd --cdi.enabled"
 

@@ -1,5 +1,5 @@
 # The remote runner, part 5 of 5: the dispatch table (its names are gpuconf/facts/wire.py's
-# OpName, compared by tests/unit/test_wire.py), the read-only rules, and the main loop.
+# OpName, compared by tests/unit/facts/test_wire.py), the read-only rules, and the main loop.
 import json
 import os
 import sys
