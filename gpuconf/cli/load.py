@@ -130,7 +130,7 @@ def run_options(args: Any, config: Any, verb: str = "check", extra_vars: dict[st
         lock_wait=getattr(args, "lock_wait", defaults.lock_wait), become_password=become_password(args),
         allow_reboot=getattr(args, "reboot", False), strict=getattr(args, "strict", False),
         trace=getattr(args, "verbose", 0) >= 3, step=step_gate() if getattr(args, "step", False) else None,
-        today=run_day(getattr(args, "today", None)))
+        today=run_day(getattr(args, "today", None)), force_handlers=getattr(args, "force_handlers", False))
 
 
 def step_gate() -> Any:

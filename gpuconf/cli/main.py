@@ -91,6 +91,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
     parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
     parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    parser.add_argument("--force-handlers", action="store_true",
+                        help="run the handlers a host was notified of even when it failed (a play's "
+                             "force_handlers wins)")
     _vault_options(parser)
 
 

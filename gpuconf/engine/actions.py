@@ -9,7 +9,6 @@ from typing import Any
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
-
 DEFAULT_MESSAGE = "Hello world!"   # a bare `debug:`, as Ansible's
 
 

@@ -22,9 +22,12 @@ WAKE_SECONDS = 0.2  # how often a waiting host looks at the stop flag (SIGINT, t
 class Batch:
     """One batch's hosts, in inventory order, and how far each got through the play's tasks."""
 
-    def __init__(self, hosts: list[str], max_fail_percentage: float | None = None):
+    def __init__(self, hosts: list[str], max_fail_percentage: float | None = None, lockstep: bool = False):
         self.hosts = list(hosts)
         self.limit = max_fail_percentage
+        # the hosts meet after each task: with a limit, or where a play can end the batch (meta: end_play)
+        self.lockstep = lockstep or max_fail_percentage is not None
+        self.ended = False  # meta: end_play (or end_batch) ran on one of the hosts
         self.changed = threading.Condition()
         self.done_through: dict[str, int] = {host: -1 for host in hosts}  # the last task index each finished
         self.gone: set[str] = set()  # hosts whose play ended (failed, unreachable, or done)
@@ -45,12 +48,18 @@ class Batch:
         with self.changed:
             self.done_through[host] = index
             self.changed.notify_all()
-            if self.limit is None:
-                return True
-            while not self._over_limit() and not stop() and any(
+            if not self.lockstep:
+                return not self.ended
+            while not self._over_limit() and not self.ended and not stop() and any(
                     self.done_through[other] < index for other in self.hosts if other not in self.gone):
                 self.changed.wait(WAKE_SECONDS)
-            return not self._over_limit()
+            return not self._over_limit() and not self.ended
+
+    def end(self) -> None:
+        """meta: end_play (or end_batch): every host of the batch stops before its next task."""
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
 
     def leave(self, host: str, failed: bool) -> None:
         """`host`'s play ended; a failed (or unreachable) host counts against the limit."""

@@ -14,8 +14,8 @@ from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, read_facts
 from gpuconf.engine.delegate import Delegates, reads_elsewhere
-from gpuconf.engine.entry import Entries
-from gpuconf.engine.flow import BlockRun, judge
+from gpuconf.engine.flow import judge
+from gpuconf.engine.meta import MetaSteps
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
@@ -34,7 +34,7 @@ class HostUnreachable(Exception):
     pass
 
 
-class PlayOnHost(Entries):
+class PlayOnHost(MetaSteps):
     """The executing half (HostPlanner plans, Entries runs loops and run_once): the host's facts,
     then each task's check and apply in order, then the handlers."""
 
@@ -53,13 +53,13 @@ class PlayOnHost(Entries):
         self.events = events or RunEvents()
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         self.results: list[TaskResult] = []
-        self.notified: list[str] = []
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         # tasks already applied together with one before them (engine/joint.py): their params and
         # verdict, re-checked and reported at their turn
         self._applied: dict[int, tuple[Any, Verdict]] = {}
         self.batch = batch  # run_once and max_fail_percentage, with the other hosts of the batch
         self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
+        self.start_notifications()
 
     # -- the play -------------------------------------------------------------
     def run(self) -> list[TaskResult]:
@@ -76,38 +76,7 @@ class PlayOnHost(Entries):
             # A task planned above reads the same once the facts are in (its params did not depend
             # on them): only the others are planned again. Usually nothing is left: no round trip.
             self.session.fetch(self._facts_of(left))
-            blocks = BlockRun(tasks)
-            for index, task in enumerate(tasks):
-                if self.stop() and id(task) not in self._applied:  # what was done is still reported
-                    if not self.deadline_reached():  # interrupted: no new task starts, and the report
-                        self._interrupted(tasks[index:])  # says which ones it left out
-                        break
-                    if not (self.options.check_mode and self._answerable(task)):
-                        self.mark_not_run([task])
-                        self._task_done(index)
-                        continue
-                why = None if id(task) in self._applied else blocks.why_not(task)
-                if why is not None:  # never silently absent: a rescue that did not run says why
-                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
-                    results: list[TaskResult] = []
-                else:
-                    results = self.run_entry(task, tasks[index + 1:], index)
-                # A health probe that found a failure has still run fine: the other probes go on.
-                blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
-                                     and not r.unhealthy])
-                if blocks.host_failed:
-                    for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
-                        if id(later) in self._applied:
-                            self.run_entry(later, [])
-                    break
-                if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
-                    limit = self.play.keywords.max_fail_percentage
-                    self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
-                                      error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
-                                            f"'{self.play.name}' (another host failed)")
-                    break
-            else:
-                self.run_handlers()
+            self.run_tasks(tasks)
         except HostUnreachable:
             pass
         except ConnectError as exc:
@@ -140,17 +109,6 @@ class PlayOnHost(Entries):
                 self.facts.update(self.task_host)
                 self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
 
-    def run_handlers(self) -> None:
-        for handler in self.play.handlers:
-            names = {handler.name, *handler.keywords.listen}
-            if not names & set(self.notified):
-                continue
-            if not self.stop():
-                self.events.task_started(self.host, handler.name)
-                self.run_task(handler, [], is_handler=True)
-            elif self.deadline_reached():
-                self.mark_not_run([handler], handler=True)
-
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
         try:
@@ -171,8 +129,7 @@ class PlayOnHost(Entries):
         """SIGINT: the tasks not started, and the handlers notified but never run (a restart that a
         changed file asked for is work left undone, as much as a task)."""
         self.mark_not_run(left, reason="interrupted")
-        pending = [h for h in self.play.handlers if {h.name, *h.keywords.listen} & set(self.notified)]
-        self.mark_not_run(pending, handler=True, reason="interrupted")
+        self.mark_not_run(self.notifications.waiting(), handler=True, reason="interrupted")
 
     # -- one task -------------------------------------------------------------
     def _result(self, task: TaskDef | None, status: Status, **kw: Any) -> TaskResult:
@@ -210,9 +167,10 @@ class PlayOnHost(Entries):
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, self.host, task.name, task.role)
             result = self._result(task, Status.FAILED, error=error, traceback=trace)
-        result.handler = is_handler
+        result.handler = is_handler or self.running_handlers
         if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
             judge(task, result, self.task_vars(task), self.options.check_mode)
+        self.notify(task, result)
         result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
         self._finish(task, result, started)
         return result
@@ -258,7 +216,6 @@ class PlayOnHost(Entries):
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)
-            self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
         if task_type.reboots and self._reboot_held():
             result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
@@ -344,7 +301,6 @@ class PlayOnHost(Entries):
         reboot = any(c.reboot for c in verdict.changes) or any(c.reboot and c.verify for c in recheck.changes)
         if reboot:
             self._mark_reboot(task.name)
-        self.notified += task.keywords.notify
         result = self._done(task, Status.CHANGED, verdict, findings=list(recheck.findings), reboot=reboot)
         result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
         result.data.update(data)
@@ -365,12 +321,13 @@ class PlayOnHost(Entries):
         self.refresh_facts()
 
     def _handlers_due(self, task: TaskDef) -> list[TaskDef]:
-        """Handlers notified so far or by `task` that run after it (all of them, for a task)."""
+        """Handlers notified so far or by `task` (its names as written) that run after it."""
         handlers = self.play.handlers
         later = handlers[next(i for i, h in enumerate(handlers) if h is task) + 1:] \
             if any(h is task for h in handlers) else handlers
-        notified = set(self.notified) | set(task.keywords.notify)
-        return [h for h in later if {h.name, *h.keywords.listen} & notified]
+        notified = {key for name in task.keywords.notify for key in self.notifications.find(name)
+                    if "{{" not in name} | self.notifications.pending
+        return [h for h in later if h.handler_key in notified]
 
     def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list[Any] | None = None,
               reboot: bool = False) -> TaskResult:

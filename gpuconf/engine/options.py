@@ -36,6 +36,7 @@ class RunOptions:
     # remediate: a reboot is asked of the scheduler, given the inventory host, instead
     # of running the reboot task's command on the host; the wait for the new boot id is the same
     reboot_via: Callable[[str], None] | None = None
+    force_handlers: bool = False  # --force-handlers: a host that failed still runs its notified handlers
 
     @property
     def check_mode(self) -> bool:

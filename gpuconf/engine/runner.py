@@ -24,6 +24,7 @@ from gpuconf.engine.after import AfterRun, OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.meta import ends_batch
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.planner import HostPlanner
@@ -76,10 +77,13 @@ class Runner:
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
-        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, self.host_facts)}
+        self.shared = {"groups": LazyGroups(inventory),
+                       "hostvars": LazyHostvars(inventory, self.host_facts, self.registered)}
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
+        self._local_lock = threading.Lock()   # this machine's run lock, taken once for its local hosts
+        self._local_locked = False
 
     def stopped(self) -> bool:
         if self.deadline_reached():
@@ -168,12 +172,17 @@ class Runner:
                 return False
             batch = hosts[offset: offset + size]
             offset += size
-            together = Batch(batch, play.keywords.max_fail_percentage)  # run_once, max_fail_percentage
+            limit = 0 if play.keywords.any_errors_fatal and play.keywords.max_fail_percentage is None \
+                else play.keywords.max_fail_percentage
+            # run_once, max_fail_percentage (any_errors_fatal: 0), meta: end_play
+            together = Batch(batch, limit, lockstep=ends_batch(play.tasks))
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
                 outcomes = list(pool.map(lambda h, b=together: self._host(index, play, h, result, b), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
-            limit = play.keywords.max_fail_percentage
+            if together.ended and play.tasks and any(
+                    t.params.get("_raw_params") == "end_play" for t in play.tasks if t.type == "meta"):
+                return True   # meta: end_play: no later batch of this play starts
             if limit is not None and batch and 100.0 * len(bad) / len(batch) > limit:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
                                      f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
@@ -290,10 +299,17 @@ class Runner:
         return not any(r.status == Status.FAILED and not r.ignored for r in results)
 
     def _lock(self, session: HostSession) -> None:
-        """Apply holds the host's run lock for the whole run; check takes it shared per request."""
+        """Apply holds the host's run lock for the whole run; check takes it shared per request.
+        Hosts on a local connection are this one machine: the first of them holds its lock for all."""
         if self.options.verb == "apply":
             owner = f"gpuconf apply {self.playbook.path.name} from {socket.gethostname()}"
-            take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+            if session.connection.spec.connection != "local":
+                take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                return
+            with self._local_lock:
+                if not self._local_locked:
+                    take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                    self._local_locked = True
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
 

@@ -51,18 +51,21 @@ class LazyHostvars(Mapping[str, Any]):
     """`hostvars`: every host's inventory variables, merged when a template asks for one, with
     `facts` (and `ansible_facts`) once the run has gathered that host's facts."""
 
-    def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None):
+    def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None,
+                 registered: Mapping[str, Mapping[str, Any]] | None = None):
         self.inventory = inventory
         self.host_facts = host_facts if host_facts is not None else {}
+        self.registered = registered if registered is not None else {}  # register and set_fact, per host
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self.inventory.hosts:
             raise KeyError(name)
         facts = self.host_facts.get(name)
+        registered = dict(self.registered.get(name) or {})
         if not facts:
-            return self.inventory.host_vars(name)
+            return {**self.inventory.host_vars(name), "inventory_hostname": name, **registered}
         return {**self.inventory.host_vars(name), "inventory_hostname": name, "facts": facts,
-                "ansible_facts": facts, **fact_aliases(facts)}
+                "ansible_facts": facts, **fact_aliases(facts), **registered}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.inventory.hosts)

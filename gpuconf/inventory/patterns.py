@@ -15,7 +15,6 @@ from gpuconf.errors import InventoryError, did_you_mean
 from gpuconf.files.bounded import read_source
 from gpuconf.inventory.hosts import Inventory
 
-
 LOCALHOST = ("localhost", "127.0.0.1", "::1")   # Ansible's implicit localhost answers to these
 
 

@@ -7,11 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuconf.playbook.models import IDENTIFIER
+from gpuconf.playbook.models import IDENTIFIER, META_ACTIONS
+
+
+def _meta_errors(params: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
+    action = params.get("_raw_params")
+    unknown = [k for k in params if k != "_raw_params"]
+    if unknown:
+        return (unknown[0],), f"meta takes one action (meta: flush_handlers), not '{unknown[0]}'"
+    if action not in META_ACTIONS:
+        return (), f"invalid meta action requested: {action} (one of: {', '.join(META_ACTIONS)})"
+    return None
 
 
 def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
     """What is wrong with an action's parameters, as (path, message), or None."""
+    if action == "meta":
+        return _meta_errors(params)
     if action == "set_fact":
         if not params:
             return (), "give at least one NAME: VALUE"

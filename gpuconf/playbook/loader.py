@@ -55,14 +55,19 @@ def roles_path(playbook: Path, project_dir: Path | None = None, configured: list
 
 
 def check_notified(tasks: list[TaskDef], handlers: list[TaskDef]) -> None:
-    """A `notify` that names no handler (by name or `listen`) is refused at load, in every verb, as
-    Ansible refuses it; a templated name is known only at run time."""
-    known = {h.name for h in handlers} | {topic for h in handlers for topic in h.keywords.listen}
+    """A `notify` that names no handler (by name, "ROLE : name", or `listen`) is refused at load, in
+    every verb, as Ansible refuses it; a templated name (of the notify or of a handler) is known
+    only at run time."""
+    if any("{{" in name for h in handlers for name in h.handler_names):
+        return
+    known = {name for h in handlers for name in h.handler_names} | \
+        {topic for h in handlers for topic in h.keywords.listen}
     for task in tasks + handlers:
         for name in task.keywords.notify:
             if name not in known and "{{" not in name:
-                raise PlaybookError(f"task '{task.name}' notifies '{name}', which no handler defines or listens "
-                                    f"to{did_you_mean(name, known)}", task.location)
+                raise PlaybookError(f"The requested handler '{name}' was not found in either the main handlers "
+                                    f"list nor in the listening handlers list (task '{task.name}' notifies it)"
+                                    f"{did_you_mean(name, known)}", task.location)
 
 
 class Loader:
@@ -131,10 +136,16 @@ class Loader:
         base = self.playbook.parent  # as Ansible: templates/ and files/ beside the playbook, then the folder
         search = [base / "templates", base / "files", base]
         play_tags = set(keywords.tags)
-        # Ansible's order: pre_tasks, roles, tasks, post_tasks (handlers run once, at the end of the play)
-        tasks[:0] = self._tasks(node.get("pre_tasks"), node, "pre_tasks", play_tags, search, here=base)
+        # Ansible's order: pre_tasks, roles, tasks, post_tasks; the handlers notified so far run after
+        # pre_tasks, after roles and tasks, and at the end of the play (where post_tasks' run)
+        pre_tasks = self._tasks(node.get("pre_tasks"), node, "pre_tasks", play_tags, search, here=base)
+        post_tasks = self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
+        for section, part in (("pre_tasks", pre_tasks), ("post_tasks", post_tasks)):
+            for task in part:
+                task.section = section
+        tasks[:0] = pre_tasks
         tasks += self._tasks(node.get("tasks"), node, "tasks", play_tags, search, here=base)
-        tasks += self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
+        tasks += post_tasks
         handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True, here=base)
         handlers += self.included_handlers
         handlers = list({(h.role, h.name, str(h.location)): h for h in handlers}.values())  # a role brought twice
@@ -159,10 +170,30 @@ class Loader:
         for index, node in enumerate(items):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("a task must be a mapping", items.location(index))
-            if handler and any(k in node for k in ("block", *INCLUDES)):
-                raise PlaybookError("a handler is one task: no block or include", node.location())
-            result += self._entry(node, context)
+            result += self._handler(node, context) if handler else self._entry(node, context)
         return result
+
+    def _handler(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
+        """One entry of a handlers list: a task, the tasks of an import_tasks (each a handler), or an
+        include_tasks (one handler that runs its file's tasks), as Ansible allows them."""
+        if "block" in node:
+            raise PlaybookError("Using a block as a handler is not supported.", node.location())
+        for name in ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"):
+            if name in node:
+                raise PlaybookError(f"Using '{name.split('.')[-1]}' as a handler is not supported.", node.location())
+        if "import_tasks" in node or "ansible.builtin.import_tasks" in node:
+            tasks = []
+            for task in self._entry(node, context):
+                task.handler_key, task.handler_names = next(self.block_ids), (task.name,)
+                tasks.append(task)
+            return tasks
+        names = (str(node["name"]),) if "name" in node else ()
+        entry = next(self.block_ids)
+        tasks = self._entry(node, context)
+        for task in tasks:
+            task.handler_key = entry
+            task.handler_names = names or (task.name,)
+        return tasks
 
     def _entry(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
         """One item of a task list: a task, a block, or an include (blocks.py)."""
@@ -268,9 +299,13 @@ class Loader:
         if tasks_from != "main" and self._optional(task_file) is None:
             raise PlaybookError(f"role '{ref.role}' has no tasks file {task_file}", where)
         role_tasks = self._role_file(task_file, role_tags, search, ref.role, blocks)
-        role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
+        role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role, handler=True)
         self.defaults.update(yamlsrc.plain(defaults))
+        instance = next(self.block_ids)
+        for handler in role_handlers:   # notify finds a role's handler as "ROLE : name" too
+            handler.handler_names += tuple(f"{ref.role} : {name}" for name in handler.handler_names)
         for task in role_tasks + role_handlers:
+            task.role_instance = task.role_instance or instance
             # the role's vars/main.yml, below its parameters and above play vars, as in Ansible
             task.role_params = {**yamlsrc.plain(role_vars), **ref.params}
             task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
@@ -282,7 +317,7 @@ class Loader:
         handlers += role_handlers
 
     def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str,
-                   blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]:
+                   blocks: tuple[tuple[int, str], ...] = (), handler: bool = False) -> list[TaskDef]:
         data = self._optional(path)
         if data is None:
             return []
@@ -290,7 +325,8 @@ class Loader:
             raise PlaybookError("a role's task file must be a list of tasks", Location(str(path), 1, 1))
         holder = yamlsrc.YDict({"tasks": data})
         holder.file = str(path)
-        return self._tasks(data, holder, "tasks", tags, search, role=role, here=path.parent, blocks=blocks)
+        return self._tasks(data, holder, "tasks", tags, search, role=role, here=path.parent, blocks=blocks,
+                           handler=handler)
 
     @staticmethod
     def _optional(path: Path) -> Any:

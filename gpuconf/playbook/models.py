@@ -9,7 +9,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -101,7 +101,10 @@ class TaskKeywords(BaseModel):
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
-ENGINE_ACTIONS = ("set_fact", "debug")
+ENGINE_ACTIONS = ("set_fact", "debug", "meta")
+# meta's actions (Ansible's `meta: ACTION`), carried out by gpuconf/engine/meta.py
+META_ACTIONS = ("flush_handlers", "noop", "end_play", "end_host", "end_batch", "end_role", "clear_host_errors",
+                "clear_facts", "refresh_inventory", "reset_connection")
 # delegate_to, the documented subset (docs/task-contract.md): the controller runs these ...
 DELEGATE_LOCAL = ("localhost", "127.0.0.1")
 DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
@@ -119,10 +122,7 @@ REFUSED_KEYWORDS = {
 }
 # Ansible play keys gpuconf does not take, and what to use instead
 PLAY_HINTS = {
-    "strategy": "hosts run in parallel (--forks), each through its tasks in order; `serial` makes batches",
     "remote_user": "set `user` (or ansible_user) in the inventory, or -e user=NAME",
-    "connection": "set `connection` in the inventory, or -c local",
-    "any_errors_fatal": "use max_fail_percentage: 0",
     "environment": "give `env:` to a command",
     "collections": "task types are gpuconf's own (gpuconf tasks)",
     "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
@@ -167,6 +167,14 @@ class PlayKeywords(BaseModel):
     serial: int | str | list[int | str] | None = None
     max_fail_percentage: float | None = Field(None, ge=0, le=100)
     gather_facts: bool = True
+    # a failure on one host ends the play for every host of the batch (max_fail_percentage 0)
+    any_errors_fatal: bool = False
+    force_handlers: bool | None = None  # notified handlers run on a host that failed (--force-handlers)
+    order: Literal["inventory", "reverse_inventory", "sorted", "reverse_sorted", "shuffle"] = "inventory"
+    # Ansible's strategies: gpuconf runs each host through its tasks (docs/ansible.md), meeting the
+    # batch's other hosts where Ansible's result depends on it (any_errors_fatal, end_play, run_once)
+    strategy: Literal["linear", "free", "host_pinned"] = "linear"
+    connection: Literal["local", "ssh", "smart"] | None = None  # the play's, over the inventory's
 
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
 
@@ -210,6 +218,13 @@ class TaskDef:
     # the blocks around the task, outermost first: (block id, "block" | "rescue" | "always")
     blocks: tuple[tuple[int, str], ...] = ()
     item_vars: dict[str, Any] = field(default_factory=dict)  # one item of a loop (never rendered again)
+    # pre_tasks, tasks (roles' too) or post_tasks: the handlers notified so far run at the end of each
+    section: str = "tasks"
+    role_instance: int = 0  # which loading of its role (meta: end_role skips the rest of that one)
+    # a handler: the names a notify finds it by (its name, "ROLE : name"); the handler entry it is
+    # part of (an include_tasks handler runs its file's tasks)
+    handler_names: tuple[str, ...] = ()
+    handler_key: int = 0
 
 
 @dataclass

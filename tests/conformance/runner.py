@@ -55,7 +55,7 @@ def integration_env(work: Path, mode: str, log: Path, oracle_log: Path) -> dict[
     """ansible-test's environment for a target's script (its ansible_environment and
     integration_environment), plus the shim's own settings."""
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("ANSIBLE_", "GPUCONF_", "CONFORMANCE_", "PYTHON", "VIRTUAL_ENV"))}
+            if not k.startswith(("ANSIBLE_", "GPUCONF_", "CONFORMANCE_", "PYTHON", "VIRTUAL_ENV", "BASH_ENV"))}
     pybin = work / "pybin"
     return {
         **base,
@@ -74,7 +74,7 @@ def integration_env(work: Path, mode: str, log: Path, oracle_log: Path) -> dict[
         "CONFORMANCE_ROOT": str(ROOT), "CONFORMANCE_SHIM_PYTHON": sys.executable,
         "CONFORMANCE_GPUCONF_PYTHON": sys.executable, "CONFORMANCE_ANSIBLE_BIN": str(ANSIBLE_VENV / "bin"),
         "CONFORMANCE_EMPTY_INVENTORY": str(work / "empty-inventory"),
-        "BASH_ENV": str(HERE / "preamble.sh"), "LOCPATH": str(work.parent.parent / "locale"),
+        "BASH_ENV": str(HERE / "preamble.sh"), "CONFORMANCE_GPUCONF_PATH": os.environ.get("CONFORMANCE_GPUCONF_PATH", ""), "LOCPATH": str(work.parent.parent / "locale"),
     }
 
 

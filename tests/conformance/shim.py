@@ -76,6 +76,8 @@ def run_gpuconf(tool: str, args: list[str], work: Path) -> dict[str, Any]:
         return {"rc": 1, "stdout": "", "stderr": f"ERROR! {exc}\n", "kind": "unsupported", "why": str(exc)}
     python = os.environ.get("CONFORMANCE_GPUCONF_PYTHON", sys.executable)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if os.environ.get("CONFORMANCE_GPUCONF_PATH"):   # another checkout's gpuconf (the table's "before")
+        env["PYTHONPATH"] = os.environ["CONFORMANCE_GPUCONF_PATH"]
     try:
         done = subprocess.run([python, "-m", "gpuconf", *argv], capture_output=True, text=True, timeout=TIMEOUT,
                               errors="replace", env=env)

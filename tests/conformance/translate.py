@@ -154,7 +154,9 @@ def gpuconf_has(option: str) -> bool:
     cache = Path(os.environ["CONFORMANCE_LOG"]) / "gpuconf-apply-help.txt"
     if not cache.exists():
         python = os.environ.get("CONFORMANCE_GPUCONF_PYTHON", "python3")
-        text = subprocess.run([python, "-m", "gpuconf", "apply", "--help"], capture_output=True, text=True).stdout
+        env = {**os.environ, "PYTHONPATH": os.environ.get("CONFORMANCE_GPUCONF_PATH", "")}
+        text = subprocess.run([python, "-m", "gpuconf", "apply", "--help"], capture_output=True, text=True,
+                              env=env).stdout
         cache.write_text(text)
     return option in cache.read_text()
 
