@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.actions import run_action
@@ -43,8 +44,9 @@ class PlayOnHost(MetaSteps):
                  emit: Callable[[TaskResult], None], stop: Callable[[], bool],
                  deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
                  plan_cache: PlanCache | None = None, batch: Batch | None = None,
-                 host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
-        super().__init__(play, host, host_vars, magic, options, registered, plan_cache)
+                 host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None,
+                 included: dict[str, Any] | None = None):
+        super().__init__(play, host, host_vars, magic, options, registered, plan_cache, included)
         self.session = session
         session.redact = self.secrets.redact  # -vvv shows requests with them masked
         self.delegates = Delegates(delegate, self.secrets.redact)  # delegate_to: a session per target
@@ -71,11 +73,14 @@ class PlayOnHost(MetaSteps):
             if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
                                                       if t.type in TASK_TYPES):
                 first = gather.fact_requests() + first   # the host facts a task declared: gathered all the same
-            self.session.fetch(first)
+            if first or self.session.connection.connects:   # a play that asks its host nothing never connects
+                self.session.fetch(first)
             self.refresh_facts()
             # A task planned above reads the same once the facts are in (its params did not depend
             # on them): only the others are planned again. Usually nothing is left: no round trip.
-            self.session.fetch(self._facts_of(left))
+            later = self._facts_of(left)
+            if later or self.session.connection.connects:
+                self.session.fetch(later)
             self.run_tasks(tasks)
         except HostUnreachable:
             pass
@@ -199,7 +204,8 @@ class PlayOnHost(MetaSteps):
             rendered = self.render_task(task)  # only `when`: the action renders its own values
             if rendered is None:
                 return self._result(task, Status.SKIPPED, message="condition is false")
-            message, data = run_action(task, rendered[0], self.registered)
+            message, data = run_action(task, rendered[0], self.registered, self.included,
+                                       Path(self.play.location.file).parent if self.play.location.file else None)
             return self._result(task, Status.OK, message=message, data=data)
         prepared = self.prepare(task)
         if prepared is None:

@@ -52,11 +52,14 @@ class HostPlanner:
     """Variables, conditions, params and reads of one play's tasks on one host."""
 
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
-                 options: RunOptions, registered: dict[str, Any], plan_cache: PlanCache | None = None):
+                 options: RunOptions, registered: dict[str, Any], plan_cache: PlanCache | None = None,
+                 included: dict[str, Any] | None = None):
         self.play, self.host, self.options = play, host, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
+        self.included: dict[str, Any] = {} if included is None else included  # what include_vars set
         # what this host's output must not show; its templates add what they make from a secret
-        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults]))
+        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults,
+                                                play.role_vars]))
         self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
         self.facts: dict[str, Any] = {}
         self._magic: Verbatim | None = None
@@ -68,7 +71,7 @@ class HostPlanner:
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
             self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars, self.secrets)
+                              self.host_vars, self.secrets, self.included)
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""

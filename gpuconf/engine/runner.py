@@ -34,8 +34,9 @@ from gpuconf.engine.variables import LazyGroups, LazyHostvars, connection_variab
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
+from gpuconf.playbook.models import DELEGATE_LOCAL, ENGINE_ACTIONS, Play, Playbook
 from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
+from gpuconf.tasks.registry import TASK_TYPES
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -77,8 +78,9 @@ class Runner:
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
+        self.included: dict[str, dict[str, Any]] = {}  # what include_vars set, per host, for the run
         self.shared = {"groups": LazyGroups(inventory),
-                       "hostvars": LazyHostvars(inventory, self.host_facts, self.registered)}
+                       "hostvars": LazyHostvars(inventory, self.host_facts, self.registered, self.included)}
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
@@ -272,7 +274,7 @@ class Runner:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
-            if not session.connection.connects:
+            if not session.connection.connects and needs_host(play):
                 session.connection.open()
                 self._lock(session)
         except GpuconfError as exc:
@@ -289,7 +291,7 @@ class Runner:
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,
                             plan_cache=self.plan_cache, batch=batch, host_facts=self.host_facts,
-                            delegate=self.delegate_session)
+                            delegate=self.delegate_session, included=self.included.setdefault(host, {}))
         results = runner.run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):
@@ -312,6 +314,14 @@ class Runner:
                     self._local_locked = True
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
+
+
+def needs_host(play: Play) -> bool:
+    """Whether the play asks its hosts anything: facts, or a task (or handler) that reads or writes
+    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible."""
+    return play.keywords.gather_facts or any(
+        task.type not in ENGINE_ACTIONS and not (task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only)
+        or task.keywords.delegate_to for task in play.tasks + play.handlers)
 
 
 def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:

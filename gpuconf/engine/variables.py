@@ -1,16 +1,20 @@
 """The one variable layering, used by `validate`, `check`, `apply` and `gpuconf inventory --host`.
 
-Highest precedence first (docs/variables.md has the table):
+Highest precedence first, Ansible's levels (docs/variables.md has the table):
 
-    magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...)
+    magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...),
+      role_name and role_path
     extra vars (-e)
     a loop's item (`item`, or loop_control.loop_var)
+    include params (the `vars:` of include_tasks, import_tasks, include_role, import_role)
+    role params (`- role: x` with `a: 1`)
     registered results and set_fact
-    task vars
-    role parameters
-    play vars and vars_files
-    host vars < child group vars < parent group vars < `all` group vars  (inventory.host_vars)
-    role defaults
+    include_vars
+    task vars (a block's below its tasks')
+    role vars (the task's role: vars/main.yml, then its entry's `vars:`), then the play's roles'
+    play vars_files over play vars
+    the inventory (inventory.host_vars: group vars, group_vars/ files, host vars, host_vars/ files)
+    role defaults (the task's role's, then the play's roles')
 """
 from __future__ import annotations
 
@@ -52,16 +56,18 @@ class LazyHostvars(Mapping[str, Any]):
     `facts` (and `ansible_facts`) once the run has gathered that host's facts."""
 
     def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None,
-                 registered: Mapping[str, Mapping[str, Any]] | None = None):
+                 registered: Mapping[str, Mapping[str, Any]] | None = None,
+                 included: Mapping[str, Mapping[str, Any]] | None = None):
         self.inventory = inventory
         self.host_facts = host_facts if host_facts is not None else {}
         self.registered = registered if registered is not None else {}  # register and set_fact, per host
+        self.included = included if included is not None else {}  # include_vars, per host
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self.inventory.hosts:
             raise KeyError(name)
         facts = self.host_facts.get(name)
-        registered = dict(self.registered.get(name) or {})
+        registered = {**(self.included.get(name) or {}), **(self.registered.get(name) or {})}
         if not facts:
             return {**self.inventory.host_vars(name), "inventory_hostname": name, **registered}
         return {**self.inventory.host_vars(name), "inventory_hostname": name, "facts": facts,
@@ -118,6 +124,8 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
     batch = play_hosts if batch is None else batch
     return {
         "ansible_playbook_python": sys.executable,
+        # where the host is reached (its `ansible_host`, else its name), as Ansible's connection sets it
+        "ansible_host": inventory.host_vars(host).get("ansible_host", host),
         "inventory_hostname": host, "inventory_hostname_short": host.split(".", 1)[0],
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": batch, "ansible_play_hosts": play_hosts, "ansible_play_batch": batch,
@@ -139,10 +147,14 @@ def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[st
 
 
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
-                   task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None) -> Vars:
-    """The layers of one task on one host, highest precedence first. `magic` is verbatim (never
-    rendered as a template): build it once per host and facts, not per task. `secrets`, the host's
-    SecretSet (engine/secrets.py), learns each string a template makes from a secret."""
+                   task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None,
+                   included: Mapping[str, Any] | None = None) -> Vars:
+    """The layers of one task on one host, highest precedence first: Ansible's 22 levels
+    (docs/variables.md). `magic` is verbatim (never rendered as a template): build it once per host
+    and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
+    a template makes from a secret. `included`: what include_vars set on the host."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
-    return Vars(magic, extra_vars, item, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
+    role = Verbatim({"role_name": task.role, "role_path": task.role_path}) if task.role else {}
+    return Vars(magic, role, extra_vars, item, task.include_params, task.role_params, registered, included or {},
+                task.keywords.vars, task.role_vars, play.role_vars, play.vars, host_vars, task.role_defaults,
                 play.role_defaults, secrets=secrets)

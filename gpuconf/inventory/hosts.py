@@ -1,11 +1,13 @@
 """Inventories: hosts, groups and their variables, in Ansible's YAML shape (INI files and
 executable inventories are read by inventory_sources.py into the same model).
 
-Variable merge order for a host, lowest first (documented in the README):
-the `all` group, then every other group the host belongs to ordered by depth
-(parent before child) and, at equal depth, by group name (the later name
-wins), then the host's own variables. `group_vars/` and `host_vars/` files
-are applied on top of the inline variables of the same group or host.
+Variable merge order for a host, lowest first, as Ansible's (docs/variables.md): the inline
+variables of the `all` group, then of every other group the host belongs to ordered by depth
+(parent before child) and, at equal depth, by group name (the later name wins); then the
+`group_vars/` files the same way (the inventory's `all`, the playbook's `all`, the inventory's
+other groups, the playbook's); then the host's inline variables, its inventory `host_vars/`
+file, its playbook `host_vars/` file. The playbook's are those beside the playbook
+(`Inventory.read_playbook_vars`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ GROUP_KEYS = ("hosts", "vars", "children")
 class Group:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)
+    file_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the inventory
+    playbook_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the playbook
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     parents: set[str] = field(default_factory=set)
@@ -38,6 +42,8 @@ class Group:
 class Host:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)
+    file_vars: dict[str, Any] = field(default_factory=dict)
+    playbook_vars: dict[str, Any] = field(default_factory=dict)
     groups: set[str] = field(default_factory=set)  # direct groups only
 
 
@@ -119,11 +125,31 @@ class Inventory:
         """The host's merged inventory variables (cached)."""
         if host not in self._merged:
             merged: dict[str, Any] = {}
-            for name in self.host_groups(host):
-                merged.update(self.groups[name].vars)
-            merged.update(self.hosts[host].vars)
+            groups = [self.groups[name] for name in self.host_groups(host)]
+            for group in groups:
+                merged.update(group.vars)
+            everything, others = [g for g in groups if g.name == "all"], [g for g in groups if g.name != "all"]
+            for part in (everything, others):
+                for group in part:
+                    merged.update(group.file_vars)
+                for group in part:
+                    merged.update(group.playbook_vars)
+            found = self.hosts[host]
+            merged.update(found.vars)
+            merged.update(found.file_vars)
+            merged.update(found.playbook_vars)
             self._merged[host] = merged
         return self._merged[host]
+
+    def read_playbook_vars(self, folder: Path) -> None:
+        """`group_vars/` and `host_vars/` beside the playbook, above the inventory's own."""
+        for group in self.groups.values():
+            group.playbook_vars = {}
+        for host in self.hosts.values():
+            host.playbook_vars = {}
+        _load_vars_dir(self, folder / "group_vars", "group", "playbook_vars")
+        _load_vars_dir(self, folder / "host_vars", "host", "playbook_vars")
+        self._merged.clear()
 
     def implicit_localhost(self, name: str) -> str:
         """Ansible's implicit localhost: a pattern that names `localhost` (or 127.0.0.1, ::1) with no
@@ -294,20 +320,26 @@ def _load_group(inventory: Inventory, name: str, body: Any, parent_map: dict[str
         _load_group(inventory, str(child), child_body, children, name)
 
 
-def _load_vars_dir(inventory: Inventory, directory: Path, kind: str) -> None:
+VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")   # Ansible's group_vars/host_vars files, by their suffix
+
+
+def _load_vars_dir(inventory: Inventory, directory: Path, kind: str, layer: str = "file_vars") -> None:
     if not directory.is_dir():
         return
+    targets = inventory.groups if kind == "group" else inventory.hosts
     for entry in sorted(directory.iterdir()):
-        files = sorted(entry.glob("*.y*ml")) if entry.is_dir() else [entry]
-        name = entry.name if entry.is_dir() else entry.stem
-        if entry.is_file() and entry.suffix not in (".yml", ".yaml"):
+        if entry.name.startswith("."):
             continue
-        targets = inventory.groups if kind == "group" else inventory.hosts
+        files = sorted(f for f in entry.rglob("*") if f.is_file() and f.suffix in VARS_SUFFIXES[1:]) \
+            if entry.is_dir() else [entry]
+        name = entry.name if entry.is_dir() or entry.name in targets else entry.stem
+        if entry.is_file() and name == entry.stem and entry.suffix not in VARS_SUFFIXES:
+            continue
         if name not in targets:
             continue  # as Ansible: vars for a group or host not in this inventory are ignored
         for file in files:
             data = load_vars_file(file)
-            targets[name].vars.update(data)
+            getattr(targets[name], layer).update(data)
 
 
 def load_vars_file(path: Path) -> dict[str, Any]:

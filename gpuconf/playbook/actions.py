@@ -9,6 +9,9 @@ from typing import Any
 
 from gpuconf.playbook.models import IDENTIFIER, META_ACTIONS
 
+INCLUDE_VARS = ("file", "dir", "name", "depth", "files_matching", "ignore_files", "extensions",
+                "ignore_unknown_extensions", "hash_behaviour", "_raw_params")
+
 
 def _meta_errors(params: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
     action = params.get("_raw_params")
@@ -24,6 +27,11 @@ def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any,
     """What is wrong with an action's parameters, as (path, message), or None."""
     if action == "meta":
         return _meta_errors(params)
+    if action == "include_vars":
+        unknown = [k for k in params if k not in INCLUDE_VARS]
+        if unknown:
+            return (unknown[0],), f"unknown parameter '{unknown[0]}' (include_vars takes {', '.join(INCLUDE_VARS)})"
+        return None
     if action == "set_fact":
         if not params:
             return (), "give at least one NAME: VALUE"

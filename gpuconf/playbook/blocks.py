@@ -30,6 +30,7 @@ from gpuconf.playbook.models import (
     TaskKeywords,
     UserName,
 )
+from gpuconf.playbook.roles import RoleCall, load_role
 from gpuconf.templating.render import is_template
 
 # `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
@@ -81,10 +82,13 @@ def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrappe
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
-def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
+def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[TaskDef]:
     """The block's or include's keywords onto its tasks: its condition before theirs, its
-    vars below theirs, its become and ignore_errors where they set none."""
+    become and ignore_errors where they set none; a block's vars below the task's own, an
+    include's `vars` as include params (above set_fact and role params, as in Ansible)."""
     for task in tasks:
+        if include and outer.vars:
+            task.include_params = {**yamlsrc.plain(outer.vars), **task.include_params}
         if outer.when is not None:
             task.role_when = [outer.when] + task.role_when
         if task.become is None:
@@ -92,7 +96,7 @@ def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
         if task.become_user is None:
             task.become_user = outer.become_user
         update: dict[str, Any] = {}
-        if outer.vars:
+        if outer.vars and not include:
             update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
         if outer.ignore_errors is not None and "ignore_errors" not in task.keywords.model_fields_set:
             update["ignore_errors"] = outer.ignore_errors
@@ -120,7 +124,7 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     tags = context.tags | set(outer.tags)
     where = node.location(key)
     if key in ("import_role", "include_role"):
-        return wrap(_include_role(loader, node[key], where, tags, context), outer)
+        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role"), outer, True)
     target = node[key]
     if isinstance(target, dict):
         target = target.get("file")
@@ -148,20 +152,38 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
                               blocks=context.blocks)
     finally:
         loader.stack = loader.stack[:-1]
-    return wrap(tasks, outer)
+    return wrap(tasks, outer, True)
 
 
-def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context) -> list[TaskDef]:
+ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
+                "rolespec_validate")
+
+
+def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context,
+                  imported: bool) -> list[TaskDef]:
+    """import_role / include_role: the role where it is named (even if it ran before), its
+    dependencies once in the play; import_role's vars and defaults are the play's too, as are
+    include_role's with `public: true`."""
     if isinstance(spec, str):
-        spec = {"name": spec}
+        spec = {"name": spec} if "=" not in spec else dict(word.split("=", 1) for word in spec.split())
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         raise PlaybookError("include_role needs the role's name: `include_role: {name: ROLE}`", where)
-    unknown = [k for k in spec if k not in ("name", "tasks_from")]
+    unknown = [k for k in spec if k not in ROLE_OPTIONS]
     if unknown:
-        raise PlaybookError(f"include_role: unknown key '{unknown[0]}' (it takes name and tasks_from)", where)
+        raise PlaybookError(f"include_role: unknown key '{unknown[0]}' (it takes {', '.join(ROLE_OPTIONS)})", where)
+    for option in ("tasks_from", "vars_from", "defaults_from", "handlers_from"):
+        if option in spec and not isinstance(spec[option], str):
+            raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
+        if is_template(str(spec.get(option, ""))) or is_template(spec["name"]):
+            raise PlaybookError(f"{'import_role' if imported else 'include_role'}: the role and its files cannot be "
+                                "templates: gpuconf reads every role when the playbook loads", where)
+    public = spec.get("public", imported)
+    call = RoleCall(tags, tasks_from=str(spec.get("tasks_from", "main")), vars_from=str(spec.get("vars_from", "main")),
+                    defaults_from=str(spec.get("defaults_from", "main")),
+                    handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
+                    public=public in (True, "yes", "true", "True"), named=True)
     tasks: list[TaskDef] = []
-    loader._role(RoleRef(role=spec["name"]), where, tags, tasks, loader.included_handlers, set(), (),
-                 tasks_from=str(spec.get("tasks_from", "main")), blocks=context.blocks)
+    load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)
     return tasks
 
 

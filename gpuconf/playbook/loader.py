@@ -17,7 +17,6 @@ from gpuconf.files import yamlsrc
 from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
 from gpuconf.playbook.ansible_names import ansible_hint, check_hosts, translate_task
-from gpuconf.playbook.argspecs import check_arguments
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
 from gpuconf.playbook.models import (
     ENGINE_ACTIONS,
@@ -28,10 +27,10 @@ from gpuconf.playbook.models import (
     Play,
     Playbook,
     PlayKeywords,
-    RoleRef,
     TaskDef,
     TaskKeywords,
 )
+from gpuconf.playbook.roles import RoleCall, load_role, role_ref
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
 
@@ -79,6 +78,8 @@ class Loader:
         self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
         self.block_ids = count(1)
         self.defaults: dict[str, Any] = {}
+        self.role_vars: dict[str, Any] = {}
+        self.loaded_roles: dict[str, Any] = {}   # the roles loaded in the play, by (name, params)
         self.included_handlers: list[TaskDef] = []
 
     def nested(self, playbook: Path) -> Loader:
@@ -125,14 +126,14 @@ class Loader:
             play_vars.update(load_vars_file(path))
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
-        loaded_roles: set[str] = set()
-        self.defaults = {}
+        self.loaded_roles = {}
+        self.defaults, self.role_vars = {}, {}
         self.included_handlers = []  # the handlers of roles that include_role brought in
         roles_node = node.get("roles", yamlsrc.YList())
         for index, item in enumerate(keywords.roles):
             where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
-            ref = self._role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item)
-            self._role(ref, where, set(keywords.tags), tasks, handlers, loaded_roles, ())
+            ref = role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item, self.validate)
+            load_role(self, ref, where, RoleCall(set(keywords.tags)), tasks, handlers)
         base = self.playbook.parent  # as Ansible: templates/ and files/ beside the playbook, then the folder
         search = [base / "templates", base / "files", base]
         play_tags = set(keywords.tags)
@@ -155,7 +156,8 @@ class Loader:
                 task.become = keywords.become
             if task.become_user is None:
                 task.become_user = keywords.become_user
-        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults)
+        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults,
+                    self.role_vars)
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
@@ -243,78 +245,9 @@ class Loader:
             search_paths=list(search), become=keywords.become, become_user=keywords.become_user, blocks=blocks,
         )
 
-    # -- roles --------------------------------------------------------------
-    def _role_ref(self, item: Any, where: Location, node: Any) -> RoleRef:
-        if isinstance(item, str):
-            return RoleRef(role=item)
-        if isinstance(item, dict):
-            data = dict(item)
-            if "role" not in data and "name" in data:
-                data["role"] = data.pop("name")
-            return _validate(RoleRef, data, node, ("role", "tags", "when", "become", "become_user"), "role")
-        raise PlaybookError("a role is a name or a mapping with 'role:'", where)
-
-    def find_role(self, name: str, where: Location) -> Path:
-        for base in self.role_dirs:
-            if (base / name).is_dir():
-                return base / name
-        available = [p.name for base in self.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
-        looked = ", ".join(str(base) for base in self.role_dirs)
-        raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
-
-    def _role(self, ref: RoleRef, where: Location, tags: set[str], tasks: list[TaskDef], handlers: list[TaskDef],
-              loaded: set[str], stack: tuple[str, ...], tasks_from: str = "main",
-              blocks: tuple[tuple[int, str], ...] = ()) -> None:
-        if ref.role in stack:
-            raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
-        identity = ref.role + repr(sorted(ref.params.items()))
-        if identity in loaded:
-            return
-        loaded.add(identity)
-        path = self.find_role(ref.role, where)
-        meta = self._optional(path / "meta" / "main.yml")
-        if meta is not None:
-            if not isinstance(meta, dict):
-                raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
-            deps = meta.get("dependencies") or []
-            if not isinstance(deps, list):
-                raise PlaybookError("dependencies must be a list of roles", yamlsrc.locate(meta, ("dependencies",)))
-            for index, dep in enumerate(deps):
-                dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
-                dep_ref = self._role_ref(dep, dep_where, dep)
-                self._role(dep_ref, dep_where, tags | set(ref.tags), tasks, handlers, loaded, stack + (ref.role,))
-        defaults = self._optional(path / "defaults" / "main.yml") or {}
-        if not isinstance(defaults, dict):
-            raise PlaybookError("defaults/main.yml must be a mapping",
-                                Location(str(path / "defaults" / "main.yml"), 1, 1))
-        role_vars = self._optional(path / "vars" / "main.yml") or {}
-        if not isinstance(role_vars, dict):
-            raise PlaybookError("vars/main.yml must be a mapping", Location(str(path / "vars" / "main.yml"), 1, 1))
-        specs = self._optional(path / "meta" / "argument_specs.yml")
-        if specs is not None:
-            check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, tasks_from)
-        search = [path / "templates", path / "files", path, self.playbook.parent]
-        role_tags = tags | set(ref.tags)
-        task_file = path / "tasks" / (tasks_from if tasks_from.endswith((".yml", ".yaml")) else f"{tasks_from}.yml")
-        if tasks_from != "main" and self._optional(task_file) is None:
-            raise PlaybookError(f"role '{ref.role}' has no tasks file {task_file}", where)
-        role_tasks = self._role_file(task_file, role_tags, search, ref.role, blocks)
-        role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role, handler=True)
-        self.defaults.update(yamlsrc.plain(defaults))
-        instance = next(self.block_ids)
-        for handler in role_handlers:   # notify finds a role's handler as "ROLE : name" too
-            handler.handler_names += tuple(f"{ref.role} : {name}" for name in handler.handler_names)
-        for task in role_tasks + role_handlers:
-            task.role_instance = task.role_instance or instance
-            # the role's vars/main.yml, below its parameters and above play vars, as in Ansible
-            task.role_params = {**yamlsrc.plain(role_vars), **ref.params}
-            task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
-            if task.become is None:
-                task.become = ref.become
-            if task.become_user is None:
-                task.become_user = ref.become_user
-        tasks += role_tasks
-        handlers += role_handlers
+    # -- roles (gpuconf/playbook/roles.py) ------------------------------------
+    def validate(self, model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+        return _validate(model, data, node, allowed, what)
 
     def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str,
                    blocks: tuple[tuple[int, str], ...] = (), handler: bool = False) -> list[TaskDef]:
@@ -330,8 +263,8 @@ class Loader:
 
     @staticmethod
     def _optional(path: Path) -> Any:
-        for candidate in (path, path.with_suffix(".yaml")):
-            if candidate.exists():
+        for candidate in (path, path.with_suffix(".yaml"), path.with_suffix("")):
+            if candidate.is_file():
                 return yamlsrc.load_file(candidate)
         return None
 

@@ -101,7 +101,7 @@ class TaskKeywords(BaseModel):
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
-ENGINE_ACTIONS = ("set_fact", "debug", "meta")
+ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars")
 # meta's actions (Ansible's `meta: ACTION`), carried out by gpuconf/engine/meta.py
 META_ACTIONS = ("flush_handlers", "noop", "end_play", "end_host", "end_batch", "end_role", "clear_host_errors",
                 "clear_facts", "refresh_inventory", "reset_connection")
@@ -141,8 +141,14 @@ class RoleRef(BaseModel):
     when: str | bool | list[str | bool] | None = None
     become: bool | None = None
     become_user: UserName | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)  # role vars (above vars/main.yml), not a param
 
     _lists = field_validator("tags", mode="before")(lambda cls, v: _as_list(v))
+
+    @field_validator("vars", mode="before")
+    @classmethod
+    def _no_vars(cls, value: Any) -> Any:
+        return {} if value is None else value
 
     @property
     def params(self) -> dict[str, Any]:
@@ -209,7 +215,11 @@ class TaskDef:
     location: Location
     raw: Any = None  # the YAML node, for locating param errors
     role: str | None = None
-    role_params: dict[str, Any] = field(default_factory=dict)
+    role_params: dict[str, Any] = field(default_factory=dict)  # its role's params (`- role: x` with `a: 1`)
+    role_vars: dict[str, Any] = field(default_factory=dict)  # its role's vars (gpuconf/playbook/roles.py)
+    role_defaults: dict[str, Any] = field(default_factory=dict)  # its role's defaults, its dependencies'
+    role_path: str = ""
+    include_params: dict[str, Any] = field(default_factory=dict)  # the `vars:` of the includes around it
     role_when: list[Any] = field(default_factory=list)  # the `when` of its role, blocks and includes, outermost first
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
@@ -236,7 +246,8 @@ class Play:
     tasks: list[TaskDef]
     handlers: list[TaskDef]
     location: Location
-    role_defaults: dict[str, Any] = field(default_factory=dict)  # all roles' defaults, as in Ansible
+    role_defaults: dict[str, Any] = field(default_factory=dict)  # the public roles' defaults, as in Ansible
+    role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
 
 
 @dataclass
