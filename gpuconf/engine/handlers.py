@@ -83,5 +83,10 @@ class Notifications:
         self.pending -= self.ran
         self.ran.clear()
 
+    def add(self, handlers: list[TaskDef]) -> None:
+        """Handlers of a role an include_role brought while the play ran."""
+        known = {id(h) for h in self.handlers}
+        self.handlers = self.handlers + [h for h in handlers if id(h) not in known]
+
     def waiting(self) -> list[TaskDef]:
         return [h for h in self.handlers if h.handler_key in self.pending]

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from gpuconf.engine.entry import Entries
 from gpuconf.engine.flow import BlockRun
 from gpuconf.engine.handlers import Notifications
+from gpuconf.engine.includes import DYNAMIC, IncludeSteps, Outcome
+from gpuconf.engine.options import task_selected
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
@@ -39,7 +40,7 @@ def ends_batch(tasks: list[TaskDef]) -> bool:
     return any(t.type == "meta" and t.params.get("_raw_params") in ENDS_BATCH for t in tasks)
 
 
-class MetaSteps(Entries):
+class MetaSteps(IncludeSteps):
     """Notify, flush and the other meta steps, for PlayOnHost."""
 
     notifications: Notifications
@@ -80,7 +81,10 @@ class MetaSteps(Entries):
                         if self.deadline_reached():
                             self.mark_not_run([handler], handler=True)
                         continue
-                    self.run_entry(handler, [])
+                    if handler.type in DYNAMIC:
+                        self.run_include(handler)
+                    else:
+                        self.run_entry(handler, [])
         finally:
             self.running_handlers = False
             self.notifications.end_flush()
@@ -126,59 +130,77 @@ class MetaSteps(Entries):
         result.handler = self.running_handlers
         self._finish(task, result, started, register=False)
 
-    def run_tasks(self, tasks: list[TaskDef]) -> None:
-        """Each task in order, with its block's rescue and always; then the handlers."""
+    def run_tasks(self, tasks: list[TaskDef], nested: bool = False) -> Outcome:
+        """Each task in order, with its block's rescue and always; then (for the play's own list)
+        the handlers. `nested`: the tasks a dynamic include brought."""
         blocks = BlockRun(tasks)
         for index, task in enumerate(tasks):
-            if index and task.section != tasks[index - 1].section:
+            if index and task.section != tasks[index - 1].section and not nested:
                 self.flush_handlers()   # the end of pre_tasks, or of roles and tasks
             if self.stop() and id(task) not in self._applied:  # what was done is still reported
                 if not self.deadline_reached():  # interrupted: no new task starts, and the report
                     self._interrupted(tasks[index:])  # says which ones it left out
-                    return
+                    return Outcome(stop=True)
                 if not (self.options.check_mode and self._answerable(task)):
                     self.mark_not_run([task])
-                    self._task_done(index)
+                    if not nested:
+                        self._task_done(index)
                     continue
-            step = Next.GO_ON
-            why = None if id(task) in self._applied else blocks.why_not(task)
-            results: list[TaskResult] = []
-            if task.role_instance in self.ended_roles:
-                pass   # meta: end_role ended its role: Ansible shows nothing of the rest
-            elif why is not None:  # never silently absent: a rescue that did not run says why
-                self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
-            elif task.type == "meta":
-                try:
-                    step = self.run_meta(task)
-                except TaskError as exc:
-                    results = [self._result(task, Status.FAILED, error=str(exc))]
-                    self._finish(task, results[0], time.monotonic(), register=False)
-            else:
-                results = self.run_entry(task, tasks[index + 1:], index)
-            # A health probe that found a failure has still run fine: the other probes go on.
-            blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
-                                 and not r.unhealthy])
+            if nested and not task_selected(task, self.options.tags, self.options.skip_tags):
+                continue   # a task an include brought, which the tags leave out
+            step, results = self._step(task, tasks[index + 1:], None if nested else index, blocks.why_not(task)
+                                       if id(task) not in self._applied else None)
+            failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
+            blocks.after(index, failures)   # a health probe that found a failure has still run fine
             if blocks.host_failed:
                 for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
                     if id(later) in self._applied:
                         self.run_entry(later, [])
+                if nested:
+                    return Outcome(failures=failures or [r for r in results if r.status == Status.FAILED])
                 if self._forces_handlers():
                     self.flush_handlers()
-                return
+                return Outcome(failures=failures, stop=True)
             if step == Next.END_BATCH and self.batch is not None:
                 self.batch.end()
             if step != Next.GO_ON:
-                return
+                return Outcome(stop=True)
+            if nested:
+                if self.batch is not None and (self.batch.ended or self.batch.budget_spent()):
+                    return Outcome(stop=True)
+                continue
             if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
                 if self.batch is not None and self.batch.ended:
-                    return   # meta: end_play on another host
+                    return Outcome(stop=True)   # meta: end_play on another host
                 limit = self.play.keywords.max_fail_percentage
                 limit = 0 if limit is None else limit
                 self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
                                   error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
                                         f"'{self.play.name}' (another host failed)")
-                return
-        self.flush_handlers()
+                return Outcome(stop=True)
+        if not nested:
+            self.flush_handlers()
+        return Outcome()
+
+    def _step(self, task: TaskDef, upcoming: list[TaskDef], index: int | None,
+              why: str | None) -> tuple[Next, list[TaskResult]]:
+        """One task of a list: what comes next, and its results (those whose failure counts)."""
+        if task.role_instance in self.ended_roles:
+            return Next.GO_ON, []   # meta: end_role ended its role: Ansible shows nothing of the rest
+        if why is not None:  # never silently absent: a rescue that did not run says why
+            self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
+            return Next.GO_ON, []
+        if task.type == "meta":
+            try:
+                return self.run_meta(task), []
+            except TaskError as exc:
+                result = self._result(task, Status.FAILED, error=str(exc))
+                self._finish(task, result, time.monotonic(), register=False)
+                return Next.GO_ON, [result]
+        if task.type in DYNAMIC:
+            outcome = self.run_include(task)
+            return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+        return Next.GO_ON, self.run_entry(task, upcoming, index)
 
     def _forces_handlers(self) -> bool:
         """force_handlers: the play's, else --force-handlers: a host that failed still runs the

@@ -6,6 +6,7 @@ load before it, each (name, params) pair once per play.
 """
 from __future__ import annotations
 
+import copy
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
 from gpuconf.playbook.ansible_names import ansible_hint, check_hosts, translate_task
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
+from gpuconf.playbook.dynamic import DYNAMIC, IncludeLoader, include_entry
+from gpuconf.playbook.forms import normalize
 from gpuconf.playbook.models import (
     ENGINE_ACTIONS,
     PLAY_HINTS,
@@ -98,6 +101,7 @@ class Loader:
         for index, node in enumerate(data):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("each play must be a mapping with 'hosts:'", data.location(index))
+            node = normalize(node)
             if "import_playbook" in node:
                 plays += import_playbook(self, node)
             else:
@@ -156,8 +160,10 @@ class Loader:
                 task.become = keywords.become
             if task.become_user is None:
                 task.become_user = keywords.become_user
+        view = copy.copy(self)   # for the includes the play's hosts read while it runs
+        view.loaded_roles, view.defaults, view.role_vars = dict(self.loaded_roles), {}, {}
         return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults,
-                    self.role_vars)
+                    self.role_vars, IncludeLoader(view))
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
@@ -178,12 +184,13 @@ class Loader:
     def _handler(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
         """One entry of a handlers list: a task, the tasks of an import_tasks (each a handler), or an
         include_tasks (one handler that runs its file's tasks), as Ansible allows them."""
+        node = normalize(node)
         if "block" in node:
             raise PlaybookError("Using a block as a handler is not supported.", node.location())
-        for name in ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"):
+        for name in ("include_role", "import_role"):
             if name in node:
-                raise PlaybookError(f"Using '{name.split('.')[-1]}' as a handler is not supported.", node.location())
-        if "import_tasks" in node or "ansible.builtin.import_tasks" in node:
+                raise PlaybookError(f"Using '{name}' as a handler is not supported.", node.location())
+        if "import_tasks" in node:
             tasks = []
             for task in self._entry(node, context):
                 task.handler_key, task.handler_names = next(self.block_ids), (task.name,)
@@ -199,8 +206,12 @@ class Loader:
 
     def _entry(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
         """One item of a task list: a task, a block, or an include (blocks.py)."""
+        node = normalize(node)
         if "block" in node:
             return load_block(self, node, context)
+        for key in DYNAMIC:
+            if key in node:
+                return [include_entry(self, node, key, context, self.validate)]
         for key in INCLUDES:
             if key in node:
                 return load_include(self, node, key, context)

@@ -76,6 +76,7 @@ class TaskKeywords(BaseModel):
     check_mode: bool | None = None
     run_once: bool = False
     delegate_to: str | None = Field(None, min_length=1)
+    any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
 
@@ -112,7 +113,6 @@ DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
 DELEGATE_TO_HOST = ("command", "probe")
 # Ansible keywords gpuconf refuses, and why (README, "Coming from Ansible")
 REFUSED_KEYWORDS = {
-    "local_action": "write `delegate_to: localhost` on the task (command, probe, assert, debug, set_fact)",
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "until": "use a probe, or a task's own wait (ib_ports `wait`)",
@@ -220,6 +220,7 @@ class TaskDef:
     role_defaults: dict[str, Any] = field(default_factory=dict)  # its role's defaults, its dependencies'
     role_path: str = ""
     include_params: dict[str, Any] = field(default_factory=dict)  # the `vars:` of the includes around it
+    context: Any = None  # a dynamic include: where it was read (playbook/dynamic.py reads its tasks then)
     role_when: list[Any] = field(default_factory=list)  # the `when` of its role, blocks and includes, outermost first
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
@@ -248,6 +249,7 @@ class Play:
     location: Location
     role_defaults: dict[str, Any] = field(default_factory=dict)  # the public roles' defaults, as in Ansible
     role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
+    includes: Any = None  # what reads the tasks of its dynamic includes (playbook/dynamic.py IncludeLoader)
 
 
 @dataclass

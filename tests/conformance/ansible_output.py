@@ -55,6 +55,10 @@ def _line(host: str, result: dict[str, Any], verbosity: int) -> list[str]:
         return lines
     if status == "skipped":
         return [f"skipping: {at}"]
+    if result["type"] in ("include_tasks", "include_role"):
+        return [result["message"] + (f" => (item={item})" if item is not None else "")]
+    if result["type"] == "meta":
+        return [f"META: {result['message']}"] if verbosity >= 2 else []
     word = "changed" if status in ("changed", "would_change") else "ok"
     shown = result.get("shown")
     if result["type"] == "debug" and isinstance(shown, dict):
@@ -79,6 +83,8 @@ def recap(hosts: dict[str, Any]) -> list[str]:
                 counts["unreachable"] += 1
             elif all(s == "skipped" for s in statuses):
                 counts["skipped"] += 1
+            elif results[0]["type"] == "meta":
+                continue   # a meta step that ran is no result Ansible counts
             else:
                 counts["ok"] += 1
                 if any(s in ("changed", "would_change") for s in statuses):

@@ -131,7 +131,7 @@ def test_an_include_tasks_handler_runs_its_file_and_a_block_handler_is_refused(t
             - name: included
               include_tasks: more.yml
         """, files={"more.yml": "- debug: {msg: one}\n- debug: {msg: two}\n"})
-    assert messages(hosts["h1"]) == ["go", "one", "two"]
+    assert messages(hosts["h1"]) == ["go", "included: more.yml for h1", "one", "two"]
     (tmp_path / "bad.yml").write_text("- hosts: all\n  handlers:\n    - block:\n        - debug: {msg: x}\n")
     with pytest.raises(PlaybookError, match="Using a block as a handler is not supported"):
         load_playbook(tmp_path / "bad.yml")
