@@ -36,6 +36,8 @@ def inventory_spec(args: Any, config: Any) -> str:
     """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY), else with
     -c local this machine alone (as Slurm's HealthCheckProgram runs it: no inventory file)."""
     spec = getattr(args, "inventory", None) or config.inventory
+    if isinstance(spec, list):   # -i given more than once: one source a line (load_inventory)
+        spec = "\n".join(spec)
     if not spec and getattr(args, "connection", None) == "local":
         return f"{this_node()},"
     if not spec:

@@ -48,8 +48,9 @@ def _forks_option(parser: argparse.ArgumentParser) -> None:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
-    parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
-                        "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
+    parser.add_argument("-i", "--inventory", action="append",
+                        help="inventory name, path, or host list 'a,b,'; more than once merges them (default: "
+                             "gpuconf.cfg's inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
     _limit_option(parser)
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")

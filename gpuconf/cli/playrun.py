@@ -42,6 +42,10 @@ def run_playbook(args: Any, verb: str) -> int:
 
         args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
     inventory, playbook, extra, config = load_run(args)
+    if verb == "check":
+        from gpuconf.playbook.checkmode import refuse_writes_in_check
+
+        refuse_writes_in_check(playbook)
     if args.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
         print(f"{args.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")

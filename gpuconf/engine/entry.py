@@ -52,7 +52,7 @@ class Entries(HostPlanner):
     def run_entry(self, task: TaskDef, upcoming: list[TaskDef], index: int | None = None) -> list[TaskResult]:
         """One task of the list (the play's task `index`): once, once per loop item, or (run_once)
         on the batch's first host still in the play, for the whole batch."""
-        if task.keywords.run_once and self.batch is not None and index is not None:
+        if task.keywords.run_once and self.batch is not None and index is not None and self.flag(task, "run_once"):
             first, owner, done, shared = self.batch.claim(index, self.host)
             if not first:
                 self.batch.wait_for(owner, done, self.stop)

@@ -25,6 +25,7 @@ from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import FactUnavailable
+from gpuconf.playbook.checkmode import mode
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
@@ -176,7 +177,7 @@ class PlayOnHost(MetaSteps):
         if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
             judge(task, result, self.task_vars(task), self.options.check_mode)
         self.notify(task, result)
-        result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
+        result.ignored = result.status == Status.FAILED and self.flag(task, "ignore_errors")
         self._finish(task, result, started)
         return result
 
@@ -215,10 +216,10 @@ class PlayOnHost(MetaSteps):
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
-        if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
-                and task_type.reads_when_told:
+        told = mode(task, self.play)   # check_mode on the task, its block or its play
+        if (self.options.check_mode or reads_elsewhere(task)) and told is False and task_type.reads_when_told:
             return self.read_command(task, verdict)  # a read: in check mode, or delegated to another host
-        if self.options.check_mode:
+        if self.options.check_mode or told is True:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)

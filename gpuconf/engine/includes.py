@@ -73,7 +73,7 @@ class IncludeSteps(Entries):
             except (GpuconfError, TemplateError) as exc:
                 failed = self._include_failed(one, str(exc), started)
                 outcome.failures += failed.failures
-                if not task.keywords.ignore_errors:
+                if not self.flag(task, "ignore_errors"):
                     return outcome
                 continue
             self._finish(one, self._result(one, Status.OK, message=shown), started, register=False)
@@ -93,7 +93,7 @@ class IncludeSteps(Entries):
 
     def _include_failed(self, task: TaskDef, error: str, started: float) -> Outcome:
         result = self._result(task, Status.FAILED, error=error)
-        result.ignored = bool(task.keywords.ignore_errors)
+        result.ignored = self.flag(task, "ignore_errors")
         self._finish(task, result, started, register=False)
         return Outcome([] if result.ignored else [result])
 

@@ -66,6 +66,13 @@ class HostPlanner:
         self._registered = Verbatim(registered)
 
     # -- variables ------------------------------------------------------------
+    def flag(self, task: TaskDef, name: str) -> bool:
+        """A boolean keyword of the task (ignore_errors, run_once), a template rendered here."""
+        value = getattr(task.keywords, name)
+        if isinstance(value, str):
+            return evaluate_when(value.strip().removeprefix("{{").removesuffix("}}"), self.task_vars(task))
+        return bool(value)
+
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task

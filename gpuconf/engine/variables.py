@@ -154,7 +154,10 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
     and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
     a template makes from a secret. `included`: what include_vars set on the host."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
-    role = Verbatim({"role_name": task.role, "role_path": task.role_path}) if task.role else {}
-    return Vars(magic, role, extra_vars, item, task.include_params, task.role_params, registered, included or {},
-                task.keywords.vars, task.role_vars, play.role_vars, play.vars, host_vars, task.role_defaults,
-                play.role_defaults, secrets=secrets)
+    own: dict[str, Any] = {"role_name": task.role, "role_path": task.role_path} if task.role else {}
+    told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
+    if told is not None:
+        own["ansible_check_mode"] = told
+    return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
+                registered, included or {}, task.keywords.vars, task.role_vars, play.role_vars, play.vars,
+                host_vars, task.role_defaults, play.role_defaults, secrets=secrets)

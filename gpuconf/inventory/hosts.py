@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -201,26 +202,31 @@ class Inventory:
 # -- loading ----------------------------------------------------------------
 
 def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventory:
-    """Load `-i SPEC`: a name under inventories/, a directory, a file, or `a,b,`."""
-    path = resolve_inventory(spec, search_dirs or [Path.cwd()])
-    if path is None:
-        if "," in spec:
-            return _adhoc(spec)
-        looked = ", ".join(str(d / "inventories" / spec) for d in (search_dirs or [Path.cwd()]))
-        raise InventoryError(f"inventory '{spec}' not found (looked for a file or directory '{spec}', and {looked})")
-    inventory = Inventory(str(path))
-    if path.is_dir():
-        names = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts")
-        hosts_file = next((path / n for n in names if (path / n).is_file()), None)
-        if hosts_file is None:
-            raise InventoryError(f"inventory directory {path} has no hosts.yml (or hosts.ini, hosts)")
-        _load_source(inventory, hosts_file)
-        _load_vars_dir(inventory, path / "group_vars", "group")
-        _load_vars_dir(inventory, path / "host_vars", "host")
-    else:
-        _load_source(inventory, path)
-        _load_vars_dir(inventory, path.parent / "group_vars", "group")
-        _load_vars_dir(inventory, path.parent / "host_vars", "host")
+    """Load `-i SPEC`: a name under inventories/, a directory, a file, or `a,b,`; several, one a
+    line (-i given more than once), into one inventory, as Ansible merges them."""
+    parts = [part for part in spec.split("\n") if part]
+    sources = [(part, resolve_inventory(part, search_dirs or [Path.cwd()])) for part in parts]
+    inventory = Inventory(", ".join(str(path or part) for part, path in sources))
+    for part, path in sources:
+        if path is None:
+            if "," in part:
+                _adhoc(inventory, part)
+                continue
+            looked = ", ".join(str(d / "inventories" / part) for d in (search_dirs or [Path.cwd()]))
+            raise InventoryError(f"inventory '{part}' not found (looked for a file or directory '{part}', "
+                                 f"and {looked})")
+        if path.is_dir():
+            names = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts")
+            hosts_file = next((path / n for n in names if (path / n).is_file()), None)
+            if hosts_file is None:
+                raise InventoryError(f"inventory directory {path} has no hosts.yml (or hosts.ini, hosts)")
+            _load_source(inventory, hosts_file)
+            _load_vars_dir(inventory, path / "group_vars", "group")
+            _load_vars_dir(inventory, path / "host_vars", "host")
+        else:
+            _load_source(inventory, path)
+            _load_vars_dir(inventory, path.parent / "group_vars", "group")
+            _load_vars_dir(inventory, path.parent / "host_vars", "host")
     inventory.finish()
     return inventory
 
@@ -238,13 +244,13 @@ def resolve_inventory(spec: str, search_dirs: list[Path]) -> Path | None:
     return None
 
 
-def _adhoc(spec: str) -> Inventory:
-    inventory = Inventory("<command line>")
+def _adhoc(inventory: Inventory, spec: str) -> None:
+    """`-i a,b,`: these hosts, ungrouped."""
+    if inventory.source == spec:
+        inventory.source = "<command line>"
     for name in (part.strip() for part in spec.split(",")):
         if name:
             inventory.add_host(name, "ungrouped", {})
-    inventory.finish()
-    return inventory
 
 
 def _as_error(exc: PlaybookError) -> InventoryError:
@@ -355,6 +361,18 @@ def load_vars_file(path: Path) -> dict[str, Any]:
     return yamlsrc.plain(data)
 
 
+def _key_values(item: str) -> list[str]:
+    """`a=1 b="x y"` as its KEY=VALUE words (quotes removed); one word when that is not the shape
+    (`msg={{ a }}`, a value with spaces and no quotes)."""
+    try:
+        words = shlex.split(item)
+    except ValueError:
+        return [item]
+    if words and all("=" in w and w.partition("=")[0].isidentifier() for w in words):
+        return words
+    return [item]
+
+
 def parse_extra_vars(items: list[str]) -> dict[str, Any]:
     """`-e KEY=VALUE`, `-e @file.yml` and `-e '{"k": 1}'`; later ones win."""
     result: dict[str, Any] = {}
@@ -366,9 +384,10 @@ def parse_extra_vars(items: list[str]) -> dict[str, Any]:
             if not isinstance(data, dict):
                 raise UsageError(f"-e {item!r}: expected a mapping")
             result.update(yamlsrc.plain(data))
-        else:
-            key, sep, value = item.partition("=")
-            if not sep or not key.isidentifier():
-                raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
-            result[key] = value
+        else:   # `-e 'a=1 b="two words"'`: each KEY=VALUE, as Ansible splits them
+            for word in _key_values(item):
+                key, sep, value = word.partition("=")
+                if not sep or not key.isidentifier():
+                    raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
+                result[key] = value
     return result

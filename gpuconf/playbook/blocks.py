@@ -61,8 +61,17 @@ class Wrapper(BaseModel):
     become: bool | None = None
     become_user: UserName | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
-    ignore_errors: bool | None = None
+    ignore_errors: bool | str | None = None
+    # a block's, for the tasks inside that set none themselves
+    notify: list[str] | None = None
+    run_once: bool | str | None = None
+    check_mode: bool | None = None
+    delegate_to: str | None = None
+    no_log: bool | None = None
+    any_errors_fatal: bool | None = None
+    timeout: float | None = None
 
+    _notify = field_validator("notify", mode="before")(lambda cls, v: [v] if isinstance(v, str) else v)
     _tags = field_validator("tags", mode="before")(
         lambda cls, v: [p.strip() for p in v.split(",")] if isinstance(v, str) else (v or []))
 
@@ -82,6 +91,10 @@ def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrappe
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
+INHERITED = ("ignore_errors", "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal",
+             "timeout")
+
+
 def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[TaskDef]:
     """The block's or include's keywords onto its tasks: its condition before theirs, its
     become and ignore_errors where they set none; a block's vars below the task's own, an
@@ -98,8 +111,10 @@ def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[Ta
         update: dict[str, Any] = {}
         if outer.vars and not include:
             update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
-        if outer.ignore_errors is not None and "ignore_errors" not in task.keywords.model_fields_set:
-            update["ignore_errors"] = outer.ignore_errors
+        for name in INHERITED:
+            value = getattr(outer, name)
+            if value is not None and name not in task.keywords.model_fields_set and name not in update:
+                update[name] = value
         if update:
             task.keywords = task.keywords.model_copy(update=update)
     return tasks
@@ -205,12 +220,6 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
 
 def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """Keywords that only some tasks can take."""
-    if keywords.check_mode is True:
-        raise PlaybookError("check_mode: true is not supported: `gpuconf check` is the dry run",
-                            node.location("check_mode"))
-    if keywords.check_mode is False and type_name not in ("command", "probe"):
-        raise PlaybookError("check_mode: false runs a task in check mode too: gpuconf allows it for a command that "
-                            "only reads (and a probe, which always runs)", node.location("check_mode"))
     given = [key for key in ("loop", "with_items", "with_dict") if getattr(keywords, key) is not None]
     if len(given) > 1:
         raise PlaybookError(f"give one of {' and '.join(given)}, not both", node.location(given[1]))

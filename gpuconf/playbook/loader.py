@@ -120,14 +120,10 @@ class Loader:
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
         files_node = node.get("vars_files")
-        for index, vars_file in enumerate(keywords.vars_files):
-            path = Path(vars_file)
-            path = path if path.is_absolute() else self.playbook.parent / path
-            if not path.exists():
-                where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
-                    node.location("vars_files")
-                raise PlaybookError(f"vars file '{vars_file}' not found (looked for {path})", where)
-            play_vars.update(load_vars_file(path))
+        for index, entry in enumerate(keywords.vars_files):
+            where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
+                node.location("vars_files")
+            play_vars.update(load_vars_file(self._vars_file(entry, where)))
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         self.loaded_roles = {}
@@ -164,6 +160,22 @@ class Loader:
         view.loaded_roles, view.defaults, view.role_vars = dict(self.loaded_roles), {}, {}
         return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults,
                     self.role_vars, IncludeLoader(view))
+
+    def _vars_file(self, entry: Any, where: Location) -> Path:
+        """A play's vars_files entry, as Ansible finds it: in the playbook's vars/, then beside the
+        playbook; a list is the first of its files that exists."""
+        names = [str(name) for name in entry] if isinstance(entry, list) else [str(entry)]
+        looked: list[Path] = []
+        for name in names:
+            path = Path(name)
+            candidates = [path] if path.is_absolute() else [self.playbook.parent / "vars" / path,
+                                                              self.playbook.parent / path]
+            for candidate in candidates:
+                looked.append(candidate)
+                if candidate.is_file():
+                    return candidate
+        raise PlaybookError(f"vars file '{' or '.join(names)}' not found (looked for "
+                            f"{', '.join(str(p) for p in looked)})", where)
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],

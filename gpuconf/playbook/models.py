@@ -26,6 +26,17 @@ def _as_list(value: Any) -> Any:
     return value
 
 
+def _flag(value: Any) -> Any:
+    """A boolean keyword: true/false as Ansible spells them, or a template judged at run time."""
+    if isinstance(value, str) and "{{" not in value and "{%" not in value:
+        text = value.strip().lower()
+        if text in ("yes", "true", "on", "1", "y", "t"):
+            return True
+        if text in ("no", "false", "off", "0", "n", "f", ""):
+            return False
+    return value
+
+
 warnings.filterwarnings("ignore", message='Field name "register"', category=UserWarning)  # ABC.register
 
 
@@ -63,7 +74,7 @@ class TaskKeywords(BaseModel):
     register: str | None = None
     become: bool | None = None
     become_user: UserName | None = None
-    ignore_errors: bool = False
+    ignore_errors: bool | str = False  # a template is judged when the task runs (planner.flag)
     timeout: float | None = Field(None, gt=0)
     vars: dict[str, Any] = Field(default_factory=dict)
     no_log: bool = False
@@ -74,11 +85,12 @@ class TaskKeywords(BaseModel):
     changed_when: Condition = None
     failed_when: Condition = None
     check_mode: bool | None = None
-    run_once: bool = False
+    run_once: bool | str = False
     delegate_to: str | None = Field(None, min_length=1)
     any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
+    _flags = field_validator("ignore_errors", "run_once", mode="before")(lambda cls, v: _flag(v))
 
     @property
     def items(self) -> str | list[Any] | None:
@@ -127,7 +139,8 @@ PLAY_HINTS = {
     "collections": "task types are gpuconf's own (gpuconf tasks)",
     "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
 }
-BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always")
+BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always",
+                  "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
 INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars")
 
 
@@ -161,7 +174,7 @@ class PlayKeywords(BaseModel):
     name: str | None = None
     hosts: str | list[str]
     vars: dict[str, Any] = Field(default_factory=dict)
-    vars_files: list[str] = Field(default_factory=list)
+    vars_files: list[str | list[str]] = Field(default_factory=list)  # a list: the first of its files found
     roles: list[Any] = Field(default_factory=list)
     tasks: list[Any] = Field(default_factory=list)
     handlers: list[Any] = Field(default_factory=list)
@@ -181,8 +194,17 @@ class PlayKeywords(BaseModel):
     # batch's other hosts where Ansible's result depends on it (any_errors_fatal, end_play, run_once)
     strategy: Literal["linear", "free", "host_pinned"] = "linear"
     connection: Literal["local", "ssh", "smart"] | None = None  # the play's, over the inventory's
+    check_mode: bool | None = None  # its tasks' check_mode where they say none (playbook/checkmode.py)
 
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
+    _nulls = field_validator("roles", "tasks", "handlers", "pre_tasks", "post_tasks", mode="before")(
+        lambda cls, v: [] if v is None else v)
+
+    @field_validator("vars", mode="before")
+    @classmethod
+    def _empty_vars(cls, value: Any) -> Any:
+        """`vars:` with nothing after it is no variable, as in Ansible."""
+        return {} if value is None else value
 
     @field_validator("serial")
     @classmethod

@@ -220,16 +220,36 @@ def test_changed_when_failed_when_and_registered_output(tmp_path, capsys):
     assert code == 4
 
 
-def test_check_mode_false_is_refused_on_a_task_that_writes(tmp_path, capsys):
+def test_check_mode_false_is_refused_in_a_check_on_a_task_that_writes(tmp_path, capsys):
     playbook = write(tmp_path, "site.yml", """\
         - hosts: all
           tasks:
             - file: {path: /tmp/x, content: y}
               check_mode: false
         """)
-    assert main(["validate", str(playbook), "-i", "h1,"]) == 1
+    assert main(["check", str(playbook), "-i", "h1,", "-c", "local"]) == 1   # nothing ran
     err = capsys.readouterr().err
-    assert "site.yml:4:7: check_mode: false runs a task in check mode too" in err
+    assert "site.yml:3:7: check_mode: false would run task 'file path=/tmp/x content=y' (file) for real" in err
+
+
+def test_check_mode_true_on_a_task_or_block_never_writes_in_apply(tmp_path, capsys):
+    target = tmp_path / "out"
+    playbook = write(tmp_path, "site.yml", f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - file: {{path: "{target}1", content: y}}
+              check_mode: true
+              register: r
+            - block:
+                - file: {{path: "{target}2", content: y}}
+              check_mode: true
+            - debug: {{msg: "{{{{ ansible_check_mode }}}} {{{{ r is changed }}}}"}}
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook)
+    assert code == 0 and not (tmp_path / "out1").exists() and not (tmp_path / "out2").exists()
+    assert [t["status"] for t in data["hosts"]["h1"]["tasks"]] == ["would_change", "would_change", "ok"]
+    assert data["hosts"]["h1"]["tasks"][2]["message"] == "False True"
 
 
 @pytest.mark.parametrize("keyword, words", [("poll: 5", "'poll' is not supported"),
