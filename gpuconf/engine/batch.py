@@ -5,7 +5,10 @@ promises need the hosts of a batch to meet:
 - `max_fail_percentage`: Ansible runs a task on every host, counts the failures, and
   ends the play for every host once they pass the limit. With a limit set, the hosts
   here wait for each other after each task, so that no host starts the next task
-  before the others' failures are counted (`0` is `any_errors_fatal`).
+  before the others' failures are counted.
+- `any_errors_fatal`: a host's failure at a task is every host's failure there: each
+  goes to its block's rescue and always, as the failing host does (they meet after
+  each task too).
 - `run_once`: the task runs on the first host of the batch that is still in the play,
   never on whichever thread got there first, and every host of the batch gets what it
   registered or set (set_fact included).
@@ -28,6 +31,7 @@ class Batch:
         # the hosts meet after each task: with a limit, or where a play can end the batch (meta: end_play)
         self.lockstep = lockstep or max_fail_percentage is not None
         self.ended = False  # meta: end_play (or end_batch) ran on one of the hosts
+        self.fatal: set[int] = set()  # the tasks (by index) that failed on a host with any_errors_fatal
         self.changed = threading.Condition()
         self.done_through: dict[str, int] = {host: -1 for host in hosts}  # the last task index each finished
         self.gone: set[str] = set()  # hosts whose play ended (failed, unreachable, or done)
@@ -54,6 +58,12 @@ class Batch:
                     self.done_through[other] < index for other in self.hosts if other not in self.gone):
                 self.changed.wait(WAKE_SECONDS)
             return not self._over_limit() and not self.ended
+
+    def fail_all(self, index: int) -> None:
+        """any_errors_fatal: task `index` failed on one host, so it fails on every host of the batch."""
+        with self.changed:
+            self.fatal.add(index)
+            self.changed.notify_all()
 
     def end(self) -> None:
         """meta: end_play (or end_batch): every host of the batch stops before its next task."""

@@ -44,6 +44,7 @@ class MetaSteps(IncludeSteps):
     """Notify, flush and the other meta steps, for PlayOnHost."""
 
     notifications: Notifications
+    failed_by_batch: bool = False  # any_errors_fatal: another host's failure ended this one's play
     ended_roles: set[int]
     running_handlers: bool
     deadline_reached: Callable[[], bool]
@@ -151,8 +152,15 @@ class MetaSteps(IncludeSteps):
             step, results = self._step(task, tasks[index + 1:], None if nested else index, blocks.why_not(task)
                                        if id(task) not in self._applied else None)
             failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
+            met = self._fatal(task, index, failures, nested)
+            if met is False:
+                return Outcome(stop=True)
+            injected = met is not None and not failures and self.batch is not None and index in self.batch.fatal
+            if injected:   # Ansible shows nothing on this host: its block fails all the same
+                failures = [self._result(task, Status.FAILED, error="any_errors_fatal: it failed on another host")]
             blocks.after(index, failures)   # a health probe that found a failure has still run fine
             if blocks.host_failed:
+                self.failed_by_batch = self.failed_by_batch or injected
                 for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
                     if id(later) in self._applied:
                         self.run_entry(later, [])
@@ -169,7 +177,7 @@ class MetaSteps(IncludeSteps):
                 if self.batch is not None and (self.batch.ended or self.batch.budget_spent()):
                     return Outcome(stop=True)
                 continue
-            if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
+            if met is None and not self._task_done(index):  # another host's failure ended the play
                 if self.batch is not None and self.batch.ended:
                     return Outcome(stop=True)   # meta: end_play on another host
                 limit = self.play.keywords.max_fail_percentage
@@ -201,6 +209,17 @@ class MetaSteps(IncludeSteps):
             outcome = self.run_include(task)
             return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
         return Next.GO_ON, self.run_entry(task, upcoming, index)
+
+    def _fatal(self, task: TaskDef, index: int, failures: list[TaskResult], nested: bool) -> bool | None:
+        """any_errors_fatal (the play's, or the task's or its block's): a failure here is told to the
+        batch, and the hosts meet; None where it does not apply, else whether the host goes on."""
+        fatal = task.keywords.any_errors_fatal if task.keywords.any_errors_fatal is not None \
+            else self.play.keywords.any_errors_fatal
+        if not fatal or self.batch is None or nested:
+            return None
+        if failures:
+            self.batch.fail_all(index)
+        return self._task_done(index) or index in self.batch.fatal
 
     def _forces_handlers(self) -> bool:
         """force_handlers: the play's, else --force-handlers: a host that failed still runs the

@@ -174,10 +174,10 @@ class Runner:
                 return False
             batch = hosts[offset: offset + size]
             offset += size
-            limit = 0 if play.keywords.any_errors_fatal and play.keywords.max_fail_percentage is None \
-                else play.keywords.max_fail_percentage
-            # run_once, max_fail_percentage (any_errors_fatal: 0), meta: end_play
-            together = Batch(batch, limit, lockstep=ends_batch(play.tasks))
+            limit = play.keywords.max_fail_percentage
+            # run_once, max_fail_percentage, any_errors_fatal, meta: end_play
+            together = Batch(batch, limit, lockstep=ends_batch(play.tasks) or play.keywords.any_errors_fatal or any(
+                t.keywords.any_errors_fatal for t in play.tasks))
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
                 outcomes = list(pool.map(lambda h, b=together: self._host(index, play, h, result, b), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
@@ -294,6 +294,8 @@ class Runner:
                             delegate=self.delegate_session, included=self.included.setdefault(host, {}))
         results = runner.run()
         host_result.tasks.extend(results)
+        if runner.failed_by_batch:   # any_errors_fatal: another host's failure was this one's too
+            return False
         if any(r.status == Status.UNREACHABLE for r in results):
             host_result.unreachable = True
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)

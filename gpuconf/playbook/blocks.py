@@ -117,6 +117,14 @@ def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[Ta
                 update[name] = value
         if update:
             task.keywords = task.keywords.model_copy(update=update)
+        if "delegate_to" in update:   # the same subset as a task's own delegate_to (check_delegation)
+            local = str(update["delegate_to"]).strip() in DELEGATE_LOCAL
+            allowed = DELEGATE_TO_CONTROLLER if local else DELEGATE_TO_HOST
+            if task.type not in allowed + ("meta", "include_vars") or (
+                    not local and task.type == "command" and task.keywords.check_mode is not False):
+                raise PlaybookError(f"delegate_to (of the block around it) is not supported for '{task.type}': "
+                                    "gpuconf delegates to localhost steps the controller runs, and reads to "
+                                    "another host", task.location)
     return tasks
 
 

@@ -83,3 +83,32 @@ def test_hostvars_carry_set_fact_and_register_of_each_host(tmp_path):
         """, "-c", "local", inventory="h1,h2,")
     assert code == 0
     assert shown(hosts["h2"]) == [{"msg": "h1-fact hi"}]
+
+
+def test_any_errors_fatal_fails_every_host_where_one_failed_and_rescue_recovers_them(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - block:
+                - fail:
+                  when: inventory_hostname == 'h1'
+                - debug: {msg: never}
+              rescue:
+                - debug: {msg: rescued}
+            - debug: {msg: recovered}
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - block:
+                - fail:
+                  when: inventory_hostname == 'h1'
+              always:
+                - debug: {msg: always}
+            - debug: {msg: never}
+        """, "-c", "local", inventory="h1,h2,")
+    assert code & 4
+    for host in ("h1", "h2"):
+        assert [s["msg"] for s in shown(hosts[host])] == ["rescued", "recovered", "always"]
