@@ -79,7 +79,7 @@ def load_run(args: Any):
     from gpuconf.cli.config import load_config
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
-    from gpuconf.playbook.play_hosts import render_play_hosts
+    from gpuconf.playbook.play_hosts import render_play_hosts, render_tags
 
     config = load_config()
     unlock_vaults(args, config)
@@ -91,6 +91,7 @@ def load_run(args: Any):
     inventory.read_playbook_vars(Path(args.playbook).resolve().parent)   # group_vars/, host_vars/ beside it
     extra_vars = parse_extra_vars(args.extra_vars)
     render_play_hosts(playbook, extra_vars)  # `hosts: "{{ target }}"`, as Ansible renders it
+    render_tags(playbook, extra_vars)
     return inventory, playbook, extra_vars, config
 
 

@@ -286,7 +286,8 @@ class Runner:
             self.emit(task)
             return False
         magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
-                                self.shared, batch.hosts if batch is not None else None)
+                                self.shared, batch.hosts if batch is not None else None, self.options.tags,
+                                self.options.skip_tags)
         runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
                             self.registered.setdefault(host, {}), self.emit, self.stopped,
                             deadline_reached=self.deadline_reached, events=self.events,

@@ -116,12 +116,14 @@ def group_names(inventory: Inventory, host: str) -> list[str]:
 
 
 def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], check_mode: bool, facts: Any,
-                    shared: dict[str, Any] | None = None, batch: list[str] | None = None) -> dict[str, Any]:
+                    shared: dict[str, Any] | None = None, batch: list[str] | None = None,
+                    tags: Collection[str] = (), skip: Collection[str] = ()) -> dict[str, Any]:
     """What a task on `host` sees besides the variables it was given. `shared` holds the
     run-wide lazy `groups`/`hostvars`, so that every host's tasks use one copy. `batch` is the
     host's `serial` batch (Ansible's `ansible_play_batch`, and `play_hosts`); all the play's hosts without serial."""
     shared = shared if shared is not None else {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
     batch = play_hosts if batch is None else batch
+    run_tags, skip_tags = sorted(tags) or ["all"], sorted(skip)   # Ansible's ansible_run_tags, ansible_skip_tags
     return {
         "ansible_playbook_python": sys.executable,
         # where the host is reached (its `ansible_host`, else its name), as Ansible's connection sets it
@@ -130,7 +132,8 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": batch, "ansible_play_hosts": play_hosts, "ansible_play_batch": batch,
         "ansible_play_hosts_all": play_hosts,
-        "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
+        "ansible_check_mode": check_mode, "ansible_run_tags": run_tags, "ansible_skip_tags": skip_tags,
+        "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
 
 

@@ -112,3 +112,26 @@ def test_any_errors_fatal_fails_every_host_where_one_failed_and_rescue_recovers_
     assert code & 4
     for host in ("h1", "h2"):
         assert [s["msg"] for s in shown(hosts[host])] == ["rescued", "recovered", "always"]
+
+
+def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {mine: [t3]}
+          tasks:
+            - {debug: {msg: tagged}, tags: t1}
+            - {debug: {msg: untagged}}
+            - {debug: {msg: never}, tags: [never, nv]}
+            - {debug: {msg: templated}, tags: "{{ mine }}"}
+            - {debug: {msg: "{{ ansible_run_tags }}"}, tags: always}
+        """
+    cases = {(): ["tagged", "untagged", "templated", ["all"]],
+             ("--tags", "untagged"): ["untagged", ["untagged"]],
+             ("--tags", "tagged"): ["tagged", "templated", ["tagged"]],
+             ("--tags", "nv"): ["never", ["nv"]],
+             ("--tags", "t3"): ["templated", ["t3"]],
+             ("--skip-tags", "tagged"): ["untagged"]}   # `always` is a tag too
+    for args, expected in cases.items():
+        code, hosts = apply(tmp_path, play, *args)
+        assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == expected, args
