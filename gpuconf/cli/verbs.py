@@ -117,6 +117,12 @@ def inventory(args: Any) -> int:
     return 0
 
 
+def init(args: Any) -> int:
+    from gpuconf.cli.init import init as write_site
+
+    return write_site(args)
+
+
 def tasks(args: Any) -> int:
     from gpuconf.tasks.docs import describe, list_types
 
@@ -128,9 +134,13 @@ def roles(args: Any) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
+    from gpuconf.release.library import playbook_names, shipped_playbooks
 
     dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
     print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    if args.name is None:
+        print(f"playbooks shipped with gpuconf ({shipped_playbooks()}), run by name from any directory "
+              f"(a local file of that name wins): {', '.join(playbook_names())}")
     return 0
 
 
@@ -153,6 +163,7 @@ def facts(args: Any) -> int:
     if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
+    unlock_vaults(args, config)   # a BMC's password, for -s firmware
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
@@ -164,14 +175,38 @@ def facts(args: Any) -> int:
     connection = default_connection(spec, run_options(args, config))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
+    bmc = bmc_read(args.host, inv.host_vars(args.host)) if "firmware" in subjects else None
     try:
-        session.fetch(wanted)  # one round trip: host facts and every subject's reads
+        session.fetch(wanted + ([bmc] if bmc else []))  # one round trip: host facts and every subject's reads
         values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
     result = gather.assemble(values) | subject_view(subjects, values)
+    if "firmware" in subjects:
+        result["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
+            {"unavailable": "the host has no bmc_address"}
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
+
+
+def bmc_read(host: str, variables: dict[str, Any]) -> Any:
+    """The BMC's inventory as a fact (read on this machine over Redfish), when the host names its BMC."""
+    from gpuconf.bmc.client import BmcEndpoint
+    from gpuconf.bmc.read import inventory_fact
+
+    endpoint = BmcEndpoint.from_vars(host, variables)
+    return inventory_fact(endpoint) if endpoint else None
+
+
+def bmc_view(value: Any) -> dict[str, Any]:
+    from gpuconf.facts.firmware import describe_mixed, mixed_families
+    from gpuconf.facts.subjects import plain
+
+    if isinstance(value, Exception) or value is None:
+        return {"unavailable": str(value)}
+    return {"components": plain(value.components), "bios_attributes": value.bios.attributes if value.bios else None,
+            "problems": list(value.problems),
+            "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
 def schedule(args: Any) -> int:

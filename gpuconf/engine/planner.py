@@ -66,6 +66,13 @@ class HostPlanner:
         self._registered = Verbatim(registered)
 
     # -- variables ------------------------------------------------------------
+    def handler_name(self, name: str) -> str | None:
+        """A templated handler name, rendered with the play's variables (None: it cannot be)."""
+        try:
+            return str(render(name, Vars(self.options.extra_vars, self.play.vars, self.host_vars, self.magic)))
+        except GpuconfError:
+            return None
+
     def flag(self, task: TaskDef, name: str) -> bool:
         """A boolean keyword of the task (ignore_errors, run_once), a template rendered here."""
         value = getattr(task.keywords, name)
@@ -85,12 +92,12 @@ class HostPlanner:
         return self._render(task, self.task_vars(task, facts))
 
     def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
-        if not self._holds(task, variables):
+        if not self.holds(task, variables):
             return None
         return variables, render(task.params, variables)
 
     @staticmethod
-    def _holds(task: TaskDef, variables: Vars) -> bool:
+    def holds(task: TaskDef, variables: Vars) -> bool:
         """The task's conditions (its roles' `when`, then its own) are all true."""
         return all(evaluate_when(condition, variables) for condition in task.role_when) and (
             task.keywords.when is None or evaluate_when(task.keywords.when, variables))
@@ -104,7 +111,7 @@ class HostPlanner:
         task_type = TASK_TYPES[task.type]
         cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
         if cache is None:
-            if not self._holds(task, variables):
+            if not self.holds(task, variables):
                 return None
             return variables, self._params(task, task_type, variables)
         hit, params = cache.get(task, variables, kind="params")
@@ -112,7 +119,7 @@ class HostPlanner:
             return None if params is None else (variables, params)
         whole: dict[str, tuple[Any, bool]] = {}
         variables.reads = whole
-        holds = self._holds(task, variables)
+        holds = self.holds(task, variables)
         variables.reads = None
         if not holds:
             cache.put(task, whole, None, kind="params")
@@ -139,7 +146,7 @@ class HostPlanner:
         except ValueError as exc:
             raise TaskError(f"{task.type}: {exc}") from None
 
-    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
+    def facts_of(self, tasks: list[TaskDef], speculative: bool = False,
                   left: list[TaskDef] | None = None) -> list[Any]:
         """Facts the tasks' checks will read. `speculative` renders before host
         facts are known: conditions on facts count as true, and tasks whose
@@ -164,7 +171,7 @@ class HostPlanner:
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
             if prepared is not None:
-                facts += self._reads(task, prepared[1])
+                facts += self.reads(task, prepared[1])
         return facts
 
     def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
@@ -177,7 +184,7 @@ class HostPlanner:
             return []
         if speculative:  # not through the plan cache: an item's task is a new object on every host
             return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
-        return self._facts_of(items)
+        return self.facts_of(items)
 
     def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
         """The facts of a task rendered with facts unknowable; none if they depend on facts."""
@@ -195,7 +202,7 @@ class HostPlanner:
                 facts = []
             else:
                 values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
-                facts = self._reads(task, build_params(task.type, values))
+                facts = self.reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if self.plan_cache is not None and use_cache and variables.reads is not None:
@@ -204,7 +211,7 @@ class HostPlanner:
 
 
     @staticmethod
-    def _reads(task: TaskDef, params: Any) -> list[Fact]:
+    def reads(task: TaskDef, params: Any) -> list[Fact]:
         return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
 
     def joinable(self, first: TaskDef, upcoming: list[TaskDef]) -> list[tuple[TaskDef, Any]]:
@@ -218,7 +225,7 @@ class HostPlanner:
             variables = self.task_vars(task)
             variables.reads = {}   # which variables its conditions and params look up
             try:
-                params = self._params(task, TASK_TYPES[task.type], variables) if self._holds(task, variables) else None
+                params = self._params(task, TASK_TYPES[task.type], variables) if self.holds(task, variables) else None
             except Exception:  # noqa: BLE001 - the task reports it at its turn
                 break
             if params is None or registers & set(variables.reads) or EVERY_NAME in variables.reads:
@@ -242,7 +249,7 @@ class HostPlanner:
         looked: dict[str, tuple[Any, bool]] = {}
         variables.reads = looked
         try:
-            holds = self._holds(task, variables)
+            holds = self.holds(task, variables)
             variables.reads = None
             conditions = [*task.role_when, *([task.keywords.when] if task.keywords.when is not None else [])]
             on_host = " and ".join(str(c) for c in conditions) if any(
@@ -257,4 +264,4 @@ class HostPlanner:
         except (GpuconfError, Exception) as exc:  # noqa: BLE001 - the run reports it on the task
             return PlannedTask(task, None, (), f"fails on the host: {self.secrets.redact(str(exc))}")
         shown = redact_value(params.model_dump(mode="json"), self.secrets)
-        return PlannedTask(task, shown, tuple(f.key for f in self._reads(task, params)), "", on_host)
+        return PlannedTask(task, shown, tuple(f.key for f in self.reads(task, params)), "", on_host)
