@@ -120,11 +120,25 @@ def command(target: str, work: Path) -> tuple[list[str], Path]:
     return ["bash", "-c", line], work / "integration"
 
 
+def private_run(argv: list[str]) -> list[str]:
+    """As root, the pass runs with a /run of its own (a mount namespace): gpuconf's run lock,
+    /run/gpuconf.lock, is this machine's, and other runs of gpuconf on it must neither wait for
+    the targets' runs nor hold them up. Without root the lock is the user's own already."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return argv
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return argv
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs tmpfs /run && exec "$0" "$@"', *argv]
+
+
 def run_pass(target: str, work: Path, mode: str, oracle_log: Path) -> tuple[Path, float]:
     prepare(work)
     log = work / "log"
     log.mkdir()
     argv, cwd = command(target, work)
+    argv = private_run(argv)
     started = time.monotonic()
     with open(log / "script.out", "w") as out:
         try:
