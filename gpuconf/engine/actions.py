@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.include_vars import include_vars
+from gpuconf.errors import TaskError
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -21,7 +22,10 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)
     if task.type == "set_fact":
-        values = {name: render(value, variables) for name, value in task.params.items()}
+        reserved = [name for name in task.params if str(name).startswith("_ansible_")]
+        if reserved:
+            raise TaskError(f"The variable name '{reserved[0]}' is reserved for internal use only.")
+        values = {name: render(value, variables) for name, value in task.params.items() if name != "cacheable"}
         registered.update(values)
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:

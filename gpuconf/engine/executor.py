@@ -20,6 +20,7 @@ from gpuconf.engine.delegate import Delegates, delegate_target, reads_elsewhere
 from gpuconf.engine.flow import judge
 from gpuconf.engine.handlers import Notifications
 from gpuconf.engine.hostlog import HostLog
+from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.registered import KnownOnlyAfterApply
@@ -219,7 +220,8 @@ class TaskExecutor:
     def _joins(self) -> bool:
         """Tasks may apply together: not where the hosts of a batch meet after each task
         (max_fail_percentage) or each task is asked for (--step)."""
-        return self.planner.play.keywords.max_fail_percentage is None and self.options.step is None
+        play = self.planner.play
+        return play.keywords.max_fail_percentage is None and self.options.step is None and not play_meets(play)
 
     def _apply_joined(self, task: TaskDef, params: Any, verdict: Verdict, upcoming: list[TaskDef]) -> bool:
         """Apply `task` together with the tasks right after it that may join it (engine/joint.py),

@@ -16,7 +16,7 @@ from enum import Enum
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.errors import GpuconfError, TaskError
-from gpuconf.playbook.models import TaskDef
+from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.results import Status
 
 ENDS_BATCH = ("end_play", "end_batch")   # for every host of the batch: the hosts meet after each task
@@ -37,6 +37,21 @@ class Next(Enum):
 
 def ends_batch(tasks: list[TaskDef]) -> bool:
     return any(t.type == "meta" and t.params.get("_raw_params") in ENDS_BATCH for t in tasks)
+
+
+def play_meets(play: Play) -> bool:
+    """`meets` for the play, worked out once."""
+    if play.meets is None:
+        play.meets = meets(play.tasks + play.handlers, play.keywords.any_errors_fatal)
+    return play.meets
+
+
+def meets(tasks: list[TaskDef], any_errors_fatal: bool) -> bool:
+    """Whether the hosts of a batch meet after each task, as Ansible's linear strategy has them: where
+    its result depends on it (any_errors_fatal, meta: end_play or end_batch, a task that reads
+    another host's variables through `hostvars`). Elsewhere each host goes at its own pace."""
+    return any_errors_fatal or ends_batch(tasks) or any(
+        t.keywords.any_errors_fatal or "hostvars" in repr((t.params, t.keywords.when, t.role_when)) for t in tasks)
 
 
 def run_meta(task: TaskDef, planner: HostPlanner, log: HostLog, in_handler: bool) -> Next:

@@ -24,7 +24,7 @@ from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
-from gpuconf.engine.meta import ends_batch
+from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.planner import HostPlanner
@@ -123,8 +123,8 @@ class Runner:
                         self._not_started(index, result, out_of_play)
                     break
             # while the connections are open and the run locks held
-            result.sections.extend(self.processors.run_completed(result, OpenHosts(result, self.sessions,
-                                                                                   self.clock.stopped)))
+            open_hosts = OpenHosts(result, self.sessions, self.clock.stopped, self._open)
+            result.sections.extend(self.processors.run_completed(result, open_hosts))
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -170,8 +170,8 @@ class Runner:
             batch = hosts[offset: offset + size]
             offset += size
             # run_once, max_fail_percentage, any_errors_fatal, meta: end_play
-            together = Batch(batch, play.keywords.max_fail_percentage, lockstep=ends_batch(play.tasks)
-                             or play.keywords.any_errors_fatal or any(t.keywords.any_errors_fatal for t in play.tasks))
+            together = Batch(batch, play.keywords.max_fail_percentage,
+                             lockstep=play_meets(play))
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
                 outcomes = list(pool.map(lambda h, b=together: self._host(index, play, h, result, b), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
@@ -270,8 +270,7 @@ class Runner:
         try:
             session = self._session(host)
             if not session.connection.connects and needs_host(play):
-                session.connection.open()
-                self._lock(session)
+                self._open(session)
         except GpuconfError as exc:
             host_result.unreachable = isinstance(exc, ConnectError)
             host_result.error = str(exc)
@@ -290,6 +289,11 @@ class Runner:
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
             return False
         return not any(r.status == Status.FAILED and not r.ignored for r in results)
+
+    def _open(self, session: HostSession) -> None:
+        """Connect to the host and take its run lock (a check: shared, per request)."""
+        session.connection.open()
+        self._lock(session)
 
     def _lock(self, session: HostSession) -> None:
         """Apply holds the host's run lock for the whole run; check takes it shared per request.

@@ -36,8 +36,8 @@ def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any,
         if not params:
             return (), "give at least one NAME: VALUE"
         for name in params:
-            if name == "cacheable":
-                return (name,), "'cacheable' is not supported: facts set by set_fact last for the run"
+            if name == "cacheable":   # gpuconf keeps no facts between runs: a fact lasts for the run
+                continue
             if not IDENTIFIER.match(str(name)):
                 return (name,), f"'{name}' is not a valid variable name"
         return None

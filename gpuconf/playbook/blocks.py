@@ -157,9 +157,12 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     if is_template(target):
         raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
                             "playbook loads (use `when:` on the include to choose)", where)
-    path = Path(target) if Path(target).is_absolute() else context.here / target
+    looked = [Path(target)] if Path(target).is_absolute() else [context.here / target] + [
+        base / sub / target for base in context.search for sub in ("tasks", "")]   # a role's, the playbook's
+    path = next((candidate for candidate in looked if candidate.is_file()), looked[0])
     if not path.exists():
-        raise PlaybookError(f"{key}: task file '{target}' not found (looked for {path})", where)
+        raise PlaybookError(f"{key}: task file '{target}' not found (looked for "
+                            f"{', '.join(str(p) for p in dict.fromkeys(looked))})", where)
     if path.resolve() in loader.stack:
         raise PlaybookError(f"{key}: '{target}' includes itself: "
                             f"{' -> '.join(p.name for p in loader.stack)} -> {path.name}", where)
@@ -238,8 +241,6 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
         raise PlaybookError(f"give one of {' and '.join(given)}, not both", node.location(given[1]))
     if keywords.loop_control is not None and keywords.items is None:
         raise PlaybookError("loop_control without loop", node.location("loop_control"))
-    if type_name == "set_fact" and keywords.register:
-        raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
     if keywords.delegate_to is not None:
         check_delegation(type_name, keywords, node)
 

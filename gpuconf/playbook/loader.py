@@ -170,7 +170,7 @@ class Loader:
                                                               self.playbook.parent / path]
             for candidate in candidates:
                 looked.append(candidate)
-                if candidate.is_file():
+                if candidate.exists() or candidate.is_symlink():   # a file that is no regular file: load says so
                     return candidate
         raise PlaybookError(f"vars file '{' or '.join(names)}' not found (looked for "
                             f"{', '.join(str(p) for p in looked)})", where)
@@ -232,6 +232,7 @@ class Loader:
         for key in node:
             if key in REFUSED_KEYWORDS:
                 raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
+        written = next((str(k) for k in node if k not in TASK_KEYWORDS), "")
         node = translate_task(node, TASK_KEYWORDS)   # Ansible's module names and free-form arguments
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:
@@ -264,7 +265,7 @@ class Loader:
             name=name.strip(), type=type_name, params=yamlsrc.plain(params_node), keywords=keywords,
             location=node.location(), raw=params_node, role=role, tags=set(keywords.tags) | tags,
             search_paths=list(search), become=keywords.become, become_user=keywords.become_user, blocks=blocks,
-        )
+            action=written)
 
     # -- roles (gpuconf/playbook/roles.py) ------------------------------------
     def validate(self, model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:

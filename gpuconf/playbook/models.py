@@ -192,13 +192,20 @@ class PlayKeywords(BaseModel):
     order: Literal["inventory", "reverse_inventory", "sorted", "reverse_sorted", "shuffle"] = "inventory"
     # Ansible's strategies: gpuconf runs each host through its tasks (docs/ansible.md), meeting the
     # batch's other hosts where Ansible's result depends on it (any_errors_fatal, end_play, run_once)
-    strategy: Literal["linear", "free", "host_pinned"] = "linear"
+    strategy: str = "linear"   # linear, free, host_pinned, or a template of one
     connection: Literal["local", "ssh", "smart"] | None = None  # the play's, over the inventory's
     check_mode: bool | None = None  # its tasks' check_mode where they say none (playbook/checkmode.py)
 
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
     _nulls = field_validator("roles", "tasks", "handlers", "pre_tasks", "post_tasks", mode="before")(
         lambda cls, v: [] if v is None else v)
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: str) -> str:
+        if value not in ("linear", "free", "host_pinned", "debug") and "{{" not in value:
+            raise ValueError(f"strategy must be linear, free or host_pinned, not '{value}'")
+        return value
 
     @field_validator("vars", mode="before")
     @classmethod
@@ -253,6 +260,7 @@ class TaskDef:
     item_vars: dict[str, Any] = field(default_factory=dict)  # one item of a loop (never rendered again)
     # pre_tasks, tasks (roles' too) or post_tasks: the handlers notified so far run at the end of each
     section: str = "tasks"
+    action: str = ""  # the module (or action) as the playbook wrote it: `ansible.builtin.copy`, `debug`
     role_instance: int = 0  # which loading of its role (meta: end_role skips the rest of that one)
     # a handler: the names a notify finds it by (its name, "ROLE : name"); the handler entry it is
     # part of (an include_tasks handler runs its file's tasks)
@@ -272,6 +280,7 @@ class Play:
     role_defaults: dict[str, Any] = field(default_factory=dict)  # the public roles' defaults, as in Ansible
     role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
     includes: Any = None  # what reads the tasks of its dynamic includes (playbook/dynamic.py IncludeLoader)
+    meets: bool | None = None  # whether its hosts meet after each task (engine/meta.py play_meets), once known
 
 
 @dataclass

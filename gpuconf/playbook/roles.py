@@ -91,15 +91,21 @@ def role_file(folder: Path, name: str) -> Path | None:
     return None
 
 
+def _files(path: Path) -> list[Path]:
+    """A vars file, or the files of a folder named without an extension (`vars/main/`): a path with
+    an extension is one file, and the bounded reader refuses what is no regular file."""
+    if path.is_dir() and not path.suffix:
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".json", ""))
+    return [path]
+
+
 def mapping(folder: Path, name: str, what: str) -> dict[str, Any]:
     """A role's defaults or vars file (or a folder of them, merged in name order), as a mapping."""
     path = role_file(folder, name)
     if path is None:
         return {}
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".json", "")) \
-        if path.is_dir() else [path]
     merged: dict[str, Any] = {}
-    for file in files:
+    for file in _files(path):
         data = yamlsrc.load_file(file)
         if data is None:
             continue

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tests.conformance.runner import HERE, run_target, save
-from tests.conformance.table import ALL_TARGETS, markdown, rewrite_doc, summary
+from tests.conformance.table import ALL_TARGETS, load, markdown, rewrite_doc, summary
 
 
 def main() -> int:
@@ -20,7 +20,14 @@ def main() -> int:
     parser.add_argument("--reuse-oracle", action="store_true",
                         help="with --work: the oracle's pass of an earlier run there, where one finished")
     parser.add_argument("--doc", action="store_true", help="write the table into docs/ansible.md")
+    parser.add_argument("--from-results", metavar="FILE", help="run nothing: the table of an earlier run's results")
     args = parser.parse_args()
+    if args.from_results:
+        results = load(Path(args.from_results))
+        print(markdown(results))
+        if args.doc:
+            rewrite_doc(results)
+        return 0
     targets = [t for t in args.targets.split(",") if t]
     with tempfile.TemporaryDirectory(prefix="gpuconf-conformance-") as scratch:
         work = Path(args.work or scratch)

@@ -32,7 +32,7 @@ def _steps(tasks: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], list[dict
         if task.get("not_run"):
             continue
         match = ITEM.match(task["task"])
-        name = match.group("name") if match else task["task"]
+        name = task.get("ansible_name") or (match.group("name") if match else task["task"])
         base = (task["play"], task["location"], name, "handler" if task["handler"] else "task")
         if match and steps and steps[-1][0][:4] == base and steps[-1][1][-1].get("_item") is not None:
             steps[-1][1].append({**task, "_item": match.group("item")})
@@ -54,7 +54,8 @@ def _line(host: str, result: dict[str, Any], verbosity: int) -> list[str]:
             lines.append("...ignoring")
         return lines
     if status == "skipped":
-        return [f"skipping: {at}"]
+        detail = {"changed": False, "skip_reason": "Conditional result was False"}
+        return [f"skipping: {at}" + (f" => {json.dumps(detail)}" if verbosity >= 1 else "")]
     if result["type"] in ("include_tasks", "include_role"):
         return [result["message"] + (f" => (item={item})" if item is not None else "")]
     if result["type"] == "meta":
@@ -63,6 +64,15 @@ def _line(host: str, result: dict[str, Any], verbosity: int) -> list[str]:
     shown = result.get("shown")
     if result["type"] == "debug" and isinstance(shown, dict):
         return [f"{word}: {at} => {_shown(shown)}"]
+    if verbosity >= 1:   # -v: the result, as far as the report has it
+        detail: dict[str, Any] = {"changed": word == "changed"}
+        for key in ("stdout", "stderr"):
+            if result.get(key):
+                detail[key] = result[key].rstrip("\n")
+                detail[f"{key}_lines"] = detail[key].splitlines()
+        if result.get("message"):
+            detail["msg"] = result["message"]
+        return [f"{word}: {at} => {json.dumps(detail, ensure_ascii=False)}"]
     return [f"{word}: {at}"]
 
 
@@ -97,7 +107,7 @@ def recap(hosts: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_playbook(report: dict[str, Any], verbosity: int = 0) -> str:
+def render_playbook(report: dict[str, Any], verbosity: int = 0, playbook: str = "") -> str:
     hosts = report["hosts"]
     per_host = {host: _steps(data["tasks"]) for host, data in hosts.items()}
     order: list[tuple[str, ...]] = []
@@ -110,6 +120,9 @@ def render_playbook(report: dict[str, Any], verbosity: int = 0) -> str:
                 last += 1
                 order.insert(last, key)
     lines: list[str] = []
+    if verbosity >= 2 and playbook:
+        lines += [f"PLAYBOOK: {playbook} " + "*" * max(3, STARS - len(playbook) - 11),
+                  f"{len(report['plays'])} plays in {playbook}"]
     play = None
     for key in order:
         if key[0] != play:

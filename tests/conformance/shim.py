@@ -99,7 +99,7 @@ def run_gpuconf(tool: str, args: list[str], work: Path) -> dict[str, Any]:
                 "why": "", "gpuconf_rc": code}
     data = json.loads(report.read_text())
     rc = (2 if code & 4 else 0) | (4 if code & 8 else 0)
-    stdout = (render_adhoc if tool == "ansible" else render_playbook)(data, verbosity)
+    stdout = render_adhoc(data, verbosity) if tool == "ansible" else render_playbook(data, verbosity, argv[1])
     kind = "crashed" if crashed or any(t.get("traceback") for h in data["hosts"].values() for t in h["tasks"]) \
         else "ok" if rc == 0 else "failed"
     why = next((f"{t['task']}: {t['error']}" for h in data["hosts"].values() for t in h["tasks"]
