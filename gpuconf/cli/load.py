@@ -87,9 +87,9 @@ def load_run(args: Any):
     inventory = load_inventory(inventory_spec(args, config), dirs)
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
-    playbook = load_playbook(args.playbook, project, config.roles_path)
-    inventory.read_playbook_vars(playbook.path.resolve().parent)   # group_vars/, host_vars/ beside it
     extra_vars = parse_extra_vars(args.extra_vars)
+    playbook = load_playbook(args.playbook, project, config.roles_path, extra_vars)
+    inventory.read_playbook_vars(playbook.path.resolve().parent)   # group_vars/, host_vars/ beside it
     render_play_hosts(playbook, extra_vars)  # `hosts: "{{ target }}"`, as Ansible renders it
     render_tags(playbook, extra_vars)
     return inventory, playbook, extra_vars, config

@@ -47,9 +47,8 @@ class Includes:
         started = time.monotonic()
         try:
             variables = planner.task_vars(task)
-            if not planner.holds(task, variables):
-                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false"), started,
-                           register=False)
+            if not planner.holds(task, variables):   # registered as skipped, as Ansible registers it
+                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false"), started)
                 return Outcome()
             control = task.keywords.loop_control
             loop_var = control.loop_var if control else "item"

@@ -32,7 +32,13 @@ from gpuconf.engine.processors import Processor, Processors
 from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.scope import RunClock, RunScope
 from gpuconf.engine.session import HostSession
-from gpuconf.engine.variables import LazyGroups, LazyHostvars, connection_variables, magic_variables
+from gpuconf.engine.variables import (
+    LazyGroups,
+    LazyHostvars,
+    connection_variables,
+    magic_variables,
+    play_variables,
+)
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
@@ -101,6 +107,7 @@ class Runner:
         magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
                                 self.shared, batch.hosts if batch is not None else None, self.options.tags,
                                 self.options.skip_tags)
+        magic.update(play_variables(play, self.playbook.path, self.inventory))
         return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options,
                            self.registered.setdefault(host, {}), self.plan_cache, self.included.setdefault(host, {}))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from gpuconf.inventory.hosts import Inventory
@@ -135,6 +136,16 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "ansible_check_mode": check_mode, "ansible_run_tags": run_tags, "ansible_skip_tags": skip_tags,
         "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
+
+
+def play_variables(play: Play, playbook: Path, inventory: Inventory) -> dict[str, Any]:
+    """The magic variables of a play: where its playbook and inventory are, its name and roles."""
+    source = Path(inventory.source.split(", ")[0])
+    roles = list(dict.fromkeys(t.role for t in play.tasks if t.role))
+    return {"playbook_dir": str(playbook.resolve().parent), "ansible_play_name": play.name,
+            "inventory_dir": str(source.resolve().parent if source.is_file() else source.resolve()) if source.exists()
+            else None, "inventory_file": str(source.resolve()) if source.is_file() else None,
+            "ansible_play_role_names": roles, "ansible_role_names": roles}
 
 
 def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[str, Any],

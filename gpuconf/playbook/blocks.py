@@ -201,27 +201,31 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
     for option in ("tasks_from", "vars_from", "defaults_from", "handlers_from"):
         if option in spec and not isinstance(spec[option], str):
             raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
-        if is_template(str(spec.get(option, ""))) or is_template(spec["name"]):
-            raise PlaybookError(f"{'import_role' if imported else 'include_role'}: the role and its files cannot be "
-                                "templates: gpuconf reads every role when the playbook loads", where)
+    # an import is read when the playbook loads: a templated name renders with -e and the play's vars
+    spec = {k: loader.render_static(v, f"import_role {k}", where) if isinstance(v, str) else v
+            for k, v in spec.items()}
     public = spec.get("public", imported)
     call = RoleCall(tags, tasks_from=str(spec.get("tasks_from", "main")), vars_from=str(spec.get("vars_from", "main")),
                     defaults_from=str(spec.get("defaults_from", "main")),
                     handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
-                    public=public in (True, "yes", "true", "True"), named=True)
+                    public=public in (True, "yes", "true", "True"),
+                    named=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
     tasks: list[TaskDef] = []
     load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)
     return tasks
 
 
 def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
+    """The plays of another playbook, in place; its `when`, `tags` and `vars` reach each of them."""
     for key in node:
-        if key not in ("import_playbook", "name"):
-            raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name)", node.location(key))
+        if key not in ("import_playbook", "name", "when", "tags", "vars"):
+            raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name, when, tags, vars)",
+                                node.location(key))
     target = node["import_playbook"]
     where = node.location("import_playbook")
-    if not isinstance(target, str) or is_template(target):
-        raise PlaybookError("import_playbook names a playbook file (not a template)", where)
+    if not isinstance(target, str):
+        raise PlaybookError("import_playbook names a playbook file", where)
+    target = loader.render_static(target, "import_playbook", where)
     # beside the importing playbook, else the playbook of that name shipped with gpuconf (a site's
     # playbooks import the shipped ones by name: `import_playbook: a100-node.yml`)
     choice = find_playbook(target, loader.playbook.parent)
@@ -231,7 +235,16 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     path = choice.path
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
-    return loader.nested(path).load().plays
+    plays = loader.nested(path).load().plays
+    outer = _wrapper(yamlsrc.YDict({k: v for k, v in node.items() if k in ("when", "tags", "vars")}),
+                     ("when", "tags", "vars"), "import_playbook")
+    for play in plays:
+        play.vars = {**play.vars, **yamlsrc.plain(outer.vars)}   # above the play's own, as in Ansible
+        for task in play.tasks + play.handlers:
+            task.tags |= set(outer.tags)
+            if outer.when is not None:
+                task.role_when = [outer.when] + task.role_when
+    return plays
 
 
 def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:

@@ -122,7 +122,8 @@ class IncludeLoader:
         call = RoleCall(set(context.tags), tasks_from=str(params.get("tasks_from", "main")),
                         vars_from=str(params.get("vars_from", "main")),
                         defaults_from=str(params.get("defaults_from", "main")),
-                        handlers_from=str(params.get("handlers_from", "main")), public=public, named=True)
+                        handlers_from=str(params.get("handlers_from", "main")), public=public,
+                        named=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
         from gpuconf.playbook.models import RoleRef
 
         tasks: list[TaskDef] = []

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gpuconf.errors import Location, PlaybookError, did_you_mean, validation_message
+from gpuconf.errors import Location, PlaybookError, TemplateError, did_you_mean, validation_message
 from gpuconf.files import yamlsrc
 from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
@@ -36,6 +36,7 @@ from gpuconf.playbook.models import (
 from gpuconf.playbook.roles import RoleCall, load_role, role_ref
 from gpuconf.release.library import find_playbook, playbook_names, shipped_roles
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
+from gpuconf.templating.render import Vars, is_template, render
 
 
 def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
@@ -75,6 +76,8 @@ class Loader:
                  stack: tuple[Path, ...] = ()):
         self.playbook = playbook
         self.project_dir, self.configured_roles = project_dir, configured_roles
+        self.extra_vars: dict[str, Any] = {}   # -e: what a templated import's name renders with
+        self.play_vars: dict[str, Any] = {}    # the vars of the play being read, for the same
         self.role_dirs = roles_path(playbook, project_dir, configured_roles)
         self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
         self.block_ids = count(1)
@@ -86,8 +89,19 @@ class Loader:
     def nested(self, playbook: Path) -> Loader:
         """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
         inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
-        inner.block_ids = self.block_ids
+        inner.block_ids, inner.extra_vars = self.block_ids, self.extra_vars
         return inner
+
+    def render_static(self, value: str, what: str, where: Location) -> str:
+        """A templated name an import or vars_files gives, rendered as Ansible renders it when the
+        playbook loads: with -e and the play's vars (no host's variable is known yet)."""
+        if not is_template(value):
+            return value
+        try:
+            return str(render(value, Vars(self.extra_vars, self.play_vars)))
+        except TemplateError as exc:
+            raise PlaybookError(f"{what} '{value}': {exc.message} (it renders when the playbook loads, with -e "
+                                "and the play's vars)", where) from None
 
     # -- playbook -----------------------------------------------------------
     def load(self) -> Playbook:
@@ -117,6 +131,7 @@ class Loader:
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
+        self.play_vars = play_vars
         files_node = node.get("vars_files")
         for index, entry in enumerate(keywords.vars_files):
             where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
@@ -162,7 +177,8 @@ class Loader:
     def _vars_file(self, entry: Any, where: Location) -> Path:
         """A play's vars_files entry, as Ansible finds it: in the playbook's vars/, then beside the
         playbook; a list is the first of its files that exists."""
-        names = [str(name) for name in entry] if isinstance(entry, list) else [str(entry)]
+        names = [self.render_static(str(name), "vars_files", where)
+                 for name in (entry if isinstance(entry, list) else [entry])]
         looked: list[Path] = []
         for name in names:
             path = Path(name)
@@ -292,11 +308,13 @@ class Loader:
 
 
 def load_playbook(path: str | Path, project_dir: Path | None = None,
-                  configured_roles: list[Path] | None = None) -> Playbook:
+                  configured_roles: list[Path] | None = None, extra_vars: dict[str, Any] | None = None) -> Playbook:
     """The playbook of that path, else the one of that name shipped with gpuconf (a local file wins)."""
     choice = find_playbook(path)
     if choice is None:
         shipped = playbook_names()
         hint = did_you_mean(Path(path).name, shipped) or (f" (gpuconf ships {', '.join(shipped)})" if shipped else "")
         raise PlaybookError(f"playbook not found: {path}{hint}")
-    return Loader(choice.path, project_dir, configured_roles).load()
+    loader = Loader(choice.path, project_dir, configured_roles)
+    loader.extra_vars = dict(extra_vars or {})
+    return loader.load()

@@ -141,7 +141,8 @@ PLAY_HINTS = {
 }
 BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always",
                   "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
-INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars")
+INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "notify", "run_once",
+                    "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
 
 
 class RoleRef(BaseModel):

@@ -2,7 +2,8 @@
 
 - A role is looked up along the loader's roles path; its `meta/main.yml` dependencies load first.
   In a play each (role, params) runs once (`allow_duplicates: true` in its meta lifts that); a
-  role named by import_role or include_role runs where it is named, its dependencies still once.
+  role named by import_role or include_role runs where it is named (unless it says `allow_duplicates:
+  false` and ran before), its dependencies still once.
 - What a role's tasks see (gpuconf/engine/variables.py layers them, docs/variables.md): its
   params (`- role: x` with `a: 1`, its parents' too), its vars (its parents' vars, its
   dependencies' vars/main.yml, its own vars/main.yml, then the `vars:` of its entry), its defaults
@@ -57,7 +58,8 @@ class RoleCall:
     handlers_from: str = "main"
     blocks: tuple[tuple[int, str], ...] = ()
     public: bool = True
-    named: bool = False   # named by import_role/include_role: it runs even if it ran before
+    # named by import_role/include_role: it runs even if it ran before, unless allow_duplicates: false
+    named: bool = False
     parents: tuple[Parent, ...] = ()
 
 

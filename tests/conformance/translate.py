@@ -119,11 +119,10 @@ def gpuconf_argv(args: list[str], env: Mapping[str, str], report: Path) -> tuple
         raise Refusal("--list-tags")
     if len(options.playbooks) > 1:
         raise Refusal("several playbooks in one run")
-    if len(options.inventory) > 1:
-        raise Refusal("several inventories (-i) in one run")
     verb = "check" if options.check and not options.list_tasks else "apply"
     argv = [verb, options.playbooks[0], "--no-retry-file", "--report", str(report)]
-    argv += ["-i", options.inventory[0] if options.inventory else os.environ["CONFORMANCE_EMPTY_INVENTORY"]]
+    for inventory in options.inventory or [os.environ["CONFORMANCE_EMPTY_INVENTORY"]]:
+        argv += ["-i", inventory]
     for value in options.extra_vars:
         argv += ["-e", value]
     if options.tags:
