@@ -48,8 +48,9 @@ def _forks_option(parser: argparse.ArgumentParser) -> None:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
-    parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
-                        "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
+    parser.add_argument("-i", "--inventory", action="append",
+                        help="inventory name, path, or host list 'a,b,'; more than once merges them (default: "
+                             "gpuconf.cfg's inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
     _limit_option(parser)
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
@@ -91,6 +92,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
     parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
     parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    parser.add_argument("--force-handlers", action="store_true",
+                        help="run the handlers a host was notified of even when it failed (a play's "
+                             "force_handlers wins)")
     _vault_options(parser)
 
 
@@ -292,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
     _vault_options(facts)
+    firmware = sub.add_parser("firmware", help="the fleet's firmware through each node's BMC: component, version, "
+                              "how many nodes, which differ (docs/firmware.md)")
+    firmware.add_argument("-i", "--inventory")
+    _limit_option(firmware)
+    _forks_option(firmware)
+    firmware.add_argument("--format", choices=["text", "json"], default="text")
+    _vault_options(firmware)
     catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
                              description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
                                          "knowledge of each branch's newest point release is; with --from-redistrib, "
