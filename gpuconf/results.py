@@ -134,6 +134,7 @@ class TaskResult(Final):
     counts_as: str | None = None
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
+    ansible_name: str = ""  # as Ansible names the task: its `name`, else its module as written ("debug")
 
     @property
     def warnings(self) -> int:

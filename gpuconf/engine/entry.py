@@ -33,7 +33,7 @@ class Entries:
         """One task of the list (the play's task `index`): once, once per loop item, or (run_once)
         on the batch's first host still in the play, for the whole batch."""
         planner, log = self.planner, self.log
-        if task.keywords.run_once and self.batch is not None and index is not None:
+        if task.keywords.run_once and self.batch is not None and index is not None and planner.flag(task, "run_once"):
             first, owner, done, shared = self.batch.claim(index, planner.host)
             if not first:
                 self.batch.wait_for(owner, done, self.stop)
@@ -73,7 +73,7 @@ class Entries:
             each = [item_task(task, item, index, variables, items) for index, item in enumerate(items)]
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = log.result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
-            result.ignored = task.keywords.ignore_errors
+            result.ignored = planner.flag(task, "ignore_errors")
             log.finish(task, result, started)
             return self.tally(task, [result])
         # the items still to come are upcoming too: what they read rides on the round trip that
@@ -94,7 +94,8 @@ class Entries:
         """The task's results, the last one saying how the recap counts the task (engine/flow.py).
         A failure a rescue takes is told to it, as Ansible tells it: `ansible_failed_task` and
         `ansible_failed_result` (`value`: a loop's registered value)."""
-        counts_as = entry_tally(results, task.keywords.ignore_errors, self.rescuable(task))
+        ignored = any(r.ignored for r in results if r.status == Status.FAILED)  # ignore_errors, as judged
+        counts_as = entry_tally(results, ignored, self.rescuable(task))
         results[-1].counts_as = counts_as
         if counts_as == "rescued":
             failed = next(r for r in reversed(results) if r.status == Status.FAILED)

@@ -48,6 +48,9 @@ def _task(task: TaskResult) -> dict[str, Any]:
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
         "data": None if task.secret else _plain(task.data),
+        # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
+        "ansible_name": task.ansible_name,
+        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
     }
 
 

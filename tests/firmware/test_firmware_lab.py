@@ -152,8 +152,7 @@ def test_a_hung_bmc_times_out(firmware_lab, tmp_path):
     assert check.returncode & 4, check.stdout + check.stderr
     [task] = json.loads(report.read_text())["hosts"][OTHER]["tasks"]
     assert task["status"] == "unknown" and "no answer within the timeout" in task["error"]
-    assert took < 120
-    assert playbook(firmware_lab, "check", OTHER).returncode == 2            # answers again once cleared
+    assert took < 120   # bmc_timeout per request, not the library's ten tries (clear: tests/lab_sim/test_bmc.py)
 
 
 def test_a_failed_task_leaves_the_node_held(firmware_lab):
