@@ -41,6 +41,7 @@ from gpuconf_lab.runtime import (
     require_root_linux,
     require_tools,
 )
+from gpuconf_lab.runtime import controller_copy as runtime_controller_copy
 
 RUNTIME_FAULTS = ("sshd-down", "sshd-up", "reboot-hang", "clear")
 
@@ -138,7 +139,7 @@ class Lab:
 
     # -- up -------------------------------------------------------------------------------------
     def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False,
-           slurm_settings: dict[str, str] | None = None) -> Lab:
+           slurm_settings: dict[str, str] | None = None, controller_copy: bool = True) -> Lab:
         """Start the nodes (all at once), pin their host keys, write the inventory. With `slurm`,
         also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node, with
         `slurm_settings` as extra slurm.conf lines (what `slurm_config` changes later)."""
@@ -167,7 +168,8 @@ class Lab:
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
                            "inventory": str(project / "inventories" / self.name / "hosts.yml"),
-                           "shared": controller_paths(project), "slurm": slurm}
+                           "shared": controller_paths(project) if controller_copy else [],
+                           "masked": [] if controller_copy else runtime_controller_copy(project), "slurm": slurm}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
             # Still under the lock: a concurrent `up` of this name must not take a lab that is
@@ -192,7 +194,8 @@ class Lab:
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
                                          self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
-                                         self.boot_delay, specs, self.state["shared"])
+                                         self.boot_delay, specs, self.state["shared"],
+                                         self.state.get("masked", []))
                             for spec in specs])
         if self.slurm_enabled:
             self._start_slurm_controller(specs, timeout, settings)
