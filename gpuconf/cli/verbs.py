@@ -3,6 +3,7 @@ apply are playrun.py)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -243,8 +244,8 @@ def gate(args: Any) -> int:
     """The pre-job gate on this node (gpuconf/gate/judge.py, gpuconf/gate/node.py)."""
     from gpuconf.gate import node as gate_node
 
-    if args.nvidia_smi_timeout <= 0:
-        raise UsageError("--nvidia-smi-timeout must be more than 0")
+    if not math.isfinite(args.nvidia_smi_timeout) or args.nvidia_smi_timeout <= 0:
+        raise UsageError(f"--nvidia-smi-timeout {args.nvidia_smi_timeout:g}: give a number of seconds more than 0")
     args.node = args.node or this_node()
     return gate_node.main(args)
 
@@ -260,8 +261,8 @@ def collect(args: Any) -> int:
     from gpuconf.remediate.evidence import collect as collect_one
     from gpuconf.remediate.history import History, default_state_dir
 
-    if args.max_size <= 0:
-        raise UsageError("--max-size must be more than 0 MiB")
+    if not math.isfinite(args.max_size) or args.max_size <= 0:
+        raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
     config = load_config()
     inventory = load_inventory(inventory_spec(args, config), project_dirs(None))
     unknown = [h for h in args.hosts if h not in inventory.hosts]
