@@ -210,6 +210,13 @@ def bmc_view(value: Any) -> dict[str, Any]:
             "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
+def firmware(args: Any) -> int:
+    """The fleet's firmware table, read from each node's BMC (gpuconf/cli/firmware.py)."""
+    from gpuconf.cli.firmware import run as fleet
+
+    return fleet(args)
+
+
 def schedule(args: Any) -> int:
     from gpuconf.cli.schedule import show
     from gpuconf.inventory.hosts import parse_extra_vars
@@ -256,10 +263,11 @@ def collect(args: Any) -> int:
     from gpuconf.connection.base import ConnectionSpec
     from gpuconf.engine.runner import default_connection
     from gpuconf.errors import did_you_mean
+    from gpuconf.files.state import bundles_dir, default_state_dir
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
     from gpuconf.remediate.evidence import collect as collect_one
-    from gpuconf.remediate.history import History, default_state_dir
+    from gpuconf.remediate.history import History
 
     if not math.isfinite(args.max_size) or args.max_size <= 0:
         raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
@@ -278,7 +286,7 @@ def collect(args: Any) -> int:
                                             {"connection": args.connection} if args.connection else None)
             connection = default_connection(spec, options)
             try:
-                bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
+                bundle = collect_one(host, connection, bundles_dir(state), int(args.max_size * MIB))
             except GpuconfError as exc:
                 print(f"gpuconf: error: {exc}", file=sys.stderr)
                 failed |= exc.exit_bit

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpuconf.files.state import default_state_dir
 from gpuconf.remediate.breaker import state
-from gpuconf.remediate.history import FILE, RESET, History, default_state_dir
+from gpuconf.remediate.history import FILE, RESET, History
 from gpuconf.remediate.hold import listing
 from gpuconf.scheduler.interface import SchedulerError
 
