@@ -40,6 +40,8 @@ def inventory_spec(args: Any, config: Any) -> str:
     """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY), else with
     -c local this machine alone (as Slurm's HealthCheckProgram runs it: no inventory file)."""
     spec = getattr(args, "inventory", None) or config.inventory
+    if isinstance(spec, list):   # -i given more than once: one source a line (load_inventory)
+        spec = "\n".join(spec)
     if not spec and getattr(args, "connection", None) == "local":
         return f"{this_node()},"
     if not spec:
@@ -81,7 +83,7 @@ def load_run(args: Any):
     from gpuconf.cli.config import load_config
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
-    from gpuconf.playbook.play_hosts import render_play_hosts
+    from gpuconf.playbook.play_hosts import render_play_hosts, render_tags
 
     config = load_config()
     unlock_vaults(args, config)
@@ -89,9 +91,11 @@ def load_run(args: Any):
     inventory = load_inventory(inventory_spec(args, config), dirs)
     # the project's roles/: here, or beside the playbooks/ folder when run from elsewhere (cron, CI)
     project = next((d for d in dirs if (d / "roles").is_dir()), Path.cwd())
-    playbook = load_playbook(args.playbook, project, config.roles_path)
     extra_vars = parse_extra_vars(args.extra_vars)
+    playbook = load_playbook(args.playbook, project, config.roles_path, extra_vars)
+    inventory.read_playbook_vars(playbook.path.resolve().parent)   # group_vars/, host_vars/ beside it
     render_play_hosts(playbook, extra_vars)  # `hosts: "{{ target }}"`, as Ansible renders it
+    render_tags(playbook, extra_vars)
     return inventory, playbook, extra_vars, config
 
 
@@ -134,7 +138,7 @@ def run_options(args: Any, config: Any, verb: str = "check", extra_vars: dict[st
         lock_wait=getattr(args, "lock_wait", defaults.lock_wait), become_password=become_password(args),
         allow_reboot=getattr(args, "reboot", False), strict=getattr(args, "strict", False),
         trace=getattr(args, "verbose", 0) >= 3, step=step_gate() if getattr(args, "step", False) else None,
-        today=run_day(getattr(args, "today", None)))
+        today=run_day(getattr(args, "today", None)), force_handlers=getattr(args, "force_handlers", False))
 
 
 def step_gate() -> Any:
