@@ -25,11 +25,15 @@ def split_list(text: str) -> set[str]:
 
 
 def project_dirs(playbook: str | None) -> list[Path]:
+    """Where `-i NAME` is looked for (inventories/NAME): here, the playbook's project, and last the
+    library shipped with gpuconf (its `image` inventory: this machine in every node group)."""
+    from gpuconf.release.library import library_dir
+
     dirs = [Path.cwd()]
     if playbook:
         parent = Path(playbook).resolve().parent
         dirs += [parent, parent.parent]
-    return list(dict.fromkeys(dirs))
+    return list(dict.fromkeys([*dirs, library_dir()]))
 
 
 def inventory_spec(args: Any, config: Any) -> str:
