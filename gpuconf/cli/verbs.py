@@ -32,31 +32,39 @@ def apply(args: Any) -> int:
 def remediate(args: Any) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
     from gpuconf.inventory.patterns import narrow
-    from gpuconf.remediate.command import load_health, run
+    from gpuconf.remediate.command import RemediateOptions, load_health, run, settings
+    from gpuconf.remediate.history import state_dir
     from gpuconf.remediate.people import reset_breaker
 
     if args.reset_breaker:
-        return reset_breaker(args)
+        return reset_breaker(state_dir(args.state_dir))
     if args.playbook is None:
         raise UsageError("remediate: give the PLAYBOOK (only --reset-breaker runs without one)")
+    remediation = RemediateOptions(
+        settings(max_unavailable=args.max_unavailable, drain_timeout=args.drain_timeout,
+                 lemon_after=args.lemon_after, lemon_window=args.lemon_window, breaker=args.breaker,
+                 breaker_window=args.breaker_window, restart_app_window=args.restart_app_window),
+        state_dir(args.state_dir), check=args.check, report=Path(args.report) if args.report else None)
     inventory, playbook, extra, config = load_run(args)
     project = next((d for d in project_dirs(args.playbook) if (d / "roles").is_dir()), Path.cwd())
     health = load_health(args.health, args.playbook, project, config.roles_path)
     options = run_options(args, config, "check", extra)
     started()
-    return run(args, narrow(inventory, args.limit), playbook, health, options)
+    return run(remediation, narrow(inventory, args.limit), playbook, health, options)
 
 
 def hardware(args: Any) -> int:
+    from gpuconf.remediate.history import state_dir
     from gpuconf.remediate.people import hardware as show
 
-    return show(args)
+    return show(state_dir(args.state_dir), as_json=args.format == "json", ask_scheduler=args.scheduler)
 
 
 def history(args: Any) -> int:
     from gpuconf.remediate.command import history as show
+    from gpuconf.remediate.history import state_dir
 
-    return show(args)
+    return show(args.host, state_dir(args.state_dir), as_json=args.format == "json")
 
 
 def validate(args: Any) -> int:
@@ -223,7 +231,7 @@ def collect(args: Any) -> int:
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
     from gpuconf.remediate.evidence import collect as collect_one
-    from gpuconf.remediate.history import History, default_state_dir
+    from gpuconf.remediate.history import History, state_dir
 
     if args.max_size <= 0:
         raise UsageError("--max-size must be more than 0 MiB")
@@ -233,7 +241,7 @@ def collect(args: Any) -> int:
     if unknown:
         hint = did_you_mean(unknown[0], inventory.hosts)
         raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{hint}")
-    state = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    state = state_dir(args.state_dir)
     options = run_options(args, config)
     failed = 0
     with History(state) as history:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
 from gpuconf.remediate.decision import APP, Decision, decide_action
-from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock, default_state_dir
+from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
@@ -178,26 +179,39 @@ def scope(inventory: Inventory, playbook: Playbook) -> dict[str, str]:
     return {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in hosts}
 
 
-def settings(args: Any) -> Settings:
-    if args.lemon_after < 0:
+@dataclass(frozen=True)
+class RemediateOptions:
+    """What `gpuconf remediate` is asked beyond the run's options (gpuconf/cli/verbs.py builds it)."""
+
+    settings: Settings
+    state_dir: Path
+    check: bool = False  # --check: each node's plan, nothing changed
+    report: Path | None = None
+
+
+def settings(*, max_unavailable: str, drain_timeout: str, lemon_after: int, lemon_window: str,
+             breaker: str | None, breaker_window: str, restart_app_window: str) -> Settings:
+    """The loop's settings from the command line's words (a bad one is a UsageError naming its option)."""
+    if lemon_after < 0:
         raise UsageError("--lemon-after must be 0 (never a lemon) or more")
-    return Settings(budget=plan.parse_budget(args.max_unavailable),
-                    drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
-                    lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
-                    breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
-                    app_window=plan.parse_duration(args.restart_app_window, "--restart-app-window"),
+    return Settings(budget=plan.parse_budget(max_unavailable),
+                    drain_timeout=plan.parse_duration(drain_timeout, "--drain-timeout"),
+                    lemon=LemonRule(lemon_after, plan.parse_duration(lemon_window, "--lemon-window")),
+                    breaker=parse_breaker(breaker, plan.parse_duration(breaker_window, "--breaker-window")),
+                    app_window=plan.parse_duration(restart_app_window, "--restart-app-window"),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 
 
-def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions) -> int:
-    config = settings(args)
+def run(remediate: RemediateOptions, inventory: Inventory, playbook: Playbook, health: Playbook | None,
+        options: RunOptions) -> int:
+    config = remediate.settings
     hosts = scope(inventory, playbook)
-    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    state_dir = remediate.state_dir
     stop = threading.Event()
     scheduler = Slurm()
     hooks = EngineHooks(inventory, playbook, health, options, stop, state_dir)
-    if args.check:
+    if remediate.check:
         return check_only(hosts, hooks, scheduler, state_dir, config)
 
     def say(line: str) -> None:
@@ -224,8 +238,8 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
                 signal.signal(sig, handler)
     for line in summary.lines():
         print(line)
-    if args.report:
-        summary.write(Path(args.report))
+    if remediate.report is not None:
+        summary.write(remediate.report)
     return summary.exit_code
 
 
@@ -250,27 +264,26 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
     return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)
 
 
-def history(args: Any) -> int:
+def history(host: str, state_dir: Path, as_json: bool = False) -> int:
     """`gpuconf history HOST`: its remediations, newest last, with the journal's steps."""
-    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     if not (state_dir / FILE).exists():  # nothing was ever remediated with this state directory
-        print(json.dumps({"host": args.host, "remediations": []}) if args.format == "json" else
-              f"{args.host}: no remediation recorded (no history at {state_dir / FILE})")
+        print(json.dumps({"host": host, "remediations": []}) if as_json else
+              f"{host}: no remediation recorded (no history at {state_dir / FILE})")
         return 0
     store = History(state_dir, create=False)
     try:
-        judged = judge(store.records(args.host))
-        if args.format == "json":
+        judged = judge(store.records(host))
+        if as_json:
             data = [dict(dataclasses.asdict(j.record), lemon={"counted": j.counted, "why": j.why},
                          steps=[{"at": at, "step": step, "detail": detail}
                                 for at, step, detail in store.steps(j.record.id)])
                     for j in judged]
-            print(json.dumps({"host": args.host, "schema_version": store.version, "remediations": data}, indent=2))
+            print(json.dumps({"host": host, "schema_version": store.version, "remediations": data}, indent=2))
             return 0
     finally:
         store.close()
     if not judged:
-        print(f"{args.host}: no remediation in {store.path}")
+        print(f"{host}: no remediation in {store.path}")
         return 0
     rows = [("STARTED (UTC)", "OUTCOME", "STEP", "FINDING", "LEMON RULE", "DETAIL")]
     rows += [(_when(j.record.started), j.record.outcome or "open", j.record.step, j.record.finding, j.why,

@@ -93,8 +93,11 @@ class Record:
         return self.outcome is None
 
 
-def default_state_dir() -> Path:
-    """GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
+def state_dir(given: str | None = None) -> Path:
+    """The state directory (the history, the journal, the bundles): --state-dir, else
+    GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
+    if given:
+        return Path(given).expanduser()
     if os.environ.get("GPUCONF_STATE_DIR"):
         return Path(os.environ["GPUCONF_STATE_DIR"]).expanduser()
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
