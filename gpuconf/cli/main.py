@@ -278,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-i", "--inventory")
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
+    _vault_options(facts)
     catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
                              description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
                                          "knowledge of each branch's newest point release is; with --from-redistrib, "

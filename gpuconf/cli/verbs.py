@@ -161,6 +161,7 @@ def facts(args: Any) -> int:
     if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
+    unlock_vaults(args, config)   # a BMC's password, for -s firmware
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
@@ -172,14 +173,38 @@ def facts(args: Any) -> int:
     connection = default_connection(spec, run_options(args, config))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
+    bmc = bmc_read(args.host, inv.host_vars(args.host)) if "firmware" in subjects else None
     try:
-        session.fetch(wanted)  # one round trip: host facts and every subject's reads
+        session.fetch(wanted + ([bmc] if bmc else []))  # one round trip: host facts and every subject's reads
         values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
     result = gather.assemble(values) | subject_view(subjects, values)
+    if "firmware" in subjects:
+        result["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
+            {"unavailable": "the host has no bmc_address"}
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
+
+
+def bmc_read(host: str, variables: dict[str, Any]) -> Any:
+    """The BMC's inventory as a fact (read on this machine over Redfish), when the host names its BMC."""
+    from gpuconf.bmc.client import BmcEndpoint
+    from gpuconf.bmc.read import inventory_fact
+
+    endpoint = BmcEndpoint.from_vars(host, variables)
+    return inventory_fact(endpoint) if endpoint else None
+
+
+def bmc_view(value: Any) -> dict[str, Any]:
+    from gpuconf.facts.firmware import describe_mixed, mixed_families
+    from gpuconf.facts.subjects import plain
+
+    if isinstance(value, Exception) or value is None:
+        return {"unavailable": str(value)}
+    return {"components": plain(value.components), "bios_attributes": value.bios.attributes if value.bios else None,
+            "problems": list(value.problems),
+            "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
 def schedule(args: Any) -> int:

@@ -34,10 +34,12 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "cat": None,
     "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r")),   # diag runs tests, changes no setting
     "dkms": (("status",),),
+    "dmidecode": None,
     "dmesg": None,
     "dnf": (("module", "list"), ("-C", "-q", "--setopt=logdir=/run/gpuconf-dnf", "repoquery")),
     "dpkg": (("-l",),),
     "dpkg-query": None,
+    "findmnt": None,
     "grubby": (("--info=ALL",), ("--info=DEFAULT",), ("--default-kernel",)),
     "ibstat": None,
     "ibstatus": None,
@@ -91,12 +93,17 @@ class Merge:
 @dataclass(frozen=True)
 class Fact:
     """`key` identifies the fact in a host's cache; `request` is sent as is, unless `merge`
-    says how to share one request with other facts of the same source."""
+    says how to share one request with other facts of the same source, or `controller` reads it
+    on the controller instead."""
 
     key: str
     request: Request = field(compare=False, hash=False)
     parse: Callable[[Reply], Any] = field(compare=False, hash=False)
     merge: Merge | None = field(default=None, compare=False, hash=False)
+    # A fact read on the controller, not on the host (a node's BMC over Redfish, gpuconf/bmc/read.py):
+    # the session calls it and parses what it returns; `request` is never sent. Read-only by
+    # construction: it is given no session that can write.
+    controller: Callable[[], Any] | None = field(default=None, compare=False, hash=False)
 
 
 def reply_output(result: Reply) -> Output:

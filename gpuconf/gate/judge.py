@@ -15,6 +15,7 @@ remembers it). Reading and Slurm are in gate_node.py.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gpuconf.facts.gather import pci_devices
@@ -52,10 +53,13 @@ class GateFinding:
     action: str | None = None
     gpu: int | None = None
     bus_id: str | None = None
+    code: str | None = None  # "Xid 79", "SXid 12028"
+    count: int | None = None
+    rule: str | None = None  # the table row that decided it
 
     def as_dict(self) -> dict[str, object]:
         return {"check": self.check, "verdict": self.verdict, "message": self.message, "action": self.action,
-                "gpu": self.gpu, "bus_id": self.bus_id}
+                "gpu": self.gpu, "bus_id": self.bus_id, "code": self.code, "count": self.count, "rule": self.rule}
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ def _gate(finding: Finding, check: str | None = None, failure: str = CRITICAL) -
     verdict = {"ok": PASS, "warning": WARNING, "failure": failure}[finding.severity]
     name = check or finding.probe
     action = finding.action or (ACTIONS.get(name) if verdict != PASS else None)
-    return GateFinding(name, verdict, finding.message, action, finding.gpu, finding.bus_id)
+    return GateFinding(name, verdict, finding.message, action, finding.gpu, finding.bus_id,
+                       str(finding.code) if finding.code else None, finding.count, finding.rule)
 
 
 def _xid_verdicts(findings: list[Finding]) -> list[GateFinding]:
@@ -110,8 +115,8 @@ def _xid_verdicts(findings: list[Finding]) -> list[GateFinding]:
     gated = []
     for finding in findings:
         one = _gate(finding)
-        if one.verdict == PASS and isinstance(finding.value, int) and finding.value > 0:
-            one = GateFinding(one.check, INFO, one.message, None, one.gpu, one.bus_id)
+        if one.verdict == PASS and finding.count:
+            one = dataclasses.replace(one, verdict=INFO, action=None)
         gated.append(one)
     return gated
 
@@ -159,7 +164,7 @@ def judge_log(signals: Signals, text: str) -> list[GateFinding]:
     readings = signals.readings if isinstance(signals.readings, GpuReadings) else None
     order = sysfs_gpu_addresses(pci_devices(signals.pci_files))
     findings = judge_xids(text, XidParams.model_validate({}), smi_indexes(readings), order, signals.log_source)
-    if len(findings) == 1 and findings[0].severity == "ok" and findings[0].value == 0:  # judge_xids' "none"
+    if len(findings) == 1 and findings[0].severity == "ok" and findings[0].count == 0:  # judge_xids' "none"
         return [GateFinding("xid", PASS, f"no new Xid or SXid since the last gate ({signals.log_source})")]
     return _xid_verdicts(findings)
 

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 LAYERS = [
     {"errors", "files"},
     {"results"},
-    {"facts", "driver"},
+    {"facts", "driver", "bmc"},
     {"templating"},
     {"tasks"},
     {"inventory"},
