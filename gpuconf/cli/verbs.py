@@ -143,8 +143,7 @@ def roles(args: Any) -> int:
 
 
 def facts(args: Any) -> int:
-    from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.runner import default_connection
+    from gpuconf.connection.resolve import connect
     from gpuconf.engine.session import HostSession
     from gpuconf.errors import did_you_mean
     from gpuconf.facts import gather
@@ -168,9 +167,7 @@ def facts(args: Any) -> int:
     inv = load_inventory(inventory_spec(args, config), project_dirs(None))
     if args.host not in inv.hosts:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
-    spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
-                                    {"connection": args.connection} if args.connection else None)
-    connection = default_connection(spec, run_options(args, config))
+    connection = connect(inv, args.host, run_options(args, config).reach)
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
     bmc = bmc_read(args.host, inv.host_vars(args.host)) if "firmware" in subjects else None
@@ -250,8 +247,7 @@ def gate(args: Any) -> int:
 def collect(args: Any) -> int:
     """Evidence bundles from hosts (gpuconf/remediate/evidence.py), each recorded in the history."""
     from gpuconf.cli.config import load_config
-    from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.runner import default_connection
+    from gpuconf.connection.resolve import connect
     from gpuconf.errors import did_you_mean
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
@@ -271,9 +267,7 @@ def collect(args: Any) -> int:
     failed = 0
     with History(state) as history:
         for host in dict.fromkeys(args.hosts):
-            spec = ConnectionSpec.from_vars(host, inventory.host_vars(host),
-                                            {"connection": args.connection} if args.connection else None)
-            connection = default_connection(spec, options)
+            connection = connect(inventory, host, options.reach)
             try:
                 bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
             except GpuconfError as exc:

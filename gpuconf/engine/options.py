@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.connection.resolve import ConnectionKind, Reach
 from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.results import Status, TaskResult
 
@@ -22,7 +23,7 @@ class RunOptions:
     diff: bool = False
     forks: int = FORKS
     accept_new_host_keys: bool = False
-    connection: str | None = None
+    connection: ConnectionKind | None = None
     detailed_exitcodes: bool = False
     deadline: float | None = None
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
@@ -40,6 +41,11 @@ class RunOptions:
     @property
     def check_mode(self) -> bool:
         return self.verb == "check"
+
+    @property
+    def reach(self) -> Reach:
+        """How the run reaches its hosts (gpuconf/connection/resolve.py), from these options."""
+        return Reach(self.connection, self.extra_vars, self.become, self.become_password, self.accept_new_host_keys)
 
 
 def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:

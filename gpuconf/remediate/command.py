@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuconf.connection.base import Connection
 from gpuconf.connection.lock import LOCK_PATH
+from gpuconf.connection.resolve import connect
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
@@ -91,13 +93,9 @@ class EngineHooks:
         return None
 
     @contextlib.contextmanager
-    def _connection(self, host: str) -> Iterator[Any]:
-        from gpuconf.connection.base import ConnectionSpec
-        from gpuconf.engine.runner import default_connection
-
-        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
-                                        {"connection": self.options.connection} if self.options.connection else None)
-        connection = default_connection(spec, self.options)
+    def _connection(self, host: str) -> Iterator[Connection]:
+        """The host's connection as the run's own (gpuconf/connection/resolve.py), closed after."""
+        connection = connect(self.inventory, host, self.options.reach)
         try:
             yield connection
         finally:
