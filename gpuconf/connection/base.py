@@ -87,7 +87,8 @@ ALIASES = {
 }
 OLDER_NAMES = ("ansible_ssh_host", "ansible_ssh_port", "ansible_ssh_user")
 CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_password", "connection",
-                   "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python", "ssh_config_file")
+                   "connect_timeout", "connect_retries", "jump_host", "proxy_command", "known_hosts_file", "python",
+                   "ssh_config_file")
 
 
 class ConnectionSpec(BaseModel):
@@ -104,7 +105,8 @@ class ConnectionSpec(BaseModel):
     connection: str = "ssh"
     connect_timeout: float = Field(10.0, gt=0)
     connect_retries: int = Field(2, ge=0, le=10)
-    jump_host: str | None = None
+    jump_host: str | None = None  # a ProxyJump chain: [user@]host[:port], comma separated, reached in order
+    proxy_command: str | None = None  # a command whose stdin and stdout reach the host (ssh's ProxyCommand)
     known_hosts_file: str | None = None
     python: str = "python3"
     become_password: SecretStr | None = None  # sent on stdin to sudo -S, never in arguments or logs
@@ -138,6 +140,9 @@ class ConnectionSpec(BaseModel):
             configured = lookup(str(given.get("address") or host), path)
             if "address" in configured:
                 given.pop("address", None)  # the inventory named the alias; its HostName is where to go
+            if given.get("jump_host") or given.get("proxy_command"):  # the inventory's way through wins whole
+                configured.pop("jump_host", None)
+                configured.pop("proxy_command", None)
             values.update(configured)
         values.update(given)
         try:

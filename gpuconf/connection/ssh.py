@@ -28,7 +28,7 @@ from gpuconf.connection.base import (
 )
 from gpuconf.connection.lock import holder_command
 from gpuconf.connection.served import Served
-from gpuconf.connection.sshconfig import config_path, lookup
+from gpuconf.connection.sshconfig import config_path, hops
 from gpuconf.errors import ConnectError, HostKeyError
 
 
@@ -114,7 +114,8 @@ class SSHConnection(Connection):
         super().__init__(spec)
         self.accept_new = accept_new_host_keys
         self.client: paramiko.SSHClient | None = None
-        self.jump: paramiko.SSHClient | None = None
+        self.jumps: list[paramiko.SSHClient] = []  # the ProxyJump chain's hops, first to last
+        self.proxy: paramiko.ProxyCommand | None = None
         self.runners: dict[tuple[bool | None, str | None], Served] = {}  # the runners kept, by become
 
     # -- connecting ---------------------------------------------------------
@@ -142,10 +143,12 @@ class SSHConnection(Connection):
             time.sleep(backoff(attempt))
 
     def _client(self, address: str, port: int, user: str | None, sock: Any = None,
-                key: str | None = None) -> paramiko.SSHClient:
+                key: str | None = None, known_hosts: str | None = None) -> paramiko.SSHClient:
+        """A client connected to `address` (through `sock`: a hop's channel, a ProxyCommand), its
+        host key checked against `known_hosts` and ~/.ssh/known_hosts, at every hop alike."""
         spec = self.spec
         key = key or spec.ssh_key
-        files = hostkeys.default_files(spec.known_hosts_file)
+        files = hostkeys.default_files(known_hosts or spec.known_hosts_file)
         client = paramiko.SSHClient()
         client._system_host_keys = hostkeys.load(files)  # type: ignore[attr-defined]  # read-only: never rewritten
         client.set_missing_host_key_policy(hostkeys.Policy(self.accept_new, files[0]))
@@ -181,24 +184,39 @@ class SSHConnection(Connection):
 
     def _connect(self) -> None:
         spec = self.spec
-        sock = None
-        if spec.jump_host:
-            user, _, rest = spec.jump_host.rpartition("@")
-            jump_address, _, jump_port = rest.partition(":")
-            # a jump host named by its ssh config alias (ProxyJump bastion) goes where that says
-            jump = lookup(jump_address, config_path(spec.ssh_config_file))
-            self.jump = self._client(jump.get("address", jump_address), int(jump_port or jump.get("port", 22)),
-                                     user or jump.get("user") or spec.user, key=jump.get("ssh_key"))
+        sock: Any = None
+        if spec.proxy_command:
             try:
-                sock = self._transport(self.jump).open_channel(
-                    "direct-tcpip", (spec.address, spec.port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
-            except (paramiko.SSHException, OSError) as exc:
-                raise ConnectError(f"jump host {spec.jump_host} cannot reach {spec.address}:{spec.port}: {exc}",
-                                   transient=True) from None
+                sock = self.proxy = paramiko.ProxyCommand(spec.proxy_command)
+            except paramiko.SSHException as exc:  # the command could not start
+                raise ConnectError(f"ProxyCommand for {spec.host}: {exc}") from None
+        elif spec.jump_host:
+            sock = self._through(spec.jump_host)
         self.client = self._client(spec.address, spec.port, spec.user, sock)
         transport = self._transport(self.client)
         transport.set_keepalive(15)
         self.remote_user = spec.user or transport.get_username()
+
+    def _through(self, chain: str) -> paramiko.Channel:
+        """A channel to the host through each hop of a ProxyJump chain in turn (each hop a client
+        of its own, its key checked), named by address or by its ssh config alias."""
+        spec = self.spec
+        sock: paramiko.Channel | None = None
+        route = hops(chain, config_path(spec.ssh_config_file), spec.user)
+        targets = [(hop.address, hop.port) for hop in route[1:]] + [(spec.address, spec.port)]
+        for hop, (address, port) in zip(route, targets):
+            client = self._client(hop.address, hop.port, hop.user, sock, key=hop.ssh_key,
+                                  known_hosts=hop.known_hosts_file)
+            self.jumps.append(client)
+            try:
+                sock = self._transport(client).open_channel(
+                    "direct-tcpip", (address, port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
+            except (paramiko.SSHException, OSError) as exc:
+                raise ConnectError(f"jump host {hostkeys.known_hosts_name(hop.address, hop.port)} cannot reach "
+                                   f"{address}:{port}: {exc}", transient=True) from None
+        if sock is None:
+            raise ConnectError(f"jump host chain {chain!r} names no host")
+        return sock
 
     # -- calls --------------------------------------------------------------
     def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
@@ -355,7 +373,10 @@ class SSHConnection(Connection):
         for served in list(self.runners.values()):
             served.close()
         self.runners.clear()
-        for client in (self.client, self.jump):
+        # the host first, then the hops back to the first: each runs over the one before it
+        for client in [self.client, *reversed(self.jumps)]:
             if client is not None:
                 client.close()
-        self.client = self.jump = None
+        if self.proxy is not None:
+            self.proxy.close()
+        self.client, self.jumps, self.proxy = None, [], None
