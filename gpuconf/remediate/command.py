@@ -136,17 +136,17 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if host.unreachable:
         return plan.Verdict(name, False, f"{PREFIX} unreachable: {plan.first_line(host.error or '')}",
                             unreachable=True)
-    warned = strict and host.warned
-    if not (host.failed or host.drifted or warned):
+    unclean = host.unclean(strict)
+    if not unclean:
         return plan.Verdict(name, True)
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
-    cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
-    unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
-                                                           or (warned and t.warnings))]
-    findings = [f for t in unclean for f in t.findings]
+    faults = [t for t in unclean if t.status != Status.WOULD_CHANGE]  # failed, or warned under --strict
+    cause = FAULT if faults else DRIFT
+    judged = [t for t in faults if not t.ignored]  # an ignored task's warnings count, its findings decide nothing
+    findings = [f for t in judged for f in t.findings]
     decision = decide_action(findings, strict)
     if decision is not None and decision.kind == APP and (host.drifted or any(
-            not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
+            not any(f.action == "restart_app" for f in t.findings) for t in judged)):
         decision = None  # something else needs the apply: the node is remediated as for any failure
     return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
                         decision=decision)

@@ -168,7 +168,7 @@ class TextReporter:
         if self.progress:
             self.progress.task_finished(result)
         with self.lock:
-            if result.status in (Status.FAILED, Status.UNKNOWN, Status.UNREACHABLE) and not result.ignored:
+            if result.failed or result.status == Status.UNREACHABLE:
                 self.failed.add(result.host)
             elif result.status == Status.WOULD_CHANGE:
                 self.drifted.add(result.host)
