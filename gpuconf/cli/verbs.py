@@ -240,8 +240,9 @@ def gate(args: Any) -> int:
 
     if args.nvidia_smi_timeout <= 0:
         raise UsageError("--nvidia-smi-timeout must be more than 0")
-    args.node = args.node or this_node()
-    return gate_node.main(args)
+    return gate_node.main(gate_node.GateOptions(
+        node=args.node or this_node(), state=args.state, driver_version=args.driver_version,
+        nvidia_smi_timeout=args.nvidia_smi_timeout, slurm=args.slurm, report=args.report, pretty=args.pretty))
 
 
 def collect(args: Any) -> int:

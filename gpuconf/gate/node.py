@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gpuconf.facts.base import FactUnavailable, Output
@@ -194,22 +195,35 @@ def gate(state_path: str, pinned: str | None, smi_timeout: float) -> tuple[list[
     return findings, signals.boot_id, error
 
 
-def main(args: Any) -> int:
+@dataclass(frozen=True)
+class GateOptions:
+    """What `gpuconf gate` is asked (gpuconf/cli/verbs.py builds it)."""
+
+    node: str  # the Slurm node name
+    state: str = "/var/lib/gpuconf/gate.json"  # where the kernel log position is kept
+    driver_version: str | None = None  # the pinned driver version (None: any)
+    nvidia_smi_timeout: float = 10.0
+    slurm: bool = False  # a failing gate drains the node first
+    report: str | None = None  # also write the JSON verdict here
+    pretty: bool = False
+
+
+def main(options: GateOptions) -> int:
     """0 when the node may run the job (PASS, INFO, WARNING); 1 when it may not (CRITICAL, UNKNOWN)."""
     started = time.monotonic()
-    findings, boot_id, state_error = gate(args.state, args.driver_version, args.nvidia_smi_timeout)
+    findings, boot_id, state_error = gate(options.state, options.driver_version, options.nvidia_smi_timeout)
     verdict = overall(findings)
-    report: dict[str, Any] = {"verdict": verdict, "node": args.node, "boot_id": boot_id,
+    report: dict[str, Any] = {"verdict": verdict, "node": options.node, "boot_id": boot_id,
                               "findings": [f.as_dict() for f in findings]}
     if state_error:
         report["state_error"] = state_error
     why = reason(findings)
-    if args.slurm and why is not None:
-        report["slurm"] = drain(args.node, why)
+    if options.slurm and why is not None:
+        report["slurm"] = drain(options.node, why)
     report["duration_s"] = round(time.monotonic() - started, 3)
-    text = json.dumps(report, indent=2 if args.pretty else None, sort_keys=True)
-    if args.report:
-        write_report(args.report, text)
+    text = json.dumps(report, indent=2 if options.pretty else None, sort_keys=True)
+    if options.report:
+        write_report(options.report, text)
     print(text)
     sys.stdout.flush()
     return 1 if verdict in FAILING else 0
