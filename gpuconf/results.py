@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 class Final:
@@ -59,6 +59,8 @@ class Status(str, Enum):
     UNREACHABLE = "unreachable"
     REBOOT_PENDING = "reboot_pending"  # apply: a required reboot was not allowed (local mode without --reboot)
 
+
+Verb = Literal["check", "apply"]  # what a run does: check (reads only) or apply
 
 EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 4, 8, 130
 EXIT_REBOOT_PENDING = 16  # apply converged what it could, but a reboot it needs has not happened
@@ -242,7 +244,7 @@ class Section(Protocol):
 
 @dataclass
 class RunResult(Final):
-    verb: str
+    verb: Verb
     playbook: str
     inventory: str
     started: float

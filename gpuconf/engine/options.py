@@ -5,18 +5,21 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuconf.connection.resolve import ConnectionKind, Reach
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.results import Status, TaskResult
+from gpuconf.results import Status, TaskResult, Verb
+
+if TYPE_CHECKING:  # imported when used: every command reads FORKS, and a gate must not load paramiko
+    from gpuconf.connection.resolve import ConnectionKind, Reach
+    from gpuconf.engine.flow import StepGate
 
 FORKS = 50  # hosts in parallel when neither -f nor the configuration says
 
 
 @dataclass
 class RunOptions:
-    verb: str = "check"
+    verb: Verb = "check"
     tags: set[str] = field(default_factory=set)
     skip_tags: set[str] = field(default_factory=set)
     extra_vars: dict[str, Any] = field(default_factory=dict)
@@ -32,7 +35,7 @@ class RunOptions:
     strict: bool = False  # --strict: health warnings count as failures
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
     trace: bool = False  # -vvv: every connection and request is told to the events (Processor.remote)
-    step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
+    step: StepGate | None = None  # --step: asks before each task (engine/flow.py)
     today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
     # remediate: a reboot is asked of the scheduler, given the inventory host, instead
     # of running the reboot task's command on the host; the wait for the new boot id is the same
@@ -45,6 +48,8 @@ class RunOptions:
     @property
     def reach(self) -> Reach:
         """How the run reaches its hosts (gpuconf/connection/resolve.py), from these options."""
+        from gpuconf.connection.resolve import Reach
+
         return Reach(self.connection, self.extra_vars, self.become, self.become_password, self.accept_new_host_keys)
 
 
