@@ -8,10 +8,9 @@ import datetime
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpuconf.report.outputs import OutputOptions
-
 if TYPE_CHECKING:  # the connection package loads paramiko: only the commands that connect import it
     from gpuconf.connection.resolve import ConnectionKind
+    from gpuconf.report.outputs import OutputOptions
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,14 @@ from gpuconf.cli.load import (
 from gpuconf.cli.options import PlaybookRun, RunFlags, Sources, VaultOptions, split_list
 from gpuconf.cli.playrun import run_playbook
 from gpuconf.errors import GpuconfError, UsageError
-from gpuconf.report.outputs import OutputOptions
 
 
 def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
                  slurm_state: str | None = None) -> PlaybookRun:
     """check's and apply's options (cli/main.py _run_options), with --reboot (apply's) and --slurm
     (check's) as the verb passes them."""
+    from gpuconf.report.outputs import OutputOptions
+
     flags = RunFlags(
         tags=split_list(args.tags), skip_tags=split_list(args.skip_tags), diff=args.diff, forks=args.forks,
         accept_new_host_keys=args.accept_new_host_keys, detailed_exitcodes=args.detailed_exitcodes,
