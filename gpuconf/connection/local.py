@@ -5,7 +5,7 @@ import getpass
 import os
 import signal
 import subprocess
-from typing import Any
+from collections.abc import Sequence
 
 from gpuconf.connection.base import (
     Connection,
@@ -19,6 +19,7 @@ from gpuconf.connection.base import (
 )
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
+from gpuconf.facts.wire import CheckLock, Reply, Request
 
 
 class LocalConnection(Connection):
@@ -28,8 +29,8 @@ class LocalConnection(Connection):
         self.connects += 1
         self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
 
-    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, timeout: float, become: bool | None = None,
+             lock: CheckLock | None = None, become_user: str | None = None) -> list[Reply]:
         if not self.connects:
             self.open()
         self.round_trips += 1

@@ -8,7 +8,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import paramiko
@@ -30,6 +30,7 @@ from gpuconf.connection.lock import holder_command
 from gpuconf.connection.served import Served
 from gpuconf.connection.sshconfig import config_path, hops
 from gpuconf.errors import ConnectError, HostKeyError
+from gpuconf.facts.wire import CheckLock, Reply, Request, RunnerRequest
 
 
 class QuietTransport(paramiko.Transport):
@@ -96,12 +97,11 @@ def private_key(path: str) -> paramiko.PKey | None:
         return _KEYS[version]
 
 
-def describe_ops(ops: list[dict[str, Any]]) -> str:
+def describe_ops(ops: Sequence[Request]) -> str:
     """What a request was doing, for an error: the kinds of its ops, and a command's first words."""
     parts = []
     for op in ops[:3]:
-        command = str(op.get("cmd", ""))
-        parts.append(f"{op.get('op')} {command[:60]}".strip() if op.get("op") == "run" else str(op.get("op")))
+        parts.append(f"run {op['cmd'][:60]}".strip() if op["op"] == "run" else op["op"])
     return ", ".join(parts) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
 
 
@@ -219,8 +219,8 @@ class SSHConnection(Connection):
         return sock
 
     # -- calls --------------------------------------------------------------
-    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, timeout: float, become: bool | None = None,
+             lock: CheckLock | None = None, become_user: str | None = None) -> list[Reply]:
         if self.client is None:
             self.open()
         if lock is None and self.serve:
@@ -241,8 +241,8 @@ class SSHConnection(Connection):
         out, cut_short = self._read(channel, time.monotonic() + timeout)
         return self._ended(channel, ops, out, cut_short, channel.close)
 
-    def _ended(self, channel: paramiko.Channel, ops: list[dict[str, Any]], out: bytes, cut_short: str | None,
-               release: Callable[[], None]) -> list[dict[str, Any]]:
+    def _ended(self, channel: paramiko.Channel, ops: Sequence[Request], out: bytes, cut_short: str | None,
+               release: Callable[[], None]) -> list[Reply]:
         """The replies of a runner whose session ended (or was cut short): its stderr and exit status
         explain a runner that failed; `release` closes the channel."""
         host = self.spec.host
@@ -281,9 +281,10 @@ class SSHConnection(Connection):
             served = self.runners[key] = Served(channel)
         return served if served.busy.acquire(blocking=False) else None
 
-    def _ask(self, served: Served, ops: list[dict[str, Any]], readonly: bool, timeout: float) -> list[dict[str, Any]]:
+    def _ask(self, served: Served, ops: Sequence[Request], readonly: bool, timeout: float) -> list[Reply]:
         host = self.spec.host
-        request = (json.dumps({"readonly": readonly, "ops": ops}) + "\n").encode()  # facts/wire.py RunnerRequest
+        line: RunnerRequest = {"readonly": readonly, "ops": list(ops)}
+        request = (json.dumps(line) + "\n").encode()
         try:
             self.round_trips += 1
             try:
