@@ -14,9 +14,10 @@ from gpuconf.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command that needs none of them loads none
     from gpuconf.cli.config import Config
     from gpuconf.engine.flow import StepGate
-    from gpuconf.engine.options import RunOptions, Verb
+    from gpuconf.engine.options import RunOptions
     from gpuconf.inventory.hosts import Inventory
     from gpuconf.playbook.models import Playbook
+    from gpuconf.results import Verb
 
 
 def started() -> None:

@@ -17,11 +17,11 @@ from gpuconf.cli.options import PlaybookRun
 from gpuconf.errors import UsageError
 
 if TYPE_CHECKING:
-    from gpuconf.engine.options import RunOptions, Verb
+    from gpuconf.engine.options import RunOptions
     from gpuconf.engine.planner import HostPlan
     from gpuconf.inventory.hosts import Inventory
     from gpuconf.playbook.models import Playbook
-    from gpuconf.results import RunResult
+    from gpuconf.results import RunResult, Verb
     from gpuconf.scheduler.step import SchedulerStep
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -373,3 +374,11 @@ def vault(args: Namespace) -> int:
     except VaultError as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+# the verbs by their command-line name (cli/main.py's subcommands, `lab` aside: its own program)
+VERBS: dict[str, Callable[[Namespace], int]] = {
+    "check": check, "apply": apply, "remediate": remediate, "hardware": hardware, "history": history,
+    "validate": validate, "inventory": inventory, "tasks": tasks, "roles": roles, "facts": facts,
+    "schedule": schedule, "run": run, "gate": gate, "collect": collect, "catalog": catalog, "vault": vault,
+}

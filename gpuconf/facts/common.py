@@ -88,9 +88,9 @@ def mark_incomplete(result: Any, reason: str) -> Any:
         return result
     names = {f.name for f in dataclasses.fields(result)}
     if "incomplete" in names and not getattr(result, "incomplete", ""):
-        return dataclasses.replace(result, incomplete=reason)  # type: ignore[type-var]
+        return dataclasses.replace(result, incomplete=reason)
     if "complete" in names:
-        return dataclasses.replace(result, complete=False)  # type: ignore[type-var]
+        return dataclasses.replace(result, complete=False)
     return result
 
 

@@ -82,7 +82,7 @@ def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Any], *, tim
 _query_csv = functools.lru_cache(maxsize=64)(parse_query_csv)
 
 
-def _parse(timeout: float):
+def _parse(timeout: float) -> Callable[[Output], QueryCsv]:
     def parse(out: Output) -> QueryCsv:
         if out.timed_out:
             raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "

@@ -6,6 +6,7 @@ deep inside a playbook can be reported as file:line:column.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ class Secret(str):
         return Secret(str.__getitem__(self, key))
 
 
-class YDict(dict):
+class YDict(dict[Any, Any]):  # YAML's keys: mostly strings, any scalar at all
     """A dict that knows its own position and each key's position."""
 
     file: str = "<string>"
@@ -44,7 +45,7 @@ class YDict(dict):
         return Location(self.file, line, col)
 
 
-class YList(list):
+class YList(list[Any]):
     """A list that knows its own position and each item's position."""
 
     file: str = "<string>"
@@ -184,7 +185,7 @@ def _all_secret(value: Any) -> Any:
     return value
 
 
-def locate(root: Any, path: tuple | list, fallback: Location | None = None) -> Location | None:
+def locate(root: Any, path: Sequence[int | str], fallback: Location | None = None) -> Location | None:
     """The location of the element at `path` (keys and indexes) under `root`.
 
     Walks as deep as the path exists and returns the deepest known position, so

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,7 +133,7 @@ def read_signals(smi_timeout: float = SMI_TIMEOUT) -> Signals:
 
 
 @contextlib.contextmanager
-def locked(path: str):
+def locked(path: str) -> Iterator[None]:
     """The state file's lock, held while one gate reads, judges and writes (concurrent prologs)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path + ".lock", "a") as handle:

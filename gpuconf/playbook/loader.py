@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,8 +34,10 @@ from gpuconf.playbook.models import (
 )
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
+Model = TypeVar("Model", bound=BaseModel)
 
-def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+
+def _validate(model: type[Model], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:

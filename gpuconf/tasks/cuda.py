@@ -118,7 +118,7 @@ class NvccVersion(TaskType):
                 file_glob([path], lambda files: bool(files), what="name", key=f"glob:name:{path}"),
                 command([path, "--version"], lambda out: out, timeout=30, unless_exists=version_json))
 
-    def reads(self, params: NvccParams):
+    def reads(self, params: NvccParams) -> list[Fact]:
         return list(self._facts(params))
 
     def check(self, params: NvccParams, facts: Facts) -> Verdict:

@@ -30,7 +30,7 @@ from gpuconf.facts.driver_stack import (
 )
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, Verdict, run
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, Refused, Verdict, run
 from gpuconf.tasks.packages import (
     AptBackend,
     Backend,
@@ -271,7 +271,7 @@ class DriverStack(JoinsTransactions):
             return None
         return super().batch_ops(params, changes)
 
-    def apply(self, ctx, params: DriverStackParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: DriverStackParams, changes: list[Change]) -> None:
         """The ops in order; when the package transaction fails after a dnf stream switch, the old
         stream is enabled again, so the host is left as it was (its packages never changed)."""
         ops = [op for change in changes for op in change.ops]

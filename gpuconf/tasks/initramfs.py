@@ -37,7 +37,7 @@ class Initramfs(TaskType):
     Params = InitramfsParams
     host_facts = frozenset({"kernel"})
 
-    def reads(self, params: InitramfsParams):
+    def reads(self, params: InitramfsParams) -> list[Fact]:
         return [initramfs_fact(params.kernel)]
 
     def check(self, params: InitramfsParams, facts: Facts) -> Verdict:

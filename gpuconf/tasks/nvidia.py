@@ -15,7 +15,20 @@ from gpuconf.facts.driver_stack import INSTALLED_KERNELS
 from gpuconf.facts.installed import INSTALLED, package_set
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
-from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import (
+    ApplyContext,
+    Change,
+    Facts,
+    Op,
+    Params,
+    Refused,
+    TaskType,
+    Unknown,
+    Verdict,
+    drift,
+    in_sync,
+    run,
+)
 from gpuconf.tasks.packages import (
     AptBackend,
     JoinsTransactions,
@@ -56,7 +69,7 @@ class DkmsModule(TaskType):
     Params = DkmsModuleParams
     host_facts = frozenset({"kernel"})
 
-    def reads(self, params: DkmsModuleParams):
+    def reads(self, params: DkmsModuleParams) -> list[Fact]:
         return [dkms_fact(params.module), INSTALLED_KERNELS]
 
     def check(self, params: DkmsModuleParams, facts: Facts) -> Verdict:
@@ -111,7 +124,7 @@ class NvidiaModule(TaskType):
     def _smi(self, params: NvidiaModuleParams) -> Fact:
         return gpu_query("index", "driver_version", timeout=params.timeout)
 
-    def reads(self, params: NvidiaModuleParams):
+    def reads(self, params: NvidiaModuleParams) -> list[Fact]:
         return [file_state("/proc/driver/nvidia/version"), self._smi(params)]
 
     def check(self, params: NvidiaModuleParams, facts: Facts) -> Verdict:
@@ -154,10 +167,10 @@ class PersistenceMode(TaskType):
     name = "persistence_mode"
     Params = PersistenceParams
 
-    def _fact(self, params: PersistenceParams):
+    def _fact(self, params: PersistenceParams) -> Fact:
         return gpu_query("index", "pci.bus_id", "persistence_mode", timeout=params.timeout)
 
-    def reads(self, params: PersistenceParams):
+    def reads(self, params: PersistenceParams) -> list[Fact]:
         return [self._fact(params)]
 
     def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
@@ -186,11 +199,11 @@ class PowerLimit(TaskType):
     name = "gpu_power_limit"
     Params = PowerLimitParams
 
-    def _fact(self, params: PowerLimitParams):
+    def _fact(self, params: PowerLimitParams) -> Fact:
         return gpu_query("index", "pci.bus_id", "power.limit", "power.min_limit", "power.max_limit",
                          timeout=params.timeout)
 
-    def reads(self, params: PowerLimitParams):
+    def reads(self, params: PowerLimitParams) -> list[Fact]:
         return [self._fact(params)]
 
     def check(self, params: PowerLimitParams, facts: Facts) -> Verdict:
@@ -230,7 +243,7 @@ class DriverCompanion(JoinsTransactions):
     name = "nvidia_driver_companion"
     Params = CompanionParams
 
-    def reads(self, params: CompanionParams):
+    def reads(self, params: CompanionParams) -> list[Fact]:
         return INSTALLED
 
     def check(self, params: CompanionParams, facts: Facts) -> Verdict:
@@ -254,5 +267,5 @@ class DriverCompanion(JoinsTransactions):
             return drift(*repair)
         return in_sync(f"{name} {current.version} matches the driver" + (", held" if current.held else ""))
 
-    def apply(self, ctx, params: CompanionParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: CompanionParams, changes: list[Change]) -> None:
         apply_ops(ctx, [op for change in changes for op in change.ops], AptBackend.LOCK_TIMEOUT)

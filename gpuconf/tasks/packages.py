@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
+from gpuconf.facts.base import Fact
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
@@ -354,7 +355,7 @@ class Package(JoinsTransactions):
     name = "package"
     Params = PackageParams
 
-    def reads(self, params: PackageParams):
+    def reads(self, params: PackageParams) -> list[Fact]:
         return INSTALLED
 
     def check(self, params: PackageParams, facts: Facts) -> Verdict:
@@ -397,7 +398,7 @@ class Package(JoinsTransactions):
             return drift(*changes)
         return in_sync(self._describe(params, states))
 
-    def apply(self, ctx, params: PackageParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: PackageParams, changes: list[Change]) -> None:
         apply_ops(ctx, [op for change in changes for op in change.ops], params.lock_timeout)
 
     @staticmethod

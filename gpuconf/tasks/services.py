@@ -90,7 +90,7 @@ class Service(TaskType):
     name = "service"
     Params = ServiceParams
 
-    def reads(self, params: ServiceParams):
+    def reads(self, params: ServiceParams) -> list[Fact]:
         return [unit_fact(params.name)]
 
     def check(self, params: ServiceParams, facts: Facts) -> Verdict:

@@ -24,7 +24,7 @@ def _to_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _version_key(text: str) -> list:
+def _version_key(text: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"[.\-+~:]", str(text)) if p]
 
 

@@ -49,7 +49,7 @@ class CdiDevicesResolve(HealthProbe):
     probe = "cdi_devices"
     Params = CdiDevicesParams
 
-    def reads(self, params: CdiDevicesParams):
+    def reads(self, params: CdiDevicesParams) -> list[Fact]:
         return [cdi_list_fact(params.timeout)]
 
     def check(self, params: CdiDevicesParams, facts: Facts) -> Verdict:

@@ -64,7 +64,7 @@ class NvlinksActive(HealthProbe):
     probe = "nvlink"
     Params = NvlinkParams
 
-    def reads(self, params: NvlinkParams):
+    def reads(self, params: NvlinkParams) -> list[Fact]:
         return [PCI_FACT, gpu_readings(params.nvidia_smi_timeout), nvlink_status(params.nvidia_smi_timeout)]
 
     def judge(self, params: NvlinkParams, facts: Facts) -> list[Finding]:
@@ -155,7 +155,7 @@ class FabricManagerReady(HealthProbe):
     probe = "fabric_manager"
     Params = FabricManagerParams
 
-    def reads(self, params: FabricManagerParams):
+    def reads(self, params: FabricManagerParams) -> list[Fact]:
         return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout),
                 fabric_manager_journal(params.service)]
 

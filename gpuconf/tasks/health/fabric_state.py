@@ -162,7 +162,7 @@ class FabricStateCompleted(HealthProbe):
     probe = "fabric_state"
     Params = NvidiaSmiParams
 
-    def reads(self, params: NvidiaSmiParams):
+    def reads(self, params: NvidiaSmiParams) -> list[Fact]:
         return [PCI_FACT, fabric_query(params.nvidia_smi_timeout)]
 
     def check(self, params: NvidiaSmiParams, facts: Facts) -> Verdict:

@@ -15,6 +15,7 @@ The remote runner filters the log (`grep`, `tail`) so that only candidate lines 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pydantic import Field
 
@@ -37,6 +38,7 @@ from gpuconf.facts.xid import (
     WARN,
     LostGpu,
     RecoveryAction,
+    XidSummary,
     after_resets,
     recovery_from_text,
 )
@@ -86,7 +88,7 @@ def _boot_id(state: FileState) -> str:
 
 def read_log(facts: Facts, probe: str, findings: list[Finding] | None = None) -> KernelLog:
     """This boot's log, or `Unknown` (with a failure finding) when neither source is readable."""
-    log = facts[kernel_log()]
+    log: KernelLog = facts[kernel_log()]
     if log.source == "none":
         message = (f"cannot read this boot's kernel log (dmesg, journalctl -k -b 0): {log.error or 'denied'} "
                    "(set become: true)")
@@ -106,7 +108,7 @@ class XidParams(NvidiaSmiParams):
         "recovery action the line names still decides")
 
 
-def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> Finding:
+def _xid_finding(summary: XidSummary, params: XidParams, index: int | None, probe: str) -> Finding:
     entry, last = summary.first.entry, summary.last
     severity = SEVERITY[summary.severity]
     if last.recovery is None and summary.code in params.severity_by_code:
@@ -214,7 +216,7 @@ class NoXidErrors(HealthProbe):
     probe = "xid"
     Params = XidParams
 
-    def reads(self, params: XidParams):
+    def reads(self, params: XidParams) -> list[Fact]:
         return [*LOG_READS, PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
     def check(self, params: XidParams, facts: Facts) -> Verdict:
@@ -244,7 +246,7 @@ def judge_taint(taint_text: str | None, expected: str, probe: str = "kernel_tain
 
 
 def judge_lockups(log_text: str, probe: str = "kernel_lockup") -> list[Finding]:
-    found: dict[str, list] = {}
+    found: dict[str, list[Any]] = {}
     for lockup in find_lockups(log_text):
         found.setdefault(lockup.kind, []).append(lockup)
     if not found:
@@ -263,7 +265,7 @@ class KernelClean(HealthProbe):
     probe = "kernel"
     Params = KernelParams
 
-    def reads(self, params: KernelParams):
+    def reads(self, params: KernelParams) -> list[Fact]:
         return [file_state("/proc/sys/kernel/tainted"), *LOG_READS]
 
     def check(self, params: KernelParams, facts: Facts) -> Verdict:

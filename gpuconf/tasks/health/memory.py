@@ -5,6 +5,7 @@ from typing import Any
 
 from pydantic import Field
 
+from gpuconf.facts.base import Fact
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
@@ -53,7 +54,7 @@ class NoEccErrors(HealthProbe):
     probe = "ecc"
     Params = EccParams
 
-    def reads(self, params: EccParams):
+    def reads(self, params: EccParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: EccParams, facts: Facts) -> list[Finding]:
@@ -88,7 +89,7 @@ class MemoryUse(HealthProbe):
     probe = "memory"
     Params = MemoryUseParams
 
-    def reads(self, params: MemoryUseParams):
+    def reads(self, params: MemoryUseParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: MemoryUseParams, facts: Facts) -> list[Finding]:

@@ -106,7 +106,7 @@ class GpuReadings:
         return {g.bus_id: g for g in self.gpus if g.bus_id}
 
 
-def _yes(value) -> bool | None:
+def _yes(value: object) -> bool | None:
     if value is None:
         return None
     text = str(value).strip().lower()
@@ -114,15 +114,15 @@ def _yes(value) -> bool | None:
         else None
 
 
-def _int(value) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def _number(value) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _text(value) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
@@ -204,7 +204,7 @@ def require_readings(facts: Facts, probe: str, timeout: float,
     """The readings, or `Unknown` with a failure finding naming why (`driver_unresponsive`,
     `driver_not_loaded`, ...). `findings` already made by the probe are kept."""
     try:
-        value = facts[gpu_readings(timeout)]
+        value: GpuReadings | NvidiaSmiFailure = facts[gpu_readings(timeout)]
     except FactUnavailable as exc:
         raise unknown_finding(probe, str(exc), findings) from None
     if isinstance(value, NvidiaSmiFailure):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from gpuconf.facts.base import Fact
 from gpuconf.facts.nvidia import CLOCK_EVENT_REASON_BITS
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
@@ -49,7 +50,7 @@ class TemperatureBelowLimit(HealthProbe):
     probe = "temperature"
     Params = TemperatureParams
 
-    def reads(self, params: TemperatureParams):
+    def reads(self, params: TemperatureParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: TemperatureParams, facts: Facts) -> list[Finding]:
@@ -110,7 +111,7 @@ class ClocksNotThrottled(HealthProbe):
     probe = "clock_events"
     Params = ClockParams
 
-    def reads(self, params: ClockParams):
+    def reads(self, params: ClockParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: ClockParams, facts: Facts) -> list[Finding]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from gpuconf.facts import gather
+from gpuconf.facts.base import Fact
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, verdict
@@ -33,7 +34,7 @@ class PersistenceEnabled(HealthProbe):
     probe = "persistence"
     Params = PersistenceParams
 
-    def reads(self, params: PersistenceParams):
+    def reads(self, params: PersistenceParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
@@ -60,7 +61,7 @@ class Utilization(HealthProbe):
     probe = "utilization"
     Params = UtilizationParams
 
-    def reads(self, params: UtilizationParams):
+    def reads(self, params: UtilizationParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: UtilizationParams, facts: Facts) -> list[Finding]:
@@ -91,7 +92,7 @@ class PowerDraw(HealthProbe):
     probe = "power"
     Params = PowerParams
 
-    def reads(self, params: PowerParams):
+    def reads(self, params: PowerParams) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: PowerParams, facts: Facts) -> list[Finding]:
@@ -153,7 +154,7 @@ class HostSizing(HealthProbe):
     probe = "host_sizing"
     Params = HostSizingParams
 
-    def reads(self, params: HostSizingParams):
+    def reads(self, params: HostSizingParams) -> list[Fact]:
         return [gather.HOST, MEMINFO, gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: HostSizingParams, facts: Facts) -> list[Finding]:
