@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.lab_fixtures", "tests.figures"]
+pytest_plugins = ["tests.lab_fixtures", "tests.figures", "tests.package_fixtures"]
 
 # The remote runner's derived-data cache (what an initramfs holds) for runs on this machine
 # (-c local, the runner tests): a directory of the session's own, never the machine's

@@ -266,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--list", action="store_true", help="groups and _meta.hostvars as JSON, as "
                            "ansible-inventory --list (and a dynamic inventory script) print them")
     _vault_options(inventory)
+    init = sub.add_parser("init", help="write a new site: inventory, group_vars per GPU model, gpuconf.cfg, "
+                          "playbooks, README", description="Write a site into DIR (new or empty; nothing is "
+                          "overwritten): inventories/prod with a group per GPU model and its group_vars (driver "
+                          "branch and version, flavour, CUDA, fabric), gpuconf.cfg, playbooks that import the "
+                          "shipped ones, and a README of the next steps.")
+    init.add_argument("directory", metavar="DIR")
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")
     roles = sub.add_parser("roles", help="list the roles, or a role's variables and defaults")

@@ -55,6 +55,10 @@ def run_playbook(run: PlaybookRun, verb: Verb) -> int:
         # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
         run = dataclasses.replace(run, flags=dataclasses.replace(run.flags, deadline=DEADLINE))
     inventory, playbook, extra, config = load_run(run.sources)
+    if run.flags.verbose:  # a site's own file of that name wins over the shipped one: say which ran
+        from gpuconf.release.library import describe_playbook
+
+        print(describe_playbook(playbook.path), file=sys.stderr)
     if run.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
         print(f"{run.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")

@@ -162,6 +162,12 @@ def inventory(args: Namespace) -> int:
     return 0
 
 
+def init(args: Namespace) -> int:
+    from gpuconf.cli.init import init as write_site
+
+    return write_site(args)
+
+
 def tasks(args: Namespace) -> int:
     from gpuconf.tasks.docs import describe, list_types
 
@@ -173,9 +179,13 @@ def roles(args: Namespace) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
+    from gpuconf.release.library import playbook_names, shipped_playbooks
 
     dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
     print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    if args.name is None:
+        print(f"playbooks shipped with gpuconf ({shipped_playbooks()}), run by name from any directory "
+              f"(a local file of that name wins): {', '.join(playbook_names())}")
     return 0
 
 
@@ -381,4 +391,5 @@ VERBS: dict[str, Callable[[Namespace], int]] = {
     "check": check, "apply": apply, "remediate": remediate, "hardware": hardware, "history": history,
     "validate": validate, "inventory": inventory, "tasks": tasks, "roles": roles, "facts": facts,
     "schedule": schedule, "run": run, "gate": gate, "collect": collect, "catalog": catalog, "vault": vault,
+    "init": init,
 }
