@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from gpuconf.connection.base import (
 )
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
+from gpuconf.facts.local import run_local
 from gpuconf.facts.wire import CheckLock, Reply, Request
 
 
@@ -37,24 +37,15 @@ class LocalConnection(Connection):
         command = runner_command(self.spec, self.remote_user, become, become_user)
         request = payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become, become_user))
         try:
-            # Its own session, so an abandoned call (the run's deadline) ends the runner too: a runner
-            # left waiting on a hung probe would keep the host's run lock until that probe timed out.
-            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            # Its own process group, so an abandoned call (the run's deadline) ends the runner too: a
+            # runner left waiting on a hung probe would keep the host's run lock until it timed out.
+            ran = run_local(["/bin/sh", "-c", command], timeout, stdin=request)
         except OSError as exc:
             raise ConnectError(f"cannot run the local runner: {exc}") from None
-        try:
-            stdout, stderr = proc.communicate(request, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            stdout, _ = proc.communicate()  # the replies streamed before the kill
-            out = (stdout or b"").decode("utf-8", "replace")
+        out = ran.out.decode("utf-8", "replace")  # with a timeout: the replies streamed before the kill
+        if ran.timed_out:
             return parse_replies(self.spec.host, ops, out, "", None, "no answer within the call's deadline")
-        return parse_replies(self.spec.host, ops, stdout.decode("utf-8", "replace"),
-                             stderr.decode("utf-8", "replace"), proc.returncode)
+        return parse_replies(self.spec.host, ops, out, ran.err.decode("utf-8", "replace"), ran.rc)
 
     def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
         if not self.connects:
