@@ -12,7 +12,7 @@ from gpuconf.driver import catalog
 from gpuconf.facts.base import Fact, command, file_state
 from gpuconf.facts.dkms import parse_dkms_status
 from gpuconf.facts.driver_stack import INSTALLED_KERNELS
-from gpuconf.facts.installed import INSTALLED, package_set
+from gpuconf.facts.installed import INSTALLED
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
 from gpuconf.tasks.base import (
@@ -33,8 +33,7 @@ from gpuconf.tasks.packages import (
     AptBackend,
     JoinsTransactions,
     apply_ops,
-    backend_for,
-    repair_changes,
+    package_host,
     version_matches,
 )
 
@@ -247,15 +246,14 @@ class DriverCompanion(JoinsTransactions):
         return INSTALLED
 
     def check(self, params: CompanionParams, facts: Facts) -> Verdict:
-        packages = package_set(facts, facts.platform)
+        host = package_host(facts)
+        backend, repair = host.backend, host.repair   # an interrupted dpkg or rpm first
         naming = facts.platform.driver_names
         name = naming.companion(params.package, params.branch)
         version = naming.package_version(params.version)
-        backend = backend_for(packages)
-        current = packages.installed(name)
+        current = host.packages.installed(name)
         install = [backend.install([backend.spec(name, version)], True)]
         hold = [backend.hold([name], True, {name: version})] if params.hold else []
-        repair = repair_changes(packages)   # an interrupted dpkg or rpm first: nothing installs until it is done
         if current is None:
             return drift(*repair, Change(f"install {name} {version} (the driver's version)", install + hold))
         if not version_matches(current.version, version):

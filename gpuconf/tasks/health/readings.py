@@ -21,6 +21,7 @@ one timeout, not one per nvidia-smi call.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address, incomplete
@@ -38,7 +39,7 @@ from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, DRIVER_UNRESPONSIVE,
 from gpuconf.facts.nvidia_smi import query_fields
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Unknown
-from gpuconf.tasks.health.common import FAILURE, gpu_name
+from gpuconf.tasks.health.common import FAILURE, HealthProbe, NvidiaSmiParams, gpu_name
 
 REASONS_FIELD = "clocks_event_reasons.active"
 OLD_REASONS_FIELD = "clocks_throttle_reasons.active"
@@ -238,3 +239,21 @@ def optional_readings(facts: Facts, timeout: float) -> GpuReadings | None:
 def smi_indexes(readings: GpuReadings | None) -> dict[str, int]:
     """Bus id -> nvidia-smi index."""
     return {g.bus_id: g.index for g in readings.gpus if g.bus_id} if readings else {}
+
+
+class GpuReadingsProbe(HealthProbe):
+    """A probe judged on the GPUs' readings of the one merged nvidia-smi query: it reads them,
+    requires them (`unknown` with a failure finding when nvidia-smi cannot tell: require_readings)
+    and judges the GPUs (`judge_gpus`). The shape six probes had each spelled out."""
+
+    def reads(self, params: NvidiaSmiParams) -> list[Fact]:
+        return [gpu_readings(params.nvidia_smi_timeout)]
+
+    def readings(self, params: NvidiaSmiParams, facts: Facts) -> GpuReadings:
+        return require_readings(facts, self.probe, params.nvidia_smi_timeout)
+
+    def judge(self, params: Any, facts: Facts) -> list[Finding]:
+        return self.judge_gpus(params, self.readings(params, facts).gpus)
+
+    def judge_gpus(self, params: Any, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        raise NotImplementedError
