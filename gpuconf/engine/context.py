@@ -18,7 +18,7 @@ from gpuconf.engine.reboot_wait import NoNewBoot, take_run_lock, wait_for_new_bo
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
-from gpuconf.facts.base import Fact, Output
+from gpuconf.facts.base import Fact, Output, Parsed
 from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest, Request
 from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
@@ -38,7 +38,7 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     raise TaskError(f"file '{name}' not found (looked in {looked})")
 
 
-def bounded(fact: Fact, timeout: float | None) -> Fact:
+def bounded(fact: Fact[Parsed], timeout: float | None) -> Fact[Parsed]:
     """The fact's command under a task's `timeout:` keyword, when that is the shorter limit.
 
     The prefetch of a task's facts and the task's own reads must both use it: the

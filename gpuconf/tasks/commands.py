@@ -46,7 +46,7 @@ def _shell_text(command: str | list[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def _unless_fact(params: CommandParams) -> Fact:
+def _unless_fact(params: CommandParams) -> Fact[Output]:
     return user_command(_shell_text(params.unless or ""), lambda out: out, timeout=60)
 
 
@@ -63,7 +63,7 @@ class Command(TaskType):
     Params = CommandParams
 
     def reads(self, params: CommandParams) -> list[Fact]:
-        facts = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
+        facts: list[Fact] = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
         if params.unless:
             facts.append(_unless_fact(params))
         return facts

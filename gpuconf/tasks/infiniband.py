@@ -24,7 +24,7 @@ def parse_ports(files: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     return ports
 
 
-def ports_fact() -> Fact:
+def ports_fact() -> Fact[dict[str, tuple[str, str, str]]]:
     return file_glob([PORT + "state", PORT + "phys_state", PORT + "rate"], parse_ports, key="ib:ports")
 
 

@@ -42,7 +42,7 @@ class JsonMerge(TaskType):
         current: Any = {}
         if state.exists and (before_text or "").strip():
             try:
-                current = json.loads(before_text)
+                current = json.loads(before_text or "")
             except json.JSONDecodeError as exc:
                 raise Refused(f"{params.path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
                               "refusing to overwrite it") from None

@@ -9,11 +9,11 @@ from typing import Literal
 from pydantic import Field
 
 from gpuconf.driver import catalog
-from gpuconf.facts.base import Fact, command, file_state
-from gpuconf.facts.dkms import parse_dkms_status
+from gpuconf.facts.base import Fact, Output, command, file_state
+from gpuconf.facts.dkms import DkmsStatus, parse_dkms_status
 from gpuconf.facts.driver_stack import INSTALLED_KERNELS
 from gpuconf.facts.installed import INSTALLED
-from gpuconf.facts.nvidia import parse_proc_driver_version
+from gpuconf.facts.nvidia import QueryCsv, parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
 from gpuconf.tasks.base import (
     ApplyContext,
@@ -53,7 +53,7 @@ class DkmsModuleParams(Params):
     kernel: str | None = None   # one kernel only; default: every installed kernel and the running one
 
 
-def dkms_fact(module: str) -> Fact:
+def dkms_fact(module: str) -> Fact[tuple[DkmsStatus, Output]]:
     return command(["dkms", "status", "-m", module], lambda out: (parse_dkms_status(out.stdout), out), timeout=30,
                    key=f"dkms:{module}")
 
@@ -120,7 +120,7 @@ class NvidiaModule(TaskType):
     host_facts = frozenset({"gpus"})   # the catalog's flavour for `auto`
     Params = NvidiaModuleParams
 
-    def _smi(self, params: NvidiaModuleParams) -> Fact:
+    def _smi(self, params: NvidiaModuleParams) -> Fact[QueryCsv]:
         return gpu_query("index", "driver_version", timeout=params.timeout)
 
     def reads(self, params: NvidiaModuleParams) -> list[Fact]:
@@ -166,7 +166,7 @@ class PersistenceMode(TaskType):
     name = "persistence_mode"
     Params = PersistenceParams
 
-    def _fact(self, params: PersistenceParams) -> Fact:
+    def _fact(self, params: PersistenceParams) -> Fact[QueryCsv]:
         return gpu_query("index", "pci.bus_id", "persistence_mode", timeout=params.timeout)
 
     def reads(self, params: PersistenceParams) -> list[Fact]:
@@ -198,7 +198,7 @@ class PowerLimit(TaskType):
     name = "gpu_power_limit"
     Params = PowerLimitParams
 
-    def _fact(self, params: PowerLimitParams) -> Fact:
+    def _fact(self, params: PowerLimitParams) -> Fact[QueryCsv]:
         return gpu_query("index", "pci.bus_id", "power.limit", "power.min_limit", "power.max_limit",
                          timeout=params.timeout)
 
@@ -214,14 +214,15 @@ class PowerLimit(TaskType):
             raise Unknown(f"nvidia-smi: {result.failure.message}")
         changes = []
         for row in result.rows:
-            index = int(row["index"])
+            index = int(str(row["index"]))
             if params.gpus is not None and index not in params.gpus:
                 continue
-            low, high = row.get("power.min_limit"), row.get("power.max_limit")
-            if low is not None and high is not None and not low <= params.watts <= high:
+            # a value nvidia-smi cannot give ([N/A], a word) is not a number: no limit to refuse by
+            low, high, limit = row.get("power.min_limit"), row.get("power.max_limit"), row.get("power.limit")
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not low <= params.watts <= high:
                 raise Refused(f"{params.watts:g} W is outside GPU {index} ({row['pci.bus_id']}) limits "
                               f"{low:g}-{high:g} W")
-            if row.get("power.limit") is None or abs(float(row["power.limit"]) - params.watts) > 0.5:
+            if not isinstance(limit, (int, float)) or abs(limit - params.watts) > 0.5:
                 changes.append(Change(f"GPU {index} power limit {row.get('power.limit')} W -> {params.watts:g} W",
                                       [run(["nvidia-smi", "-i", str(index), "-pl", f"{params.watts:g}"])]))
         return drift(*changes) if changes else in_sync(f"power limit {params.watts:g} W on every GPU")

@@ -38,7 +38,7 @@ class Probe(TaskType):
     name = "probe"
     Params = ProbeParams
 
-    def _fact(self, params: ProbeParams) -> Fact:
+    def _fact(self, params: ProbeParams) -> Fact[Output]:
         return user_command(params.command, lambda out: out, timeout=params.timeout)
 
     def reads(self, params: ProbeParams) -> list[Fact]:

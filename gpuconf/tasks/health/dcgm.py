@@ -54,7 +54,7 @@ def parse_diag(out: Output) -> DiagReport:
     return report
 
 
-def diag_fact(params: DcgmDiagParams) -> Fact:
+def diag_fact(params: DcgmDiagParams) -> Fact[DiagReport]:
     return command(["dcgmi", "diag", "-r", str(params.level), "--json"], parse_diag,
                    timeout=params.timeout or DEFAULT_TIMEOUTS[params.level])
 

@@ -99,7 +99,7 @@ REFUSAL_FIXES = {
 }
 
 
-def fabric_manager_journal(unit: str) -> Fact:
+def fabric_manager_journal(unit: str) -> Fact[FabricManagerRefusal | None]:
     """This boot's journal of the unit: the start script's and fabric manager's own refusals."""
     def parse(out: Output) -> FabricManagerRefusal | None:
         if out.rc != 0 or out.timed_out:
@@ -117,7 +117,7 @@ def refusal_finding(refusal: FabricManagerRefusal, state: str, service: str, pro
                    f"{refusal.line[-160:]}); fix: {fix}", value=refusal.name)
 
 
-def service_state(unit: str) -> Fact:
+def service_state(unit: str) -> Fact[str]:
     def parse(out: Output) -> str:
         state = parse_is_active(out.stdout)
         return state if isinstance(state, str) else (out.stdout.strip() or f"unknown (exit {out.rc})")

@@ -90,7 +90,7 @@ def query_report(csv: QueryCsv) -> FabricReport:
     return FabricReport(gpus=tuple(gpus), failure=csv.failure)
 
 
-def fabric_query(timeout: float) -> Fact:
+def fabric_query(timeout: float) -> Fact[FabricReport]:
     def parse(out: Output) -> FabricReport:
         if out.timed_out:
             raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "

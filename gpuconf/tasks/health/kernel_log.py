@@ -77,7 +77,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
     return KernelLog("", source, out.stdout)  # as printed: a last line without its newline may be cut
 
 
-def kernel_log() -> Fact:
+def kernel_log() -> Fact[KernelLog]:
     return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
                    grep=CANDIDATES, tail=5000)
 

@@ -181,7 +181,7 @@ def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailur
     return readings_from_csv(csv)
 
 
-def gpu_readings(timeout: float = 10.0) -> Fact:
+def gpu_readings(timeout: float = 10.0) -> Fact[GpuReadings | NvidiaSmiFailure]:
     """The shared fact. The key has no timeout in it: every probe shares one call."""
     return query_fields(HEALTH_FIELDS, lambda out: parse_readings(out, timeout), timeout=timeout,
                         key="health:nvidia-smi", renames=RENAMED, most=MAX_RETRIES)
@@ -194,7 +194,7 @@ def parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
     return parse_nvlink_status(text)
 
 
-def nvlink_status(timeout: float = 10.0) -> Fact:
+def nvlink_status(timeout: float = 10.0) -> Fact[NvlinkStatus]:
     """`nvidia-smi nvlink -s`: every GPU's NVLinks (NVSwitch systems)."""
     return command(["nvidia-smi", "nvlink", "-s"], lambda out: parse_nvlink(out, timeout), timeout=timeout,
                    key="health:nvlink")
