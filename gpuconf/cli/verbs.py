@@ -4,6 +4,7 @@ passes those on; the shared loading is load.py, check and apply are playrun.py."
 from __future__ import annotations
 
 import json
+import math
 import sys
 from argparse import Namespace
 from collections.abc import Callable
@@ -76,7 +77,8 @@ def remediate(args: Namespace) -> int:
     remediation = RemediateOptions(
         settings(max_unavailable=args.max_unavailable, drain_timeout=args.drain_timeout,
                  lemon_after=args.lemon_after, lemon_window=args.lemon_window, breaker=args.breaker,
-                 breaker_window=args.breaker_window, restart_app_window=args.restart_app_window),
+                 breaker_window=args.breaker_window, restart_app_window=args.restart_app_window,
+                 hold_after_reboots=args.hold_after_reboots, reboot_window=args.reboot_window),
         state_dir(args.state_dir), check=args.check, report=Path(args.report) if args.report else None)
     sources = sources_of(args, playbook=args.playbook, limit=args.limit, extra_vars=args.extra_vars)
     flags = RunFlags(forks=args.forks, accept_new_host_keys=args.accept_new_host_keys, lock_wait=args.lock_wait,
@@ -290,10 +292,10 @@ def gate(args: Namespace) -> int:
     """The pre-job gate on this node (gpuconf/gate/judge.py, gpuconf/gate/node.py)."""
     from gpuconf.gate import node as gate_node
 
-    if args.nvidia_smi_timeout <= 0:
-        raise UsageError("--nvidia-smi-timeout must be more than 0")
+    if not math.isfinite(args.nvidia_smi_timeout) or args.nvidia_smi_timeout <= 0:
+        raise UsageError(f"--nvidia-smi-timeout {args.nvidia_smi_timeout:g}: give a number of seconds more than 0")
     return gate_node.main(gate_node.GateOptions(
-        node=args.node or this_node(), state=args.state, driver_version=args.driver_version,
+        node=args.node or this_node(), driver_version=args.driver_version,
         nvidia_smi_timeout=args.nvidia_smi_timeout, slurm=args.slurm, report=args.report, pretty=args.pretty))
 
 
@@ -307,8 +309,8 @@ def collect(args: Namespace) -> int:
     from gpuconf.remediate.evidence import collect as collect_one
     from gpuconf.remediate.history import History, state_dir
 
-    if args.max_size <= 0:
-        raise UsageError("--max-size must be more than 0 MiB")
+    if not math.isfinite(args.max_size) or args.max_size <= 0:
+        raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
     config = load_config()
     sources = sources_of(args, vault=False)
     inventory = load_inventory(inventory_spec(sources, config), project_dirs(None))

@@ -134,14 +134,17 @@ def check_read_only(argv: Sequence[str]) -> None:
 def command(argv: Sequence[str], parse: Callable[[Output], Parsed], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
             if_exists: str | None = None, if_os: Sequence[str] = (),
-            grep: str | None = None, tail: int | None = None, apt_architectures: bool = False) -> Fact[Parsed]:
+            grep: str | None = None, tail: int | None = None, records: bool = False,
+            apt_architectures: bool = False) -> Fact[Parsed]:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
     found), `unless_exists` skips the command (rc 0, no output) when that path exists, `if_exists`
     when it is missing, `if_os` when the host's os-release ID and ID_LIKE name none of these,
     `grep` keeps only the output lines matching a regular expression (case-insensitive),
-    `tail` the last lines, and `apt_architectures` tells apt-cache the host's architectures
+    `tail` the last lines (with `records`, both keep whole kernel-log records: a record's
+    continuation lines travel with the line that matched, gpuconf.facts.kernel_log), and
+    `apt_architectures` tells apt-cache the host's architectures
     (read by the runner from dpkg's own file, where apt would ask dpkg: three processes): all
     done by the remote runner, with no second process. (nvidia-smi's `--query-gpu` has its own
     constructor, `facts/nvidia_smi.py`: its reruns without a refused field.)"""
@@ -161,6 +164,8 @@ def command(argv: Sequence[str], parse: Callable[[Output], Parsed], timeout: flo
         request["grep"] = grep
     if tail:
         request["tail"] = tail
+    if records:
+        request["records"] = True
     if apt_architectures:
         request["apt_architectures"] = True
     name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])

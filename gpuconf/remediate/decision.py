@@ -98,6 +98,18 @@ def decide_action(findings: list[Finding], strict: bool = False) -> Decision | N
 
 
 @cache
+def reboot_overrides() -> dict[str, int]:
+    """xid_reboots.csv: the codes whose fault the node gets more (or fewer) reboots for before it is a
+    hardware hold than --hold-after-reboots says, each with its source."""
+    return {row["code"]: int(row["hold_after_reboots"]) for row in packaged_table("xid_reboots.csv")}
+
+
+def reboots_before_hold(code: str, default: int) -> int:
+    """How many reboots a fault must survive (within the window) before the node is held for it."""
+    return reboot_overrides().get(code, default) if code else default
+
+
+@cache
 def action_table() -> dict[str, dict[str, str]]:
     """recovery_actions.csv by action: what gpuconf does, the fallback, NVIDIA's source."""
     return {row["action"]: row for row in packaged_table("recovery_actions.csv")}

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
 SERIAL_TIMEOUT = 10.0
+RECOVERY_NOTICE = "Xid 154"  # "GPU recovery action changed": its line names the action the driver asks for
 
 
 def parse_serials(text: str) -> dict[str, str]:
@@ -41,7 +42,9 @@ def hold_reason(decision: Decision, serials: dict[str, str]) -> str:
     Xid decided it; `serial unknown` when nvidia-smi could not tell it."""
     pci = canonical_pci_address(decision.bus_id) or "PCI unknown"
     serial = serials.get(pci, "serial unknown")
-    what = decision.code or decision.action
+    # Xid 154 is the driver saying which recovery it wants (drain_p2p, reboot...): the action is the fault's name
+    notice = decision.code == RECOVERY_NOTICE
+    what = f"{decision.action} ({decision.code})" if notice else decision.code or decision.action
     return reason_text(f"{HARDWARE_PREFIX} {what} GPU {serial} {pci}")
 
 

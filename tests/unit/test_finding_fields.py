@@ -3,7 +3,7 @@ that decided it): the health judges fill them, and remediate's decision, its hol
 them, never the message (issue 37)."""
 from __future__ import annotations
 
-from gpuconf.gate.judge import INFO, Position, Signals, judge
+from gpuconf.gate.judge import INFO, Signals, judge
 from gpuconf.remediate.decision import decide_action
 from gpuconf.remediate.hold import hold_record
 from gpuconf.results import FaultCode, Finding
@@ -45,7 +45,7 @@ def test_a_finding_without_a_code_is_decided_by_its_probe_and_counts_once_in_a_h
 
 
 def test_the_gate_passes_the_fields_on():
-    findings, _ = judge(Signals("nvidia-smi: not read", None, XID_LOG, "dmesg", "boot", None, {}), Position())
+    findings = judge(Signals("nvidia-smi: not read", None, XID_LOG, "dmesg", "boot", None, {}))
     xid = next(f for f in findings if f.check == "xid")
     assert (xid.code, xid.count, xid.rule) == ("Xid 79", 1, "xid_catalog.csv: 79")
     assert xid.as_dict()["code"] == "Xid 79"

@@ -10,7 +10,9 @@ lines as its value: an Xid stays reported until the next boot, which is when mos
 them stop mattering (a GPU reset or reboot is their remedy). The boot id is in the
 result's data, so a consumer can tell one boot's report from the next.
 
-The remote runner filters the log (`grep`, `tail`) so that only candidate lines travel.
+The remote runner filters the log (`grep`, `tail`) so that only candidate records travel, each
+whole: a matching line brings its record's other lines (the address of a lost GPU is on the
+first line of a record whose last line says it fell off the bus).
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
 
 def kernel_log() -> Fact[KernelLog]:
     return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
-                   grep=CANDIDATES, tail=5000)
+                   grep=CANDIDATES, tail=5000, records=True)
 
 
 def _boot_id(state: FileState) -> str:
@@ -116,12 +118,16 @@ def _xid_finding(summary: XidSummary, params: XidParams, index: int | None, prob
     bus = summary.pci_address or summary.first.bus_id
     when = summary.first.log.timestamp
     named = f"{entry.mnemonic}, {entry.description}" if entry.known else "not in NVIDIA's Xid catalog"
+    if last.decode is not None:
+        named = f"{entry.mnemonic}, {last.decode.words}"
+        if last.followed_by is not None and last.followed_by.recovery is not None:
+            named += f"; the Xid 154 that follows decides: {last.followed_by.recovery.text}"
     action = None if summary.action == "none" else summary.action
     return Finding(probe, severity, f"{gpu_name(index, bus)}: Xid {summary.code} ({named}) x{summary.count} this "
                    "boot" + (f", first at {when}" if when else "") + (f"; action: {action}" if action else "")
                    + (f": {last.message[:160]}" if last.message else ""),
                    gpu=index, bus_id=bus, value=summary.count, action=action, code=FaultCode("Xid", summary.code),
-                   count=summary.count, rule=f"xid_catalog.csv: {summary.code}")
+                   count=summary.count, rule=summary.rule)
 
 
 def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], indexes: dict[str, int],

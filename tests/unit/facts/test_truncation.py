@@ -114,6 +114,7 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("nvidia-smi/default-*", (nvidia.parse_nvidia_smi_table,)),
     ("nvidia-smi/dmon-*", (nvidia.parse_dmon,)),
     ("nvidia-smi/failure-*", (nvidia.detect_nvidia_smi_failure,)),
+    ("nvidia-smi/gpu-reset-*", (nvidia.parse_gpu_reset,)),
     ("nvidia-smi/nvlink-fw-*", (parse_nvlink_info,)),
     ("nvidia-smi/nvlink-s-*", (nvidia.parse_nvlink_status,)),
     ("nvidia-smi/q-fabric-*", (parse_query_excerpt,)),

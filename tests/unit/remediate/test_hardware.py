@@ -105,7 +105,7 @@ def test_a_fault_that_survives_the_reboot_ends_in_a_hold_one_that_does_not_is_re
     hooks.sticky.add("n1")
     hooks.serial_numbers["n1"] = {BUS: "SER-1"}
     summary = remediate(slurm, hooks, tmp_path, budget="2")  # a held node keeps costing its budget
-    assert [c[0] for c in slurm.calls if c[1] == "n1"] == ["drain", "reboot", "drain"]
+    assert [c[0] for c in slurm.calls if c[1] == "n1"] == ["drain", "reboot", "drain", "drain"]  # set again, then the hold
     assert slurm.node("n1").reason == f"gpuconf: hardware: Xid 79 GPU SER-1 {BUS}"
     assert [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "resume"] and ("n3", "reset") in hooks.actions
     assert slurm.node("n3").in_service
