@@ -119,7 +119,7 @@ RECORD_START = re.compile(r"(?:\[|\d|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |[a-z0
 def log_records(text):
     """The lines of a kernel log in records: an indented line, or one without a prefix in a log
     whose lines have one, continues the record before it (one printk printed on several lines)."""
-    groups, prefixed = [], False
+    groups, prefixed = [], False  # type: List[List[str]], bool
     for line in text.splitlines(True):
         starts = bool(RECORD_START.match(line))
         if groups and (line[:1] in (" ", "\t") or (prefixed and not starts)):
