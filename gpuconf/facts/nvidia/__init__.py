@@ -122,19 +122,5 @@ _SUBMODULES = {
     "topology": ("GpuAffinity", "Topology", "parse_topology"),
 }
 _WHERE = {name: f"{__name__}.{module}" for module, names in _SUBMODULES.items() for name in names}
-# the same names, written out for type checkers (mypy reads no computed __all__)
-__all__ = ["CLOCK_EVENT_REASON_BITS", "ClockEventReasons", "Clocks", "DRIVER_LIBRARY_MISMATCH", "DRIVER_NOT_LOADED",
-    "DmonSamples", "EccErrors", "FAILURE_KINDS", "Fabric", "FabricManagerLog", "FabricManagerVersionMismatch",
-    "GPU_LOST", "GpuAffinity", "GpuDetails", "GpuList", "GpuNvlinks", "GpuProcess", "INSUFFICIENT_PERMISSIONS",
-    "ListedGpu", "ListedMigDevice", "LoadedDriver", "MemoryUsage", "MigDevice", "ModuleInfo", "NO_DEVICES",
-    "NVML_INIT_FAILED", "NvccVersion", "NvidiaSmiFailure", "NvidiaSmiQuery", "NvidiaSmiTable", "NvidiaSmiVersion",
-    "NvlinkLink", "NvlinkStatus", "NvswitchError", "OPEN", "PROPRIETARY", "PcieLink", "PowerReadings", "QueryCsv",
-    "RemappedRows", "RetiredPages", "TableGpu", "TableMigDevice", "TableProcess", "Temperatures", "Topology",
-    "Utilization", "csv_value", "decode_clock_event_reasons", "detect_nvidia_smi_failure", "find_version_mismatch",
-    "parse_dmon", "parse_fabric_manager_log", "parse_gpu_list", "parse_modinfo", "parse_modinfo_version",
-    "parse_nvcc_version", "parse_nvidia_smi_query", "parse_nvidia_smi_query_xml", "parse_nvidia_smi_table",
-    "parse_nvidia_smi_version", "parse_nvlink_status", "parse_proc_driver_version", "parse_query_csv",
-    "parse_topology"]
-if sorted(_WHERE) != __all__:
-    raise ImportError("gpuconf.facts.nvidia: __all__ and _SUBMODULES name different things")
+__all__ = sorted(_WHERE)  # mypy reads the TYPE_CHECKING imports above (pyproject.toml: implicit_reexport)
 __getattr__ = lazy_exports(globals(), _WHERE)
