@@ -34,7 +34,7 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "apt-cache": (("policy",), ("show",), ("madison",)),
     "apt-mark": (("showhold",),),
     "cat": None,
-    "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r")),   # diag runs tests, changes no setting
+    "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r"), ("dmon",)),   # diag runs tests, dmon samples
     "dkms": (("status",),),
     "dmidecode": None,
     "dmesg": None,

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
 from gpuconf.facts.base import Fact
+from gpuconf.facts.dnf import parse_dnf_error
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
@@ -76,7 +77,8 @@ def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
                                     f"{'; '.join(marked.problems) or output.stdout.strip()[-300:]}")
             continue
         waited = op.lock_wait if isinstance(op, PackageOp) and op.lock_wait is not None else lock_timeout
-        plain = lock_error(output.stdout + "\n" + output.stderr, waited)
+        plain = lock_error(output.stdout + "\n" + output.stderr, waited) or \
+            parse_dnf_error(output.stdout + "\n" + output.stderr).cause()   # dnf's modular filtering, ...
         tail = (output.stderr.strip() or output.stdout.strip())[-800:]
         raise TaskError(plain or f"{op.description} failed (exit {output.rc}): {tail}")
 
