@@ -40,7 +40,7 @@ def _sealed(cls: type) -> type:
                 return NotImplemented
             return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(cls) if f.compare)
 
-        def new(twin: type, *args: Any, **kwargs: Any) -> Any:   # a copy (replace, copy.copy) is not sealed
+        def new(twin: type, *args: object, **kwargs: object) -> Any:   # a copy (replace, copy.copy) is not sealed
             return cls(*args, **kwargs) if args or kwargs else object.__new__(cls)
 
         twin = _SEALED[cls] = type(cls.__name__, (cls,), {

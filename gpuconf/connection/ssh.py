@@ -8,8 +8,8 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 
@@ -32,6 +32,9 @@ from gpuconf.connection.sshconfig import config_path, hops
 from gpuconf.errors import ConnectError, HostKeyError
 from gpuconf.facts.wire import CheckLock, Reply, Request, RunnerRequest
 
+if TYPE_CHECKING:
+    from paramiko.transport import _SocketLike  # the stubs' name for what paramiko reads from
+
 
 class QuietTransport(paramiko.Transport):
     """paramiko's transport thread wakes every `_active_check_timeout` seconds (0.1) while no
@@ -42,11 +45,12 @@ class QuietTransport(paramiko.Transport):
     _active_check_timeout = 1.0
 
 
-def transport(sock: Any, **kwargs: Any) -> paramiko.Transport:
+def transport(sock: _SocketLike, *, gss_kex: bool = False, gss_deleg_creds: bool = True,
+              disabled_algorithms: Mapping[str, Iterable[str]] | None = None) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its tag is checked inside the cipher (C), where with
     AES-CTR paramiko compares every packet's HMAC in a Python loop; a server without GCM (OpenSSH
     before 6.2) still gets the others."""
-    made = QuietTransport(sock, **kwargs)
+    made = QuietTransport(sock, disabled_algorithms=disabled_algorithms)  # (paramiko's own GSS arguments unused)
     options = made.get_security_options()
     gcm = tuple(c for c in options.ciphers if c.endswith("-gcm@openssh.com"))
     options.ciphers = gcm + tuple(c for c in options.ciphers if c not in gcm)

@@ -139,7 +139,7 @@ def reads_whole_lines(parse: Parse | None = None, *,
     (:func:`mark_incomplete`). Use as ``@reads_whole_lines`` or ``@reads_whole_lines(row=...)``."""
     def decorate(parse: Parse) -> Parse:
         @functools.wraps(parse)
-        def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(text: str, *args: object, **kwargs: object) -> object:
             whole, reason = whole_lines(text)
             if row is not None and not reason:
                 lines = whole.rstrip("\n").rsplit("\n", 1)

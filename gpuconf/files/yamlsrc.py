@@ -6,7 +6,7 @@ deep inside a playbook can be reported as file:line:column.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ class YDict(dict[Any, Any]):  # YAML's keys: mostly strings, any scalar at all
     file: str = "<string>"
     pos: tuple[int, int] = (0, 0)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, items: Mapping[Any, Any] | None = None) -> None:
+        super().__init__(items or {})
         self.key_pos: dict[Any, tuple[int, int]] = {}
 
     def location(self, key: Any = None) -> Location:
@@ -51,8 +51,8 @@ class YList(list[Any]):
     file: str = "<string>"
     pos: tuple[int, int] = (0, 0)
 
-    def __init__(self, *args: Any):
-        super().__init__(*args)
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        super().__init__(items)
         self.item_pos: list[tuple[int, int]] = []
 
     def location(self, index: int | None = None) -> Location:
