@@ -116,6 +116,15 @@ class Session:
             raise BmcError(f"{self.endpoint.url}: POST {path}: HTTP {response.status}: {_extended(payload)}")
         return response.status, payload if isinstance(payload, dict) else {}, dict(response.getheaders())
 
+    def patch(self, path: str, body: dict[str, Any]) -> None:
+        response = self._call("patch", path, body=body)
+        if response.status >= 400:
+            try:
+                detail = _extended(response.dict)
+            except Exception:  # noqa: BLE001
+                detail = response.text[:200]
+            raise BmcError(f"{self.endpoint.url}: PATCH {path}: HTTP {response.status}: {detail}")
+
     def close(self) -> None:
         try:
             self._client.logout()

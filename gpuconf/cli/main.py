@@ -292,6 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
     _vault_options(facts)
+    firmware = sub.add_parser("firmware", help="the fleet's firmware through each node's BMC: component, version, "
+                              "how many nodes, which differ (docs/firmware.md)")
+    firmware.add_argument("-i", "--inventory")
+    _limit_option(firmware)
+    _forks_option(firmware)
+    firmware.add_argument("--format", choices=["text", "json"], default="text")
+    _vault_options(firmware)
     catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
                              description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
                                          "knowledge of each branch's newest point release is; with --from-redistrib, "

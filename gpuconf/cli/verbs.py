@@ -65,9 +65,9 @@ def apply(args: Namespace) -> int:
 
 def remediate(args: Namespace) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
+    from gpuconf.files.state import state_dir
     from gpuconf.inventory.patterns import narrow
     from gpuconf.remediate.command import RemediateOptions, load_health, run, settings
-    from gpuconf.remediate.history import state_dir
     from gpuconf.remediate.people import reset_breaker
 
     if args.reset_breaker:
@@ -91,15 +91,15 @@ def remediate(args: Namespace) -> int:
 
 
 def hardware(args: Namespace) -> int:
-    from gpuconf.remediate.history import state_dir
+    from gpuconf.files.state import state_dir
     from gpuconf.remediate.people import hardware as show
 
     return show(state_dir(args.state_dir), as_json=args.format == "json", ask_scheduler=args.scheduler)
 
 
 def history(args: Namespace) -> int:
+    from gpuconf.files.state import state_dir
     from gpuconf.remediate.command import history as show
-    from gpuconf.remediate.history import state_dir
 
     return show(args.host, state_dir(args.state_dir), as_json=args.format == "json")
 
@@ -255,6 +255,13 @@ def bmc_view(value: Any) -> dict[str, Any]:
             "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
+def firmware(args: Namespace) -> int:
+    """The fleet's firmware table, read from each node's BMC (gpuconf/cli/firmware.py)."""
+    from gpuconf.cli.firmware import run as fleet
+
+    return fleet(args)
+
+
 def schedule(args: Namespace) -> int:
     from gpuconf.cli.schedule import show
     from gpuconf.inventory.hosts import parse_extra_vars
@@ -304,10 +311,11 @@ def collect(args: Namespace) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.connection.resolve import connect
     from gpuconf.errors import did_you_mean
+    from gpuconf.files.state import bundles_dir, state_dir
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
     from gpuconf.remediate.evidence import collect as collect_one
-    from gpuconf.remediate.history import History, state_dir
+    from gpuconf.remediate.history import History
 
     if not math.isfinite(args.max_size) or args.max_size <= 0:
         raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
@@ -325,7 +333,7 @@ def collect(args: Namespace) -> int:
         for host in dict.fromkeys(args.hosts):
             connection = connect(inventory, host, options.reach)
             try:
-                bundle = collect_one(host, connection, state / "bundles", int(args.max_size * MIB))
+                bundle = collect_one(host, connection, bundles_dir(state), int(args.max_size * MIB))
             except GpuconfError as exc:
                 print(f"gpuconf: error: {exc}", file=sys.stderr)
                 failed |= exc.exit_bit
@@ -393,5 +401,5 @@ VERBS: dict[str, Callable[[Namespace], int]] = {
     "check": check, "apply": apply, "remediate": remediate, "hardware": hardware, "history": history,
     "validate": validate, "inventory": inventory, "tasks": tasks, "roles": roles, "facts": facts,
     "schedule": schedule, "run": run, "gate": gate, "collect": collect, "catalog": catalog, "vault": vault,
-    "init": init,
+    "init": init, "firmware": firmware,
 }

@@ -24,12 +24,14 @@ from gpuconf.connection.resolve import connect
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
+from gpuconf.files.state import bundles_dir
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
 from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
 from gpuconf.remediate.decision import APP, Decision, decide_action
+from gpuconf.remediate.firmware import firmware_hold
 from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
@@ -58,6 +60,7 @@ class EngineHooks:
         self.stop = stop
         self._runners: set[Runner] = set()
         self._lock = threading.Lock()
+        self._held: dict[str, Decision] = {}  # host -> the hold its last apply asks for
 
     def interrupt(self) -> None:
         with self._lock:
@@ -85,8 +88,12 @@ class EngineHooks:
         options = dataclasses.replace(self.options, verb="apply", reboot_via=lambda _host: reboot())
         result = self._run(self.playbook, options, [host])
         found = result.hosts.get(host)
+        self._held.pop(host, None)
         if found is None:
             return None
+        holds = [hold for hold in map(firmware_hold, found.tasks) if hold is not None]
+        if holds:
+            self._held[host] = holds[0]
         if found.unreachable:
             return f"unreachable: {found.error}"
         bad = [t for t in found.tasks if t.status in (Status.FAILED, Status.UNKNOWN, Status.REBOOT_PENDING)
@@ -104,6 +111,9 @@ class EngineHooks:
             yield connection
         finally:
             connection.close()
+
+    def held(self, host: str) -> Decision | None:
+        return self._held.get(host)
 
     def claim(self, host: str) -> Callable[[], None]:
         """The node's remediation lock (REMEDIATE_LOCK), taken at once or not at all and held by a small
@@ -133,7 +143,7 @@ class EngineHooks:
         from gpuconf.remediate.evidence import collect
 
         with self._connection(host) as connection:
-            return str(collect(host, connection, self.state_dir / "bundles").path)
+            return str(collect(host, connection, bundles_dir(self.state_dir)).path)
 
     def node_action(self, host: str, step: str, decision: Decision) -> reset.Outcome:
         """A GPU reset ("reset") or an IMEX restart ("imex"), holding the host's run lock (an apply
@@ -192,8 +202,10 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if decision is not None and decision.kind == APP and (host.drifted or any(
             not any(f.action == "restart_app" for f in t.findings) for t in judged)):
         decision = None  # something else needs the apply: the node is remediated as for any failure
+    changes = tuple(c.summary for t in host.tasks if t.status == Status.WOULD_CHANGE and not t.ignored
+                    for c in visible_changes(t))
     return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
-                        decision=decision, gpus=gpus_named(host))
+                        decision=decision, changes=changes, gpus=gpus_named(host))
 
 
 def drift_fingerprint(host: HostResult) -> str:

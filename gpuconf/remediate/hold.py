@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.wire import Request
 from gpuconf.remediate.decision import Decision
+from gpuconf.remediate.firmware import FIRMWARE
 from gpuconf.remediate.history import Hold
 from gpuconf.scheduler.interface import HARDWARE_PREFIX, reason_text
 
@@ -39,7 +40,10 @@ def parse_serials(text: str) -> dict[str, str]:
 
 def hold_reason(decision: Decision, serials: dict[str, str]) -> str:
     """`gpuconf: hardware: Xid 79 GPU 1650924060039 0000:3b:00.0`; the driver's recovery action when no
-    Xid decided it; `serial unknown` when nvidia-smi could not tell it."""
+    Xid decided it; `serial unknown` when nvidia-smi could not tell it. A firmware update the BMC
+    failed names no GPU: `gpuconf: hardware: firmware: <what the BMC said>`."""
+    if decision.code == FIRMWARE:
+        return reason_text(f"{HARDWARE_PREFIX} {FIRMWARE}: {decision.finding}")
     pci = canonical_pci_address(decision.bus_id) or "PCI unknown"
     serial = serials.get(pci, "serial unknown")
     # Xid 154 is the driver saying which recovery it wants (drain_p2p, reboot...): the action is the fault's name

@@ -49,8 +49,8 @@ def test_an_unknown_playbook_names_the_shipped_ones(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "check", "a100-nodes.yml", "-i", "n1,")
     assert code == 1 and err.strip() == "gpuconf: error: playbook not found: a100-nodes.yml (did you mean 'a100-node.yml'?)"
-    code, _, err = run(capsys, "validate", "mine.yml", "-i", "n1,")
-    assert code == 1 and "playbook not found: mine.yml (gpuconf ships a100-node.yml, " in err
+    code, _, err = run(capsys, "validate", "ours.yml", "-i", "n1,")   # near no shipped name
+    assert code == 1 and "playbook not found: ours.yml (gpuconf ships a100-node.yml, " in err
 
 
 def test_a_site_playbook_imports_a_shipped_one_by_name_and_its_own_file_first(tmp_path):
