@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos lab-down clean
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos lab-down clean conformance
 
 system-deps:
 	@scripts/system-deps.sh
@@ -64,6 +64,12 @@ test: deps lint $(ANSIBLE_STAMP)
 
 demo: deps
 	@scripts/demo.sh
+
+# ansible-core's integration targets (tests/conformance/README.md), each run by ansible-core and by
+# gpuconf behind the same `ansible-playbook`: prints the table and writes it into docs/ansible.md.
+# CONFORMANCE_ARGS="--targets tags,handlers" for some of them (then the doc is left alone).
+conformance: deps $(ANSIBLE_STAMP)
+	$(BIN)/python -m tests.conformance $(if $(CONFORMANCE_ARGS),$(CONFORMANCE_ARGS),--doc)
 
 # The fuzz cases of tests/fuzz at length: prints the cases run and the tracebacks found.
 FUZZ_CASES ?= 10000

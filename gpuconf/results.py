@@ -138,6 +138,7 @@ class TaskResult(Final):
     data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
+    ansible_name: str = ""  # as Ansible names the task: its `name`, else its module as written ("debug")
 
     @property
     def warnings(self) -> int:

@@ -46,7 +46,7 @@ def project_root(playbook: str | None) -> Path:
 def inventory_spec(sources: Sources, config: Config) -> str:
     """-i, else the project configuration's inventory (gpuconf.cfg, GPUCONF_INVENTORY), else with
     -c local this machine alone (as Slurm's HealthCheckProgram runs it: no inventory file)."""
-    spec = sources.inventory or config.inventory
+    spec = "\n".join(sources.inventory) or config.inventory   # -i given more than once: one source a line
     if not spec and sources.connection == "local":
         return f"{this_node()},"
     if not spec:
@@ -89,14 +89,16 @@ def load_run(sources: Sources) -> tuple[Inventory, Playbook, dict[str, Any], Con
     from gpuconf.cli.config import load_config
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.playbook.loader import load_playbook
-    from gpuconf.playbook.play_hosts import render_play_hosts
+    from gpuconf.playbook.play_hosts import render_play_hosts, render_tags
 
     config = load_config()
     unlock_vaults(sources.vault, config)
     inventory = load_inventory(inventory_spec(sources, config), project_dirs(sources.playbook))
-    playbook = load_playbook(sources.playbook or "", project_root(sources.playbook), config.roles_path)
     extra_vars = parse_extra_vars(list(sources.extra_vars))
+    playbook = load_playbook(sources.playbook or "", project_root(sources.playbook), config.roles_path, extra_vars)
+    inventory.read_playbook_vars(playbook.path.resolve().parent)   # group_vars/, host_vars/ beside it
     render_play_hosts(playbook, extra_vars)  # `hosts: "{{ target }}"`, as Ansible renders it
+    render_tags(playbook, extra_vars)
     return inventory, playbook, extra_vars, config
 
 
@@ -135,7 +137,8 @@ def run_options(flags: RunFlags, config: Config, verb: Verb = "check", extra_var
         become=config.become, connection=sources.connection if sources else None,
         detailed_exitcodes=flags.detailed_exitcodes, deadline=flags.deadline, lock_wait=flags.lock_wait,
         become_password=become_password(flags.ask_become_pass), allow_reboot=flags.reboot, strict=flags.strict,
-        trace=flags.verbose >= 3, step=step_gate() if flags.step else None, today=run_day(flags.today))
+        trace=flags.verbose >= 3, step=step_gate() if flags.step else None, today=run_day(flags.today),
+        force_handlers=flags.force_handlers)
 
 
 def step_gate() -> StepGate:

@@ -48,8 +48,9 @@ def _forks_option(parser: argparse.ArgumentParser) -> None:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
-    parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
-                        "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
+    parser.add_argument("-i", "--inventory", action="append",
+                        help="inventory name, path, or host list 'a,b,'; more than once merges them (default: "
+                             "gpuconf.cfg's inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
     _limit_option(parser)
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
@@ -91,6 +92,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
     parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
     parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    parser.add_argument("--force-handlers", action="store_true",
+                        help="run the handlers a host was notified of even when it failed (a play's "
+                             "force_handlers wins)")
     _vault_options(parser)
 
 

@@ -32,7 +32,7 @@ class Sources:
     """Where a command's hosts and plays come from: -i (else the configuration's inventory), -c,
     --limit, the playbook, -e and the vault passwords."""
 
-    inventory: str | None = None
+    inventory: tuple[str, ...] = ()  # each -i (check and apply take several)
     connection: ConnectionKind | None = None
     limit: str | None = None
     playbook: str | None = None
@@ -60,6 +60,7 @@ class RunFlags:
     verbose: int = 0
     step: bool = False
     today: datetime.date | None = None
+    force_handlers: bool = False
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,10 @@ def run_playbook(run: PlaybookRun, verb: Verb) -> int:
         # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
         run = dataclasses.replace(run, flags=dataclasses.replace(run.flags, deadline=DEADLINE))
     inventory, playbook, extra, config = load_run(run.sources)
+    if verb == "check":
+        from gpuconf.playbook.checkmode import refuse_writes_in_check
+
+        refuse_writes_in_check(playbook)
     if run.flags.verbose:  # a site's own file of that name wins over the shipped one: say which ran
         from gpuconf.release.library import describe_playbook
 
@@ -183,10 +187,13 @@ def tags_select_something(playbook: Playbook, tags: set[str], skip: set[str]) ->
     if not tags and not skip:
         return
     tasks = [t for play in playbook.plays for t in play.tasks]
-    if any(task_selected(t, tags, skip) and not (tags and "always" in t.tags and not t.tags & tags) for t in tasks):
-        return
-    known = sorted({tag for t in tasks for tag in t.tags} - {"always", "never"})
     special = {"all", "always", "never", "tagged", "untagged"}
+    known = sorted({tag for t in tasks for tag in t.tags} - {"always", "never"})
+    if any(task_selected(t, tags, skip) and not (tags - special and "always" in t.tags and not t.tags & tags)
+           for t in tasks):
+        return
+    if tags and not tags - special and any(task_selected(t, tags, skip) for t in tasks):
+        return   # only Ansible's special tags: what they select runs, `always` tasks included
     hints = "".join(did_you_mean(tag, known) for tag in sorted(tags - special) if tag not in known)
     filters = " ".join(part for part in (f"--tags {','.join(sorted(tags))}" if tags else "",
                                          f"--skip-tags {','.join(sorted(skip))}" if skip else "") if part)

@@ -9,7 +9,7 @@ import sys
 from argparse import Namespace
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuconf.cli.load import (
     inventory_spec,
@@ -26,6 +26,9 @@ from gpuconf.cli.options import PlaybookRun, RunFlags, Sources, VaultOptions, sp
 from gpuconf.cli.playrun import run_playbook
 from gpuconf.errors import GpuconfError, UsageError
 
+if TYPE_CHECKING:
+    from gpuconf.connection.resolve import ConnectionKind
+
 
 def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
                  slurm_state: str | None = None) -> PlaybookRun:
@@ -38,19 +41,22 @@ def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
         accept_new_host_keys=args.accept_new_host_keys, detailed_exitcodes=args.detailed_exitcodes,
         deadline=args.deadline, lock_wait=args.lock_wait, ask_become_pass=args.ask_become_pass,
         reboot=reboot, strict=args.strict, verbose=args.verbose, step=args.step,
-        today=args.today)
+        today=args.today, force_handlers=args.force_handlers)
     return PlaybookRun(
-        sources_of(args, playbook=args.playbook, limit=args.limit, extra_vars=args.extra_vars), flags,
+        sources_of(args, connection=args.connection, playbook=args.playbook, limit=args.limit,
+                   extra_vars=args.extra_vars), flags,
         OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html),
         retry_file=args.retry_file, no_retry_file=args.no_retry_file, syntax_check=args.syntax_check,
         list_hosts=args.list_hosts, list_tasks=args.list_tasks, start_at_task=args.start_at_task,
         slurm=slurm, slurm_state=slurm_state)
 
 
-def sources_of(args: Namespace, *, playbook: str | None = None, limit: str | None = None,
-               extra_vars: list[str] | None = None, vault: bool = True) -> Sources:
-    """-i and -c (every verb that loads an inventory has both), with what the verb has besides."""
-    return Sources(args.inventory, args.connection, limit, playbook, tuple(extra_vars or ()),
+def sources_of(args: Namespace, *, connection: ConnectionKind | None = None, playbook: str | None = None,
+               limit: str | None = None, extra_vars: list[str] | None = None, vault: bool = True) -> Sources:
+    """-i (every verb that loads an inventory has it; check and apply take several), with what the
+    verb has besides, as it names them."""
+    given = args.inventory if isinstance(args.inventory, list) else [args.inventory] if args.inventory else []
+    return Sources(tuple(given), connection, limit, playbook, tuple(extra_vars or ()),
                    VaultOptions.from_args(args) if vault else VaultOptions())
 
 
@@ -80,7 +86,8 @@ def remediate(args: Namespace) -> int:
                  breaker_window=args.breaker_window, restart_app_window=args.restart_app_window,
                  hold_after_reboots=args.hold_after_reboots, reboot_window=args.reboot_window),
         state_dir(args.state_dir), check=args.check, report=Path(args.report) if args.report else None)
-    sources = sources_of(args, playbook=args.playbook, limit=args.limit, extra_vars=args.extra_vars)
+    sources = sources_of(args, connection=args.connection, playbook=args.playbook, limit=args.limit,
+                         extra_vars=args.extra_vars)
     flags = RunFlags(forks=args.forks, accept_new_host_keys=args.accept_new_host_keys, lock_wait=args.lock_wait,
                      ask_become_pass=args.ask_become_pass, strict=args.strict, today=args.today)
     inventory, playbook, extra, config = load_run(sources)
@@ -108,8 +115,8 @@ def validate(args: Namespace) -> int:
     from gpuconf.engine.validate import validate as run_validate
     from gpuconf.inventory.patterns import match_hosts, narrow
 
-    sources = Sources(args.inventory, None, args.limit, args.playbook, tuple(args.extra_vars),
-                      VaultOptions.from_args(args))
+    sources = Sources((args.inventory,) if args.inventory else (), None, args.limit, args.playbook,
+                      tuple(args.extra_vars), VaultOptions.from_args(args))
     inventory, playbook, extra, _ = load_run(sources)
     inventory = narrow(inventory, args.limit)
     problems = run_validate(inventory, playbook, extra)
@@ -134,7 +141,8 @@ def inventory(args: Namespace) -> int:
 
     config = load_config()
     unlock_vaults(VaultOptions.from_args(args), config)
-    inv = load_inventory(inventory_spec(Sources(args.inventory), config), project_dirs(None))
+    inv = load_inventory(inventory_spec(Sources((args.inventory,) if args.inventory else ()), config),
+                         project_dirs(None))
     if sum(1 for given in (args.host, args.graph, args.list) if given) > 1:
         raise UsageError("inventory: give one of --host, --graph and --list")
     if args.graph:  # names only: no variable, so no secret, is shown
@@ -209,7 +217,7 @@ def facts(args: Namespace) -> int:
     if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
-    sources = sources_of(args)
+    sources = sources_of(args, connection=args.connection)
     unlock_vaults(sources.vault, config)   # a BMC's password, for -s firmware
     for name in subjects:
         if name not in SUBJECTS:
@@ -259,7 +267,7 @@ def firmware(args: Namespace) -> int:
     """The fleet's firmware table, read from each node's BMC (gpuconf/cli/firmware.py)."""
     from gpuconf.cli.firmware import run as fleet
 
-    return fleet(args)
+    return fleet(sources_of(args, limit=args.limit), forks=args.forks, json_output=args.format == "json")
 
 
 def schedule(args: Namespace) -> int:
@@ -284,7 +292,7 @@ def run(args: Namespace) -> int:
     from gpuconf.inventory.patterns import narrow
 
     config = load_config()
-    sources = sources_of(args, limit=args.limit, extra_vars=args.extra_vars)
+    sources = sources_of(args, connection=args.connection, limit=args.limit, extra_vars=args.extra_vars)
     unlock_vaults(sources.vault, config)
     inventory = narrow(load_inventory(inventory_spec(sources, config), project_dirs(None)), args.limit)
     flags = RunFlags(forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
@@ -320,7 +328,7 @@ def collect(args: Namespace) -> int:
     if not math.isfinite(args.max_size) or args.max_size <= 0:
         raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
     config = load_config()
-    sources = sources_of(args, vault=False)
+    sources = sources_of(args, connection=args.connection, vault=False)
     inventory = load_inventory(inventory_spec(sources, config), project_dirs(None))
     unknown = [h for h in args.hosts if h not in inventory.hosts]
     if unknown:

@@ -92,6 +92,10 @@ CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_passw
                    "ssh_config_file")
 
 
+# every name a connection variable goes by, gpuconf's and Ansible's
+CONNECTION_NAMES = (*(k for k, v in ALIASES.items() if v in CONNECTION_VARS), *CONNECTION_VARS)
+
+
 class ConnectionSpec(BaseModel):
     """How to reach one host, read from its inventory variables."""
 

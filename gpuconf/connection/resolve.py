@@ -7,7 +7,7 @@ serial read, GPU reset and evidence bundle) all connect through `connect`.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +28,9 @@ class Reach:
     become: bool | None = None  # the project configuration's default, below the inventory's
     become_password: str | None = field(default=None, repr=False)  # -K or GPUCONF_BECOME_PASSWORD
     accept_new_host_keys: bool = False
+    # the host's variables as the run sees them: its connection variables rendered where they are
+    # templates (engine/variables.py connection_variables); None: the inventory's, as they are
+    variables: Callable[[Inventory, str], Mapping[str, Any]] | None = field(default=None, compare=False)
 
     def overrides(self) -> dict[str, Any]:
         """The connection variables above the inventory's."""
@@ -40,8 +43,9 @@ class Reach:
         return found
 
 
-def host_spec(host: str, host_vars: Mapping[str, Any], reach: Reach) -> ConnectionSpec:
-    """How to reach `host`, given its inventory variables."""
+def host_spec(inventory: Inventory, host: str, reach: Reach) -> ConnectionSpec:
+    """How to reach the inventory host `host`."""
+    host_vars = reach.variables(inventory, host) if reach.variables else inventory.host_vars(host)
     defaults = {} if reach.become is None else {"become": reach.become}
     return ConnectionSpec.from_vars(host, {**defaults, **host_vars}, reach.overrides())
 
@@ -65,4 +69,4 @@ def open_connection(spec: ConnectionSpec, reach: Reach) -> Connection:
 
 def connect(inventory: Inventory, host: str, reach: Reach) -> Connection:
     """A new, unopened connection to an inventory host, as every verb makes it."""
-    return open_connection(host_spec(host, inventory.host_vars(host), reach), reach)
+    return open_connection(host_spec(inventory, host, reach), reach)

@@ -31,13 +31,19 @@ class OpenHosts:
     """The run's hosts as a step after the tasks sees them: a round trip over each host's own
     connection, and whether the host's run was complete."""
 
-    def __init__(self, run: RunResult, sessions: dict[str, HostSession], cut_short: Callable[[], bool]):
+    def __init__(self, run: RunResult, sessions: dict[str, HostSession], cut_short: Callable[[], bool],
+                 open_session: Callable[[HostSession], None] | None = None):
         self._run, self._sessions, self._cut_short = run, sessions, cut_short
+        # opens (and locks, as the run would have) a host whose plays never needed its connection
+        self._open = open_session
 
     def call(self, host: str, budget: float) -> Call | None:
         """Round trips to `host` over the run's connection, within `budget` seconds from now in all;
         None when the run never reached the host."""
         session = self._sessions.get(host)
+        if session is not None and not session.connection.connects and self._open is not None \
+                and not (self._run.hosts.get(host) and self._run.hosts[host].unreachable):
+            self._open(session)   # a play of set_fact, debug and assert never connected
         if session is None or not session.connection.connects:
             return None
         until = time.monotonic() + budget

@@ -40,6 +40,7 @@ class RunOptions:
     # remediate: a reboot is asked of the scheduler, given the inventory host, instead
     # of running the reboot task's command on the host; the wait for the new boot id is the same
     reboot_via: Callable[[str], None] | None = None
+    force_handlers: bool = False  # --force-handlers: a host that failed still runs its notified handlers
 
     @property
     def check_mode(self) -> bool:
@@ -48,20 +49,30 @@ class RunOptions:
     @property
     def reach(self) -> Reach:
         """How the run reaches its hosts (gpuconf/connection/resolve.py), from these options."""
+        from gpuconf.connection.base import CONNECTION_NAMES
         from gpuconf.connection.resolve import Reach
+        from gpuconf.engine.variables import connection_variables
 
-        return Reach(self.connection, self.extra_vars, self.become, self.become_password, self.accept_new_host_keys)
+        extra = self.extra_vars
+        return Reach(self.connection, extra, self.become, self.become_password, self.accept_new_host_keys,
+                     lambda inventory, host: connection_variables(inventory, host, extra, CONNECTION_NAMES))
 
 
 def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:
-    """Ansible's tag rules, including the special tags `always` and `never`."""
-    if task.tags & skip:
-        return False
-    if "never" in task.tags and not (task.tags - {"never"}) & tags and "never" not in tags:
-        return False
-    if not tags or "all" in tags:
-        return True
-    return bool(task.tags & tags) or "always" in task.tags
+    """Ansible's tag rules (Taggable.evaluate_tags): the special tags `always`, `never`, `all`,
+    `tagged` and `untagged` (a task with no tag is `untagged`)."""
+    own = set(task.tags) or {"untagged"}
+    only = tags or {"all"}
+    if "always" in own or own & only:
+        selected = True
+    else:
+        selected = "never" not in own and ("all" in only or ("tagged" in only and own != {"untagged"}))
+    if selected and skip:
+        if "all" in skip:
+            selected = "always" in own and "always" not in skip
+        elif own & skip or ("tagged" in skip and own != {"untagged"}):
+            selected = False
+    return selected
 
 
 def not_run_results(play: Play, host: str, tasks: list[TaskDef], deadline: float | None,

@@ -47,6 +47,9 @@ def _task(task: TaskResult) -> dict[str, Any]:
                       "code": str(f.code) if f.code else None, "count": f.count, "rule": f.rule}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
+        # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
+        "ansible_name": task.ansible_name,
+        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
     }
 
 

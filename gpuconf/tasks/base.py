@@ -247,6 +247,8 @@ class TaskType:
     # the first task's type to `join` their `batch_ops` and `apply_joined` them, and re-checks
     # each task as its own. "" (the default): every apply goes alone.
     batch: ClassVar[str] = ""
+    # It is judged on the controller alone (assert): a play of such tasks never connects to its hosts.
+    controller_only: ClassVar[bool] = False
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation

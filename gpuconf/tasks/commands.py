@@ -107,6 +107,7 @@ class Assert(TaskType):
 
     name = "assert"
     Params = AssertParams
+    controller_only = True
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """The conditions are evaluated over the task's variables while it is rendered."""

@@ -48,6 +48,8 @@ def test_the_product_installs_no_simulator(gpuconf_wheel):
     assert "gpuconf/cli/main.py" in names and "gpuconf/engine/runner.py" in names   # the product is all there
     assert [name for name in names if not name.startswith(("gpuconf/", "gpuconf-"))] == []
     assert [name for name in names if "gpuconf_lab" in name or "/sim/" in name] == []
+    # ansible-core's integration targets (GPLv3, tests/conformance/README.md) are test data, never shipped
+    assert [name for name in names if "conformance" in name or "runme.sh" in name] == []
     with zipfile.ZipFile(gpuconf_wheel) as archive:
         info = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
         entry_points = archive.read(info).decode()
