@@ -12,7 +12,7 @@ system-deps:
 
 # The product and the simulated fleet (lab/, its own distribution), both editable. Paths are
 # relative or quoted: the checkout may live anywhere, spaces included.
-$(STAMP): pyproject.toml lab/pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml setup.py gpuconf/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip >/dev/null
 	$(BIN)/pip install -q -e '.[test]' -e ./lab

@@ -30,11 +30,15 @@ def started() -> None:
 
 
 def project_dirs(playbook: str | None) -> list[Path]:
+    """Where `-i NAME` is looked for (inventories/NAME): here, the playbook's project, and last the
+    library shipped with gpuconf (its `image` inventory: this machine in every node group)."""
+    from gpuconf.release.library import library_dir
+
     dirs = [Path.cwd()]
     if playbook:
         parent = Path(playbook).resolve().parent
         dirs += [parent, parent.parent]
-    return list(dict.fromkeys(dirs))
+    return list(dict.fromkeys([*dirs, library_dir()]))
 
 
 def project_root(playbook: str | None) -> Path:

@@ -50,6 +50,8 @@ TASK_MODULES: dict[str, str] = {
     "cdi_spec": "gpuconf.tasks.cdi:CdiSpec",
     "containerd_nvidia_runtime": "gpuconf.tasks.containerd:ContainerdNvidiaRuntime",
     "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
+    "gpuconf_agent": "gpuconf.tasks.agent:GpuconfAgent",
+    "slurm_settings": "gpuconf.tasks.slurm:SlurmSettings",
     "imex_channel": "gpuconf.tasks.imex:ImexChannel",
     "health_gpu_count": "gpuconf.tasks.health.hardware:GpuCountMatches",
     "health_driver": "gpuconf.tasks.health.hardware:DriverLoaded",
