@@ -359,9 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        from gpuconf.cli import verbs as commands
+        from gpuconf.cli.verbs import VERBS
 
-        return getattr(commands, args.command)(args)
+        return VERBS[args.command](args)
     except GpuconfError as exc:
         print(f"gpuconf: error: {exc}", file=sys.stderr)
         return exc.exit_bit

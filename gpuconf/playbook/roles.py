@@ -70,12 +70,14 @@ def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
         data = dict(item)
         if "role" not in data and "name" in data:
             data["role"] = data.pop("name")
-        return validate(RoleRef, data, node, ROLE_KEYS, "role")
+        ref: RoleRef = validate(RoleRef, data, node, ROLE_KEYS, "role")
+        return ref
     raise PlaybookError("a role is a name or a mapping with 'role:'", where)
 
 
 def find_role(loader: Loader, name: str, where: Location) -> Path:
-    for base in loader.role_dirs:
+    dirs: list[Path] = loader.role_dirs
+    for base in dirs:
         if (base / name).is_dir():
             return base / name
     available = [p.name for base in loader.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
@@ -128,7 +130,8 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
     if identity in loader.loaded_roles and not call.named and not (meta or {}).get("allow_duplicates"):
-        return loader.loaded_roles[identity]
+        loaded: Loaded = loader.loaded_roles[identity]
+        return loaded
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from typing import Any, NoReturn
 
 # What must import for the agent to run its commands (gate, check -c local, the drift timer).
 PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); import gpuconf, gpuconf.cli.main, gpuconf.gate.node, "
@@ -32,12 +33,12 @@ sys.exit(run())
 """
 
 
-def fail(message):
+def fail(message: str) -> NoReturn:
     sys.stderr.write(f"gpuconf agent: {message}\n")
     sys.exit(1)
 
 
-def write_atomic(path, text, mode):
+def write_atomic(path: str, text: str, mode: int) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         handle.write(text)
@@ -47,7 +48,7 @@ def write_atomic(path, text, mode):
     os.replace(tmp, path)
 
 
-def unpack(bundle, into, version):
+def unpack(bundle: str, into: str, version: str) -> dict[str, Any]:
     shutil.rmtree(into, ignore_errors=True)
     with tarfile.open(bundle) as archive:
         if hasattr(tarfile, "data_filter"):   # 3.11.4 and later; the bundle is the controller's own
@@ -55,7 +56,7 @@ def unpack(bundle, into, version):
         else:
             archive.extractall(into)
     with open(os.path.join(into, "bundle.json")) as handle:
-        info = json.load(handle)
+        info: dict[str, Any] = json.load(handle)
     running = "{}.{}".format(*sys.version_info[:2])
     if info.get("version") != version or info.get("python") != running:
         fail(f"the bundle is gpuconf {info.get('version')} for Python {info.get('python')}, not {version} for "
@@ -67,14 +68,14 @@ def unpack(bundle, into, version):
     return info
 
 
-def prove(site, version):
+def prove(site: str, version: str) -> None:
     done = subprocess.run([sys.executable, "-I", "-c", PROBE, site], capture_output=True, text=True, timeout=300)
     if done.returncode != 0 or done.stdout.strip() != version:
         tail = (done.stderr.strip().splitlines() or ["(nothing)"])[-1]
         fail(f"this Python ({sys.executable}) cannot run the bundle: {tail}")
 
 
-def main(bundle, prefix, version, tag):
+def main(bundle: str, prefix: str, version: str, tag: str) -> None:
     releases = os.path.join(prefix, "releases")
     for folder in (prefix, releases, os.path.join(prefix, "bin")):
         os.makedirs(folder, mode=0o755, exist_ok=True)

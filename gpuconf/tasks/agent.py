@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import field_validator
 
 from gpuconf import __version__
-from gpuconf.facts.base import FileState, file_glob, file_state
+from gpuconf.facts.base import Fact, FileState, file_glob, file_state
 from gpuconf.facts.platform import Platform
 from gpuconf.tasks.base import (
     ApplyContext,
@@ -154,7 +154,7 @@ class GpuconfAgent(TaskType):
     Params = GpuconfAgentParams
     host_facts = frozenset({"architecture"})
 
-    def reads(self, params: GpuconfAgentParams):
+    def reads(self, params: GpuconfAgentParams) -> list[Fact]:
         return [file_state(f"{params.prefix}/agent.json"), file_state(f"{params.prefix}/bin/gpuconf"),
                 _python_link(), _pythons()]
 
@@ -218,11 +218,11 @@ class GpuconfAgent(TaskType):
                          description=f"install gpuconf {__version__} from {remote} on {python}")])
 
 
-def _python_link():
+def _python_link() -> Fact[dict[str, str]]:
     return file_glob([f"{BIN}/python3"], dict, what="link", key="gpuconf_agent:python3")
 
 
-def _pythons():
+def _pythons() -> Fact[set[str]]:
     return file_glob([f"{BIN}/python3.*"], lambda files: {p.rsplit("/", 1)[-1] for p in files}, what="name",
                      key="gpuconf_agent:pythons")
 

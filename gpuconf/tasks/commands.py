@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from gpuconf.errors import TaskError
 from gpuconf.facts.base import Fact, Output, file_state, user_command
 from gpuconf.tasks.base import (
+    ApplyContext,
     Change,
     Facts,
     Params,
@@ -48,7 +49,7 @@ def _shell_text(command: str | list[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def _unless_fact(params: CommandParams) -> Fact:
+def _unless_fact(params: CommandParams) -> Fact[Output]:
     return user_command(_shell_text(params.unless or ""), lambda out: out, timeout=60)
 
 
@@ -75,8 +76,8 @@ class Command(TaskType):
             data["skipped"] = True
         return data
 
-    def reads(self, params: CommandParams):
-        facts = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
+    def reads(self, params: CommandParams) -> list[Fact]:
+        facts: list[Fact] = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
         if params.unless:
             facts.append(_unless_fact(params))
         return facts
@@ -109,7 +110,7 @@ class Command(TaskType):
             op = run_argv(argv, prefix, params.timeout, params.stdin, description)
         return drift(Change(description, [op], verify=guarded))
 
-    def apply(self, ctx, params: CommandParams, changes: list[Change]) -> dict:
+    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, Any]:
         outputs = ctx.execute([op for change in changes for op in change.ops])
         last = outputs[-1] if outputs else Output("")
         return {"stdout": last.stdout, "stderr": last.stderr, "rc": last.rc}

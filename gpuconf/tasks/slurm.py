@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from gpuconf.facts.base import FileState, file_glob, file_state
+from gpuconf.facts.base import Fact, FileState, file_glob, file_state
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
 
 # Where slurmd's slurm.conf is, in the order slurmd prefers them: the configless cache, then the
@@ -71,7 +71,7 @@ def parse_slurm_conf(files: dict[str, str], main: str) -> dict[str, str]:
     return values
 
 
-def _conf_files(paths: tuple[str, ...]):
+def _conf_files(paths: tuple[str, ...]) -> Fact[dict[str, str]]:
     folders = sorted({posixpath.dirname(p) for p in paths})
     return file_glob([f"{folder}/*.conf" for folder in folders], dict, key="slurm_settings:" + ":".join(folders))
 
@@ -89,7 +89,7 @@ class SlurmSettings(TaskType):
     def _paths(params: SlurmSettingsParams) -> tuple[str, ...]:
         return (params.conf,) if params.conf else CONFIG_PATHS
 
-    def reads(self, params: SlurmSettingsParams):
+    def reads(self, params: SlurmSettingsParams) -> list[Fact]:
         paths = self._paths(params)
         return [*(file_state(p, follow=True) for p in paths), _conf_files(paths)]
 

@@ -120,7 +120,7 @@ def password_hash(value: Any, scheme: str = "sha512", salt: str | None = None, r
     if crypt is not None:
         return str(crypt.crypt(str(value), prefix + salt))
     try:
-        from passlib import hash as passlib_hash  # type: ignore[import-not-found]
+        from passlib import hash as passlib_hash
     except ImportError:
         raise GpuconfError("password_hash needs crypt(3) (Python's crypt module) or passlib "
                            "(pip install passlib)") from None

@@ -50,7 +50,7 @@ CORE_TESTS = ("match", "search", "regex", "truthy", "falsy", "subset", "issubset
 
 
 def _ansible_filter(name: str, table: str = "FILTERS", module: str = "ansible_filters") -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: object, **kwargs: object) -> Any:
         import importlib
         return getattr(importlib.import_module(f"gpuconf.templating.{module}"), table)[name](*args, **kwargs)
     call.__name__ = name

@@ -36,7 +36,7 @@ def undefined_name(exc: Exception) -> str:
     return match.group(1) if match else ""
 
 
-class Verbatim(Mapping):
+class Verbatim(Mapping[str, Any]):
     """A layer of data that is never rendered: facts and registered results come
     from the host, and a `{{` in a command's output is text, not a template."""
 
@@ -66,7 +66,7 @@ class Omit(str):
 OMIT = Omit("__omit_place_holder__gpuconf")
 
 
-class Vars(Mapping):
+class Vars(Mapping[str, Any]):
     """Layered variables, highest precedence first, rendered on first lookup
     (except `Verbatim` layers)."""
 
