@@ -220,7 +220,7 @@ def bound_parse(env: jinja2.Environment) -> None:
     """Every `{% for %}` of what `env` compiles iterates through the bounded loop. Its own, for an
     overlay too (templating/template_files.py): an overlay copies its base's attributes, and
     the parse must use the overlay's own settings (`#jinja2: trim_blocks: False`)."""
-    parse = type(env)._parse.__get__(env)
+    parse: Callable[[str, str | None, str | None], nodes.Template] = type(env)._parse.__get__(env)
 
     def bounded_parse(source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = parse(source, name, filename)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jinja2
@@ -28,7 +28,7 @@ def run_template(template: jinja2.Template, variables: Mapping[str, Any]) -> jin
     return context
 
 
-class _WithGlobals(Mapping):
+class _WithGlobals(Mapping[str, Any]):
     def __init__(self, base: Mapping[str, Any]):
         self.base = base
 
@@ -40,7 +40,7 @@ class _WithGlobals(Mapping):
     def __contains__(self, key: object) -> bool:
         return key in self.base or key in ENV.globals
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.base)
 
     def __len__(self) -> int:
@@ -94,8 +94,9 @@ _INTERPOLATION = re.compile(rf"\{{\{{\s*({_NAME}(?:\.{_NAME})*)\s*\}}\}}")
 _KEYWORDS = frozenset("true false none True False None and or not in is if else elif for recursive "
                       "block extends include import from with without context set endset macro call "
                       "filter raw".split())
-_REFERENCES: dict[str, Any] = {}
-_SEGMENTS: dict[str, Any] = {}
+_REFERENCES: dict[str, tuple[str, ...] | None] = {}
+Segments = list[str | tuple[str, ...]]  # literal text and dotted references, alternating
+_SEGMENTS: dict[str, Segments | None] = {}
 
 
 def reference(expression: str) -> tuple[str, ...] | None:
@@ -107,10 +108,11 @@ def reference(expression: str) -> tuple[str, ...] | None:
     return _REFERENCES[expression]
 
 
-def segments(text: str) -> list | None:
+def segments(text: str) -> Segments | None:
     """Literal text and references, alternating, when that is all the template is."""
     if text not in _SEGMENTS:
-        pieces, position, simple = [], 0, True
+        pieces: Segments = []
+        position, simple = 0, True
         for match in _INTERPOLATION.finditer(text):
             parts = reference(match.group(1))
             if parts is None:

@@ -63,7 +63,7 @@ def comment(text: Any, style: str = "plain", **options: Any) -> str:
         decoration + newline, decoration.rstrip() + newline)
     tail = newline.join([""] + [p["postfix"]] * int(p["postfix_count"]))
     end = f"{newline}{p['end']}" if p["end"] else ""
-    return head + body + tail + end
+    return str(head + body + tail + end)
 
 
 @jinja2.pass_environment

@@ -106,8 +106,8 @@ def _lookup_paths(context: Any) -> list[Any]:
 
 def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **options: Any) -> str:
     """Ansible's to_yaml: PyYAML's dump (keys sorted, flow style for the innermost collections), unicode kept."""
-    return yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
-                     **options)
+    return str(yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
+                         **options))
 
 
 class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):

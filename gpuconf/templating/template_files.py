@@ -54,7 +54,9 @@ def _file_template(text: str, path: str, base: jinja2.Environment, search: tuple
         env = _file_env(base, settings, search if loads else ())
         body = without_last_newline(body)  # as Ansible's templar: render_file adds back what the file ends with
         return jinja2.Template.from_code(env, env.compile(body, filename=path), env.make_globals(None))
-    return compile_once(("file" if base is ENV else "marked file", path, text, *search), compile_)
+    template: jinja2.Template = compile_once(("file" if base is ENV else "marked file", path, text, *search),
+                                             compile_)
+    return template
 
 
 def render_file(text: str, variables: Mapping[str, Any], path: str, search: list[Any] | None = None) -> str:
