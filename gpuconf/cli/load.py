@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuconf.cli.options import RunFlags, Sources, VaultOptions
 from gpuconf.errors import UsageError
 
-if TYPE_CHECKING:  # imported where used: a command that needs none of them loads none
+if TYPE_CHECKING:  # imported where used: a command that needs none of them (a gate) loads none
     from gpuconf.cli.config import Config
+    from gpuconf.cli.options import RunFlags, Sources, VaultOptions
     from gpuconf.engine.flow import StepGate
     from gpuconf.engine.options import RunOptions
     from gpuconf.inventory.hosts import Inventory

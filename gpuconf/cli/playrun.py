@@ -13,10 +13,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from gpuconf.cli.load import load_run, run_options, started
-from gpuconf.cli.options import PlaybookRun
 from gpuconf.errors import UsageError
 
 if TYPE_CHECKING:
+    from gpuconf.cli.options import PlaybookRun
     from gpuconf.engine.options import RunOptions
     from gpuconf.engine.planner import HostPlan
     from gpuconf.inventory.hosts import Inventory

@@ -22,11 +22,11 @@ from gpuconf.cli.load import (
     this_node,
     unlock_vaults,
 )
-from gpuconf.cli.options import PlaybookRun, RunFlags, Sources, VaultOptions, split_list
 from gpuconf.cli.playrun import run_playbook
 from gpuconf.errors import GpuconfError, UsageError
 
 if TYPE_CHECKING:
+    from gpuconf.cli.options import PlaybookRun, Sources
     from gpuconf.connection.resolve import ConnectionKind
 
 
@@ -34,6 +34,7 @@ def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
                  slurm_state: str | None = None) -> PlaybookRun:
     """check's and apply's options (cli/main.py _run_options), with --reboot (apply's) and --slurm
     (check's) as the verb passes them."""
+    from gpuconf.cli.options import PlaybookRun, RunFlags, split_list
     from gpuconf.report.outputs import OutputOptions
 
     flags = RunFlags(
@@ -55,6 +56,8 @@ def sources_of(args: Namespace, *, connection: ConnectionKind | None = None, pla
                limit: str | None = None, extra_vars: list[str] | None = None, vault: bool = True) -> Sources:
     """-i (every verb that loads an inventory has it; check and apply take several), with what the
     verb has besides, as it names them."""
+    from gpuconf.cli.options import Sources, VaultOptions
+
     given = args.inventory if isinstance(args.inventory, list) else [args.inventory] if args.inventory else []
     return Sources(tuple(given), connection, limit, playbook, tuple(extra_vars or ()),
                    VaultOptions.from_args(args) if vault else VaultOptions())
@@ -71,6 +74,7 @@ def apply(args: Namespace) -> int:
 
 def remediate(args: Namespace) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
+    from gpuconf.cli.options import RunFlags
     from gpuconf.files.state import state_dir
     from gpuconf.inventory.patterns import narrow
     from gpuconf.remediate.command import RemediateOptions, load_health, run, settings
@@ -112,6 +116,7 @@ def history(args: Namespace) -> int:
 
 
 def validate(args: Namespace) -> int:
+    from gpuconf.cli.options import Sources, VaultOptions
     from gpuconf.engine.validate import validate as run_validate
     from gpuconf.inventory.patterns import match_hosts, narrow
 
@@ -135,6 +140,7 @@ def validate(args: Namespace) -> int:
 
 def inventory(args: Namespace) -> int:
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import Sources, VaultOptions
     from gpuconf.engine.secrets import MASK, secret_values
     from gpuconf.errors import did_you_mean
     from gpuconf.inventory.hosts import load_inventory
@@ -200,6 +206,7 @@ def roles(args: Namespace) -> int:
 
 
 def facts(args: Namespace) -> int:
+    from gpuconf.cli.options import RunFlags
     from gpuconf.connection.resolve import connect
     from gpuconf.engine.session import HostSession
     from gpuconf.errors import did_you_mean
@@ -288,6 +295,7 @@ def run(args: Namespace) -> int:
     """Ad hoc: one command on the hosts a pattern selects (gpuconf/cli/adhoc.py)."""
     from gpuconf.cli.adhoc import run_adhoc
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import RunFlags
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.inventory.patterns import narrow
 
@@ -317,6 +325,7 @@ def gate(args: Namespace) -> int:
 def collect(args: Namespace) -> int:
     """Evidence bundles from hosts (gpuconf/remediate/evidence.py), each recorded in the history."""
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import RunFlags
     from gpuconf.connection.resolve import connect
     from gpuconf.errors import did_you_mean
     from gpuconf.files.state import bundles_dir, state_dir
@@ -365,6 +374,7 @@ def catalog(args: Namespace) -> int:
 def vault(args: Namespace) -> int:
     """`gpuconf vault ACTION`, as ansible-vault: files are rewritten whole, atomically, in place."""
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import VaultOptions
     from gpuconf.files.bounded import read_source, write_atomic
     from gpuconf.files.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
 
