@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
-from gpuconf.playbook.argspecs import check_arguments
+from gpuconf.playbook.argspecs import validation_task
 from gpuconf.playbook.models import RoleRef, TaskDef
 
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
@@ -155,14 +155,19 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     loaded.exports.update(own_vars)
     loader.loaded_roles[identity] = loaded
     specs = loader._optional(path / "meta" / "argument_specs.yml")
-    if specs is not None:
-        check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, call.tasks_from)
+    validation = validation_task(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params,
+                                 call.tasks_from) if specs is not None else None
     search = [path / "templates", path / "files", path, loader.playbook.parent]
     role_tags = call.tags | set(ref.tags)
     task_file = role_file(path / "tasks", call.tasks_from)
     if call.tasks_from != "main" and task_file is None:
         raise PlaybookError(f"role '{ref.role}' has no tasks file {path / 'tasks' / call.tasks_from}", where)
     role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    if validation is not None:  # Ansible's first task of a role with a spec (playbook/argspecs.py)
+        holder = yamlsrc.YDict({"tasks": validation})
+        holder.file = validation.file
+        role_tasks = loader._tasks(validation, holder, "tasks", role_tags, search, role=ref.role,
+                                   here=path / "tasks", blocks=call.blocks) + role_tasks
     handler_file = role_file(path / "handlers", call.handlers_from)
     role_handlers = loader._role_file(handler_file, set(), search, ref.role, handler=True) if handler_file else []
     if call.public:
