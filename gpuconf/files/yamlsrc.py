@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
 
@@ -20,6 +20,13 @@ try:  # the C loader composes nodes much faster; construction stays in Python
     from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - libyaml missing
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+
+# A value as YAML or JSON gives it (a vars file, a JSON reply, a Redfish payload, a report read back):
+# nothing is known of its shape until it is checked. The one name for it; the loaders below hand
+# back YDict/YList (dicts and lists that know their positions), which it covers. Read-only
+# (Sequence, Mapping): a dict of str or a list of dicts is one as it is, with no copy.
+JSONValue: TypeAlias = None | bool | int | float | str | Sequence["JSONValue"] | Mapping[str, "JSONValue"]
 
 
 class Secret(str):

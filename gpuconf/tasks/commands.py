@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -89,7 +88,7 @@ class Command(TaskType):
                             [run(text, params.timeout, stdin=params.stdin,
                                  description=f"run: {_shell_text(params.cmd)}")], verify=guarded))
 
-    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, Any]:
+    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, object]:
         outputs = ctx.execute([op for change in changes for op in change.ops])
         last = outputs[-1] if outputs else Output("")
         return {"stdout": last.stdout, "stderr": last.stderr, "rc": last.rc}
@@ -109,12 +108,12 @@ class Assert(TaskType):
     Params = AssertParams
     controller_only = True
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """The conditions are evaluated over the task's variables while it is rendered."""
         that = values.get("that")
         for condition in that if isinstance(that, list) else [that]:
             if isinstance(condition, str) and not resolver.holds(condition):
-                raise Refused(values.get("fail_msg") or f"assertion failed: {condition}")
+                raise Refused(str(values.get("fail_msg") or f"assertion failed: {condition}"))
         return values
 
     def check(self, params: AssertParams, facts: Facts) -> Verdict:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import field_validator, model_validator
 
@@ -112,7 +112,7 @@ class File(TaskType):
     def reads(self, params: FileParams) -> list[Fact]:
         return [file_state(params.path)]
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """`template` and `src` become the content they name, rendered on the controller."""
         values = dict(values)
         if values.get("template") is not None and values.get("content") is None and values.get("src") is None:
