@@ -74,10 +74,9 @@ def inventory_fact(endpoint: BmcEndpoint) -> Fact[BmcInventory]:
         except BmcError as exc:
             return FactUnavailable(str(exc))
 
-    def parse(value: Any) -> BmcInventory:
-        if isinstance(value, FactUnavailable):
-            raise value
-        inventory: BmcInventory = value
-        return inventory
+    def parse(value: object) -> BmcInventory:
+        if isinstance(value, BmcInventory):
+            return value
+        raise value if isinstance(value, FactUnavailable) else FactUnavailable(f"the BMC's read gave {value!r}")
 
     return Fact(f"bmc:{endpoint.url}:inventory", {"op": "host"}, parse, controller=read)

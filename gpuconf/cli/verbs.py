@@ -242,10 +242,11 @@ def facts(args: Namespace) -> int:
         values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
-    result = gather.assemble(values) | subject_view(subjects, values)
+    view = subject_view(subjects, values)
     if "firmware" in subjects:
-        result["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
+        view["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
             {"unavailable": "the host has no bmc_address"}
+    result = gather.assemble(values) | view
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
 

@@ -16,8 +16,6 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from gpuconf.files.yamlsrc import JSONValue
-
 Flavour = Literal["open", "proprietary"]
 GRACE = "grace-"  # a device tag's prefix for a Grace superchip's GPU (grace-hopper: GH200)
 
@@ -134,7 +132,7 @@ class Gpu:
         return f"GPU {self.pci_address} ({self.device_id}, {kind})"
 
 
-def gpus(host_gpus: JSONValue) -> list[Gpu]:
+def gpus(host_gpus: object) -> list[Gpu]:
     """The host fact `gpus` (sysfs: address and device id) with each GPU's generation."""
     found = []
     for gpu in host_gpus if isinstance(host_gpus, list) else []:

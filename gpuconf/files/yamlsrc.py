@@ -29,6 +29,11 @@ except ImportError:  # pragma: no cover - libyaml missing
 JSONValue: TypeAlias = None | bool | int | float | str | Sequence["JSONValue"] | Mapping[str, "JSONValue"]
 
 
+def items_of(value: JSONValue) -> Sequence[JSONValue]:
+    """A value that should be a list, as one: empty where it is missing or is not a list."""
+    return value if isinstance(value, list) else []
+
+
 class Secret(str):
     """A string tagged `!secret`: redacted from every output. A slice of one is secret too
     (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/templating/secret_marks.py)."""
