@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpuconf.facts.common import reads_whole_lines
-from gpuconf.files.yamlsrc import JSONValue, items_of
+from gpuconf.files.values import JSONValue, items_of
 
 DRIVER_VERSION = r"\d{3}\.\d+(?:\.\d+)?"
 # the driver's own libraries, named by the driver version (others, such as libnvidia-egl-gbm.so.1.1.2,

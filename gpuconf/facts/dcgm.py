@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpuconf.files.yamlsrc import JSONValue, items_of
+from gpuconf.files.values import JSONValue, items_of
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(.+?)\s+-+\+")
 _ROW = re.compile(r"^\|\s(.*?)\s*\|\s(.*?)\s*\|$")

@@ -14,7 +14,7 @@ from gpuconf.facts.kernel import ProcModules, parse_lsmod, parse_proc_modules
 from gpuconf.facts.nvidia import OPEN, parse_proc_driver_version
 from gpuconf.facts.nvlink_fabric import nvlink_fabric
 from gpuconf.facts.platform import OS_RELEASE_FACT, os_facts
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 
 GPU_CLASSES = ("0x030000", "0x030200", "0x030100")
 BRIDGE_CLASS = "0x068000"  # NVSwitch

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuconf.facts.firmware import FirmwareComponent
-from gpuconf.files.yamlsrc import JSONValue, items_of
+from gpuconf.files.values import JSONValue, items_of
 
 SERVICE_ROOT = "/redfish/v1"
 FIRMWARE_INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"

@@ -40,7 +40,7 @@ from gpuconf.facts.nvidia.topology import parse_topology
 from gpuconf.facts.packages import parse_apt_cache_policy, parse_apt_mark_showhold, parse_dpkg_l
 from gpuconf.facts.rpm import parse_dnf_module_list, parse_rpm_qa
 from gpuconf.facts.systemd import parse_is_enabled, parse_list_units, parse_systemctl_show_all
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 
 # dcgmi dmon's fields: temperature (150), power (155), GPU and memory use (203, 204), framebuffer used (252),
 # volatile single- and double-bit ECC (310, 311)

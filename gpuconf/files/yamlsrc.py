@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, SupportsIndex
 
 import yaml
 
@@ -22,23 +22,11 @@ except ImportError:  # pragma: no cover - libyaml missing
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 
-# A value as YAML or JSON gives it (a vars file, a JSON reply, a Redfish payload, a report read back):
-# nothing is known of its shape until it is checked. The one name for it; the loaders below hand
-# back YDict/YList (dicts and lists that know their positions), which it covers. Read-only
-# (Sequence, Mapping): a dict of str or a list of dicts is one as it is, with no copy.
-JSONValue: TypeAlias = None | bool | int | float | str | Sequence["JSONValue"] | Mapping[str, "JSONValue"]
-
-
-def items_of(value: JSONValue) -> Sequence[JSONValue]:
-    """A value that should be a list, as one: empty where it is missing or is not a list."""
-    return value if isinstance(value, list) else []
-
-
 class Secret(str):
     """A string tagged `!secret`: redacted from every output. A slice of one is secret too
     (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/templating/secret_marks.py)."""
 
-    def __getitem__(self, key: Any) -> Secret:
+    def __getitem__(self, key: SupportsIndex | slice) -> Secret:
         return Secret(str.__getitem__(self, key))
 
 
@@ -121,7 +109,7 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))  # type: ignore[arg-type]
 
 
-def _construct_vault(loader: Any, node: Any) -> Secret:
+def _construct_vault(loader: _Loader, node: yaml.ScalarNode) -> Secret:
     """`!vault |` (a value encrypted by `ansible-vault encrypt_string`): decrypted, and secret."""
     try:
         return Secret(vault.KEYRING.open(str(loader.construct_scalar(node))))

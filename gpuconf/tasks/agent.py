@@ -25,7 +25,7 @@ from pydantic import field_validator
 from gpuconf import __version__
 from gpuconf.facts.base import Fact, FileState, file_glob, file_state
 from gpuconf.facts.platform import Platform
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import (
     ApplyContext,
     Change,

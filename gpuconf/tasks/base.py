@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuconf.facts.base import Fact, FactUnavailable, Output, Parsed
 from gpuconf.facts.platform import Platform, PlatformUnknown
 from gpuconf.facts.wire import MkdirRequest, RemoveRequest, Request, RunRequest, SymlinkRequest, WriteRequest
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 from gpuconf.results import Finding
 
 

@@ -37,7 +37,7 @@ from gpuconf.facts.base import Fact
 from gpuconf.facts.firmware import compare_versions, compress_names, describe_mixed, mixed_families
 from gpuconf.facts.redfish import BmcInventory
 from gpuconf.files.state import bundles_dir
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync
 
 BMC_COMPONENTS = ["HGX_FW_BMC_0", "HostBMC_0", "FW_BMC_0", "BMC"]

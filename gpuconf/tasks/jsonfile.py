@@ -5,7 +5,7 @@ import json
 from collections.abc import Mapping
 
 from gpuconf.facts.base import Fact, file_state
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import Change, Facts, Refused, TaskType, Verdict, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
 

@@ -15,7 +15,7 @@ from gpuconf.facts.nvidia.clocks import ClockEventReasons
 from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure
 from gpuconf.facts.xid import RecoveryAction
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpuconf.facts.common import snake_case
-from gpuconf.files.yamlsrc import JSONValue
+from gpuconf.files.values import JSONValue
 
 
 @dataclass
