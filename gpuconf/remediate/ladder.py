@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
@@ -26,6 +26,9 @@ from gpuconf.remediate.history import History
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
 
+if TYPE_CHECKING:
+    from gpuconf.remediate.steps import Hooks
+
 NODE_ACTIONS = ("reset", "reboot", "imex")  # the journal's steps that are a hardware action
 
 
@@ -34,7 +37,7 @@ class Remediation(Protocol):
 
     hosts: dict[str, str]
     history: History
-    hooks: Any  # loop.Hooks
+    hooks: Hooks
     watch: Watch
 
     def _line(self, host: str, text: str) -> None: ...
