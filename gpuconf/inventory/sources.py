@@ -15,14 +15,31 @@ import json
 import shlex
 import string
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuconf.errors import InventoryError, Location
 from gpuconf.files.values import JSONValue
 
-if TYPE_CHECKING:
-    from gpuconf.inventory.hosts import Inventory
+
+class _Named(Protocol):
+    @property
+    def vars(self) -> dict[str, JSONValue]: ...
+
+
+class Inventory(Protocol):
+    """What a source fills (gpuconf/inventory/hosts.py's Inventory, which imports the sources)."""
+
+    @property
+    def hosts(self) -> Mapping[str, _Named]: ...
+
+    @property
+    def groups(self) -> Mapping[str, _Named]: ...
+
+    def add_group(self, name: str, parent: str | None = "all") -> object: ...
+
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, JSONValue] | None = None) -> object: ...
 
 SCRIPT_TIMEOUT = 60.0  # seconds an inventory script may take for --list
 MAX_RANGE_HOSTS = 100_000  # the hosts one INI line may name: `node[0:99999999]` is a typo, not a fleet

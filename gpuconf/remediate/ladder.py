@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.breaker import RECOVERED
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.history import History
+from gpuconf.remediate.hooks import Hooks
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
-
-if TYPE_CHECKING:
-    from gpuconf.remediate.steps import Hooks
 
 NODE_ACTIONS = ("reset", "reboot", "imex")  # the journal's steps that are a hardware action
 
