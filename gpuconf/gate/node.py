@@ -129,7 +129,7 @@ def drain(node: str, why: str) -> dict[str, str]:
         state = slurm.nodes([node]).get(node)
         if state is None:
             return {"action": "error", "reason": why, "error": f"slurm has no node '{node}'"}
-        if state.drained:
+        if state.keeps_drain():
             return {"action": "kept", "reason": state.reason or ""}
         slurm.drain(node, why)
     except (SchedulerError, ValueError) as exc:
