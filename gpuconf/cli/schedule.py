@@ -24,10 +24,12 @@ TIME_SPAN = re.compile(r"^\s*(\d+(\.\d+)?\s*(us|ms|s|sec|second|seconds|m|min|mi
 
 
 def role_dir(project: Path | None = None) -> Path:
-    """The role in this project's roles/ (the current directory's), else the one shipped with gpuconf."""
-    from gpuconf.release.library import shipped_roles
+    """The role in this project's roles/ (the current directory's), else the one shipped with gpuconf:
+    looked up as a playbook in the project looks its roles up (gpuconf/playbook/loader.py)."""
+    from gpuconf.playbook.loader import roles_path
 
-    candidates = [(project or Path.cwd()) / "roles" / ROLE, shipped_roles() / ROLE]
+    here = project or Path.cwd()
+    candidates = [base / ROLE for base in roles_path(here / "playbook.yml", here)]
     for candidate in candidates:
         if (candidate / "tasks" / "main.yml").is_file():
             return candidate
