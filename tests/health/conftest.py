@@ -10,10 +10,7 @@ the InfiniBand ports stay INIT, which the InfiniBand probe's test uses.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +18,11 @@ import pytest
 import yaml
 
 from gpuconf_lab.fleet import Lab
+from tests import runs
 from tests.lab_fixtures import start_lab
+from tests.paths import ROOT
+from tests.runs import Run
 
-ROOT = Path(__file__).resolve().parents[2]
 # inventories/lab*/ are git-ignored; GPUCONF_TEST_LAB keeps two sessions' health labs apart
 NAME = "labhealth" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
 NODE = "a100-01"
@@ -35,27 +34,9 @@ EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gp
           "-e", "gpu_health_nvlink_expected_links=12", "-e", f"nvidia_driver_version={PIN}"]
 
 
-@dataclass
-class Run:
-    rc: int
-    stdout: str
-    stderr: str
-    report: dict
-    host: str = NODE
-
-    def tasks(self) -> dict[str, dict]:
-        return {t["task"]: t for t in self.report["hosts"][self.host]["tasks"]}
-
-    def findings(self, severity: str | None = None) -> list[dict]:
-        return [f for t in self.report["hosts"][self.host]["tasks"] for f in t.get("findings", [])
-                if severity is None or f["severity"] == severity]
-
-
 def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
-    proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, playbook, "-i", NAME, "--report", str(report),
-                           *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    data = json.loads(report.read_text()) if report.exists() else {}
-    return Run(proc.returncode, proc.stdout, proc.stderr, data)
+    """A run on the health lab, read for NODE unless told otherwise."""
+    return runs.gpuconf(verb, playbook, "-i", NAME, *args, report=report, timeout=timeout, host=NODE)
 
 
 @dataclass
