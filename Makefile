@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz lab-down clean
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos lab-down clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -60,6 +60,12 @@ demo: deps
 FUZZ_CASES ?= 10000
 fuzz: venv
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
+
+# Generated fault scenarios for remediate on a lab with real Slurm, the five invariants of issue 35
+# checked after each (bench/chaos.py): prints its seed; CHAOS_SEED replays a run. Long (minutes a scenario).
+CHAOS_SCENARIOS ?= 200
+chaos: deps
+	CHAOS_SCENARIOS=$(CHAOS_SCENARIOS) CHAOS_SEED=$(CHAOS_SEED) $(BIN)/python bench/chaos.py
 
 # The benchmark (bench/run.py): its peers (ansible-core, pyinfra) and the profiler (yappi) live in their own
 # virtual environment, never in the project's. Not part of `make test`. BENCH_ARGS="--counts 1,20".

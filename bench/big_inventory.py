@@ -13,7 +13,7 @@ inventory size and are measured by `gpuconf --version` in the main table):
   load      load_inventory(): YAML, group_vars, host_vars, group depths
   resolve   inventory.host_vars(host) for every host (the merged variables)
   plan      the playbook loaded, the play's hosts matched, and for every host what its run does
-            before the first round trip (`HostPlanner._facts_of(tasks, speculative=True)`): every
+            before the first round trip (`HostPlanner.facts_of(tasks, speculative=True)`): every
             task's `when` and parameters rendered with the host's variables, facts standing in as
             unknowable, its parameter model built, and the facts its check will read collected
 """
@@ -79,7 +79,7 @@ def plan(inventory, playbook) -> int:
             on_host = HostPlanner(play, host, inventory.host_vars(host), magic, options, {}, plan_cache=runner.plan_cache)
             # exactly what a host's run does before its first round trip: every task rendered with
             # facts unknowable, and the facts of those that do not depend on facts collected
-            planned += len(on_host._facts_of(tasks, speculative=True))
+            planned += len(on_host.facts_of(tasks, speculative=True))
     return planned
 
 

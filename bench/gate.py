@@ -67,7 +67,7 @@ def main() -> int:
         fields = "index,pci.bus_id,persistence_mode,retired_pages.pending,gpu_recovery_action"
         commands = {"python3 -c pass": [sys.executable, "-c", "pass"],
                     "nvidia-smi --query-gpu": ["nvidia-smi", f"--query-gpu={fields}", "--format=csv"],
-                    "gpuconf gate": [gpuconf, "gate", "--state", "/tmp/bench-gate.json"]}
+                    "gpuconf gate": [gpuconf, "gate"]}
         rc, out, err = lab.exec(NODE, [sys.executable, "-c", TIMER, str(args.runs), json.dumps(commands)],
                                 timeout=None)
         if rc != 0:

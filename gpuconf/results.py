@@ -67,19 +67,35 @@ EXIT_REBOOT_PENDING = 16  # apply converged what it could, but a reboot it needs
 SEVERITIES = ("ok", "warning", "failure")
 
 
+@dataclass(frozen=True)
+class FaultCode:
+    """The vendor's code a finding reports: an Xid of a GPU or an SXid of an NVSwitch."""
+
+    family: str  # "Xid" or "SXid"
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.family} {self.number}"
+
+
 @dataclass
 class Finding(Final):
-    """One health observation: a probe's verdict, per GPU where it applies."""
+    """One health observation: a probe's verdict, per GPU where it applies. What a decision needs
+    is a field (the code, the GPU, its PCI address, the count, the table row that decided), never a
+    phrase to parse back out of `message`, which is for people."""
 
     probe: str
     severity: str  # one of SEVERITIES
     message: str
-    gpu: int | None = None
-    bus_id: str | None = None
+    gpu: int | None = None  # the GPU's index as nvidia-smi numbers it
+    bus_id: str | None = None  # the PCI address of the GPU or NVSwitch (canonical where the probe knows it)
     value: object = None
     # what the remediation loop should do about it (gpuconf.facts.xid.ACTIONS: reset_gpu, reboot_node,
     # drain, ...); None when the finding asks for nothing in particular
     action: str | None = None
+    code: FaultCode | None = None  # the Xid or SXid it reports
+    count: int | None = None  # how often it was seen (an Xid's lines this boot, errors counted)
+    rule: str | None = None  # the table row that decided severity and action ("xid_catalog.csv: 79")
 
 
 @dataclass
@@ -262,15 +278,3 @@ class RunResult(Final):
             code |= section.exit_bits()
         return code
 
-
-class RunEvents:
-    """What a live display hears while a run goes on (results still flow through `emit`)."""
-
-    def play(self, name: str, hosts: list[str]) -> None: ...
-
-    def task_started(self, host: str, task: str) -> None: ...
-
-    def host_done(self, host: str) -> None: ...
-
-    def remote(self, host: str, text: str) -> None:
-        """A connection opened, or a request sent to a host (-vvv shows them)."""

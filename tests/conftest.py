@@ -14,7 +14,7 @@ from tests.parallel import distribute, grouping_worker, starts_a_lab
 from tests.parallel import pytest_configure_node as pytest_configure_node
 from tests.parallel import pytest_xdist_make_scheduler as pytest_xdist_make_scheduler
 
-pytest_plugins = ["tests.lab_fixtures", "tests.figures"]
+pytest_plugins = ["tests.lab_fixtures", "tests.figures", "tests.package_fixtures"]
 
 # The remote runner's derived-data cache (what an initramfs holds) for runs on this machine
 # (-c local, the runner tests): a directory of the session's own, never the machine's

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpuconf.driver import catalog as branches
 from gpuconf.driver import releases
 from gpuconf.errors import UsageError
+from gpuconf.files.bounded import read_source
 
 
 def age(learned: dt.date, today: dt.date) -> str:
@@ -43,10 +44,8 @@ def show(args: argparse.Namespace, today: dt.date) -> int:
     found: list[releases.Release] = []
     for name in args.from_redistrib:
         path = Path(name)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UsageError(f"{name}: cannot read it: {exc.strerror or exc}") from None
+        # a regular file of bounded size: /dev/zero or a FIFO would never end (README, "Input")
+        text = read_source(path, UsageError).decode("utf-8", errors="replace")
         found += releases.read(text, path.name)
     proposed = releases.proposals(branches.catalog(), found)
     seen = ", ".join(sorted({r.version for r in found}, key=branches.version_key))

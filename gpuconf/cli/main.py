@@ -105,10 +105,17 @@ def _remediate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook", nargs="?")  # only --reset-breaker runs without one
     parser.add_argument("--check", action="store_true", help="print each node's plan and the budget it spends; "
                         "change nothing")
-    parser.add_argument("--breaker", metavar="N|P%", help="stop taking nodes out once this many (of the nodes in "
-                        "scope) were held for hardware or failed verification within --breaker-window (default: off)")
+    parser.add_argument("--breaker", metavar="N|P%|P%,N", help="stop taking nodes out once this many nodes of the "
+                        "fleet (a count, a share of its GPU nodes, or both: the stricter) needed a hardware action, "
+                        "were held or failed verification within --breaker-window (default: off; a tripped breaker "
+                        "stops every run)")
     parser.add_argument("--breaker-window", default="24h", metavar="DURATION", help="(default 24h)")
     parser.add_argument("--reset-breaker", action="store_true", help="close the tripped circuit breaker, and exit")
+    parser.add_argument("--hold-after-reboots", type=int, default=1, metavar="N",
+                        help="reboots a fault must survive within --reboot-window before the node is a hardware hold "
+                             "(default 1; gpuconf/facts/xid_reboots.csv sets it per code)")
+    parser.add_argument("--reboot-window", default="24h", metavar="DURATION",
+                        help="the window --hold-after-reboots counts reboots in (default 24h)")
     parser.add_argument("--restart-app-window", default="1h", metavar="DURATION",
                         help="a restart_app fault (the application's: the node stays in service) seen again within "
                         "this is escalated to a GPU reset (default 1h)")
@@ -172,8 +179,8 @@ def _gate_options(parser: argparse.ArgumentParser) -> None:
                         "first (Slurm's Prolog or Epilog: docs/slurm.md)")
     parser.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the short host name)")
     parser.add_argument("--driver-version", metavar="VERSION", help="the pinned driver version (default: any)")
-    parser.add_argument("--state", default="/var/lib/gpuconf/gate.json", metavar="FILE",
-                        help="where the gate remembers how far it read the kernel log (default %(default)s)")
+    parser.add_argument("--state", metavar="FILE", help="no longer used: the gate keeps no state, it judges this "
+                        "boot's whole kernel log (accepted so that an existing Prolog line runs)")
     parser.add_argument("--report", metavar="FILE", help="also write the JSON verdict to FILE")
     parser.add_argument("--nvidia-smi-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="nvidia-smi's time before it counts as driver_unresponsive (default 10)")
@@ -266,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--list", action="store_true", help="groups and _meta.hostvars as JSON, as "
                            "ansible-inventory --list (and a dynamic inventory script) print them")
     _vault_options(inventory)
+    init = sub.add_parser("init", help="write a new site: inventory, group_vars per GPU model, gpuconf.cfg, "
+                          "playbooks, README", description="Write a site into DIR (new or empty; nothing is "
+                          "overwritten): inventories/prod with a group per GPU model and its group_vars (driver "
+                          "branch and version, flavour, CUDA, fabric), gpuconf.cfg, playbooks that import the "
+                          "shipped ones, and a README of the next steps.")
+    init.add_argument("directory", metavar="DIR")
     tasks = sub.add_parser("tasks", help="document task types")
     tasks.add_argument("name", nargs="?")
     roles = sub.add_parser("roles", help="list the roles, or a role's variables and defaults")
@@ -278,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-i", "--inventory")
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
+    _vault_options(facts)
     catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
                              description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
                                          "knowledge of each branch's newest point release is; with --from-redistrib, "

@@ -42,6 +42,10 @@ def run_playbook(args: Any, verb: str) -> int:
 
         args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
     inventory, playbook, extra, config = load_run(args)
+    if args.verbose:  # a site's own file of that name wins over the shipped one: say which ran
+        from gpuconf.release.library import describe_playbook
+
+        print(describe_playbook(playbook.path), file=sys.stderr)
     if args.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
         print(f"{args.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")
@@ -63,8 +67,8 @@ def run_playbook(args: Any, verb: str) -> int:
     outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
     outputs.preflight()
     reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
-    runner = Runner(inventory, playbook, options, emit=reporter.task, events=reporter,
-                    after=[scheduler_step(args, inventory)] if slurm else [])
+    runner = Runner(inventory, playbook, options,
+                    processors=[reporter, *([scheduler_step(args, inventory)] if slurm else [])])
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out

@@ -3,6 +3,7 @@ apply are playrun.py)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,12 @@ def inventory(args: Any) -> int:
     return 0
 
 
+def init(args: Any) -> int:
+    from gpuconf.cli.init import init as write_site
+
+    return write_site(args)
+
+
 def tasks(args: Any) -> int:
     from gpuconf.tasks.docs import describe, list_types
 
@@ -128,9 +135,13 @@ def roles(args: Any) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
+    from gpuconf.release.library import playbook_names, shipped_playbooks
 
     dirs = roles_path(Path.cwd() / "site.yml", Path.cwd(), load_config().roles_path)
     print(describe_roles([d for d in dirs if d.is_dir()], args.name))
+    if args.name is None:
+        print(f"playbooks shipped with gpuconf ({shipped_playbooks()}), run by name from any directory "
+              f"(a local file of that name wins): {', '.join(playbook_names())}")
     return 0
 
 
@@ -153,6 +164,7 @@ def facts(args: Any) -> int:
     if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
+    unlock_vaults(args, config)   # a BMC's password, for -s firmware
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
@@ -164,14 +176,38 @@ def facts(args: Any) -> int:
     connection = default_connection(spec, run_options(args, config))
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
+    bmc = bmc_read(args.host, inv.host_vars(args.host)) if "firmware" in subjects else None
     try:
-        session.fetch(wanted)  # one round trip: host facts and every subject's reads
+        session.fetch(wanted + ([bmc] if bmc else []))  # one round trip: host facts and every subject's reads
         values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
     result = gather.assemble(values) | subject_view(subjects, values)
+    if "firmware" in subjects:
+        result["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
+            {"unavailable": "the host has no bmc_address"}
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
+
+
+def bmc_read(host: str, variables: dict[str, Any]) -> Any:
+    """The BMC's inventory as a fact (read on this machine over Redfish), when the host names its BMC."""
+    from gpuconf.bmc.client import BmcEndpoint
+    from gpuconf.bmc.read import inventory_fact
+
+    endpoint = BmcEndpoint.from_vars(host, variables)
+    return inventory_fact(endpoint) if endpoint else None
+
+
+def bmc_view(value: Any) -> dict[str, Any]:
+    from gpuconf.facts.firmware import describe_mixed, mixed_families
+    from gpuconf.facts.subjects import plain
+
+    if isinstance(value, Exception) or value is None:
+        return {"unavailable": str(value)}
+    return {"components": plain(value.components), "bios_attributes": value.bios.attributes if value.bios else None,
+            "problems": list(value.problems),
+            "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
 def schedule(args: Any) -> int:
@@ -208,8 +244,8 @@ def gate(args: Any) -> int:
     """The pre-job gate on this node (gpuconf/gate/judge.py, gpuconf/gate/node.py)."""
     from gpuconf.gate import node as gate_node
 
-    if args.nvidia_smi_timeout <= 0:
-        raise UsageError("--nvidia-smi-timeout must be more than 0")
+    if not math.isfinite(args.nvidia_smi_timeout) or args.nvidia_smi_timeout <= 0:
+        raise UsageError(f"--nvidia-smi-timeout {args.nvidia_smi_timeout:g}: give a number of seconds more than 0")
     args.node = args.node or this_node()
     return gate_node.main(args)
 
@@ -225,8 +261,8 @@ def collect(args: Any) -> int:
     from gpuconf.remediate.evidence import collect as collect_one
     from gpuconf.remediate.history import History, default_state_dir
 
-    if args.max_size <= 0:
-        raise UsageError("--max-size must be more than 0 MiB")
+    if not math.isfinite(args.max_size) or args.max_size <= 0:
+        raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
     config = load_config()
     inventory = load_inventory(inventory_spec(args, config), project_dirs(None))
     unknown = [h for h in args.hosts if h not in inventory.hosts]

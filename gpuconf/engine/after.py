@@ -1,7 +1,7 @@
-"""Steps after a run's tasks, as Nornir's processors hook into a run: the run hands each step its
-result and the hosts' own connections, still open, and the step hands back a section of the
-report. `check --slurm` is one (gpuconf/scheduler/step.py: the scheduler's drain and resume);
-the engine knows it only by this shape.
+"""What a step after a run's tasks gets: the run hands each processor's `run_completed`
+(engine/processors.py) its result and the hosts' own connections, still open, and the step hands
+back a section of the report. `check --slurm` is one (gpuconf/scheduler/step.py: the scheduler's
+drain and resume); the engine knows it only as a processor.
 
 A step's round trips go through the host's session, so they run inside its run lock (held by an
 apply for the whole run, taken shared by each request of a check), and they have a budget of
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from gpuconf.connection.base import BUSY
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import GpuconfError
-from gpuconf.results import RunResult, Section, TaskResult
+from gpuconf.results import RunResult, TaskResult
 
 # one round trip to a host: ops and whether they only read, in; one reply per op, out
 Call = Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]]
@@ -59,9 +59,3 @@ class OpenHosts:
         found = self._run.hosts.get(host)
         return found is None or not any(task.not_run or busy(task) for task in found.tasks)
 
-
-class AfterRun(Protocol):
-    """A step after the run's tasks. It never raises: what goes wrong is in its section."""
-
-    def after_run(self, run: RunResult, hosts: OpenHosts) -> Section:
-        ...

@@ -128,9 +128,10 @@ class HostApply:
                                 data={"rc": output.rc, "stdout": output.stdout, "stderr": output.stderr})
         return outputs
 
-    def reboot(self, command: str, timeout: float) -> float:
-        """Reboot the host (or have the scheduler reboot it) and wait for a new boot id and SSH;
-        returns the seconds taken.
+    def reboot(self, command: str, timeout: float, via: Callable[[], None] | None = None) -> float:
+        """Reboot the host (or have the scheduler reboot it, or `via`: a power cycle through the
+        node's BMC, which a firmware's activation needs whoever else would reboot it) and wait for
+        a new boot id and SSH; returns the seconds taken.
 
         The reboot is announced on the host first (connection/lock.py): this run's lock holder
         then keeps the lock until the host is down, so no other run starts a package
@@ -140,12 +141,13 @@ class HostApply:
         old_id = old.text.strip() if old.exists else ""
         started = time.monotonic()
         lock = session.lock_args[0] if session.lock_args else None
-        if self._reboot_via is not None:
+        reboot_via = via or self._reboot_via
+        if reboot_via is not None:
             if lock:
                 announce: AnnounceRebootRequest = {"op": "announce_reboot", "lock": lock, "timeout": timeout}
                 session.call([dict(announce)], readonly=False, become=self._become)
             try:
-                self._reboot_via()
+                reboot_via()
             except BaseException:
                 # the scheduler did not reboot (the node is no longer gpuconf's, scontrol failed):
                 # the marker goes, or this run's lock holder would keep the host locked until its

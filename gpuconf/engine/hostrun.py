@@ -1,388 +1,153 @@
-"""One play on one host: facts, then each task's check (and apply), then handlers.
+"""One play on one host: facts, then each entry of the task list in order (blocks, the
+deadline, an interrupt, max_fail_percentage), then the handlers.
 
-Exceptions become results here and nowhere else: a task that raises is a
-failed (or unknown) task, a lost connection makes the host unreachable.
+Three objects work together here, each over its own state: the HostPlanner (engine/planner.py)
+decides variables, conditions, params and reads; the Entries (engine/entry.py) run loops,
+run_once and --step; the TaskExecutor (engine/executor.py) checks, applies and re-checks one
+task. All three record through one HostLog (engine/hostlog.py). What the run shares with the
+host (options, processors, clock, delegates) comes in one RunScope (engine/scope.py).
+
+Exceptions become results here and in the executor, nowhere else: a lost connection makes the
+host unreachable, a failed fact gathering fails the host.
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
-from gpuconf.engine.actions import run_action
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
-from gpuconf.engine.context import HostApply, read_facts
-from gpuconf.engine.delegate import Delegates, reads_elsewhere
+from gpuconf.engine.delegate import Delegates
 from gpuconf.engine.entry import Entries
-from gpuconf.engine.flow import BlockRun, judge
-from gpuconf.engine.options import RunOptions, not_run_results, task_selected
-from gpuconf.engine.plancache import PlanCache
-from gpuconf.engine.registered import KnownOnlyAfterApply, registered_value
-from gpuconf.engine.secrets import mark_known, redact_result
+from gpuconf.engine.executor import HostUnreachable, TaskExecutor
+from gpuconf.engine.flow import BlockRun
+from gpuconf.engine.hostlog import HostLog
+from gpuconf.engine.options import not_run_results, task_selected
+from gpuconf.engine.planner import HostPlanner
+from gpuconf.engine.scope import RunScope
 from gpuconf.engine.session import HostSession
-from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
+from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts import gather
-from gpuconf.facts.base import FactUnavailable
-from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
-from gpuconf.results import ChangeReport, RunEvents, Status, TaskResult
-from gpuconf.tasks.base import Refused, Unknown, Verdict
+from gpuconf.playbook.models import TaskDef
+from gpuconf.results import Status, TaskResult
 from gpuconf.tasks.registry import TASK_TYPES
 
 
-class HostUnreachable(Exception):
-    pass
+class PlayOnHost:
+    """The host's facts, then each task's check and apply in order, then the handlers."""
 
+    def __init__(self, planner: HostPlanner, session: HostSession, scope: RunScope, batch: Batch | None = None):
+        self.planner, self.session, self.scope, self.batch = planner, session, scope, batch
+        self.play, self.host, self.options = planner.play, planner.host, planner.options
+        self.clock = scope.clock
+        session.redact = planner.secrets.redact  # -vvv shows requests with them masked
+        self.delegates = Delegates(scope.open_delegate, planner.secrets.redact)  # delegate_to: a session per target
+        self.log = HostLog(planner, scope.processors)
+        self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts)
+        self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
 
-class PlayOnHost(Entries):
-    """The executing half (HostPlanner plans, Entries runs loops and run_once): the host's facts,
-    then each task's check and apply in order, then the handlers."""
-
-    def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
-                 session: HostSession, options: RunOptions, registered: dict[str, Any],
-                 emit: Callable[[TaskResult], None], stop: Callable[[], bool],
-                 deadline_reached: Callable[[], bool] = lambda: False, events: RunEvents | None = None,
-                 plan_cache: PlanCache | None = None, batch: Batch | None = None,
-                 host_facts: dict[str, Any] | None = None, delegate: Callable[[str], HostSession] | None = None):
-        super().__init__(play, host, host_vars, magic, options, registered, plan_cache)
-        self.session = session
-        session.redact = self.secrets.redact  # -vvv shows requests with them masked
-        self.delegates = Delegates(delegate, self.secrets.redact)  # delegate_to: a session per target
-        self.emit, self.stop = emit, stop
-        self.deadline_reached = deadline_reached
-        self.events = events or RunEvents()
-        self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
-        self.results: list[TaskResult] = []
-        self.notified: list[str] = []
-        self._seen: dict[str, Any] = {}  # the data of the running task's last check
-        # tasks already applied together with one before them (engine/joint.py): their params and
-        # verdict, re-checked and reported at their turn
-        self._applied: dict[int, tuple[Any, Verdict]] = {}
-        self.batch = batch  # run_once and max_fail_percentage, with the other hosts of the batch
-        self.host_facts: dict[str, Any] = host_facts if host_facts is not None else {}
-
-    # -- the play -------------------------------------------------------------
     def run(self) -> list[TaskResult]:
         tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
         try:
-            self.events.task_started(self.host, "gathering facts")
-            left: list[TaskDef] = []
-            first = self._facts_of(tasks, speculative=True, left=left)
-            if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
-                                                      if t.type in TASK_TYPES):
-                first = gather.fact_requests() + first   # the host facts a task declared: gathered all the same
-            self.session.fetch(first)
-            self.refresh_facts()
-            # A task planned above reads the same once the facts are in (its params did not depend
-            # on them): only the others are planned again. Usually nothing is left: no round trip.
-            self.session.fetch(self._facts_of(left))
-            blocks = BlockRun(tasks)
-            for index, task in enumerate(tasks):
-                if self.stop() and id(task) not in self._applied:  # what was done is still reported
-                    if not self.deadline_reached():  # interrupted: no new task starts, and the report
-                        self._interrupted(tasks[index:])  # says which ones it left out
-                        break
-                    if not (self.options.check_mode and self._answerable(task)):
-                        self.mark_not_run([task])
-                        self._task_done(index)
-                        continue
-                why = None if id(task) in self._applied else blocks.why_not(task)
-                if why is not None:  # never silently absent: a rescue that did not run says why
-                    self._finish(task, self._result(task, Status.SKIPPED, message=why), time.monotonic())
-                    results: list[TaskResult] = []
-                else:
-                    results = self.run_entry(task, tasks[index + 1:], index)
-                # A health probe that found a failure has still run fine: the other probes go on.
-                blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
-                                     and not r.unhealthy])
-                if blocks.host_failed:
-                    for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
-                        if id(later) in self._applied:
-                            self.run_entry(later, [])
-                    break
-                if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
-                    limit = self.play.keywords.max_fail_percentage
-                    self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
-                                      error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
-                                            f"'{self.play.name}' (another host failed)")
-                    break
-            else:
-                self.run_handlers()
+            self.scope.processors.task_started(self.host, "gathering facts")
+            self._gather_facts(tasks)
+            self._run_tasks(tasks)
         except HostUnreachable:
             pass
         except ConnectError as exc:
-            self.results.append(redact_result(self._result(None, Status.UNREACHABLE, error=exc.message),
-                                              self.secrets))
-            self.emit(self.results[-1])
+            self.log.add(self.log.result(None, Status.UNREACHABLE, error=exc.message))
         except RemoteError as exc:  # the batched fact gathering: runner missing, sudo, host busy
             self._gather_failed(str(exc))
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             self._gather_failed(*internal_error(exc, self.host, "gather facts"))
         finally:
             self.delegates.close()
-        return self.results
+        return self.log.results
+
+    def _gather_facts(self, tasks: list[TaskDef]) -> None:
+        """The host facts and nearly every task's reads, in one round trip."""
+        left: list[TaskDef] = []
+        first = self.planner.facts_of(tasks, speculative=True, left=left)
+        if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
+                                                  if t.type in TASK_TYPES):
+            first = gather.fact_requests() + first   # the host facts a task declared: gathered all the same
+        self.session.fetch(first)
+        self.executor.refresh_facts()
+        # A task planned above reads the same once the facts are in (its params did not depend
+        # on them): only the others are planned again. Usually nothing is left: no round trip.
+        self.session.fetch(self.planner.facts_of(left))
+
+    def _run_tasks(self, tasks: list[TaskDef]) -> None:
+        applied = self.executor.applied
+        blocks = BlockRun(tasks)
+        for index, task in enumerate(tasks):
+            if self.clock.stopped() and id(task) not in applied:  # what was done is still reported
+                if not self.clock.deadline_reached():  # interrupted: no new task starts, and the report
+                    self._interrupted(tasks[index:])  # says which ones it left out
+                    return
+                if not (self.options.check_mode and self._answerable(task)):
+                    self.mark_not_run([task])
+                    self._task_done(index)
+                    continue
+            why = None if id(task) in applied else blocks.why_not(task)
+            if why is not None:  # never silently absent: a rescue that did not run says why
+                self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why), time.monotonic())
+                results: list[TaskResult] = []
+            else:
+                results = self.entries.run_entry(task, tasks[index + 1:], index)
+            # A health probe that found a failure has still run fine: the other probes go on.
+            blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
+                                 and not r.unhealthy])
+            if blocks.host_failed:
+                for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
+                    if id(later) in applied:
+                        self.entries.run_entry(later, [])
+                return
+            if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
+                limit = self.play.keywords.max_fail_percentage
+                self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
+                                  error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
+                                        f"'{self.play.name}' (another host failed)")
+                return
+        self._run_handlers()
 
     def _task_done(self, index: int) -> bool:
-        return self.batch is None or self.batch.task_done(self.host, index, self.stop)
+        return self.batch is None or self.batch.task_done(self.host, index, self.clock.stopped)
 
     def _gather_failed(self, error: str, trace: str | None = None) -> None:
-        result = self._result(None, Status.FAILED, error=error, traceback=trace)
+        result = self.log.result(None, Status.FAILED, error=error, traceback=trace)
         result.task = "gather facts"
-        self.results.append(redact_result(result, self.secrets))
-        self.emit(result)
+        self.log.add(result)
 
-    def refresh_facts(self) -> None:
-        values = {f.key: self.session.cache.get(f.key) for f in gather.fact_requests()}
-        if all(v is not None for v in values.values()):
-            self.task_host = gather.assemble(values)
-            if self.play.keywords.gather_facts:  # the `facts` of templates, as Ansible's gather_facts
-                self.facts.clear()
-                self.facts.update(self.task_host)
-                self.host_facts[self.host] = self.facts  # hostvars[this host].facts, for the other hosts
-
-    def run_handlers(self) -> None:
+    def _run_handlers(self) -> None:
         for handler in self.play.handlers:
             names = {handler.name, *handler.keywords.listen}
-            if not names & set(self.notified):
+            if not names & set(self.executor.notified):
                 continue
-            if not self.stop():
-                self.events.task_started(self.host, handler.name)
-                self.run_task(handler, [], is_handler=True)
-            elif self.deadline_reached():
+            if not self.clock.stopped():
+                self.scope.processors.task_started(self.host, handler.name)
+                self.executor.run_task(handler, [], is_handler=True)
+            elif self.clock.deadline_reached():
                 self.mark_not_run([handler], handler=True)
 
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
         try:
-            prepared = self.prepare(task)
+            prepared = self.planner.prepare(task)
         except Exception:  # noqa: BLE001 - it is not answerable; it is marked not run
             return False
         if prepared is None:
             return True  # `when` is false: nothing to read
-        return all(f.key in self.session.cache for f in self._reads(task, prepared[1]))
+        return all(f.key in self.session.cache for f in self.planner.reads(task, prepared[1]))
 
     def mark_not_run(self, tasks: list[TaskDef], handler: bool = False, reason: str = "deadline",
                      error: str = "") -> None:
         for result in not_run_results(self.play, self.host, tasks, self.options.deadline, handler, reason, error):
-            self.results.append(result)
-            self.emit(result)
+            self.log.add(result)
 
     def _interrupted(self, left: list[TaskDef]) -> None:
         """SIGINT: the tasks not started, and the handlers notified but never run (a restart that a
         changed file asked for is work left undone, as much as a task)."""
         self.mark_not_run(left, reason="interrupted")
-        pending = [h for h in self.play.handlers if {h.name, *h.keywords.listen} & set(self.notified)]
+        notified = set(self.executor.notified)
+        pending = [h for h in self.play.handlers if {h.name, *h.keywords.listen} & notified]
         self.mark_not_run(pending, handler=True, reason="interrupted")
-
-    # -- one task -------------------------------------------------------------
-    def _result(self, task: TaskDef | None, status: Status, **kw: Any) -> TaskResult:
-        return TaskResult(
-            host=self.host, play=self.play.name, task=task.name if task else "connect", status=status,
-            type=task.type if task else "", role=task.role if task else None,
-            location=str(task.location) if task else "", secret=bool(task and task.keywords.no_log), **kw)
-
-    def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
-        started = time.monotonic()
-        self._seen = {}
-        try:
-            result = self._run_task(task, upcoming)
-        except ConnectError as exc:
-            if task.keywords.delegate_to:  # the delegate is unreachable, not this host: the task failed
-                result = self._result(task, Status.FAILED, error=f"delegate_to: {exc.message}")
-            else:
-                result = self._result(task, Status.UNREACHABLE, error=exc.message)
-                self._finish(task, result, started)
-                raise HostUnreachable() from None
-        except KnownOnlyAfterApply as exc:
-            result = self._result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
-        except TemplateError as exc:
-            where = f"{exc.location}: " if exc.location else ""  # a template file's own file:line
-            result = self._result(task, Status.FAILED, error=f"{where}{exc.message} in task '{task.name}' "
-                                  f"({task.location}) on host {self.host}")
-        except (Refused, TaskError) as exc:  # what it read or ran is still registered (a probe's output, an rc)
-            result = self._result(task, Status.FAILED, error=str(exc), data={**self._seen, **exc.data})
-        except RemoteError as exc:
-            result = self._result(task, Status.FAILED, error=str(exc))
-        except (Unknown, FactUnavailable) as exc:
-            result = self._result(task, Status.UNKNOWN, error=str(exc), findings=list(getattr(exc, "findings", [])))
-        except GpuconfError as exc:
-            result = self._result(task, Status.FAILED, error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
-            error, trace = internal_error(exc, self.host, task.name, task.role)
-            result = self._result(task, Status.FAILED, error=error, traceback=trace)
-        result.handler = is_handler
-        if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
-            judge(task, result, self.task_vars(task), self.options.check_mode)
-        result.ignored = result.status == Status.FAILED and task.keywords.ignore_errors
-        self._finish(task, result, started)
-        return result
-
-    def _finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
-        result.duration = round(time.monotonic() - started, 3)
-        if task.keywords.register and register:
-            self.registered[task.keywords.register] = mark_known(registered_value(task.keywords.register, result),
-                                                                 self.secrets)
-        self.results.append(redact_result(result, self.secrets))
-        self.emit(result)
-
-    def _check(self, task: TaskDef, params: Any) -> Verdict:
-        reads = self._reads(task, params)
-        facts = read_facts(self.task_session(task), reads, self.task_host, task.become, self.options.today,
-                           TASK_TYPES[task.type].host_facts)
-        verdict = TASK_TYPES[task.type].check(params, facts)
-        self._seen = dict(verdict.data)  # registered even if the task then fails (a probe's output)
-        return verdict
-
-    def _run_task(self, task: TaskDef, upcoming: list[TaskDef], join: bool = True) -> TaskResult:
-        applied = self._applied.pop(id(task), None)
-        if applied is not None:  # applied together with a task before it: only its re-check is left
-            return self._applied_result(task, *applied, {})
-        if task.type in ENGINE_ACTIONS:
-            rendered = self.render_task(task)  # only `when`: the action renders its own values
-            if rendered is None:
-                return self._result(task, Status.SKIPPED, message="condition is false")
-            message, data = run_action(task, rendered[0], self.registered)
-            return self._result(task, Status.OK, message=message, data=data)
-        prepared = self.prepare(task)
-        if prepared is None:
-            return self._result(task, Status.SKIPPED, message="condition is false")
-        _, params = prepared
-        task_type = TASK_TYPES[task.type]
-        verdict = self._check(task, params)
-        if not verdict.changes:
-            return self._done(task, Status.OK, verdict)
-        if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
-                and task_type.reads_when_told:
-            return self.read_command(task, verdict)  # a read: in check mode, or delegated to another host
-        if self.options.check_mode:
-            reboot = any(change.reboot for change in verdict.changes)
-            if reboot:
-                self._mark_reboot(task.name)
-            self.notified += task.keywords.notify
-            return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
-        if task_type.reboots and self._reboot_held():
-            result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
-            result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
-            return result
-
-        if join and task_type.batch and upcoming and self._joins():
-            try:
-                joined = self._apply_joined(task, params, verdict, upcoming)
-            except TaskError as exc:  # the joint transaction failed: each task alone, with its own error
-                if self.session.trace is not None:
-                    self.session.trace(f"{task.name}: applied with the tasks after it, it failed ({exc}); "
-                                       "each runs alone")
-                return self._run_task(task, upcoming, join=False)
-            if joined:
-                return self._applied_result(task, params, verdict, {})
-        data = task_type.apply(self._host_apply(task, [(task, params)], upcoming), params,
-                               list(verdict.changes)) or {}
-        return self._applied_result(task, params, verdict, data)
-
-    def _host_apply(self, task: TaskDef, applying: list[tuple[TaskDef, Any]], upcoming: list[TaskDef]) -> HostApply:
-        """What apply() gets for `task` (and the tasks applied with it, `applying`)."""
-        def refresh() -> list[Any]:
-            # read again in the round trip that applies: what the re-check, the next tasks and the
-            # handlers this play will run need, so that none of them costs a round trip of its own
-            reads = [fact for one, params in applying for fact in self._reads(one, params)]
-            if self.task_session(task) is not self.session:  # it ran elsewhere or as another user
-                return reads
-            return reads + self._facts_of(upcoming + [h for one, _ in applying for h in self._handlers_due(one)])
-
-        via = self.options.reboot_via
-        return HostApply(self.task_session(task), task.become, task.keywords.timeout, refresh,
-                         on_reboot=lambda _: self.refresh_after_reboot(refresh),
-                         reboot_via=None if via is None else lambda: via(self.host))
-
-    def _joins(self) -> bool:
-        """Tasks may apply together: not where the hosts of a batch meet after each task
-        (max_fail_percentage) or each task is asked for (--step)."""
-        return self.play.keywords.max_fail_percentage is None and self.options.step is None
-
-    def _apply_joined(self, task: TaskDef, params: Any, verdict: Verdict, upcoming: list[TaskDef]) -> bool:
-        """Apply `task` together with the tasks right after it that may join it (engine/joint.py),
-        in one round trip; False, having done nothing, when none may. They are re-checked and
-        reported at their turn. A failure of the joint apply raises TaskError."""
-        task_type = TASK_TYPES[task.type]
-        first = task_type.batch_ops(params, list(verdict.changes))
-        if first is None:
-            return False
-        parts, members = [first], []
-        seen = self._seen
-        for later, later_params in self.joinable(task, upcoming):
-            try:
-                later_verdict = self._check(later, later_params)
-            except Exception:  # noqa: BLE001 - it reports that at its turn
-                break
-            if not later_verdict.changes:
-                continue  # in sync now: checked again at its turn, after the transaction
-            ops = TASK_TYPES[later.type].batch_ops(later_params, list(later_verdict.changes))
-            if ops is None or task_type.join(parts + [ops]) is None:
-                break
-            parts.append(ops)
-            members.append((later, later_params, later_verdict))
-        self._seen = seen
-        joined = task_type.join(parts)
-        if not members or joined is None:
-            return False
-        applying = [(task, params), *((later, later_params) for later, later_params, _ in members)]
-        task_type.apply_joined(self._host_apply(task, applying, upcoming), joined)
-        for later, later_params, later_verdict in members:
-            self._applied[id(later)] = (later_params, later_verdict)
-        return True
-
-    def _applied_result(self, task: TaskDef, params: Any, verdict: Verdict, data: dict[str, Any]) -> TaskResult:
-        """The re-check after apply, and the task's result."""
-        self.refresh_facts()
-        recheck = self._check(task, params)
-        left = [c for c in recheck.changes if c.verify and not c.reboot]
-        if left and not any(c.ops for c in verdict.changes):
-            # nothing to run, only to verify (a probe, a port coming up): now it has failed
-            raise TaskError("; ".join(c.summary for c in left))
-        if left:
-            raise TaskError("not idempotent: after apply, check still finds: " + "; ".join(c.summary for c in left))
-        reboot = any(c.reboot for c in verdict.changes) or any(c.reboot and c.verify for c in recheck.changes)
-        if reboot:
-            self._mark_reboot(task.name)
-        self.notified += task.keywords.notify
-        result = self._done(task, Status.CHANGED, verdict, findings=list(recheck.findings), reboot=reboot)
-        result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
-        result.data.update(data)
-        return result
-
-    def _reboot_held(self) -> bool:
-        """In local mode the host is the machine gpuconf runs on (a build VM): never reboot it unasked."""
-        return self.session.connection.spec.connection == "local" and not self.options.allow_reboot
-
-    def _mark_reboot(self, reason: str) -> None:
-        self.session.reboot_required = True
-        if reason not in self.session.reboot_reasons:
-            self.session.reboot_reasons.append(reason)
-
-    def refresh_after_reboot(self, refresh: Callable[[], list[Any]] | None = None) -> None:
-        """Host facts after a reboot, with what the task and the ones after it will read."""
-        self.session.fetch(gather.fact_requests() + (refresh() if refresh else []))
-        self.refresh_facts()
-
-    def _handlers_due(self, task: TaskDef) -> list[TaskDef]:
-        """Handlers notified so far or by `task` that run after it (all of them, for a task)."""
-        handlers = self.play.handlers
-        later = handlers[next(i for i, h in enumerate(handlers) if h is task) + 1:] \
-            if any(h is task for h in handlers) else handlers
-        notified = set(self.notified) | set(task.keywords.notify)
-        return [h for h in later if {h.name, *h.keywords.listen} & notified]
-
-    def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list[Any] | None = None,
-              reboot: bool = False) -> TaskResult:
-        """The result of a check (or of apply, with the re-check's `findings`). A health
-        finding of severity failure makes the task failed; warnings are counted."""
-        reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
-                   for c in verdict.changes]
-        findings = list(verdict.findings if findings is None else findings)
-        failures = [f.message for f in findings if f.severity == "failure"]
-        error = None
-        if failures:
-            status = Status.FAILED
-            error = "; ".join(failures[:3]) + (f"; +{len(failures) - 3} more" if len(failures) > 3 else "")
-        return self._result(task, status, message=verdict.message, changes=reports, reboot_required=reboot,
-                            data=dict(verdict.data), findings=findings, error=error)

@@ -30,7 +30,7 @@ class RunOptions:
     allow_reboot: bool = False  # --reboot: a reboot task may reboot this machine in local mode
     strict: bool = False  # --strict: health warnings count as failures
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
-    trace: bool = False  # -vvv: every connection and request is told to the events (RunEvents.remote)
+    trace: bool = False  # -vvv: every connection and request is told to the events (Processor.remote)
     step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
     today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
     # remediate: a reboot is asked of the scheduler, given the inventory host, instead

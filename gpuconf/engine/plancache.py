@@ -2,7 +2,7 @@
 
 Before its first round trip a host renders each task with its facts unknowable, to learn which
 facts the checks will read, so that they travel with the host facts in one request
-(`PlayOnHost._facts_of`). In a fleet most hosts see the same values for the few variables a task
+(`HostPlanner.facts_of`). In a fleet most hosts see the same values for the few variables a task
 uses. While a task renders, its `Vars` records each name it looks up and the raw value it found
 (or that it found none). Another host reuses the result when each of those names resolves, in its
 own layers, to the identical object (`is`), verbatim or not alike; otherwise it renders and adds
@@ -11,7 +11,7 @@ renders on every host, and one that reads only group variables renders once per 
 
 The speculative pass keeps the facts a task will read (`kind="facts"`): they decide which facts are
 fetched early, so a wrong entry could cost a round trip, never a wrong check. The real pass keeps
-each task's validated params (`kind="params"`, `PlayOnHost.prepare`), with the host's real facts
+each task's validated params (`kind="params"`, `HostPlanner.prepare`), with the host's real facts
 among its lookups: a template is a function of the variables it looks up and nothing else (no
 clock, no environment), so a host whose every lookup finds the identical objects gets the identical
 params. A condition that reads this host's own facts (`facts.nvlink_fabric == 'none'`) finds a new

@@ -129,7 +129,7 @@ class HostPlanner:
         except ValueError as exc:
             raise TaskError(f"{task.type}: {exc}") from None
 
-    def _facts_of(self, tasks: list[TaskDef], speculative: bool = False,
+    def facts_of(self, tasks: list[TaskDef], speculative: bool = False,
                   left: list[TaskDef] | None = None) -> list[Any]:
         """Facts the tasks' checks will read. `speculative` renders before host
         facts are known: conditions on facts count as true, and tasks whose
@@ -154,7 +154,7 @@ class HostPlanner:
             except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
                 continue
             if prepared is not None:
-                facts += self._reads(task, prepared[1])
+                facts += self.reads(task, prepared[1])
         return facts
 
     def _loop_facts(self, task: TaskDef, speculative: bool) -> list[Any]:
@@ -167,7 +167,7 @@ class HostPlanner:
             return []
         if speculative:  # not through the plan cache: an item's task is a new object on every host
             return [fact for item in items for fact in self._speculative_facts(item, use_cache=False)]
-        return self._facts_of(items)
+        return self.facts_of(items)
 
     def _speculative_facts(self, task: TaskDef, use_cache: bool = True) -> list[Any]:
         """The facts of a task rendered with facts unknowable; none if they depend on facts."""
@@ -185,7 +185,7 @@ class HostPlanner:
                 facts = []
             else:
                 values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
-                facts = self._reads(task, build_params(task.type, values))
+                facts = self.reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if self.plan_cache is not None and use_cache and variables.reads is not None:
@@ -194,7 +194,7 @@ class HostPlanner:
 
 
     @staticmethod
-    def _reads(task: TaskDef, params: Any) -> list[Fact]:
+    def reads(task: TaskDef, params: Any) -> list[Fact]:
         return [bounded(f, task.keywords.timeout) for f in TASK_TYPES[task.type].reads(params)]
 
     def joinable(self, first: TaskDef, upcoming: list[TaskDef]) -> list[tuple[TaskDef, Any]]:
@@ -247,4 +247,4 @@ class HostPlanner:
         except (GpuconfError, Exception) as exc:  # noqa: BLE001 - the run reports it on the task
             return PlannedTask(task, None, (), f"fails on the host: {self.secrets.redact(str(exc))}")
         shown = redact_value(params.model_dump(mode="json"), self.secrets)
-        return PlannedTask(task, shown, tuple(f.key for f in self._reads(task, params)), "", on_host)
+        return PlannedTask(task, shown, tuple(f.key for f in self.reads(task, params)), "", on_host)

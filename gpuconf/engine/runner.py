@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,21 +19,23 @@ from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, Connec
 from gpuconf.connection.local import LocalConnection
 from gpuconf.connection.lock import LOCK_PATH, check_lock
 from gpuconf.connection.ssh import SSHConnection
-from gpuconf.engine.after import AfterRun, OpenHosts
+from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.planner import HostPlanner
+from gpuconf.engine.processors import Processor, Processors
 from gpuconf.engine.reboot_wait import take_run_lock
+from gpuconf.engine.scope import RunClock, RunScope
 from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
-from gpuconf.results import HostResult, RunEvents, RunResult, Status, TaskResult
+from gpuconf.results import HostResult, RunResult, Status, TaskResult
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -58,36 +59,28 @@ def batch_sizes(serial: Any, total: int) -> list[int]:
 
 class Runner:
     """Run `playbook` on the hosts of `inventory` (narrowed by --limit already: gpuconf.inventory.patterns.narrow),
-    then the steps `after` the tasks, over the hosts' connections still open (engine/after.py)."""
+    telling each of `processors` what happens (engine/processors.py); their `run_completed` runs
+    over the hosts' connections still open (engine/after.py). SIGINT: set `stop_event`."""
 
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions,
-                 emit: Callable[[TaskResult], None] = lambda r: None,
-                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None,
-                 events: RunEvents | None = None, after: Sequence[AfterRun] = ()):
+                 processors: Sequence[Processor] = (),
+                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None):
         self.inventory, self.playbook, self.options = inventory, playbook, options
-        self.emit = emit
-        self.after = after
-        self.events = events or RunEvents()
+        self.processors = Processors(processors)
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
         self.stop_reason = "max_fail_percentage"  # the not_run reason of the tasks it left out
         self.connect = connect or default_connection
-        self.stop_event = threading.Event()
+        self.clock = RunClock(options.deadline)
+        self.stop_event = self.clock.stop_event
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
         self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, self.host_facts)}
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
-        self._deadline = None if options.deadline is None else time.monotonic() + options.deadline
-
-    def stopped(self) -> bool:
-        if self.deadline_reached():
-            return True
-        return self.stop_event.is_set()
-
-    def deadline_reached(self) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline
+        self.scope = RunScope(options, self.processors, self.clock, self.plan_cache, self.host_facts,
+                              self.delegate_session)
 
     def play_hosts(self, play: Play) -> list[str]:
         """The play's hosts (within --limit), resolved once per play (every host's `play_hosts`)."""
@@ -95,11 +88,13 @@ class Runner:
             self._play_hosts[id(play)] = match_hosts(self.inventory, play.hosts)
         return self._play_hosts[id(play)]
 
-    def planner(self, play: Play, host: str) -> HostPlanner:
-        """The planning half of `play` on `host`, as the host's run starts it (no connection)."""
+    def planner(self, play: Play, host: str, batch: Batch | None = None) -> HostPlanner:
+        """The planning of `play` on `host` (no connection): what the host's play starts from, and
+        what --list-tasks -v prints. The host's registered variables carry over from play to play."""
         magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
-                                self.shared)
-        return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options, {}, self.plan_cache)
+                                self.shared, batch.hosts if batch is not None else None)
+        return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options,
+                           self.registered.setdefault(host, {}), self.plan_cache)
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
@@ -110,20 +105,18 @@ class Runner:
             for index, play in enumerate(self.playbook.plays):
                 result.plays.append(play.name)
                 hosts = [h for h in self.play_hosts(play) if h not in out_of_play]
-                self.events.play(play.name, hosts)
+                self.processors.play_started(play.name, hosts)
                 if not self._run_play(index, play, hosts, result, out_of_play):
                     if self.budget_spent:
                         self._not_started(index, result, out_of_play, self.stop_reason, self.budget_spent)
-                    elif self.stop_event.is_set():  # SIGINT: the hosts and plays never started are listed
+                    elif self.clock.interrupted():  # SIGINT: the hosts and plays never started are listed
                         self._not_started(index, result, out_of_play, "interrupted")
-                    elif self.deadline_reached():
+                    elif self.clock.deadline_reached():
                         self._not_started(index, result, out_of_play)
                     break
-            if self.after:  # while the connections are open and the run locks held
-                open_hosts = OpenHosts(result, self.sessions,
-                                       lambda: self.deadline_reached() or self.stop_event.is_set())
-                for step in self.after:
-                    result.sections.append(step.after_run(result, open_hosts))
+            # while the connections are open and the run locks held
+            result.sections.extend(self.processors.run_completed(result, OpenHosts(result, self.sessions,
+                                                                                   self.clock.stopped)))
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -132,8 +125,8 @@ class Runner:
                 result.host(name).reboot_required = session.reboot_required
                 session.connection.close()
             result.ended = time.time()
-            result.interrupted = self.stop_event.is_set()
-            result.deadline_reached = self.deadline_reached() or any(
+            result.interrupted = self.clock.interrupted()
+            result.deadline_reached = self.clock.deadline_reached() or any(
                 t.not_run == "deadline" for h in result.hosts.values() for t in h.tasks)
             result.budget_spent = self.budget_spent
             result.seal()
@@ -147,7 +140,7 @@ class Runner:
             play = self.playbook.plays[index]
             if index > first:
                 result.plays.append(play.name)
-                self.events.play(play.name, self.play_hosts(play))
+                self.processors.play_started(play.name, self.play_hosts(play))
             for host in self.play_hosts(play):
                 if host not in out_of_play and (index, host) not in self._began:
                     self._mark_not_run(play, host, result, reason, error)
@@ -157,14 +150,14 @@ class Runner:
         tasks = [t for t in play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
         for task in not_run_results(play, host, tasks, self.options.deadline, reason=reason, error=error):
             result.host(host).tasks.append(task)
-            self.emit(task)
-        self.events.host_done(host)
+            self.processors.task_completed(task)
+        self.processors.host_completed(host)
 
     def _run_play(self, index: int, play: Play, hosts: list[str], result: RunResult, out_of_play: set[str]) -> bool:
         offset = 0
         sizes = batch_sizes(play.keywords.serial, len(hosts))
         for number, size in enumerate(sizes, 1):
-            if self.stopped():
+            if self.clock.stopped():
                 return False
             batch = hosts[offset: offset + size]
             offset += size
@@ -202,12 +195,12 @@ class Runner:
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
             connection = self.connection(host)
-            trace = (lambda text: self.events.remote(host, text)) if self.options.trace else None
+            trace = (lambda text: self.processors.remote(host, text)) if self.options.trace else None
             if trace is not None:
                 spec = connection.spec
                 trace(f"connect: {spec.connection} {spec.user + '@' if spec.user else ''}{spec.address}:{spec.port}"
                       f"{' (become)' if spec.become else ''}")
-            self.sessions[host] = HostSession(host, connection, lambda: self._deadline, trace)
+            self.sessions[host] = HostSession(host, connection, self.clock.deadline, trace)
         return self.sessions[host]
 
     def delegate_session(self, target: str) -> HostSession:
@@ -223,8 +216,8 @@ class Runner:
         else:
             raise TaskError(f"delegate_to: '{target}' is not in the inventory "
                             f"(delegate to localhost, 127.0.0.1 or an inventory host)")
-        trace = (lambda text: self.events.remote(target, text)) if self.options.trace else None
-        session = HostSession(target, connection, lambda: self._deadline, trace)
+        trace = (lambda text: self.processors.remote(target, text)) if self.options.trace else None
+        session = HostSession(target, connection, self.clock.deadline, trace)
         connection.open()
         return session
 
@@ -240,10 +233,10 @@ class Runner:
 
     def _host_in_batch(self, index: int, play: Play, host: str, run: RunResult, batch: Batch | None) -> bool:
         self._began.add((index, host))
-        if self.stop_event.is_set():  # queued behind --forks when SIGINT came: it never connects
+        if self.clock.interrupted():  # queued behind --forks when SIGINT came: it never connects
             self._mark_not_run(play, host, run, "interrupted")
             return True
-        if self.deadline_reached():
+        if self.clock.deadline_reached():
             self._mark_not_run(play, host, run)  # queued behind --forks: it never connected
             return True
         try:
@@ -252,10 +245,10 @@ class Runner:
             error, trace = internal_error(exc, host, "connect")
             task = TaskResult(host, play.name, "connect", Status.FAILED, error=error, traceback=trace)
             run.host(host).tasks.append(task)
-            self.emit(task)
+            self.processors.task_completed(task)
             return False
         finally:
-            self.events.host_done(host)
+            self.processors.host_completed(host)
 
     def _host_play(self, play: Play, host: str, run: RunResult, batch: Batch | None = None) -> bool:
         host_result: HostResult = run.host(host)
@@ -270,16 +263,9 @@ class Runner:
             task = TaskResult(host, play.name, "connect", Status.UNREACHABLE if host_result.unreachable
                               else Status.FAILED, error=str(exc))
             host_result.tasks.append(task)
-            self.emit(task)
+            self.processors.task_completed(task)
             return False
-        magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
-                                self.shared, batch.hosts if batch is not None else None)
-        runner = PlayOnHost(play, host, self.inventory.host_vars(host), magic, session, self.options,
-                            self.registered.setdefault(host, {}), self.emit, self.stopped,
-                            deadline_reached=self.deadline_reached, events=self.events,
-                            plan_cache=self.plan_cache, batch=batch, host_facts=self.host_facts,
-                            delegate=self.delegate_session)
-        results = runner.run()
+        results = PlayOnHost(self.planner(play, host, batch), session, self.scope, batch).run()
         host_result.tasks.extend(results)
         if any(r.status == Status.UNREACHABLE for r in results):
             host_result.unreachable = True

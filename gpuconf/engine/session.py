@@ -104,6 +104,9 @@ class HostSession:
         """Gather every fact not yet cached, in one read-only round trip: facts of one
         source share one request (gpuconf/facts/merge.py)."""
         first = self.parent or self
+        for fact in facts:
+            if fact.controller is not None and fact.key not in self.cache:
+                self._read_on_controller(fact)
         if first.platform is None:  # the first round trip of a host also reads what its platform is
             facts = [*PLATFORM_FACTS, *facts]
         missing = batches([f for f in facts if f.key not in self.cache])
@@ -115,6 +118,16 @@ class HostSession:
                 first.platform = from_facts(self.cache)
             except PlatformUnknown as exc:
                 first.platform = exc
+
+    def _read_on_controller(self, fact: Fact) -> None:
+        """A fact the controller reads itself (a BMC over Redfish), cached as a host's read is."""
+        assert fact.controller is not None
+        if self.trace is not None:
+            self.trace(f"read on the controller: {fact.key}")
+        try:
+            self.cache[fact.key] = fact.parse(fact.controller())
+        except FactUnavailable as exc:
+            self.cache[fact.key] = exc
 
     def _store(self, sent: list[Batch], replies: list[dict[str, Any]]) -> None:
         for batch, reply in zip(sent, replies):

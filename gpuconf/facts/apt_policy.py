@@ -72,7 +72,20 @@ def _none(value: str) -> str | None:
     return None if not value or re.fullmatch(r"\(.*\)", value) else value
 
 
-@reads_whole_lines
+def _whole_policy_line(line: str) -> bool:
+    """A whole last line of apt-cache policy: a package's header or field, or a version's source
+    (a version row is followed by its sources; a source ends with its index, ``... Packages``, or is
+    dpkg's status file); apt's own N:/W:/E: words."""
+    if match := _SOURCE_ROW.match(line):
+        origin = match.group(2).rstrip()
+        return origin.endswith(" Packages") or origin == "/var/lib/dpkg/status"
+    if _VERSION_ROW.match(line):
+        return False
+    return (not line.startswith(" ") and line.rstrip().endswith(":")) or bool(re.match(r"^  \S[^:]*:", line)) \
+        or bool(re.match(r"^[NWE]: ", line))
+
+
+@reads_whole_lines(row=_whole_policy_line)
 def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
     """Parse ``apt-cache policy PKG...`` (one block per package). Never raises."""
     blocks: list[dict] = []

@@ -34,10 +34,12 @@ READ_ONLY_PROGRAMS: dict[str, tuple[tuple[str, ...], ...] | None] = {
     "cat": None,
     "dcgmi": (("health", "-c"), ("discovery", "-l"), ("diag", "-r")),   # diag runs tests, changes no setting
     "dkms": (("status",),),
+    "dmidecode": None,
     "dmesg": None,
     "dnf": (("module", "list"), ("-C", "-q", "--setopt=logdir=/run/gpuconf-dnf", "repoquery")),
     "dpkg": (("-l",),),
     "dpkg-query": None,
+    "findmnt": None,
     "grubby": (("--info=ALL",), ("--info=DEFAULT",), ("--default-kernel",)),
     "ibstat": None,
     "ibstatus": None,
@@ -91,12 +93,17 @@ class Merge:
 @dataclass(frozen=True)
 class Fact:
     """`key` identifies the fact in a host's cache; `request` is sent as is, unless `merge`
-    says how to share one request with other facts of the same source."""
+    says how to share one request with other facts of the same source, or `controller` reads it
+    on the controller instead."""
 
     key: str
     request: Request = field(compare=False, hash=False)
     parse: Callable[[Reply], Any] = field(compare=False, hash=False)
     merge: Merge | None = field(default=None, compare=False, hash=False)
+    # A fact read on the controller, not on the host (a node's BMC over Redfish, gpuconf/bmc/read.py):
+    # the session calls it and parses what it returns; `request` is never sent. Read-only by
+    # construction: it is given no session that can write.
+    controller: Callable[[], Any] | None = field(default=None, compare=False, hash=False)
 
 
 def reply_output(result: Reply) -> Output:
@@ -120,14 +127,17 @@ def check_read_only(argv: Sequence[str]) -> None:
 def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
             if_exists: str | None = None, if_os: Sequence[str] = (),
-            grep: str | None = None, tail: int | None = None, apt_architectures: bool = False) -> Fact:
+            grep: str | None = None, tail: int | None = None, records: bool = False,
+            apt_architectures: bool = False) -> Fact:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
     found), `unless_exists` skips the command (rc 0, no output) when that path exists, `if_exists`
     when it is missing, `if_os` when the host's os-release ID and ID_LIKE name none of these,
     `grep` keeps only the output lines matching a regular expression (case-insensitive),
-    `tail` the last lines, and `apt_architectures` tells apt-cache the host's architectures
+    `tail` the last lines (with `records`, both keep whole kernel-log records: a record's
+    continuation lines travel with the line that matched, gpuconf.facts.kernel_log), and
+    `apt_architectures` tells apt-cache the host's architectures
     (read by the runner from dpkg's own file, where apt would ask dpkg: three processes): all
     done by the remote runner, with no second process. (nvidia-smi's `--query-gpu` has its own
     constructor, `facts/nvidia_smi.py`: its reruns without a refused field.)"""
@@ -147,6 +157,8 @@ def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float 
         request["grep"] = grep
     if tail:
         request["tail"] = tail
+    if records:
+        request["records"] = True
     if apt_architectures:
         request["apt_architectures"] = True
     name = key or "exec:" + "\0".join(argvs[0]) + "".join("|" + "\0".join(a) for a in argvs[1:])

@@ -78,12 +78,37 @@ def whole_lines(text: str) -> tuple[str, str]:
     return (text[: text.rfind("\n") + 1], reason) if reason else (text, "")
 
 
+class CutRows(tuple):  # type: ignore[type-arg]
+    """The rows a parser read from output that was cut short: a tuple like any other, that also
+    says why it is incomplete (``incomplete``), so a row list can never pass for the whole list."""
+
+    incomplete: str
+
+    def __new__(cls, rows: Any, reason: str) -> CutRows:
+        made = super().__new__(cls, rows)
+        made.incomplete = reason
+        return made
+
+
+class CutMapping(dict):  # type: ignore[type-arg]
+    """The keys and values a parser read from output that was cut short; ``incomplete`` says why."""
+
+    def __init__(self, values: Any, reason: str) -> None:
+        super().__init__(values)
+        self.incomplete = reason
+
+
 def mark_incomplete(result: Any, reason: str) -> Any:
-    """``result`` saying it is incomplete, when its type can say so (an ``incomplete``
-    field); a result that cannot is returned as is (it holds whole lines only). Output
-    that could not be parsed and was cut short is :class:`Incomplete`, not Unparseable."""
+    """``result`` saying it is incomplete: an ``incomplete`` field set, ``complete`` False, a tuple
+    or list as :class:`CutRows`, a dict as :class:`CutMapping`. Output that could not be parsed and
+    was cut short is :class:`Incomplete`, not Unparseable. Every line parser's result can say it (the
+    one rule, :func:`reads_whole_lines`): a cut is never silent."""
     if reason and isinstance(result, Unparseable):
         return Incomplete(reason, result.excerpt)
+    if reason and isinstance(result, (tuple, list)) and not hasattr(result, "_fields"):
+        return CutRows(result, reason)
+    if reason and isinstance(result, dict):
+        return CutMapping(result, reason)
     if not reason or not dataclasses.is_dataclass(result) or isinstance(result, type):
         return result
     names = {f.name for f in dataclasses.fields(result)}
@@ -97,14 +122,26 @@ def mark_incomplete(result: Any, reason: str) -> Any:
 Parse = TypeVar("Parse", bound=Callable[..., Any])
 
 
-def reads_whole_lines(parse: Parse) -> Parse:
-    """A line parser that never reads a last line cut short: the line is left out and the
-    result says it is incomplete (:func:`mark_incomplete`)."""
-    @functools.wraps(parse)
-    def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
-        whole, reason = whole_lines(text)
-        return mark_incomplete(parse(whole, *args, **kwargs), reason)
-    return wrapper  # type: ignore[return-value]
+def reads_whole_lines(parse: Parse | None = None, *, row: Callable[[str], bool] | None = None) -> Any:
+    """The one rule of every line parser: it never reads a last line cut short. A last line with
+    no newline after it is cut; with ``row`` (what a whole last line of the format looks like), so is
+    a last line that is not one, newline or not (``ii  libnvidia-cfg1:`` in ``dpkg -l``, an apt
+    source cut after its host). The line is left out and the result says it is incomplete
+    (:func:`mark_incomplete`). Use as ``@reads_whole_lines`` or ``@reads_whole_lines(row=...)``."""
+    def decorate(parse: Parse) -> Parse:
+        @functools.wraps(parse)
+        def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+            whole, reason = whole_lines(text)
+            if row is not None and not reason:
+                lines = whole.rstrip("\n").rsplit("\n", 1)
+                last = lines[-1]
+                if last.strip() and not row(last):
+                    whole = lines[0] + "\n" if len(lines) == 2 else ""
+                    reason = f"the last line ({last.strip()[-40:]!r}) is not a whole row: cut short"
+            return mark_incomplete(parse(whole, *args, **kwargs), reason)
+        wrapper.reads_whole_lines = True  # type: ignore[attr-defined]  # tests/unit/facts/test_cut_rows.py finds them
+        return wrapper  # type: ignore[return-value]
+    return decorate(parse) if parse is not None else decorate
 
 
 _UNAVAILABLE = {

@@ -16,6 +16,7 @@ from gpuconf.facts.common import lazy_exports
 
 if TYPE_CHECKING:
     from gpuconf.facts.kernel_log import (
+        BARE,
         CONTINUATION,
         DMESG,
         DMESG_CTIME,
@@ -61,9 +62,9 @@ if TYPE_CHECKING:
 
 # the log and Xid parsers load on first use: a check that reads /proc/modules needs neither
 _WHERE = {name: module for module, names in {
-    "gpuconf.facts.kernel_log": ("CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
-        "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG", "KernelLogLine", "LockupLine",
-        "NouveauEvidence", "find_lockups", "find_nouveau", "parse_kernel_log_line", "split_kernel_log"),
+    "gpuconf.facts.kernel_log": ("BARE", "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP",
+        "HUNG_TASK", "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG", "KernelLogLine",
+        "LockupLine", "NouveauEvidence", "find_lockups", "find_nouveau", "parse_kernel_log_line", "split_kernel_log"),
     "gpuconf.facts.xid": ("LostGpu", "RecoveryAction", "XidEntry", "XidEvent", "XidSummary", "find_lost_gpus",
         "parse_xid_events", "recovery_in_message", "summarise_xid_events", "xid_catalog", "xid_entry"),
     "gpuconf.facts.sxid": ("SXidEntry", "SXidEvent", "SXidSummary", "parse_sxid_events", "summarise_sxid_events",
@@ -231,7 +232,7 @@ def decode_taint(text: str) -> KernelTaint | None:
 
 
 __all__ = [
-    "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
+    "BARE", "CONTINUATION", "DMESG", "DMESG_CTIME", "DMESG_ISO", "HARD_LOCKUP", "HUNG_TASK",
     "JOURNAL_ISO", "KMSG", "NVIDIA_IOCTL", "RCU_STALL", "SOFT_LOCKUP", "SYSLOG",
     "TAINT_FLAGS", "KernelLogLine", "KernelModule", "KernelTaint",
     "LockupLine", "LostGpu", "NouveauEvidence", "ProcModules", "RecoveryAction", "TaintFlag", "XidEntry",

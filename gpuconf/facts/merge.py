@@ -32,6 +32,8 @@ def batches(facts: list[Fact]) -> list[Batch]:
     order: list[str | Fact] = []
     groups: dict[str, list[Fact]] = {}
     for fact in {f.key: f for f in facts}.values():
+        if fact.controller is not None:   # read on the controller (a BMC): nothing goes to the host
+            continue
         if fact.merge is None:
             order.append(fact)
             continue

@@ -88,7 +88,13 @@ def _package(name: str, version: str | None, abbrev: str, arch: str | None = Non
 _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (.+)$")
 
 
-@reads_whole_lines
+def _whole_query_row(line: str) -> bool:
+    """A whole last line of dpkg-query -W: name, version and status (tab-separated), or its own words."""
+    cells = line.split("\t")
+    return (len(cells) >= 3 and bool(cells[0]) and bool(cells[2].strip())) or line.startswith("dpkg-query: ")
+
+
+@reads_whole_lines(row=_whole_query_row)
 def parse_dpkg_query(text: str) -> DpkgList:
     """Parse tab-separated ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``.
 
@@ -117,7 +123,14 @@ def parse_dpkg_query(text: str) -> DpkgList:
 _ROW_WITHOUT_RULER = re.compile(r"^([uihrpUIHRP][nciufhwtNCIUFHWT][ R]?)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+.*)?$")
 
 
-@reads_whole_lines
+def _whole_dpkg_l_row(line: str) -> bool:
+    """A whole last line of dpkg -l: a package row as far as its architecture (the description may
+    be empty), a header or ruler line, or dpkg-query's own words."""
+    return bool(_ROW_WITHOUT_RULER.match(line)) or line.startswith(
+        ("Desired=", "| ", "|/", "||/", "+++-", "dpkg-query: "))
+
+
+@reads_whole_lines(row=_whole_dpkg_l_row)
 def parse_dpkg_l(text: str) -> DpkgList:
     """Parse ``dpkg -l [PATTERN]``; columns come from the ``+++-====-...`` ruler, or, when
     the rows come without it (``dpkg -l | grep nvidia``), from the whitespace between
@@ -159,6 +172,7 @@ class AptMark:
     unheld: tuple[str, ...] = ()
     already_unheld: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    incomplete: str = ""  # why the output was cut short ("" when whole): gpuconf.facts.common
 
 
 _MARK_PATTERNS = (
@@ -182,7 +196,8 @@ def parse_apt_mark(text: str) -> AptMark:
             problems.append(line)
         else:
             found[kind[0]].append(kind[1].group(1))
-    return AptMark(**{k: tuple(v) for k, v in found.items()}, problems=tuple(problems))
+    return AptMark(tuple(found["held"]), tuple(found["already_held"]), tuple(found["unheld"]),
+                   tuple(found["already_unheld"]), tuple(problems))
 
 
 @reads_whole_lines

@@ -15,6 +15,8 @@ from typing import Any
 
 from gpuconf.facts.base import Fact, Output, command, file_glob, file_state
 from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.evidence import parse_dmidecode
+from gpuconf.facts.firmware import bios_firmware, gpu_firmware, hca_firmware
 from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
 from gpuconf.facts.infiniband import parse_ibstat
 from gpuconf.facts.infiniband_sysfs import parse_carrier_events, parse_sysfs_infiniband_files
@@ -147,6 +149,16 @@ SUBJECTS: dict[str, Subject] = {s.name: s for s in (
     Subject("imex", "the IMEX domain (nvidia-imex-ctl -N) and the daemon's log", {
         "domain": tool(["nvidia-imex-ctl", "-N"], parse_imex_ctl_nodes),
         "log": text_file("/var/log/nvidia-imex.log", parse_imex_log),
+    }),
+    Subject("firmware", "firmware in band: each GPU's VBIOS, InfoROM and GSP (nvidia-smi -q), each HCA's (sysfs "
+            "fw_ver, ibstat), the BIOS (dmidecode -t bios); with bmc_address, the BMC's inventory and BIOS "
+            "attributes over Redfish", {
+        "gpus": tool(["nvidia-smi", "-q"], lambda text: gpu_firmware(parse_nvidia_smi_query(text)), label="-firmware"),
+        "hcas": file_glob(["/sys/class/infiniband/*/fw_ver"],
+                          lambda files: hca_firmware(None, parse_sysfs_infiniband_files(files)),
+                          key="subject:ib-fw_ver"),
+        "hcas_ibstat": tool(["ibstat"], lambda text: hca_firmware(parse_ibstat(text)), label="-firmware"),
+        "bios": tool(["dmidecode", "-t", "bios"], lambda text: bios_firmware(parse_dmidecode(text))),
     }),
     Subject("dcgm", "DCGM's health watch verdict (dcgmi health -c -j)", {
         "health": tool(["dcgmi", "health", "-c", "-j"], parse_dcgmi_health),

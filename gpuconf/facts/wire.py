@@ -65,6 +65,7 @@ ExecRequest = TypedDict("ExecRequest", {
     "if_os": NotRequired[list[str]],  # os-release ID or ID_LIKE words
     "grep": NotRequired[str],  # a regular expression, case-insensitive
     "tail": NotRequired[int],
+    "records": NotRequired[bool],  # grep and tail keep whole kernel-log records (a match keeps its record)
     "drop_refused": NotRequired[DropRefusedRule],
     "apt_architectures": NotRequired[bool],  # apt's architectures as -o options after argv[0]
 })

@@ -19,17 +19,22 @@ the catalog for the codes after 162). Two things decide over the table:
 * the recovery action a line carries (Xid 154 "GPU recovery action changed ... to 0x2
   (Node Reboot Required)", or such text in any Xid line): the *new* action is what the
   GPU needs now;
+* for the NVLink5 codes 144-150, NVIDIA's per-line decode (:mod:`gpuconf.facts.xid_decode`):
+  the row its fields match decides, and an Xid 154 of the same GPU that follows the line
+  decides over the row (the driver's recovery action, which the row's ``XID_154_EVAL``
+  asks for); a line no row covers keeps the code's action and says so;
 * a code not in the catalog warns, and the finding names it.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Protocol, TypeVar
 
 from gpuconf.facts.common import canonical_pci_address, packaged_table
 from gpuconf.facts.kernel_log import KernelLogLine, split_kernel_log
+from gpuconf.facts.xid_decode import DECODED, LineDecode, decode_line
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 # What a finding may ask the remediation loop to do, mildest last.
@@ -133,18 +138,49 @@ class XidEvent:
     message: str
     log: KernelLogLine
     recovery: RecoveryAction | None = None
+    decode: LineDecode | None = None  # NVIDIA's per-line decode (144-150 only)
+    followed_by: XidEvent | None = None  # the last Xid 154 of the GPU after this 144-150 line
 
     @property
     def entry(self) -> XidEntry:
         return xid_entry(self.code)
 
     @property
+    def _recovery(self) -> RecoveryAction | None:
+        """The recovery action that decides: the line's own, else that of the Xid 154 that follows it."""
+        return self.recovery or (self.followed_by.recovery if self.followed_by is not None else None)
+
+    @property
     def severity(self) -> str:
-        return self.recovery.severity if self.recovery else self.entry.severity
+        recovery, decode = self._recovery, self.decode
+        if recovery is not None:
+            return recovery.severity
+        return decode.row.severity if decode is not None and decode.row is not None else self.entry.severity
 
     @property
     def action(self) -> str:
-        return self.recovery.action if self.recovery else self.entry.action
+        recovery, decode = self._recovery, self.decode
+        if recovery is not None:
+            return recovery.action
+        return decode.row.action if decode is not None and decode.row is not None else self.entry.action
+
+    @property
+    def rule(self) -> str:
+        """The table row (or line) that decided this line's severity and action."""
+        if self.recovery:
+            return f"xid_catalog.csv: {self.code}, the recovery action the line names"
+        if self.followed_by is not None and self.followed_by.recovery is not None:
+            return (f"the Xid 154 that follows on line {self.followed_by.log.line_number}: recovery action "
+                    f"{self.followed_by.recovery.text}")
+        if self.decode is not None:
+            return self.decode.row.rule if self.decode.row is not None else \
+                f"xid_catalog.csv: {self.code} ({self.decode.note}: the code's action)"
+        return f"xid_catalog.csv: {self.code}"
+
+    @property
+    def group(self) -> int | None:
+        """Lines of one code and GPU that the decode tells apart: the deciding row's number."""
+        return self.decode.row.number if self.decode is not None and self.decode.row is not None else None
 
 
 _XID = re.compile(
@@ -169,8 +205,12 @@ def parse_xid_events(text: str) -> tuple[XidEvent, ...]:
         pid = match.group("pid")
         name = (match.group("name") or "").strip()
         message = (match.group("message") or "").strip()
+        code = int(match.group("code"))
+        decode = decode_line(code, message)
+        if record.line_number == cut_line and decode is not None and decode.event is None:
+            continue   # a 144-150 line cut before its errorStatus: the decode cannot be read
         events.append(XidEvent(
-            code=int(match.group("code")),
+            code=code,
             pci_address=canonical_pci_address(match.group("bus")),
             bus_id=match.group("bus"),
             pid=int(pid) if pid and pid.isdigit() else None,
@@ -178,8 +218,22 @@ def parse_xid_events(text: str) -> tuple[XidEvent, ...]:
             message=message,
             log=record,
             recovery=recovery_in_message(message),
+            decode=decode,
         ))
-    return tuple(events)
+    return _followed(events)
+
+
+def _followed(events: list[XidEvent]) -> tuple[XidEvent, ...]:
+    """Each 144-150 line with the last Xid 154 of its GPU after it, which decides over its decode."""
+    last_154: dict[str | None, XidEvent] = {}
+    out: list[XidEvent] = []
+    for event in reversed(events):
+        if event.code == 154 and event.recovery is not None:
+            last_154.setdefault(event.pci_address, event)
+        elif event.code in DECODED and event.pci_address in last_154:
+            event = replace(event, followed_by=last_154[event.pci_address])
+        out.append(event)
+    return tuple(reversed(out))
 
 
 # the lines gpuconf's GPU reset writes to the kernel log (gpuconf/remediate/reset.py), around each
@@ -256,14 +310,20 @@ class XidSummary:
     def action(self) -> str:
         return self.last.action
 
+    @property
+    def rule(self) -> str:
+        return self.last.rule
+
 
 def summarise_xid_events(events: tuple[XidEvent, ...]) -> tuple[XidSummary, ...]:
-    """Group events by (PCI address, code), in order of first appearance."""
-    groups: dict[tuple[str | None, int], list[XidEvent]] = {}
+    """Group events by (PCI address, code), in order of first appearance; the lines of a 144-150
+    code are grouped by the decode row that decides them too (an ignored line and a fatal one of
+    the same code are two findings)."""
+    groups: dict[tuple[str | None, int, int | None], list[XidEvent]] = {}
     for event in events:
-        groups.setdefault((event.pci_address, event.code), []).append(event)
+        groups.setdefault((event.pci_address, event.code, event.group), []).append(event)
     return tuple(XidSummary(address, code, len(items), items[0], items[-1])
-                 for (address, code), items in groups.items())
+                 for (address, code, _), items in groups.items())
 
 
 @dataclass(frozen=True)

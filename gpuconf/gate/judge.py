@@ -8,17 +8,18 @@ out) and reuses the health probes' judges, so the gate and `gpuconf check` never
 what a signal means; only the verdict words differ (the gate's are NHC-like: PASS, INFO,
 WARNING, CRITICAL, UNKNOWN).
 
-The kernel log counts only since the last gate: an Xid judged once drained the node (or was
-only info), and a reset clears the GPU but not the log, so an old Xid must not fail every later
-job. `new_lines` keeps the lines of this boot after the last gate's position (gate_node.py
-remembers it). Reading and Slurm are in gate_node.py.
+Every line of this boot's kernel log counts, but those a completed GPU reset answered (the
+reset's own lines, which gpuconf's recovery writes and then verifies: gpuconf.facts.xid.after_resets),
+as the health check counts them. Nothing a gate does moves what the next gate sees: prologs that
+start together, and a manual `gpuconf gate`, cannot hide a fault from each other. Reading and
+Slurm are in node.py.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gpuconf.facts.gather import pci_devices
-from gpuconf.facts.kernel_log import parse_kernel_log_line
 from gpuconf.facts.nvidia import LoadedDriver, NvidiaSmiFailure, parse_proc_driver_version
 from gpuconf.facts.nvidia.failure import DRIVER_UNRESPONSIVE
 from gpuconf.facts.nvlink_fabric import NONE, nvlink_fabric
@@ -52,10 +53,13 @@ class GateFinding:
     action: str | None = None
     gpu: int | None = None
     bus_id: str | None = None
+    code: str | None = None  # "Xid 79", "SXid 12028"
+    count: int | None = None
+    rule: str | None = None  # the table row that decided it
 
     def as_dict(self) -> dict[str, object]:
         return {"check": self.check, "verdict": self.verdict, "message": self.message, "action": self.action,
-                "gpu": self.gpu, "bus_id": self.bus_id}
+                "gpu": self.gpu, "bus_id": self.bus_id, "code": self.code, "count": self.count, "rule": self.rule}
 
 
 @dataclass(frozen=True)
@@ -74,35 +78,12 @@ class Signals:
     log_error: str = ""
 
 
-@dataclass(frozen=True)
-class Position:
-    """Where the last gate stopped reading the kernel log: its boot and last line's seconds since boot."""
-
-    boot_id: str = ""
-    seconds: float = -1.0
-
-
-def new_lines(text: str, since: Position, boot_id: str) -> tuple[str, float]:
-    """The lines after `since` (all of them in another boot) and the new position's seconds. A line
-    without seconds since boot (a continuation) goes with the line before it; a log without any
-    (a journal in another format) is all new, every time: counted twice, never missed."""
-    after = since.seconds if since.boot_id == boot_id and boot_id else -1.0
-    kept, last, keep = [], after, after < 0
-    for line in text.splitlines():
-        seconds = parse_kernel_log_line(line).monotonic_s
-        if seconds is not None:
-            keep = seconds > after
-            last = max(last, seconds)
-        if keep:
-            kept.append(line)
-    return "\n".join(kept) + ("\n" if kept else ""), last
-
-
 def _gate(finding: Finding, check: str | None = None, failure: str = CRITICAL) -> GateFinding:
     verdict = {"ok": PASS, "warning": WARNING, "failure": failure}[finding.severity]
     name = check or finding.probe
     action = finding.action or (ACTIONS.get(name) if verdict != PASS else None)
-    return GateFinding(name, verdict, finding.message, action, finding.gpu, finding.bus_id)
+    return GateFinding(name, verdict, finding.message, action, finding.gpu, finding.bus_id,
+                       str(finding.code) if finding.code else None, finding.count, finding.rule)
 
 
 def _xid_verdicts(findings: list[Finding]) -> list[GateFinding]:
@@ -110,8 +91,8 @@ def _xid_verdicts(findings: list[Finding]) -> list[GateFinding]:
     gated = []
     for finding in findings:
         one = _gate(finding)
-        if one.verdict == PASS and isinstance(finding.value, int) and finding.value > 0:
-            one = GateFinding(one.check, INFO, one.message, None, one.gpu, one.bus_id)
+        if one.verdict == PASS and finding.count:
+            one = dataclasses.replace(one, verdict=INFO, action=None)
         gated.append(one)
     return gated
 
@@ -151,25 +132,22 @@ def judge_gpus(signals: Signals) -> list[GateFinding]:
     return found
 
 
-def judge_log(signals: Signals, text: str) -> list[GateFinding]:
-    """New Xid, SXid and fallen-off-the-bus lines (only `text`, the lines since the last gate)."""
+def judge_log(signals: Signals) -> list[GateFinding]:
+    """This boot's Xid, SXid and fallen-off-the-bus lines that no completed GPU reset answered."""
     if signals.log is None:
         return [GateFinding("kernel_log", UNKNOWN, f"cannot read this boot's kernel log (dmesg, journalctl -k -b 0):"
                             f" {signals.log_error or 'denied'}", ACTIONS["kernel_log"])]
     readings = signals.readings if isinstance(signals.readings, GpuReadings) else None
     order = sysfs_gpu_addresses(pci_devices(signals.pci_files))
-    findings = judge_xids(text, XidParams.model_validate({}), smi_indexes(readings), order, signals.log_source)
-    if len(findings) == 1 and findings[0].severity == "ok" and findings[0].value == 0:  # judge_xids' "none"
-        return [GateFinding("xid", PASS, f"no new Xid or SXid since the last gate ({signals.log_source})")]
+    findings = judge_xids(signals.log, XidParams.model_validate({}), smi_indexes(readings), order, signals.log_source)
+    if len(findings) == 1 and findings[0].severity == "ok" and findings[0].count == 0:  # judge_xids' "none"
+        return [GateFinding("xid", PASS, f"no Xid or SXid in this boot's kernel log ({signals.log_source})")]
     return _xid_verdicts(findings)
 
 
-def judge(signals: Signals, since: Position, pinned: str | None = None) -> tuple[list[GateFinding], Position]:
-    """Every finding of one gate, and the kernel log position the next gate starts from."""
-    text, seconds = new_lines(signals.log or "", since, signals.boot_id)
-    findings = [judge_driver(signals.driver_version_text, pinned), *judge_gpus(signals), *judge_log(signals, text)]
-    position = Position(signals.boot_id, seconds) if signals.log is not None else since
-    return findings, position
+def judge(signals: Signals, pinned: str | None = None) -> list[GateFinding]:
+    """Every finding of one gate."""
+    return [judge_driver(signals.driver_version_text, pinned), *judge_gpus(signals), *judge_log(signals)]
 
 
 def overall(findings: list[GateFinding]) -> str:

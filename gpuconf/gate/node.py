@@ -2,9 +2,9 @@
 
 Every program runs under a timeout that kills its process group (a wedged GPU hangs nvidia-smi
 in the kernel). Slurm gives a Prolog no PATH, so the standard directories are added here.
-The position in the kernel log is kept in a small JSON file (default
-/var/lib/gpuconf/gate.json), written atomically under an flock: Slurm runs the Prolog and
-Epilog of different jobs at the same time on one node.
+The gate keeps no state on the node: it judges this boot's whole kernel log each time (judge.py),
+so the Prolog and Epilog of different jobs, which Slurm runs at the same time on one node, and a
+manual `gpuconf gate` see the same faults and change nothing for each other.
 
 With `--slurm` a failing gate drains the node itself, with gpuconf's reason, before it exits
 non-zero. slurmctld drains a node whose prolog failed with the reason "Prolog error" only when
@@ -15,7 +15,6 @@ the node is not drained already (Slurm 22.05, src/slurmctld/node_mgr.c, validate
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import json
 import os
@@ -27,16 +26,15 @@ import time
 from typing import Any
 
 from gpuconf.facts.base import FactUnavailable, Output
+from gpuconf.facts.kernel_log import grep_records
 from gpuconf.facts.nvidia import parse_query_csv
 from gpuconf.files.bounded import write_atomic
-from gpuconf.gate.judge import FAILING, GateFinding, Position, Signals, judge, overall, reason
+from gpuconf.gate.judge import FAILING, Signals, judge, overall, reason
 from gpuconf.scheduler.slurm import SCONTROL_TIMEOUT, parse_show_node
 from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
 from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
 
-STATE = "/var/lib/gpuconf/gate.json"
-STATE_VERSION = 1
 SMI_TIMEOUT = 10.0
 LOG_TIMEOUT = 10.0
 LOG_TAIL = 5000  # candidate lines kept, as the health probe's read keeps them
@@ -93,13 +91,11 @@ def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[Any, Any]:
 
 def read_log(timeout: float = LOG_TIMEOUT) -> tuple[str | None, str, str]:
     """This boot's candidate kernel log lines: dmesg, else the journal's; (None, "none", why) when neither."""
-    pattern = re.compile(CANDIDATES, re.IGNORECASE)
     error = ""
     for argv, source in ((["dmesg"], "dmesg"), (JOURNAL, "journal")):
         out = run(list(argv), timeout)
-        if out.rc == 0 and not out.timed_out:
-            lines = [line for line in out.stdout.splitlines() if pattern.search(line)]
-            return "\n".join(lines[-LOG_TAIL:]) + ("\n" if lines else ""), source, ""
+        if out.rc == 0 and not out.timed_out:   # the candidate records, each whole
+            return grep_records(out.stdout, CANDIDATES, LOG_TAIL), source, ""
         said = (out.stderr or out.stdout).strip().splitlines()
         error = f"did not finish within {timeout:g} s" if out.timed_out else (said[0] if said else f"exit {out.rc}")
     return None, "none", error
@@ -130,32 +126,6 @@ def read_signals(smi_timeout: float = SMI_TIMEOUT) -> Signals:
                    read_text("/proc/driver/nvidia/version"), pci_files(), error)
 
 
-@contextlib.contextmanager
-def locked(path: str):
-    """The state file's lock, held while one gate reads, judges and writes (concurrent prologs)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def load_position(path: str) -> Position:
-    """The last gate's position; a missing, unreadable or foreign file means none (all of this boot)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        if data.get("version") == STATE_VERSION:
-            return Position(str(data["boot_id"]), float(data["seconds"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return Position()
-
-
-def save_position(path: str, position: Position) -> None:
-    write_atomic(path, json.dumps({"version": STATE_VERSION, "boot_id": position.boot_id,
-                                   "seconds": position.seconds}))
-
-
 def drain(node: str, why: str) -> dict[str, str]:
     """Drain the node with gpuconf's reason, unless it is drained already (someone else's reason is kept)."""
     shown = run(["scontrol", "show", "node", node], SCONTROL_TIMEOUT)
@@ -180,29 +150,14 @@ def _said(out: Output, what: str) -> str:
     return f"{what} failed (exit {out.rc}): {lines[-1] if lines else 'no message'}"
 
 
-def gate(state_path: str, pinned: str | None, smi_timeout: float) -> tuple[list[GateFinding], str, str]:
-    """Read, judge, remember: the findings, the boot id, and an error writing the state ('' when none)."""
-    signals = read_signals(smi_timeout)
-    error = ""
-    try:
-        with locked(state_path):
-            findings, position = judge(signals, load_position(state_path), pinned)
-            save_position(state_path, position)
-    except OSError as exc:  # the gate still judges; the next one may count these lines again
-        findings, _ = judge(signals, Position(), pinned)
-        error = f"cannot keep the kernel log position in {state_path}: {exc.strerror or exc}"
-    return findings, signals.boot_id, error
-
-
 def main(args: Any) -> int:
     """0 when the node may run the job (PASS, INFO, WARNING); 1 when it may not (CRITICAL, UNKNOWN)."""
     started = time.monotonic()
-    findings, boot_id, state_error = gate(args.state, args.driver_version, args.nvidia_smi_timeout)
+    signals = read_signals(args.nvidia_smi_timeout)
+    findings = judge(signals, args.driver_version)
     verdict = overall(findings)
-    report: dict[str, Any] = {"verdict": verdict, "node": args.node, "boot_id": boot_id,
+    report: dict[str, Any] = {"verdict": verdict, "node": args.node, "boot_id": signals.boot_id,
                               "findings": [f.as_dict() for f in findings]}
-    if state_error:
-        report["state_error"] = state_error
     why = reason(findings)
     if args.slurm and why is not None:
         report["slurm"] = drain(args.node, why)

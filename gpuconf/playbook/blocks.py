@@ -30,6 +30,7 @@ from gpuconf.playbook.models import (
     TaskKeywords,
     UserName,
 )
+from gpuconf.release.library import find_playbook
 from gpuconf.templating.render import is_template
 
 # `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
@@ -173,9 +174,13 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     where = node.location("import_playbook")
     if not isinstance(target, str) or is_template(target):
         raise PlaybookError("import_playbook names a playbook file (not a template)", where)
-    path = Path(target) if Path(target).is_absolute() else loader.playbook.parent / target
-    if not path.exists():
-        raise PlaybookError(f"import_playbook: '{target}' not found (looked for {path})", where)
+    # beside the importing playbook, else the playbook of that name shipped with gpuconf (a site's
+    # playbooks import the shipped ones by name: `import_playbook: a100-node.yml`)
+    choice = find_playbook(target, loader.playbook.parent)
+    if choice is None:
+        raise PlaybookError(f"import_playbook: '{target}' not found (looked for {loader.playbook.parent / target}, "
+                            "and gpuconf ships no playbook of that name)", where)
+    path = choice.path
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
     return loader.nested(path).load().plays

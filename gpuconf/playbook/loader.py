@@ -32,6 +32,7 @@ from gpuconf.playbook.models import (
     TaskDef,
     TaskKeywords,
 )
+from gpuconf.release.library import find_playbook, playbook_names, shipped_roles
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 
 
@@ -43,14 +44,11 @@ def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, 
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
-SHIPPED_ROLES = Path(__file__).resolve().parents[2] / "roles"  # the roles of a gpuconf checkout
-
-
 def roles_path(playbook: Path, project_dir: Path | None = None, configured: list[Path] | None = None) -> list[Path]:
     """Where roles are looked up, first match wins: `roles/` beside the playbook, the configured
     roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, and the
     roles shipped with gpuconf, so that a playbook runs from any directory."""
-    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", SHIPPED_ROLES]
+    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", shipped_roles()]
     return list(dict.fromkeys(p.resolve() for p in dirs))
 
 
@@ -302,7 +300,10 @@ class Loader:
 
 def load_playbook(path: str | Path, project_dir: Path | None = None,
                   configured_roles: list[Path] | None = None) -> Playbook:
-    path = Path(path)
-    if not path.exists():
-        raise PlaybookError(f"playbook not found: {path}")
-    return Loader(path, project_dir, configured_roles).load()
+    """The playbook of that path, else the one of that name shipped with gpuconf (a local file wins)."""
+    choice = find_playbook(path)
+    if choice is None:
+        shipped = playbook_names()
+        hint = did_you_mean(Path(path).name, shipped) or (f" (gpuconf ships {', '.join(shipped)})" if shipped else "")
+        raise PlaybookError(f"playbook not found: {path}{hint}")
+    return Loader(choice.path, project_dir, configured_roles).load()

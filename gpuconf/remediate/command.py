@@ -35,8 +35,12 @@ from gpuconf.remediate.preview import preview
 from gpuconf.report.redact import visible_changes
 from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, Status
 from gpuconf.scheduler.healthcheck import drain_reason
-from gpuconf.scheduler.interface import PREFIX
+from gpuconf.scheduler.interface import PREFIX, REASON_MAX, reason_text
 from gpuconf.scheduler.slurm import Slurm
+
+# one remediation per node at a time, whatever the controller's state directory (its own run lock,
+# remediate.lock in the state directory, is one per directory): held on the node itself
+REMEDIATE_LOCK = "/run/gpuconf-remediate.lock"
 
 
 class EngineHooks:
@@ -102,6 +106,30 @@ class EngineHooks:
         finally:
             connection.close()
 
+    def claim(self, host: str) -> Callable[[], None]:
+        """The node's remediation lock (REMEDIATE_LOCK), taken at once or not at all and held by a small
+        process on the node for as long as its channel lives: a controller that dies, or a node that
+        reboots, frees it. Another remediate, whatever its state directory, finds it taken and leaves
+        the node (HostBusy names the holder)."""
+        from gpuconf.connection.base import ConnectionSpec
+        from gpuconf.engine.runner import default_connection
+
+        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
+                                        {"connection": self.options.connection} if self.options.connection else None)
+        connection = default_connection(spec, self.options)
+        owner = f"gpuconf remediate pid {os.getpid()} on {socket.gethostname()}, state {self.state_dir}"
+        try:
+            lock = connection.hold_lock(REMEDIATE_LOCK, 0, owner)
+        except BaseException:
+            connection.close()
+            raise
+
+        def release() -> None:
+            with contextlib.suppress(Exception):  # the node rebooted meanwhile: the lock went with it
+                lock.close()
+            connection.close()
+        return release
+
     def serials(self, host: str) -> dict[str, str]:
         with self._connection(host) as connection:
             return read_serials(connection)
@@ -131,6 +159,13 @@ class EngineHooks:
         return parse(str(reply.get("out") or reply.get("error") or ""), reply.get("rc"))
 
 
+def gpus_named(host: HostResult) -> int:
+    """The GPUs the check's findings name (the health probes name each GPU they read): 0 on a node
+    without any, which the breaker's share leaves out."""
+    return len({f.bus_id or f"index {f.gpu}" for t in host.tasks for f in t.findings
+                if f.bus_id or f.gpu is not None})
+
+
 def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if host is None:
         return plan.Verdict(name, True)
@@ -139,18 +174,32 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
                             unreachable=True)
     warned = strict and host.warned
     if not (host.failed or host.drifted or warned):
-        return plan.Verdict(name, True)
+        # NVIDIA's catalog calls the restart_app Xids (13, 31, 45, 94) warnings: they fail no check,
+        # yet remediate reports them and escalates a repeat (restart_app.py)
+        apps = [f for t in host.tasks if not t.ignored for f in t.findings
+                if f.severity == "warning" and f.action == "restart_app"]
+        app = decide_action(apps, strict=True) if apps else None
+        if app is None:
+            return plan.Verdict(name, True, gpus=gpus_named(host))
+        return plan.Verdict(name, False, f"{PREFIX} restart_app: {plan.first_line(app.finding)}", cause=FAULT,
+                            decision=app, gpus=gpus_named(host))
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
     cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
     unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
                                                            or (warned and t.warnings))]
     findings = [f for t in unclean for f in t.findings]
     decision = decide_action(findings, strict)
+    if decision is not None:  # the drain names the fault that decided, not the first task that failed
+        more = len(unclean) - 1
+        reason = reason_text(f"{PREFIX} failed: {plan.first_line(decision.finding)}"
+                             + (f" (+{more} more)" if more > 0 else ""))
+        if more > 0 and not reason.endswith(f"(+{more} more)"):
+            reason = reason[: REASON_MAX - len(f"… (+{more} more)")] + f"… (+{more} more)"
     if decision is not None and decision.kind == APP and (host.drifted or any(
             not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
         decision = None  # something else needs the apply: the node is remediated as for any failure
     return plan.Verdict(name, False, reason, cause=cause, fingerprint=drift_fingerprint(host) if cause == DRIFT else "",
-                        decision=decision)
+                        decision=decision, gpus=gpus_named(host))
 
 
 def drift_fingerprint(host: HostResult) -> str:
@@ -181,11 +230,16 @@ def scope(inventory: Inventory, playbook: Playbook) -> dict[str, str]:
 def settings(args: Any) -> Settings:
     if args.lemon_after < 0:
         raise UsageError("--lemon-after must be 0 (never a lemon) or more")
+    if args.hold_after_reboots < 1:
+        raise UsageError(f"--hold-after-reboots {args.hold_after_reboots}: give 1 (the hold after the first reboot "
+                         "the fault survives) or more")
     return Settings(budget=plan.parse_budget(args.max_unavailable),
                     drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
                     lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
                     breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
                     app_window=plan.parse_duration(args.restart_app_window, "--restart-app-window"),
+                    hold_after_reboots=args.hold_after_reboots,
+                    reboot_window=plan.parse_duration(args.reboot_window, "--reboot-window"),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 
@@ -237,14 +291,15 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
     states = scheduler.nodes(hosts.values())
     records: list[Any] = []
     events: list[tuple[float, str, str]] = []
+    gpu_hosts = {h for h, v in verdicts.items() if v.gpus}
     if (state_dir / FILE).exists():
         store = History(state_dir, create=False)
         try:
-            records, events = store.records(), store.breaker_events()
+            records, events, gpu_hosts = store.records(), store.breaker_events(), gpu_hosts | store.gpu_hosts()
         finally:
             store.close()
     for line in preview(hosts, verdicts, states, records, events, config.budget.limit(len(hosts)), config.lemon,
-                        config.breaker, time.time(), config.app_window):
+                        config.breaker, time.time(), config.app_window, gpu_hosts):
         print(line)
     unclean = [v for v in verdicts.values() if not v.clean]
     return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)

@@ -8,7 +8,6 @@ catalogs (gpuconf/facts/recovery_actions.csv, documented in docs/remediate.md); 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -30,7 +29,6 @@ KIND = {
 STEPS = {APP: (), PLAYBOOK: (), IMEX: ("imex",), RESET: ("reset", "reboot"), REBOOT: ("reboot",), HOLD: ()}
 # the actions that reset every GPU (and NVSwitch) of the node together: Fabric Manager guide, D.9
 RESET_ALL = ("drain_and_reset",)
-CODE = re.compile(r"\b(S?Xid) (\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -76,15 +74,10 @@ def kind_of(action: str) -> str:
 
 
 def row_of(finding: Finding) -> tuple[str, str]:
-    """(catalog row, code) of a finding: the Xid or SXid it names, else the probe that said it."""
-    match = CODE.search(finding.message)
-    if finding.probe in ("xid", "sxid", "fallen_off_bus") and match:
-        word, number = match.groups()
-        table = "sxid_catalog.csv" if word == "SXid" else "xid_catalog.csv"
-        return f"{table}: {number}", f"{word} {number}"
-    if finding.probe == "recovery_action":
-        return "nvidia-smi gpu_recovery_action", ""
-    return f"health probe {finding.probe}", ""
+    """(table row, code) of a finding, from its fields: the row that decided it (an Xid's or SXid's
+    catalog row, the per-line decode row, the driver's recovery action), else the probe that said it."""
+    code = str(finding.code) if finding.code else ""
+    return finding.rule or f"health probe {finding.probe}", code
 
 
 def decide_action(findings: list[Finding], strict: bool = False) -> Decision | None:
@@ -100,9 +93,20 @@ def decide_action(findings: list[Finding], strict: bool = False) -> Decision | N
     row, code = row_of(best)
     action = best.action or ""
     buses = tuple(dict.fromkeys(f.bus_id for f in asking if f.bus_id and kind_of(f.action or "") == RESET))
-    count = best.value if isinstance(best.value, int) and not isinstance(best.value, bool) else None
     return Decision(action, kind_of(action), best.message, row, code, best.gpu, best.bus_id, len(asking) - 1, buses,
-                    count)
+                    best.count)
+
+
+@cache
+def reboot_overrides() -> dict[str, int]:
+    """xid_reboots.csv: the codes whose fault the node gets more (or fewer) reboots for before it is a
+    hardware hold than --hold-after-reboots says, each with its source."""
+    return {row["code"]: int(row["hold_after_reboots"]) for row in packaged_table("xid_reboots.csv")}
+
+
+def reboots_before_hold(code: str, default: int) -> int:
+    """How many reboots a fault must survive (within the window) before the node is held for it."""
+    return reboot_overrides().get(code, default) if code else default
 
 
 @cache

@@ -18,6 +18,7 @@ import gzip
 import os
 import shlex
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,12 @@ def item_script(item: Item) -> str:
 
 def host_script(max_bundle: int = MAX_BUNDLE, items: tuple[Item, ...] = ITEMS) -> str:
     """The script run on the host: prints `bundle PATH SIZE`, or `too_big SIZE` (nothing is kept then)."""
-    head = ["set -u", "umask 077", "w=$(mktemp -d /tmp/gpuconf-collect.XXXXXX) || exit 97",
+    head = ["set -u", "umask 077",
+            # what an earlier collect cut off by a lost connection left (its read-back never came): an hour on
+            "find /tmp -maxdepth 1 -name 'gpuconf-collect.*' -mmin +60 -exec rm -rf {} + 2>/dev/null",
+            "w=$(mktemp -d /tmp/gpuconf-collect.XXXXXX) || exit 97",
+            # killed (SIGHUP when the session goes, SIGTERM): nothing stays behind
+            "trap 'rm -rf \"$w\" \"$w.tar.gz\"; exit 99' HUP INT TERM",
             'd="$w/bundle"; t="$w/status"; mkdir "$d" "$t" || exit 97',
             "printf 'file\\texit\\tseconds\\tbytes\\n' > \"$d/commands.tsv\""]
     tail = ['tar -czf "$w.tar.gz" -C "$w" bundle || { rm -rf "$w" "$w.tar.gz"; exit 98; }',
@@ -149,11 +155,12 @@ def collect(host: str, connection: Any, bundles: Path, max_bundle: int = MAX_BUN
     if reply.get("rc") != 0 or words[:1] != ["bundle"] or len(words) != 3 or not words[2].isdigit():
         raise _failed(host, "the collect script failed", reply)
     remote, size = words[1], int(words[2])
-    bundles.mkdir(parents=True, exist_ok=True)
-    final = bundles / bundle_name(host, started)
-    partial = bundles / f".{final.name}.part"
+    bundles.mkdir(mode=0o700, parents=True, exist_ok=True)  # the logs of the fleet: the operator's alone
+    name = bundle_name(host, started)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=bundles)  # 0600, its own
+    partial = Path(temporary)
     try:
-        with open(partial, "wb") as handle:
+        with os.fdopen(descriptor, "wb") as handle:
             offsets = list(range(0, size, CHUNK))
             for first in range(0, len(offsets), CHUNKS_PER_CALL):
                 batch = offsets[first:first + CHUNKS_PER_CALL]
@@ -167,11 +174,25 @@ def collect(host: str, connection: Any, bundles: Path, max_bundle: int = MAX_BUN
             os.fsync(handle.fileno())
         if partial.stat().st_size != size:
             raise GpuconfError(f"{host}: the bundle came back with {partial.stat().st_size} of {size} bytes")
-        os.replace(partial, final)
+        final = publish(partial, bundles, name)
     finally:
         partial.unlink(missing_ok=True)
         _run(connection, [f"rm -f {shlex.quote(remote)}"], 30)
     return Bundle(host, final, size, round(time.time() - started, 1), identity(final))
+
+
+def publish(partial: Path, bundles: Path, name: str) -> Path:
+    """The whole bundle under its final name, never over another's: two collects of one host in the
+    same second get `<host>-<time>.tar.gz` and `<host>-<time>-2.tar.gz` (a hard link fails on a name taken)."""
+    stem = name.removesuffix(".tar.gz")
+    for number in range(1, 1000):
+        final = bundles / (name if number == 1 else f"{stem}-{number}.tar.gz")
+        try:
+            os.link(partial, final)
+        except FileExistsError:
+            continue
+        return final
+    raise GpuconfError(f"{bundles}: 999 bundles named {name} already: remove some")
 
 
 def identity(path: Path) -> dict[str, str]:

@@ -53,6 +53,14 @@ MIGRATIONS: list[list[str]] = [
         "first_seen REAL NOT NULL, last_seen REAL NOT NULL, reason TEXT NOT NULL)",
         "CREATE TABLE breaker (at REAL NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')",
     ],
+    [  # version 5: the drain reason gpuconf set last (set again after a reboot: Slurm rewrites it), and
+        # the recovery action that decided the remediation (a run carried on knows it was a hardware action)
+        "ALTER TABLE remediations ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE remediations ADD COLUMN action TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE remediations ADD COLUMN code TEXT NOT NULL DEFAULT ''",
+        # the fleet as the runs' checks saw it: how many GPUs each host's findings named (the breaker's share)
+        "CREATE TABLE fleet (host TEXT PRIMARY KEY, gpus INTEGER NOT NULL, seen REAL NOT NULL)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # outcomes: what a finished remediation came to; FOREIGN: someone else drained (or resumed) the
@@ -87,6 +95,9 @@ class Record:
     cause: str = ""  # DRIFT or FAULT
     fingerprint: str = ""  # of the changes the check planned (drift): the same drift has the same one
     bundle: str = ""  # the evidence bundle collected before its repair (gpuconf collect), if any
+    reason: str = ""  # the drain reason gpuconf set last on the node ("" before its drain)
+    action: str = ""  # the recovery action that decided it (reset_gpu, reboot_node, ...), "" when none
+    code: str = ""  # the fault that decided it ("Xid 79"), "" when none or the driver's action
 
     @property
     def open(self) -> bool:
@@ -101,16 +112,26 @@ def default_state_dir() -> Path:
     return Path(base).expanduser() / "gpuconf"
 
 
+def usable_state_dir(state_dir: Path) -> Path:
+    """The state directory, or a HistoryError that names it when it is something else (a file)."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise HistoryError(f"--state-dir {state_dir} is not a directory: give a directory for the history "
+                           "(GPUCONF_STATE_DIR or --state-dir)")
+    return state_dir
+
+
 class History:
     """The history of one state directory. Safe to share between threads."""
 
     def __init__(self, state_dir: Path, *, create: bool = True):
-        self.path = state_dir / FILE
+        self.path = usable_state_dir(state_dir) / FILE
         if not create and not self.path.exists():
             raise HistoryError(f"no remediation history at {self.path} (gpuconf remediate writes it; "
                                "--state-dir names another directory)")
         try:
-            state_dir.mkdir(parents=True, exist_ok=True)
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the fleet's faults and serials: private
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA synchronous = FULL")
         except sqlite3.OperationalError as exc:  # cannot open or lock it: a directory, permissions
@@ -192,6 +213,17 @@ class History:
             db.execute("UPDATE remediations SET step = ? WHERE id = ?", (step, record))
             db.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (record, time.time(), step, detail))
 
+    def set_reason(self, record: int, reason: str) -> None:
+        """The drain reason gpuconf has just set on the node (written after the scheduler took it)."""
+        with self._write() as db:
+            db.execute("UPDATE remediations SET reason = ? WHERE id = ?", (reason, record))
+
+    def set_action(self, record: int, action: str, code: str = "") -> None:
+        """The recovery action deciding this remediation and its fault's code, journalled before its
+        first node action."""
+        with self._write() as db:
+            db.execute("UPDATE remediations SET action = ?, code = ? WHERE id = ?", (action, code, record))
+
     def finish(self, record: int, outcome: str, detail: str = "", ended: float | None = None) -> None:
         at = time.time() if ended is None else ended
         with self._write() as db:
@@ -225,7 +257,18 @@ class History:
         with self._write() as db:
             db.execute("INSERT INTO breaker VALUES (?, ?, ?)", (time.time() if at is None else at, event, detail))
 
+    def see_gpus(self, host: str, gpus: int, at: float | None = None) -> None:
+        """How many GPUs a run's check of the host found (0: none, a login or storage node)."""
+        with self._write() as db:
+            db.execute("INSERT INTO fleet VALUES (?, ?, ?) ON CONFLICT(host) DO UPDATE SET gpus = excluded.gpus, "
+                       "seen = excluded.seen", (host, gpus, time.time() if at is None else at))
+
     # -- reading ------------------------------------------------------------
+    def gpu_hosts(self) -> set[str]:
+        """The hosts whose latest check found GPUs."""
+        with self._lock:
+            return {str(h) for (h,) in self._db.execute("SELECT host FROM fleet WHERE gpus > 0")}
+
     def holds(self) -> list[Hold]:
         """Every hardware hold recorded, oldest first, with its evidence bundle: the remediation's own,
         else the host's latest since the remediation began (a `gpuconf collect` of the held node: no
@@ -254,13 +297,16 @@ class History:
 
     def records(self, host: str | None = None) -> list[Record]:
         query = ("SELECT id, host, node, started, ended, outcome, finding, detail, step, run, cause, fingerprint, "
-                 "bundle FROM remediations")
+                 "bundle, reason, action, code FROM remediations")
         args: tuple[str, ...] = ()
         if host is not None:
             query, args = query + " WHERE host = ?", (host,)
         with self._lock:
             rows = self._db.execute(query + " ORDER BY started, id", args).fetchall()
         return [Record(*row) for row in rows]
+
+    def record(self, record: int) -> Record:
+        return next(r for r in self.records() if r.id == record)
 
     def open_records(self) -> dict[str, Record]:
         """The remediations a run left open, by host (the latest, should there be several)."""
@@ -303,7 +349,7 @@ class RunLock:
         self._file: IO[str] | None = None
 
     def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        usable_state_dir(self.path.parent).mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held for the whole run
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

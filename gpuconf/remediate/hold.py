@@ -7,7 +7,6 @@ the history, with what a support case asks for.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import time
 from typing import Any
@@ -19,7 +18,7 @@ from gpuconf.scheduler.interface import HARDWARE_PREFIX, reason_text
 
 SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
 SERIAL_TIMEOUT = 10.0
-COUNT = re.compile(r"\bx(\d+) this boot\b")
+RECOVERY_NOTICE = "Xid 154"  # "GPU recovery action changed": its line names the action the driver asks for
 
 
 def parse_serials(text: str) -> dict[str, str]:
@@ -39,7 +38,9 @@ def hold_reason(decision: Decision, serials: dict[str, str]) -> str:
     Xid decided it; `serial unknown` when nvidia-smi could not tell it."""
     pci = canonical_pci_address(decision.bus_id) or "PCI unknown"
     serial = serials.get(pci, "serial unknown")
-    what = decision.code or decision.action
+    # Xid 154 is the driver saying which recovery it wants (drain_p2p, reboot...): the action is the fault's name
+    notice = decision.code == RECOVERY_NOTICE
+    what = f"{decision.action} ({decision.code})" if notice else decision.code or decision.action
     return reason_text(f"{HARDWARE_PREFIX} {what} GPU {serial} {pci}")
 
 
@@ -49,9 +50,8 @@ def hold_record(remediation: int, host: str, node: str, decision: Decision, reas
     finding counts the occurrences this boot)."""
     at = time.time() if now is None else now
     pci = canonical_pci_address(decision.bus_id) or ""
-    count = COUNT.search(decision.finding)
     return Hold(remediation, host, node, decision.code or decision.action, serials.get(pci, ""), pci,
-                int(count.group(1)) if count else 1, at, at, reason)
+                decision.count or 1, at, at, reason)
 
 
 def read_serials(connection: Any) -> dict[str, str]:

@@ -24,6 +24,8 @@ from gpuconf.remediate.history import History
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
 
+NODE_ACTIONS = ("reset", "reboot", "imex")  # the journal's steps that are a hardware action
+
 
 class Remediation(Protocol):
     """What the ladder uses of the loop (gpuconf/remediate/loop.py's Remediation)."""
@@ -43,6 +45,8 @@ class Remediation(Protocol):
 
     def _states(self) -> dict[str, Node]: ...
 
+    def _reboots_left(self, host: str, decision: Decision) -> int: ...
+
 
 @dataclass
 class Result:
@@ -55,13 +59,13 @@ class Result:
     hold: bool = False
     taken: tuple[str, ...] = ()  # the node actions carried out ("reset", "reboot", "imex")
 
-    def recovered(self, decision: Decision | None) -> str:
-        """The history's detail of a verified remediation that needed a node action ("" if none)."""
-        if not self.taken or decision is None:
-            return ""
-        return f"{RECOVERED} {decision.action} by {', '.join(self.taken)}"
 
-
+def recovered(history: History, rid: int) -> str:
+    """The history's detail of a verified remediation that needed a node action ("" if none), from its
+    journal: a run stopped after its reset and carried on by the next keeps the mark (the breaker counts it)."""
+    taken = list(dict.fromkeys(step for _, step, _ in history.steps(rid) if step in NODE_ACTIONS))
+    action = history.record(rid).action
+    return f"{RECOVERED} {action} by {', '.join(taken)}" if taken and action else ""
 
 
 def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Result:
@@ -69,6 +73,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
     decision = verdict.decision
     steps = list(decision.steps) if decision is not None else []
     if steps and decision is not None:
+        run.history.set_action(rid, decision.action, decision.code)  # journalled before its first node action
         evidence(run, host, rid)
     applied, error, rebooted = False, None, False
     taken: list[str] = []
@@ -81,6 +86,7 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
             taken.append(step)
             rebooted = rebooted or step == "reboot"
         if not applied:
+            run.watch.still_ours(run.hosts[host])  # a person's drain during a node action: nothing applied
             run.history.step(rid, "apply")
             run._line(host, "apply")
             error = run.hooks.apply(host, lambda: run._reboot(host))
@@ -94,6 +100,9 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
         run._check_stop()
         if error is None and after.clean:
             return Result(True, after, taken=tuple(taken))
+        if error is None and after.decision is not None and rebooted and not steps and decision is not None \
+                and run._reboots_left(host, decision) > 0:  # --hold-after-reboots: another reboot first
+            steps.append("reboot")
         if error is None and after.decision is not None and steps:
             run._line(host, f"the fault is still there: {after.decision.finding}; next: {steps[0]}")
             continue
@@ -138,5 +147,6 @@ def take(run: Remediation, host: str, rid: int, step: str, decision: Decision) -
     run.history.step(rid, step, outcome_text)
     run._line(host, f"{step}: {outcome_text}")
     run._check_stop()
+    run.watch.still_ours(name)  # whoever drained it meanwhile decides from now on
     return done
 

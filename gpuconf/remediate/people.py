@@ -42,7 +42,9 @@ def reset_breaker(args: Any) -> int:
     path = _state_dir(args)
     with History(path) as store:
         current = state(store.breaker_events())
+        if current.tripped is None:  # a reset would also wipe the count towards the next trip
+            print("circuit breaker not tripped: nothing to reset (what failed within the window still counts)")
+            return 0
         store.breaker_event(RESET, "gpuconf remediate --reset-breaker")
-    print(f"circuit breaker reset (it was {'tripped: ' + current.tripped if current.tripped else 'not tripped'}); "
-          "the failures before now no longer count")
+    print(f"circuit breaker reset (it was tripped: {current.tripped}); the failures before now no longer count")
     return 0

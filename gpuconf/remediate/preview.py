@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuconf.remediate import plan, restart_app
-from gpuconf.remediate.breaker import Breaker, counted, state
+from gpuconf.remediate.breaker import Breaker, counted, fleet_size, state
 from gpuconf.remediate.decision import APP, action_table
 from gpuconf.remediate.history import Record
 from gpuconf.remediate.lemon import LemonRule
@@ -64,7 +64,7 @@ def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, le
 
 def preview(hosts: dict[str, str], verdicts: dict[str, plan.Verdict], states: dict[str, Node],
             records: list[Record], events: list[tuple[float, str, str]], limit: int, lemon: LemonRule,
-            breaker: Breaker, now: float, app_window: float = 3600.0) -> list[str]:
+            breaker: Breaker, now: float, app_window: float = 3600.0, gpu_hosts: set[str] | None = None) -> list[str]:
     """The lines `remediate --check` prints."""
     plans = []
     for host, name in sorted(hosts.items()):
@@ -77,16 +77,19 @@ def preview(hosts: dict[str, str], verdicts: dict[str, plan.Verdict], states: di
     wanted = [p.host for p in plans if p.takes_out]
     first = max(0, min(len(wanted), limit - len(out_now)))
     current = state(events)
-    failing = counted(records, set(hosts), current.since, breaker.window, now)
-    if breaker.on:  # the loop's waves take no more than may still fail before the breaker trips
-        room = 0 if current.tripped else max(0, breaker.limit(len(hosts)) - len(failing))
-        first = min(first, room)
+    failing = counted(records, current.since, breaker.window, now)
+    bound = breaker.limit(fleet_size(gpu_hosts or set(), set(hosts))) if breaker.on else 0
+    if current.tripped:
+        first = 0
+    elif breaker.on:  # the loop's waves take no more than may still fail before the breaker trips
+        first = min(first, max(0, bound - len(failing)))
     lines.append(f"budget: --max-unavailable {limit}; {len(out_now)} node(s) in scope out of service now"
                  + (f" ({', '.join(out_now)})" if out_now else "")
                  + f"; {len(wanted)} more to take out, {first} in the first wave")
-    if breaker.on:
+    if current.tripped:
         lines.append(f"circuit breaker: tripped ({current.tripped}); no node is taken out until "
-                     "gpuconf remediate --reset-breaker" if current.tripped else
-                     f"circuit breaker: {len(failing)} of {breaker.limit(len(hosts))} within the window")
+                     "gpuconf remediate --reset-breaker")
+    elif breaker.on:
+        lines.append(f"circuit breaker: {len(failing)} of {bound} within the window")
     lines.append("check mode: nothing was changed")
     return lines

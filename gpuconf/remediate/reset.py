@@ -21,6 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from gpuconf.facts.nvidia.reset import parse_gpu_reset
+
 # the units that open the GPUs' device files, in the order they are stopped (started in reverse)
 HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-imex")
 LOG = "/run/gpuconf-reset.log"
@@ -121,8 +123,7 @@ def parse_reset(out: str, rc: int | None) -> Outcome:
                        units=tuple(stopped), not_started=tuple(not_started))
     words = [line for line in said if not line.startswith("stop-failed")]
     text = "; ".join(words[:3]) or f"nvidia-smi -r exited {code}"
-    refused = code == REFUSED or any("could not be reset" in line or "In use by another client" in line
-                                     for line in words)
+    refused = code == REFUSED or parse_gpu_reset("\n".join(words) + "\n").in_use  # either wording
     return Outcome(code == 0, text, refused, tuple(stopped), tuple(not_started))
 
 

@@ -37,7 +37,7 @@ TITLES = [(RESUMED, "resumed"), (VERIFIED, "verified and resumed"), (FAILED, "re
           (HARDWARE, "hardware holds (drained for a person: gpuconf hardware lists them)"),
           (HARDWARE_HELD, "still hardware holds (left drained)"),
           (LEMON, "lemons (left drained)"), (STILL_LEMON, "still lemons (left drained)"),
-          (SKIPPED_BUSY, "skipped, still busy at --drain-timeout (left in service)"),
+          (SKIPPED_BUSY, "skipped, still busy at --drain-timeout (a drift resumed, a fault left drained)"),
           (REPORTED, "restart_app reported (the application's fault: left in service)"),
           (FOREIGN, "drained by someone else (left as they set it)"), (NOT_STARTED, "not started"),
           (UNREACHABLE, "unreachable"), (NOT_IN_SCHEDULER, "not known to the scheduler"),

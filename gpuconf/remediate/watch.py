@@ -8,12 +8,14 @@ what is left is the time between that read and the step's own scontrol command.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 
 from gpuconf.errors import GpuconfError
-from gpuconf.scheduler.interface import Node
+from gpuconf.remediate.history import History
+from gpuconf.scheduler.interface import Node, Scheduler
 
 
 class Stopped(Exception):
@@ -42,18 +44,90 @@ def whose(node: Node | None, name: str, scheduler: str) -> str:
     return f"drained by someone else ({node.state}, reason: {node.reason or '(none)'})"
 
 
+class Claims:
+    """The drain reason gpuconf set on each node it works on, and whether a node read now is still
+    gpuconf's. Ownership does not rest on the reason surviving the scheduler: a reason the
+    scheduler's own reboot rewrote (Slurm: `... : reboot issued`, or the bare words after a second
+    reboot) is gpuconf's still, and is set again once the node is back from its reboot. Any other
+    reason is someone else's, and wins."""
+
+    def __init__(self, scheduler: Scheduler, history: History):
+        self.scheduler, self.history = scheduler, history
+        self.reasons: dict[str, tuple[int, str]] = {}  # node -> (remediation, the reason gpuconf set)
+        self.rebooted: set[str] = set()  # nodes gpuconf has rebooted and not read back since
+        self._lock = threading.Lock()
+
+    def drain(self, name: str, record: int, reason: str) -> None:
+        """Drain the node with gpuconf's reason, and remember it (in the history too: a run killed
+        after a reboot is carried on by the next, which knows the reason by it)."""
+        self.scheduler.drain(name, reason)
+        with self._lock:
+            self.reasons[name] = (record, reason)
+        self.history.set_reason(record, reason)
+
+    def know(self, name: str, record: int, reason: str) -> None:
+        if reason:
+            with self._lock:
+                self.reasons[name] = (record, reason)
+
+    def rewritten(self, node: Node | None) -> bool:
+        """The node's reason is what the scheduler's reboot made of gpuconf's."""
+        if node is None:
+            return False
+        with self._lock:
+            mine = self.reasons.get(node.name)
+        return mine is not None and self.scheduler.rewritten_by_reboot(node.reason, mine[1])
+
+    def ours(self, node: Node | None) -> bool:
+        """Out of service under gpuconf's reason, as it set it or as the scheduler's reboot rewrote it."""
+        return node is not None and not node.in_service and (node.ours or self.rewritten(node))
+
+    def rebooting(self, name: str) -> None:
+        """gpuconf is about to reboot the node (read back once it is up: restore_theirs)."""
+        with self._lock:
+            self.rebooted.add(name)
+
+    def settled(self, name: str) -> None:
+        with self._lock:
+            self.rebooted.discard(name)
+
+    def restore_theirs(self, node: Node | None) -> Node | None:
+        """A person drained the node between gpuconf's last read and its reboot: the scheduler's reboot
+        then added its words to their reason. Their words are set back, exactly (the node is theirs)."""
+        if node is None or node.name not in self.rebooted or node.rebooting:
+            return node
+        self.settled(node.name)
+        theirs = self.scheduler.reason_before_reboot(node.reason)
+        if theirs is None or self.ours(dataclasses.replace(node, reason=theirs)):
+            return node
+        self.scheduler.drain(node.name, theirs, exact=True)
+        return dataclasses.replace(node, reason=theirs)
+
+    def reassert(self, node: Node) -> Node:
+        """gpuconf's reason set again on a node back from its reboot whose reason the scheduler rewrote
+        (the caller has just read it: a person's reason is never written over)."""
+        if node.rebooting or not self.rewritten(node):
+            return node
+        with self._lock:
+            record, reason = self.reasons[node.name]
+        self.scheduler.drain(node.name, reason)
+        return dataclasses.replace(node, reason=reason)
+
+
 class Watch:
     """Reads of the nodes in scope (`read`), every `poll` seconds while waiting, until `stop`."""
 
-    def __init__(self, read: Callable[[], dict[str, Node]], poll: float, stop: threading.Event):
-        self.read, self.poll, self.stop = read, poll, stop
+    def __init__(self, read: Callable[[], dict[str, Node]], poll: float, stop: threading.Event, claims: Claims):
+        self.read, self.poll, self.stop, self.claims = read, poll, stop, claims
 
     def still_ours(self, name: str) -> Node:
-        """The node read now: TakenOver unless it is out of service under gpuconf's own reason."""
+        """The node read now: TakenOver unless it is out of service under gpuconf's own reason (set
+        again here when the scheduler's reboot rewrote it)."""
         node = self.read().get(name)
-        if node is None or not node.out_by_gpuconf:
-            raise TakenOver(node)
-        return node
+        if node is None or not self.claims.ours(node):
+            raise TakenOver(self.claims.restore_theirs(node))
+        self.claims.settled(name)
+        return self.claims.reassert(node)
 
     def idle(self, name: str, timeout: float, busy: Callable[[Node], None]) -> bool:
         """Until the node's jobs have ended (True), or `timeout` (False); `busy` is told once that
@@ -79,7 +153,7 @@ class Watch:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             node = self.read().get(name)
-            if node is None or node.in_service or ("DRAIN" in node.flags and not node.out_by_gpuconf):
+            if node is None or node.in_service or ("DRAIN" in node.flags and not self.claims.ours(node)):
                 return True
             if self.stop.wait(self.poll):
                 return True

@@ -43,7 +43,8 @@ def _task(task: TaskResult) -> dict[str, Any]:
         "reboot_required": task.reboot_required, "secret": task.secret, "not_run": task.not_run,
         "stdout": stdout[-OUTPUT_TAIL:], "stderr": stderr[-OUTPUT_TAIL:],
         "findings": [{"probe": f.probe, "severity": f.severity, "message": f.message, "gpu": f.gpu,
-                      "bus_id": f.bus_id, "value": _plain(f.value), "action": f.action}
+                      "bus_id": f.bus_id, "value": _plain(f.value), "action": f.action,
+                      "code": str(f.code) if f.code else None, "count": f.count, "rule": f.rule}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
     }

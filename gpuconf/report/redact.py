@@ -37,4 +37,5 @@ def visible_findings(result: TaskResult) -> list[Finding]:
     """Findings keep probe, severity and GPU (they drive alerts); a secret task's message and value go."""
     if not result.secret:
         return result.findings
-    return [Finding(f.probe, f.severity, HIDDEN, f.gpu, f.bus_id, action=f.action) for f in result.findings]
+    return [Finding(f.probe, f.severity, HIDDEN, f.gpu, f.bus_id, action=f.action, code=f.code, count=f.count,
+                    rule=f.rule) for f in result.findings]

@@ -45,7 +45,7 @@ from gpuconf.report.redact import (
     visible_message,
     visible_output,
 )
-from gpuconf.results import RunEvents, RunResult, Status, TaskResult
+from gpuconf.results import RunResult, Section, Status, TaskResult
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -68,7 +68,10 @@ TAIL_LINES = 20  # -v shows this many last lines of a command's stdout and stder
 __all__ = ["TextReporter", "coloured", "printable", "stop_writing", "summary"]  # what callers import from here
 
 
-class TextReporter(RunEvents):
+class TextReporter:
+    """The terminal's view of a run: a processor of the run (gpuconf/engine/processors.py, the
+    shape only: report/ imports nothing of the engine), then the recap."""
+
     def __init__(self, stream: TextIO | None = None, verbose: int = 0, diff: bool = False, verb: str = "check",
                  live: bool | None = None, console: Console | None = None, slow_after: float | None = None):
         stream = stream or sys.stdout
@@ -121,7 +124,7 @@ class TextReporter(RunEvents):
         return PLAIN_WIDTH
 
     # -- run events (from the runner's threads) -----------------------------
-    def play(self, name: str, hosts: list[str] | None = None) -> None:
+    def play_started(self, name: str, hosts: list[str] | None = None) -> None:
         with self.lock:
             self._print("\n", (printable(f"PLAY [{name}]"), "bold"))
             self.play_name, self.play_hosts = name, len(hosts or [])
@@ -134,7 +137,7 @@ class TextReporter(RunEvents):
         if self.progress:
             self.progress.task_started(host, task)
 
-    def host_done(self, host: str) -> None:
+    def host_completed(self, host: str) -> None:
         if self.progress:
             self.progress.host_done(host)
             return
@@ -157,8 +160,11 @@ class TextReporter(RunEvents):
             with self.lock:
                 self._print((printable(f"<{host}> {text}"), "dim"))
 
+    def run_completed(self, run: RunResult, hosts: object) -> Section | None:
+        return None  # the recap comes once the run's own steps are done too (recap())
+
     # -- task lines ---------------------------------------------------------
-    def task(self, result: TaskResult) -> None:
+    def task_completed(self, result: TaskResult) -> None:
         if self.progress:
             self.progress.task_finished(result)
         with self.lock:

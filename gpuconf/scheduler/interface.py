@@ -120,8 +120,9 @@ class Scheduler(Protocol):
         """The named nodes' states; a name the scheduler does not know is left out."""
         ...
 
-    def drain(self, node: str, reason: str) -> None:
-        """No new work on it; running work goes on to its end. The reason is kept as `reason_text` gives it."""
+    def drain(self, node: str, reason: str, exact: bool = False) -> None:
+        """No new work on it; running work goes on to its end. The reason is kept as `reason_text` gives
+        it, or, `exact`, as given (a person's words set back)."""
         ...
 
     def resume(self, node: str) -> None:
@@ -129,8 +130,17 @@ class Scheduler(Protocol):
         ...
 
     def reboot(self, node: str) -> None:
-        """Reboot it (drained by gpuconf, idle); it stays out of service after the reboot, and keeps
-        the reason it has (gpuconf's own drain)."""
+        """Reboot it (drained by gpuconf, idle); it stays out of service after the reboot. The
+        scheduler may write its own words into the reason meanwhile (`rewritten_by_reboot`): gpuconf
+        sets its reason again once the node is back."""
+        ...
+
+    def rewritten_by_reboot(self, reason: str | None, ours: str) -> bool:
+        """`reason` is what the scheduler's own reboot made of gpuconf's reason `ours`."""
+        ...
+
+    def reason_before_reboot(self, reason: str | None) -> str | None:
+        """The reason as it was before the scheduler's reboot added its words to it (None: none added)."""
         ...
 
 

@@ -10,9 +10,10 @@ Slurm 22.05 verbs used (`man scontrol`): `show node`, `update NodeName= State=DR
 ended. Neither ASAP nor nextstate=: "The node's DRAIN state flag will be cleared if the reboot
 was ASAP, nextstate=resume or down", so with ASAP or nextstate=RESUME the node would be back in
 service before gpuconf has verified it, and nextstate=DOWN would leave it DOWN rather than
-drained. A plain reboot keeps the drain and its reason. Nor `reason=`: slurmctld sets the node's
-reason to it, whoever set the one before, where a reboot without it keeps the reason the node has
-and appends " : reboot issued" (seen on the lab's Slurm 22.05.8). gpuconf reads the reason right
+drained. A plain reboot keeps the drain. Nor `reason=`: slurmctld sets the node's reason to it,
+whoever set the one before, where a reboot without it keeps the reason the node has and appends
+" : reboot issued", or replaces a reason that holds those words already with the bare words
+(REBOOT_WORDS below): the remediation loop sets its reason again after every reboot. gpuconf reads the reason right
 before it reboots and never reboots a node whose reason is not its own; without `reason=`, an
 operator who drains in between keeps their words.
 """
@@ -32,6 +33,11 @@ DEADLINE = 35.0  # --deadline under --slurm
 STEP_BUDGET = 15.0  # seconds for the scheduler step of one host (scontrol and the remembered state)
 SCONTROL_TIMEOUT = 10
 REASON_STAMP = re.compile(r"\s*\[([^\[\]@]*@[^\[\]]*)\]\s*$")  # Slurm appends " [user@time]"
+# What slurmctld 22.05.8 writes into a node's reason when it reboots it (set_node_reboot_reason,
+# src/slurmctld/node_mgr.c): " : <words>" appended, or, when the reason holds the words already, the
+# bare words in its place. So a second plain reboot turns "gpuconf: ... : reboot issued" into
+# "reboot issued", and a node that misses ResumeTimeout gets " : reboot timed out".
+REBOOT_WORDS = ("reboot issued", "reboot complete", "reboot timed out")
 
 
 def run_local(argv: list[str], timeout: float) -> tuple[int, str, str]:
@@ -76,14 +82,45 @@ class Slurm:
             return {n.name: n for n in parse_nodes(out) if n.name in wanted}
         return {n.name: n for n in parse_nodes(self._scontrol("show", "node")) if n.name in wanted}
 
-    def drain(self, node: str, reason: str) -> None:
-        self._scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason_text(reason)}")
+    def drain(self, node: str, reason: str, exact: bool = False) -> None:
+        words = reason if exact else reason_text(reason)
+        self._scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={words}")
 
     def resume(self, node: str) -> None:
         self._scontrol("update", f"NodeName={node}", "State=RESUME")
 
     def reboot(self, node: str) -> None:
         self._scontrol(*reboot_args(node))
+
+    def rewritten_by_reboot(self, reason: str | None, ours: str) -> bool:
+        return rewritten_by_reboot(reason, ours)
+
+    def reason_before_reboot(self, reason: str | None) -> str | None:
+        return reason_before_reboot(reason)
+
+
+def reason_before_reboot(reason: str | None) -> str | None:
+    """The reason a node had before slurmctld's reboot appended its words (`X : reboot issued` -> X);
+    None when the reason has none of them, or is nothing but them (the words before are lost)."""
+    if reason is None:
+        return None
+    base = reason
+    while True:
+        head, sep, tail = base.rpartition(" : ")
+        if not sep or tail not in REBOOT_WORDS:
+            break
+        base = head
+    return base if base != reason and base not in REBOOT_WORDS else None
+
+
+def rewritten_by_reboot(reason: str | None, ours: str) -> bool:
+    """`reason` is what slurmctld's reboot made of gpuconf's `ours`: `ours : reboot issued` (and
+    further words), or the bare words that replaced it (REBOOT_WORDS)."""
+    if reason is None or not ours:
+        return False
+    tail = reason[len(ours):] if reason.startswith(ours) else " : " + reason
+    parts = tail.split(" : ")
+    return len(parts) > 1 and parts[0] == "" and all(part in REBOOT_WORDS for part in parts[1:])
 
 
 def last_line(text: str) -> str:

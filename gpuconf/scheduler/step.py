@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuconf.engine.after import Call, OpenHosts
+from gpuconf.engine.processors import NoEvents
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import check_read_only
 from gpuconf.results import EXIT_FAILED, EXIT_OK, Final, HostResult, RecapLine, RunResult
@@ -85,7 +86,7 @@ def recap_line(label: str, action: NodeAction) -> RecapLine:
     return RecapLine(label, style, f"[{action.node}] {what}")
 
 
-class SchedulerStep:
+class SchedulerStep(NoEvents):
     """`check --slurm` after the tasks: drain the nodes that failed, resume the check's own drains
     once healthy. `scheduler` makes the scheduler from a command that runs on the host (`Slurm`);
     `nodes` maps an inventory host to its node name (default: the same name)."""
@@ -95,7 +96,7 @@ class SchedulerStep:
         self.name, self.scheduler, self.nodes = name, scheduler, nodes
         self.drift_drains, self.state_path, self.budget = drift_drains, state_path, budget
 
-    def after_run(self, run: RunResult, hosts: OpenHosts) -> SchedulerActions:
+    def run_completed(self, run: RunResult, hosts: OpenHosts) -> SchedulerActions:
         actions = []
         for name, host in run.hosts.items():
             node = self.nodes.get(name, name)

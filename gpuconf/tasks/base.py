@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import datetime
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -223,7 +223,10 @@ class ApplyContext(Protocol):
 
     def read(self, fact: Fact) -> Any: ...
 
-    def reboot(self, command: str, timeout: float) -> float: ...
+    def reboot(self, command: str, timeout: float, via: Callable[[], None] | None = None) -> float:
+        """Reboot with `command` on the host, or by calling `via` (a power cycle through the
+        node's BMC), and wait for the new boot; the seconds it took."""
+        ...
 
 
 class TaskType:

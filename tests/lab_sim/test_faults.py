@@ -138,3 +138,26 @@ def test_sxid_lines_follow_the_nvswitch_drivers_format_and_fail_the_xid_probe(gp
 def test_unknown_fault_is_refused(node):
     assert node.run("fault", "melt").returncode == 2
     assert "no GPU 9" in node.run("fault", "temp", "90", "--gpu", "9").stderr
+
+
+def test_nvlink5_xid_lines_carry_the_fields_nvidia_decodes_per_line(make_node):
+    from gpuconf.tasks.health.kernel_log import XidParams, judge_xids
+
+    node = make_node("gb200")
+    node.run("fault", "xid", "145", "--nonfatal", check=True)
+    node.run("fault", "xid", "149", "--nonfatal", "--gpu", "1", check=True)
+    node.run("fault", "xid", "149", "--gpu", "2", check=True)
+    node.run("fault", "xid", "149", "--gpu", "3", "--intrinfo", "0x026001c6", "--link", "2", check=True)
+    dmesg = node.run("journalctl", "dmesg").stdout
+    assert "): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000000 0x00000000 " \
+           "0x00000000 0x00000000)\n" in dmesg
+    decided = {(f.code.number, f.bus_id): (f.severity, f.action, f.rule.split(":")[0])
+               for f in judge_xids(dmesg, XidParams(), {}, []) if f.code}
+    buses = sorted({bus for _code, bus in decided})
+    assert decided == {  # rows of the catalog's "XID 144-150 Decode" sheet (gpuconf/facts/xid_nvlink5_decode.csv)
+        (145, buses[0]): ("ok", None, "xid_nvlink5_decode.csv row 25"),  # RLW_RXPIPE 0x8 Non-fatal: IGNORE
+        (149, buses[1]): ("ok", None, "xid_nvlink5_decode.csv row 65"),  # NETIR_BER_EVENT 0x1 Non-fatal: IGNORE
+        (149, buses[2]): ("failure", "reset_gpu", "xid_nvlink5_decode.csv row 71"),  # NETIR_LINK_DOWN: RESET_GPU
+        (149, buses[3]): ("ok", None, "xid_nvlink5_decode.csv row 85"),  # LINK_DOWN subcode 100110: IGNORE
+    }
+    assert node.run("fault", "xid", "149", "--intrinfo", "0xZZ").returncode != 0

@@ -57,6 +57,14 @@ def test_every_profile_and_branch_parses(make_node, profile, driver):
     hopper = report.gpus[0].temperature
     if profile == "h100":
         assert hopper.tlimit_c is not None and report.gpus[0].fabric.state == "In Progress"
+    # "GPU Recovery Action" from R565 on, as the driver prints it (a typed field of -q)
+    expected = {"580.95.05": "none", "535.104.05": None}[driver]
+    assert {g.recovery_action.action if g.recovery_action else None for g in report.gpus} == {expected}
+    if driver == "580.95.05":
+        node.run("fault", "recovery-action", "reboot", "--gpu", "0", check=True)
+        again = parse_nvidia_smi_query(node.smi("-q", "-i", "0", version=driver).stdout)
+        assert again.gpus[0].recovery_action is not None
+        assert (again.gpus[0].recovery_action.text, again.gpus[0].recovery_action.action) == ("Reboot", "reboot_node")
 
 
 def test_query_report_parses_with_real_values(gpu_node):

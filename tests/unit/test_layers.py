@@ -10,9 +10,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuconf"
 # lowest first; a package may import its own layer and the ones before it. Only errors, results and
 # __main__ are modules outside a package.
 LAYERS = [
-    {"errors", "files"},
+    {"errors", "files", "release"},
     {"results"},
-    {"facts", "driver"},
+    {"facts", "driver", "bmc"},
     {"templating"},
     {"tasks"},
     {"inventory"},

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import gpuconf
 from gpuconf.cli import main as cli
 
 ROOT = Path(__file__).parents[2]
@@ -36,27 +37,36 @@ def test_no_module_of_the_product_imports_the_lab():
     assert not (ROOT / "gpuconf" / "lab").exists()
 
 
-def test_the_product_installs_no_simulator(tmp_path):
-    # What `pip install .` puts in the wheel is what setuptools' build_py copies (packages and
-    # package data) plus the egg-info's entry points: run both on a copy of the sources, the lab
-    # next to the product as in the checkout, so the checkout gets no build/ or egg-info.
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "*.pyc")
-    for name in ("gpuconf", "lab"):
-        shutil.copytree(ROOT / name, source / name, ignore=ignore)
-    built = subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "--quiet",
-                            "egg_info", "--egg-base", str(tmp_path), "build_py", "--build-lib", str(tmp_path / "lib")],
-                           cwd=source, capture_output=True, text=True, timeout=120)
-    assert built.returncode == 0, built.stdout + built.stderr
-    names = [str(path.relative_to(tmp_path / "lib")) for path in (tmp_path / "lib").rglob("*") if path.is_file()]
+def wheel_names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_product_installs_no_simulator(gpuconf_wheel):
+    # the wheel `pip install .` installs (built once per session from a copy of the sources)
+    names = wheel_names(gpuconf_wheel)
     assert "gpuconf/cli/main.py" in names and "gpuconf/engine/runner.py" in names   # the product is all there
-    assert [name for name in names if not name.startswith("gpuconf/")] == []
-    assert [name for name in names if "lab" in Path(name).parts or "sim" in Path(name).parts] == []
-    entry_points = (tmp_path / "gpuconf.egg-info" / "entry_points.txt").read_text()
+    assert [name for name in names if not name.startswith(("gpuconf/", "gpuconf-"))] == []
+    assert [name for name in names if "gpuconf_lab" in name or "/sim/" in name] == []
+    with zipfile.ZipFile(gpuconf_wheel) as archive:
+        info = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
+        entry_points = archive.read(info).decode()
     assert "gpuconf = gpuconf.cli.main:run" in entry_points and "gpuconf-lab" not in entry_points
+
+
+def test_the_wheel_carries_the_gpu_library_and_the_licence(gpuconf_wheel):
+    names = set(wheel_names(gpuconf_wheel))
+    shipped = {name.removeprefix("gpuconf/library/") for name in names if name.startswith("gpuconf/library/")}
+    in_git = {path.relative_to(ROOT).as_posix() for top in ("roles", "playbooks")
+              for path in (ROOT / top).rglob("*") if path.is_file() and "__pycache__" not in path.parts
+              and path.suffix not in (".pyc", ".retry")}
+    assert shipped == in_git   # every role and playbook, and nothing else, one copy in git
+    assert not (ROOT / "gpuconf" / "library").exists()
+    with zipfile.ZipFile(gpuconf_wheel) as archive:
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        licence = archive.read(next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))).decode()
+    assert "License-Expression: Apache-2.0" in metadata and f"Version: {gpuconf.__version__}" in metadata
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
 
 
 def test_gpuconf_lab_without_the_lab_installed_says_how_to_get_it(tmp_path, monkeypatch, capsys):

@@ -93,13 +93,35 @@ def op_exec(op):
         result["timeout"] = op.get("timeout", 10)
         if result["rc"] == 0 or result["timed_out"]:
             break
+    groups = log_records(result["out"]) if op.get("records") else [[line] for line in result["out"].splitlines(True)]
     if op.get("grep") and not result["timed_out"]:
         pattern = re.compile(op["grep"], re.IGNORECASE)
-        result["out"] = "".join(line for line in result["out"].splitlines(True) if pattern.search(line))
+        groups = [group for group in groups if any(pattern.search(line) for line in group)]
     if op.get("tail"):
-        result["out"] = "".join(result["out"].splitlines(True)[-int(op["tail"]):])
+        groups = groups[-int(op["tail"]):]
+    if op.get("grep") or op.get("tail"):
+        result["out"] = "".join(line for group in groups for line in group)
     result["argv"] = argv
     return result
+
+
+# a line that starts a kernel log record: dmesg's [seconds] or [date], an ISO or kmsg number, a
+# syslog date, dmesg --decode's facility and level (gpuconf/facts/kernel_log.py reads the same)
+RECORD_START = re.compile(r"(?:\[|\d|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |[a-z0-7]+ *:[a-z]+ *: |kernel: )")
+
+
+def log_records(text):
+    """The lines of a kernel log in records: an indented line, or one without a prefix in a log
+    whose lines have one, continues the record before it (one printk printed on several lines)."""
+    groups, prefixed = [], False
+    for line in text.splitlines(True):
+        starts = bool(RECORD_START.match(line))
+        if groups and (line[:1] in (" ", "\t") or (prefixed and not starts)):
+            groups[-1].append(line)
+        else:
+            groups.append([line])
+        prefixed = prefixed or starts
+    return groups
 
 
 DPKG_ARCHES = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}

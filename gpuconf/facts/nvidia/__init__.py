@@ -13,6 +13,7 @@ command                                         parser
 ``nvidia-smi nvlink -s``                        :func:`parse_nvlink_status`
 ``nvidia-smi topo -m``                          :func:`parse_topology`
 ``nvidia-smi --version``                        :func:`parse_nvidia_smi_version`
+``nvidia-smi -r`` (``--gpu-reset``)             :func:`parse_gpu_reset`
 any nvidia-smi output                           :func:`detect_nvidia_smi_failure`
 ``cat /proc/driver/nvidia/version``             :func:`parse_proc_driver_version`
 ``modinfo nvidia`` / ``modinfo -F version``     :func:`parse_modinfo` / :func:`parse_modinfo_version`
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
         Temperatures,
         Utilization,
     )
+    from gpuconf.facts.nvidia.reset import GpuResetReport, parse_gpu_reset
     from gpuconf.facts.nvidia.table import (
         NvidiaSmiTable,
         TableGpu,
@@ -115,6 +117,7 @@ _SUBMODULES = {
     "query": ("parse_nvidia_smi_query", "parse_nvidia_smi_query_xml"),
     "query_model": ("Clocks", "EccErrors", "GpuDetails", "GpuProcess", "MemoryUsage", "MigDevice", "NvidiaSmiQuery",
         "PcieLink", "PowerReadings", "RemappedRows", "RetiredPages", "Temperatures", "Utilization"),
+    "reset": ("GpuResetReport", "parse_gpu_reset"),
     "table": ("NvidiaSmiTable", "TableGpu", "TableMigDevice", "TableProcess", "parse_nvidia_smi_table"),
     "topology": ("GpuAffinity", "Topology", "parse_topology"),
 }

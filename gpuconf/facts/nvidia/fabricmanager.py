@@ -18,24 +18,34 @@ What matters on an NVSwitch node:
   ``NV_WARN_NOTHING_TO_DO`` (no NVSwitch: FM must not run there), the script's own usage
   error (``Unknown option: ...``), and the GPU probe requests a healthy NVL5 FM logs;
 * multicast teams set up and released (IMEX / NVLS memory);
+* both formats, read by one state machine: the log file's start banner (``Fabric Manager version X
+  is running``) and the journal's, which never prints the banner: systemd's ``Starting NVIDIA
+  fabric manager service...`` and ``Stopping ...``, the start script's ``Detected ... system`` and
+  ``... failed! Exit code: N`` (nvidia/nvtrust issue 128's journal: configured with no banner);
 * the start-up refusals, by name (:class:`FabricManagerRefusal`), from real lines: ``ib_umad``
   not loaded (the NVL5 precheck's ``Kernel module "ib_umad" has not been loaded, fabric manager
   cannot be started``, spectrocloud/CanvOS PR 700, or nvlsm's ``is ib_umad module loaded?``,
   siderolabs/docs PR 581), ``NV_WARN_NOTHING_TO_DO`` (on NVL5 the NVLink Subnet Manager is not
   running, fabric manager user guide as quoted in siderolabs/extensions PR 717; before NVL5 there
-  is no NVSwitch, data-infra/cube-studio issue 29), and the driver-interface version mismatch.
+  is no NVSwitch, data-infra/cube-studio issue 29), the driver-interface version mismatch, and a
+  config item with an invalid value (``fabric manager config file item: FABRIC_NODE_CONFIG_FILE has
+  an invalid value``, siderolabs/extensions issue 511; the item is the refusal's ``detail``). The
+  list is open: a start that failed for a reason none of these names is ``refused``, with the
+  error line that came before the failure (or the failure line itself).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuconf.facts.common import canonical_pci_address, normalise_quotes, reads_whole_lines
 
 CONFIGURED = "configured"            # the last start routed all NVSwitches
 STARTED = "started"                  # the last start is logged but did not finish
 VERSION_MISMATCH = "version_mismatch"
-UNKNOWN = "unknown"                  # no start banner and no mismatch in the text
+FAILED = "failed"                    # the last start was refused or exited with an error (see `refusal`)
+STOPPED = "stopped"                  # the service was stopped after its last start
+UNKNOWN = "unknown"                  # no start, stop, failure or mismatch in the text
 
 # why a start was refused (FabricManagerRefusal.name)
 IB_UMAD_NOT_LOADED = "ib_umad_not_loaded"        # NVL5: the precheck, or nvlsm, found no ib_umad
@@ -43,6 +53,8 @@ NVLINK_SM_NOT_RUNNING = "nvlink_sm_not_running"  # NVL5: NV_WARN_NOTHING_TO_DO, 
 NO_NVSWITCH = "no_nvswitch"                      # before NVL5: NV_WARN_NOTHING_TO_DO, nothing to route
 NOTHING_TO_DO = "nothing_to_do"                  # NV_WARN_NOTHING_TO_DO with no precheck line to tell which
 REFUSED_VERSION = "version_mismatch"             # FM's driver-interface version is not the driver's
+CONFIG_INVALID = "config_invalid"                # a config file item has an invalid value (detail: the item)
+REFUSED = "refused"                              # any other failed start: the line names why
 
 
 @dataclass(frozen=True)
@@ -58,11 +70,13 @@ class FabricManagerVersionMismatch:
 @dataclass(frozen=True)
 class FabricManagerRefusal:
     """Why the last start of fabric manager was refused: ``name`` (``ib_umad_not_loaded``,
-    ``nvlink_sm_not_running``, ``no_nvswitch``, ``nothing_to_do``, ``version_mismatch``) and
-    the line that says so, as printed."""
+    ``nvlink_sm_not_running``, ``no_nvswitch``, ``nothing_to_do``, ``version_mismatch``,
+    ``config_invalid``, or ``refused`` for any other reason) and the line that says so, as
+    printed; ``detail`` is what the line names (the config item)."""
 
     name: str
     line: str
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +95,11 @@ class NvswitchError:
 class FabricManagerLog:
     """Summary of a fabric manager log or journal.
 
-    ``state`` is one of ``configured``, ``started``, ``version_mismatch``, ``unknown``
-    and describes the *last* start in the text (a later successful start clears an
-    older mismatch). ``version`` is the version named by the last start banner.
+    ``state`` is one of ``configured``, ``started``, ``version_mismatch``, ``failed``,
+    ``stopped``, ``unknown`` and describes the *last* start in the text (a later successful
+    start clears an older mismatch or refusal). ``version`` is the version named by the last
+    start banner (the log file's; the journal has none). ``starts`` counts banners and
+    systemd's starts.
     """
 
     state: str
@@ -136,32 +152,71 @@ def find_version_mismatch(text: str) -> FabricManagerVersionMismatch | None:
     return found
 
 
+_SYSTEMD_START = re.compile(r"Starting (?:NVIDIA fabric manager service|nvidia-fabricmanager)", re.I)
+_SYSTEMD_STOP = re.compile(r"Stopping (?:NVIDIA fabric manager service|nvidia-fabricmanager)|"
+                           r'Stopped "Nvidia Fabric Manager"', re.I)
+_FAILURE = re.compile(r"failed! Exit code: \d+|Control process exited, code=exited, status=\d+/FAILURE|"
+                      r"Failed to start (?:NVIDIA fabric manager|nvidia-fabricmanager)", re.I)
+_CONFIG_ITEM = re.compile(r"config file item: (\S+) has an invalid value", re.I)
+_ERROR_LINE = re.compile(r"\[ERROR\]|\berror\b|\binvalid\b|failed to|cannot|could not", re.I)
+
+
+@dataclass
+class _Machine:
+    """The state of the last start as the lines come, in either format."""
+
+    state: str = UNKNOWN
+    version: str | None = None
+    starts: int = 0
+    mismatch: FabricManagerVersionMismatch | None = None
+    gpus: set[str] = field(default_factory=set)
+    refusal: FabricManagerRefusal | None = None
+    error_line: str = ""   # the last error-looking line of this start: an unnamed refusal names it
+
+    def start(self, version: str | None) -> None:
+        self.starts += 1
+        self.state, self.mismatch, self.refusal, self.error_line, self.gpus = STARTED, None, None, "", set()
+        self.version = version or self.version
+
+    def line(self, line: str, system: str | None) -> None:
+        if match := _START.search(line):
+            if not (self.state == STARTED and self.version is None and not self.gpus):
+                self.start(match.group(1))   # (the journal's systemd start came first: the same start)
+            else:
+                self.version = match.group(1)
+        elif _SYSTEMD_START.search(line):
+            self.start(None)
+        elif match := _MISMATCH.search(line):
+            self.state = VERSION_MISMATCH
+            self.mismatch = FabricManagerVersionMismatch(match.group("fm"), match.group("driver"), line.strip())
+            self.refusal = FabricManagerRefusal(REFUSED_VERSION, line.strip())
+        elif _CONFIGURED.search(line) and self.state in (STARTED, UNKNOWN):
+            self.state = CONFIGURED
+        elif match := _GPU_ADDED.search(line):
+            self.gpus.add(match.group(1))
+        elif _SYSTEMD_STOP.search(line) and self.state != FAILED:
+            self.state = STOPPED
+        elif refusal := _refusal(line, system):
+            self.refusal, self.state = refusal, FAILED if self.state != VERSION_MISMATCH else self.state
+        elif _FAILURE.search(line):
+            if self.state != VERSION_MISMATCH:
+                self.state = FAILED
+            if self.refusal is None:
+                self.refusal = FabricManagerRefusal(REFUSED, self.error_line or line.strip())
+        elif _ERROR_LINE.search(line) and not _SWITCH_ERROR.search(line):
+            self.error_line = line.strip()
+
+
 @reads_whole_lines
 def parse_fabric_manager_log(text: str) -> FabricManagerLog:
-    """Summarise a fabric manager log (or journal excerpt). Never raises."""
-    state = UNKNOWN
-    version: str | None = None
-    starts = 0
-    mismatch: FabricManagerVersionMismatch | None = None
-    gpus: set[str] = set()
+    """Summarise a fabric manager log file or its journal (one state machine knows both). Never raises."""
+    machine = _Machine()
     errors: list[NvswitchError] = []
     extra: dict = {"gpu_probes": 0, "multicast_teams": 0}
     for line in normalise_quotes(text).splitlines():
         _nvl5(line, extra)
-        if refusal := _refusal(line, extra.get("system")):
-            extra["refusal"] = refusal
-        if match := _START.search(line):
-            starts += 1
-            version, state, mismatch, gpus = match.group(1), STARTED, None, set()
-            extra["refusal"] = None
-        elif match := _MISMATCH.search(line):
-            state = VERSION_MISMATCH
-            mismatch = FabricManagerVersionMismatch(match.group("fm"), match.group("driver"), line.strip())
-        elif _CONFIGURED.search(line) and state == STARTED:
-            state = CONFIGURED
-        elif match := _GPU_ADDED.search(line):
-            gpus.add(match.group(1))
-        elif match := _SWITCH_ERROR.search(line):
+        machine.line(line, extra.get("system"))
+        if match := _SWITCH_ERROR.search(line):
             stamp = _TIMESTAMP.match(line)
             errors.append(
                 NvswitchError(
@@ -173,18 +228,19 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
                     port=int(match.group("port")) if match.group("port") else None,
                 )
             )
-    return FabricManagerLog(state, version, starts, mismatch, len(gpus), tuple(errors), **extra)
+    return FabricManagerLog(machine.state, machine.version, machine.starts, machine.mismatch, len(machine.gpus),
+                            tuple(errors), refusal=machine.refusal, **extra)
 
 
 def _refusal(line: str, system: str | None) -> FabricManagerRefusal | None:
-    """The refusal one line names, if any (``system``: what the precheck detected so far)."""
+    """The named refusal one line says, if any (``system``: what the precheck detected so far)."""
     if 'Kernel module "ib_umad" has not been loaded' in line or "is ib_umad module loaded?" in line:
         return FabricManagerRefusal(IB_UMAD_NOT_LOADED, line.strip())
     if "NV_WARN_NOTHING_TO_DO" in line:
         name = {"NVL5": NVLINK_SM_NOT_RUNNING, "pre-NVL5": NO_NVSWITCH}.get(system or "", NOTHING_TO_DO)
         return FabricManagerRefusal(name, line.strip())
-    if _MISMATCH.search(line):
-        return FabricManagerRefusal(REFUSED_VERSION, line.strip())
+    if match := _CONFIG_ITEM.search(line):
+        return FabricManagerRefusal(CONFIG_INVALID, line.strip(), match.group(1))
     return None
 
 

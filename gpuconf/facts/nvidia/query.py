@@ -38,6 +38,7 @@ from gpuconf.facts.nvidia.query_model import (
     Utilization,
 )
 from gpuconf.facts.nvidia.tree import Node, text_tree, xml_tree
+from gpuconf.facts.xid import RecoveryAction, recovery_from_text
 
 
 @reads_whole_lines
@@ -90,6 +91,11 @@ def _from_tree(root: Node) -> NvidiaSmiQuery:
     )
 
 
+def _recovery(text: str | None) -> RecoveryAction | None:
+    """nvidia-smi's "GPU Recovery Action" (``None``, ``Reset``, ``Reboot``, ``Drain P2P`` ...), typed."""
+    return RecoveryAction(recovery_from_text(text), text) if text else None
+
+
 def _gpu(gpu: Node) -> GpuDetails:
     bus_id = gpu.value or gpu.get("pci/bus_id", "pci/pci_bus_id") or ""
     link = gpu.find("pci/gpu_link_info") or gpu.find("pci/pci_gpu_link_info") or Node("")
@@ -113,6 +119,7 @@ def _gpu(gpu: Node) -> GpuDetails:
         drain_and_reset_recommended=bool_value(
             gpu.get("gpu_reset_status/drain_and_reset_recommended")
         ),
+        recovery_action=_recovery(text_value(gpu.get("gpu_recovery_action"))),
         performance_state=text_value(gpu.get("performance_state")),
         fan_speed_percent=int_value(gpu.get("fan_speed")),
         compute_mode=text_value(gpu.get("compute_mode")),
@@ -170,6 +177,7 @@ class QueryExcerpt:
 
     fabric: Fabric | None
     gsp_firmware_version: str | None  # as printed: "N/A" when GSP is off (proprietary, EnableGpuFirmware=0)
+    incomplete: str = ""  # why the excerpt was cut short ("" when whole): gpuconf.facts.common
 
 
 @reads_whole_lines

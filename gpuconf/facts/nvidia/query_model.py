@@ -15,6 +15,7 @@ from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.nvidia.clocks import ClockEventReasons
 from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure
+from gpuconf.facts.xid import RecoveryAction
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,9 @@ class GpuDetails:
     gsp_firmware_version: str | None = None
     reset_required: bool | None = None
     drain_and_reset_recommended: bool | None = None
+    # "GPU Recovery Action" (R565 and later): what the driver says the GPU needs now, as printed and as
+    # gpuconf's action (gpuconf.facts.xid.ACTIONS); None when this driver does not print it
+    recovery_action: RecoveryAction | None = None
     performance_state: str | None = None
     fan_speed_percent: int | None = None
     compute_mode: str | None = None

@@ -96,6 +96,10 @@ REFUSAL_FIXES = {
                       "where there is no NVSwitch, else install and start nvlsm",
     fm.REFUSED_VERSION: "install nvidia-fabricmanager at the driver's exact version (the nvidia_driver_companion task, "
                         "package: fabricmanager), then restart {service}",
+    fm.CONFIG_INVALID: "correct {detail} in fabric manager's config file (/usr/share/nvidia/nvswitch/"
+                       "fabricmanager.cfg, or the file its -c names): a path item must name a file that exists "
+                       "where fabric manager runs; then restart {service}",
+    fm.REFUSED: "fabric manager says why in the line above; journalctl -u {service} -b has the rest",
 }
 
 
@@ -112,7 +116,8 @@ def fabric_manager_journal(unit: str) -> Fact:
 
 def refusal_finding(refusal: FabricManagerRefusal, state: str, service: str, probe: str) -> Finding:
     """A refusal as a named finding with its fix (value: the refusal's name)."""
-    fix = REFUSAL_FIXES.get(refusal.name, "read journalctl -u {service}").format(service=service)
+    fix = REFUSAL_FIXES.get(refusal.name, "read journalctl -u {service}").format(service=service,
+                                                                               detail=refusal.detail or "the item")
     return Finding(probe, FAILURE, f"{service} is {state}: it refused to start ({refusal.name}: "
                    f"{refusal.line[-160:]}); fix: {fix}", value=refusal.name)
 
@@ -149,7 +154,8 @@ class FabricManagerReady(HealthProbe):
     reports a fabric state (`fabric.state`, Hopper and later) reports Completed. A service
     that refused to start says why, from this boot's journal, as a named finding with its
     fix: ib_umad not loaded, the NVLink Subnet Manager not running, no NVSwitch, a version
-    mismatch. Remedy (`remedy: true`, apply only): restart the service."""
+    mismatch, a config item with an invalid value; any other failed start is `refused`, naming
+    fabric manager's own error line. Remedy (`remedy: true`, apply only): restart the service."""
 
     name = "health_fabricmanager"
     probe = "fabric_manager"

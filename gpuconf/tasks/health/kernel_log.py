@@ -10,7 +10,9 @@ lines as its value: an Xid stays reported until the next boot, which is when mos
 them stop mattering (a GPU reset or reboot is their remedy). The boot id is in the
 result's data, so a consumer can tell one boot's report from the next.
 
-The remote runner filters the log (`grep`, `tail`) so that only candidate lines travel.
+The remote runner filters the log (`grep`, `tail`) so that only candidate records travel, each
+whole: a matching line brings its record's other lines (the address of a lost GPU is on the
+first line of a record whose last line says it fell off the bus).
 """
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ from gpuconf.facts.xid import (
     WARN,
     LostGpu,
     RecoveryAction,
+    XidSummary,
     after_resets,
     recovery_from_text,
 )
-from gpuconf.results import Finding
+from gpuconf.results import FaultCode, Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, gpu_name, verdict
 from gpuconf.tasks.health.hardware import PCI_FACT
@@ -77,7 +80,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
 
 def kernel_log() -> Fact:
     return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
-                   grep=CANDIDATES, tail=5000)
+                   grep=CANDIDATES, tail=5000, records=True)
 
 
 def _boot_id(state: FileState) -> str:
@@ -106,7 +109,7 @@ class XidParams(NvidiaSmiParams):
         "recovery action the line names still decides")
 
 
-def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> Finding:
+def _xid_finding(summary: XidSummary, params: XidParams, index: int | None, probe: str) -> Finding:
     entry, last = summary.first.entry, summary.last
     severity = SEVERITY[summary.severity]
     if last.recovery is None and summary.code in params.severity_by_code:
@@ -114,11 +117,16 @@ def _xid_finding(summary, params: XidParams, index: int | None, probe: str) -> F
     bus = summary.pci_address or summary.first.bus_id
     when = summary.first.log.timestamp
     named = f"{entry.mnemonic}, {entry.description}" if entry.known else "not in NVIDIA's Xid catalog"
+    if last.decode is not None:
+        named = f"{entry.mnemonic}, {last.decode.words}"
+        if last.followed_by is not None and last.followed_by.recovery is not None:
+            named += f"; the Xid 154 that follows decides: {last.followed_by.recovery.text}"
     action = None if summary.action == "none" else summary.action
     return Finding(probe, severity, f"{gpu_name(index, bus)}: Xid {summary.code} ({named}) x{summary.count} this "
                    "boot" + (f", first at {when}" if when else "") + (f"; action: {action}" if action else "")
                    + (f": {last.message[:160]}" if last.message else ""),
-                   gpu=index, bus_id=bus, value=summary.count, action=action)
+                   gpu=index, bus_id=bus, value=summary.count, action=action, code=FaultCode("Xid", summary.code),
+                   count=summary.count, rule=summary.rule)
 
 
 def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], indexes: dict[str, int],
@@ -133,7 +141,8 @@ def _lost_findings(lost: tuple[LostGpu, ...], fallen_xid: set[str | None], index
         index = index_of(address, indexes, sysfs_order)
         findings.append(Finding("fallen_off_bus", FAILURE, f"{gpu_name(index, address)}: {lines[-1].message[:200]} "
                                 f"(x{len(lines)} this boot; action: {lines[-1].action})", gpu=index, bus_id=address,
-                                value=len(lines), action=lines[-1].action))
+                                value=len(lines), action=lines[-1].action, count=len(lines),
+                                rule="kernel log: GPU lost (no Xid 79 line)"))
     return findings
 
 
@@ -149,7 +158,9 @@ def _sxid_finding(summary: SXidSummary) -> Finding:
     return Finding("sxid", SEVERITY[summary.severity], f"{where}: SXid {summary.code} ({named}) {verdict} "
                    f"x{summary.occurrences} this boot" + (f", first at {when}" if when else "")
                    + (f"; action: {action}" if action else "") + (f": {line.message[:160]}" if line.message else ""),
-                   bus_id=summary.pci_address, value=summary.occurrences, action=action)
+                   bus_id=summary.pci_address, value=summary.occurrences, action=action,
+                   code=FaultCode("SXid", summary.code), count=summary.occurrences,
+                   rule=f"sxid_catalog.csv: {summary.code}")
 
 
 def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_order: list[str],
@@ -167,7 +178,7 @@ def judge_xids(text: str, params: XidParams, indexes: dict[str, int], sysfs_orde
     sxids = after_resets(parse_sxid_events(text), text, gpus=False)
     findings += [_sxid_finding(summary) for summary in summarise_sxid_events(sxids)]
     if not findings:
-        findings.append(Finding(probe, OK, f"no Xid errors in this boot's kernel log ({source})", value=0))
+        findings.append(Finding(probe, OK, f"no Xid errors in this boot's kernel log ({source})", value=0, count=0))
     return findings
 
 
@@ -186,7 +197,8 @@ def judge_recovery_actions(readings: GpuReadings | None, probe: str = "recovery_
         else:
             findings.append(Finding(probe, SEVERITY[action.severity], f"{gpu.label}: the driver asks for recovery "
                                     f"action {gpu.recovery_action} ({action.action})", gpu=gpu.index,
-                                    bus_id=gpu.bus_id, value=gpu.recovery_action, action=action.action))
+                                    bus_id=gpu.bus_id, value=gpu.recovery_action, action=action.action,
+                                    rule="nvidia-smi gpu_recovery_action"))
     return findings
 
 
@@ -245,7 +257,8 @@ def judge_lockups(log_text: str, probe: str = "kernel_lockup") -> list[Finding]:
     if not found:
         return [Finding(probe, OK, "no lockup or NVRM ioctl hang lines in this boot's kernel log", value=0)]
     return [Finding(probe, WARNING, f"{len(items)} {kind.replace('_', ' ')} line(s) this boot: "
-                    f"{items[0].line.message[:160]}", value=len(items)) for kind, items in found.items()]
+                    f"{items[0].line.message[:160]}", value=len(items), count=len(items))
+            for kind, items in found.items()]
 
 
 class KernelClean(HealthProbe):

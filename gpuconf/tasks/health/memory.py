@@ -31,13 +31,14 @@ def judge_ecc(gpus: tuple[GpuReading, ...], params: EccParams, probe: str = "ecc
         if gpu.retired_pages_pending:
             problems.append("a page retirement is pending (reset the GPU)")
         if problems:
-            findings.append(Finding(probe, FAILURE, f"{gpu.label}: " + "; ".join(problems), value=count, **where))
+            findings.append(Finding(probe, FAILURE, f"{gpu.label}: " + "; ".join(problems), value=count, count=count,
+                                    **where))
         elif count is None and gpu.remapped_rows_pending is None and gpu.retired_pages_pending is None:
             findings.append(Finding(probe, OK, f"{gpu.label}: no ECC reporting (ECC off or not supported)",
                                     **where))
         else:
             findings.append(Finding(probe, OK, f"{gpu.label}: {count or 0} uncorrected ECC errors, no pending "
-                                    "remap", value=count or 0, **where))
+                                    "remap", value=count or 0, count=count or 0, **where))
     return findings
 
 

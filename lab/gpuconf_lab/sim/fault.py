@@ -6,7 +6,11 @@ retrained PCIe link, dead NVLinks stay that way across reboots); driver-level on
 
     nvidia-smi-hang                 every nvidia-smi call blocks until killed
     xid CODE [--gpu N] [--pid P --name NAME]   one real-format NVRM Xid line in the kernel log;
-                                    48 and 119 also leave the GPU needing a reset (nvidia-smi -r)
+                                    48 and 119 also leave the GPU needing a reset (nvidia-smi -r).
+                                    NVLink5 144-150 print the unit, Fatal|Nonfatal, link, intrInfo
+                                    and errorStatus that NVIDIA's decode reads: [--nonfatal]
+                                    [--unit NAME] [--intrinfo 0xHEX] [--error-status 0xHEX] [--link L]
+                                    (defaults: real lines, sim/xid_lines.py)
     temp C [--gpu N]                GPU temperature; above the slowdown threshold clocks throttle
     pcie-downgrade [--gpu N] [--gen G]         link trained at gen G (default 3) below the slot's
     ecc COUNT [--gpu N]             uncorrectable DRAM ECC errors (volatile, and in the aggregate)
@@ -57,27 +61,8 @@ import kernels
 import logs
 import state
 import sysfs
+import xid_lines
 
-XID_MESSAGES = {
-    13: "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
-    31: "Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_c2000000. "
-        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
-    43: "Ch 00000008",
-    45: "Ch 00000008",
-    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr "
-        "0x12bac1c3e0 partition 2, subpartition 1.",
-    63: "Row Remapper: New row (0x00000012bac1c3e0) marked for remapping, reset gpu to activate.",
-    64: "Row Remapper: Failed to remap row (0x00000012bac1c3e0).",
-    74: "NVLink: fatal error detected on link 0(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
-    79: "GPU has fallen off the bus.",
-    92: "High single-bit ECC error rate detected.",
-    94: "Contained: SM (0x1). RST: No, D-RST: No",
-    95: "Uncontained: FBHUB. RST: Yes, D-RST: No",
-    119: "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) "
-         "(0x20802a02 0x8).",
-    120: "Error in GSP-RM. GSP RM Exception, RM Log: 0x0",
-}
-APP_XIDS = {13, 31, 43, 45}
 # recovery-action ACTION -> (NVML value, the name the driver prints in Xid 154)
 RECOVERY = {"reset": (1, "GPU Reset Required"), "reboot": (2, "Node Reboot Required"), "drain-p2p": (3, "Drain P2P"),
             "drain-reset": (4, "Drain and Reset")}
@@ -85,7 +70,7 @@ DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 HOLDER = f"{state.RUN}/faults-dpkg-lock.pid"
 
 
-FLAGS = ("--no-xid", "--sticky", "--non-fatal")
+FLAGS = ("--no-xid", "--sticky", "--non-fatal", "--nonfatal")
 
 
 def _options(args: list[str]) -> tuple[list[str], dict]:
@@ -147,11 +132,7 @@ def xid(code: int, options: dict) -> None:
     buses = state.profile().gpu_buses
     for index in _gpus(options):
         pci = f"0000:{buses[index]:02x}:00"
-        if code in APP_XIDS:
-            who = f"pid={options.get('pid', '4211')}, name={options.get('name', 'python3')}"
-        else:
-            who = "pid='<unknown>', name=<unknown>"
-        logs.kmsg(f"NVRM: Xid (PCI:{pci}): {code}, {who}, {XID_MESSAGES.get(code, 'Unknown error')}", 4)
+        logs.kmsg(xid_lines.line(pci, code, options), 4)
         if code == 79:
             logs.kmsg(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", 3)
     if code in gpu_faults.RESET_XIDS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import gpu as gpu_state
+import nvsmi_report
 import state
 
 NA = "[N/A]"
@@ -30,7 +31,7 @@ ECC_PARTS = ("device_memory", "dram", "register_file", "l1_cache", "l2_cache", "
 
 
 # nvidia-smi's spelling of NVML's nvmlDeviceGpuRecoveryAction_t
-RECOVERY_ACTIONS = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
+RECOVERY_ACTIONS = nvsmi_report.RECOVERY_ACTIONS
 
 
 def _active(flag: bool) -> str:

@@ -13,6 +13,8 @@ import time
 import gpu as gpu_state
 
 WIDTH = 42
+# the driver's names for nvmlDeviceGpuRecoveryAction_t, as -q and --query-gpu print them
+RECOVERY_ACTIONS = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
 
 
 def _kv(indent: int, key: str, value=None) -> str:
@@ -60,6 +62,8 @@ def gpu_blocks(g: gpu_state.Gpu, driver: str) -> list[tuple[str, list[str]]]:
     if new:
         ident.append(k(2, "vGPU Heterogeneous Mode", "N/A"))
     ident += [k(1, "GPU Reset Status"), k(2, "Reset Required", "No"), k(2, "Drain and Reset Recommended", "No")]
+    if int(driver.split(".")[0]) >= 565:  # fixtures/real/nvidia-smi/q-565.57.01-h100sxmx8-thamada-gls.txt
+        ident.append(k(1, "GPU Recovery Action", RECOVERY_ACTIONS.get(g.recovery_action, "Unknown")))
     if new:
         ident.append(k(1, "GSP Firmware Version", driver if m.architecture == "Hopper" else "N/A"))
     ident += [k(1, "IBMNPU"), k(2, "Relaxed Ordering Mode", "N/A"), k(1, "PCI"), k(2, "Bus", f"0x{g.bus:02X}"),

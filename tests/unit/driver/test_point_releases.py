@@ -74,7 +74,7 @@ def behind_run(strict: bool) -> RunResult:
 def test_the_warning_reaches_text_json_junit_and_prometheus_and_fails_only_with_strict():
     run = behind_run(strict=False)
     out = io.StringIO()
-    TextReporter(out).task(run.hosts["a100-01"].tasks[0])
+    TextReporter(out).task_completed(run.hosts["a100-01"].tasks[0])
     assert "behind the newest point release of branch 580" in out.getvalue()
     [finding] = json.loads(jsonreport.dumps(run))["hosts"]["a100-01"]["tasks"][0]["findings"]
     assert (finding["probe"], finding["severity"]) == (BEHIND, "warning")

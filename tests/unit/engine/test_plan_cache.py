@@ -58,7 +58,7 @@ def planned(tmp_path: Path, cache: PlanCache | None) -> dict[str, list]:
     for host in runner.play_hosts(play):
         magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
         on_host = HostPlanner(play, host, inventory.host_vars(host), magic, runner.options, {}, plan_cache=cache)
-        plans[host] = [(fact.key, fact.request) for fact in on_host._facts_of(play.tasks, speculative=True)]
+        plans[host] = [(fact.key, fact.request) for fact in on_host.facts_of(play.tasks, speculative=True)]
     return plans
 
 
@@ -120,12 +120,12 @@ def test_only_tasks_the_first_pass_could_not_plan_are_planned_again_and_no_read_
         magic = magic_variables(inventory, host, runner.play_hosts(play), True, None, runner.shared)
         on_host = HostPlanner(play, host, inventory.host_vars(host), magic, runner.options, {}, plan_cache=PlanCache())
         left: list = []
-        first = on_host._facts_of(play.tasks, speculative=True, left=left)
+        first = on_host.facts_of(play.tasks, speculative=True, left=left)
         on_host.facts.update({"kernel": "6.1.0-28-amd64"})
-        second = on_host._facts_of(left)
+        second = on_host.facts_of(left)
         expected = {"depends on facts"} | ({"only where a host variable says so"} if host == "n1" else set())
         assert {task.name for task in left} == expected
-        assert {f.key for f in on_host._facts_of(play.tasks)} <= {f.key for f in first + second}
+        assert {f.key for f in on_host.facts_of(play.tasks)} <= {f.key for f in first + second}
         assert any("6.1.0-28-amd64" in str(f.request) for f in second)
 
 

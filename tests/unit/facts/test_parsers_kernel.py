@@ -41,7 +41,7 @@ LOGS = {
     K + "nouveau-legacy-vbios-pfb-clk-lines-TRUNCATED-bumblebee-628.txt":
         (17, DMESG, "nouveau  [   VBIOS][0000:01:00.0] BIT signature found", {}, True),
     K + "nvrm-probe-not-called-nouveau-conflict-mattshma-bigdata-133.txt":
-        (11, DMESG, "NVRM: No NVIDIA graphics adapter probed!", {}, True),
+        (6, DMESG, "NVRM: No NVIDIA graphics adapter probed!", {}, True),  # 11 lines, 2 records of 3 and 4
     K + "xid-119-gsp-rpc-timeout-h100-dmesg-T-gpud.txt":
         (43, DMESG_CTIME, "NVRM: GPU at PCI:0000:9b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d", {119: 5}, False),
     K + "xid-13-43-flood-decode-iso-gpud.txt":
@@ -169,8 +169,11 @@ def test_kernel_log_record_details() -> None:
     assert (journal[0].source, journal[0].host) == ("kernel", "exp03-ft-896z-1-lan.exp03-ft-896z-job-svc")
     assert journal[0].timestamp == "2025-01-17T17:10:43+0000"
     probe = split_kernel_log(read(K + "nvrm-probe-not-called-nouveau-conflict-mattshma-bigdata-133.txt"))
-    assert [line.format for line in probe].count(CONTINUATION) == 5
-    assert probe[5].message == "NVRM: nouveau, rivafb, nvidiafb or rivatv"
+    # the driver's lines without a timestamp continue the record before them
+    assert [line.format for line in probe].count(CONTINUATION) == 0
+    assert (probe[4].line_number, probe[4].last_line) == (5, 7)
+    assert probe[4].message == ("NVRM: This can occur when a driver such as: NVRM: nouveau, rivafb, nvidiafb or rivatv "
+                                "NVRM: was loaded and obtained ownership of the NVIDIA device(s).")
 
 
 def test_nouveau_evidence_details() -> None:

@@ -111,7 +111,7 @@ FABRIC = {
     F + "fm-driver-interface-mismatch-550-curly-quote-nvtrust-55.txt":
         ("version_mismatch", None, 0, ("550.90.07", "550.107.02"), 0, 0),
     F + "journalctl-u-nvidia-fabricmanager-mismatch-535-TRUNCATED-dstack-2348.txt":
-        ("version_mismatch", None, 0, ("535.183.01", None), 0, 0),
+        ("version_mismatch", None, 1, ("535.183.01", None), 0, 0),  # the journal's start is counted
 }
 
 
@@ -159,3 +159,36 @@ def test_a_jetson_l4t_release_is_not_a_driver_version() -> None:
     cut = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57"
     assert isinstance(parse_proc_driver_version(cut), Incomplete)    # 565.57.01 cut: never a version
     assert "cut short" in incomplete(parse_proc_driver_version(cut))
+
+
+JOURNAL_NO_BANNER = F + "journal-fm-configured-no-banner-then-stopped-h20-TRUNCATED-nvtrust-128.txt"
+CONFIG_ITEM = F + "fm-config-item-invalid-value-fabric-node-config-file-talos-siderolabs-511.txt"
+CASES += [JOURNAL_NO_BANNER, CONFIG_ITEM]
+
+
+def test_the_journal_without_the_log_files_banner_reads_configured_then_stopped() -> None:
+    text = read(JOURNAL_NO_BANNER)
+    configured = parse_fabric_manager_log("".join(text.splitlines(True)[:6]))  # up to systemd's "Started"
+    assert (configured.state, configured.starts, configured.system, configured.refusal) == (
+        "configured", 1, "pre-NVL5", None)
+    whole = parse_fabric_manager_log(text)
+    assert (whole.state, whole.starts) == ("stopped", 1)  # systemd stopped it at 15:32
+    restarted = parse_fabric_manager_log(text + text.splitlines(True)[0])  # a later start clears the stop
+    assert (restarted.state, restarted.starts) == ("started", 2)
+
+
+def test_an_invalid_config_item_is_a_refusal_naming_the_item() -> None:
+    log = parse_fabric_manager_log(read(CONFIG_ITEM))
+    assert log.state == "failed" and log.refusal is not None
+    assert (log.refusal.name, log.refusal.detail) == ("config_invalid", "FABRIC_NODE_CONFIG_FILE")
+    assert log.refusal.line.endswith("FABRIC_NODE_CONFIG_FILE has an invalid value")
+
+
+def test_a_failed_start_no_name_covers_names_fabric_managers_error_line() -> None:
+    failed = read(F + "journal-fm-nothing-to-do-no-nvswitch-cube-studio-29.txt").splitlines()[2]
+    log = parse_fabric_manager_log("Sep 18 03:19:01 node nv-fabricmanager[1]: [ERROR] cannot open topology file\n"
+                                   + failed + "\n")
+    assert log.state == "failed" and log.refusal is not None and log.refusal.name == "refused"
+    assert log.refusal.line.endswith("[ERROR] cannot open topology file")
+    bare = parse_fabric_manager_log(failed + "\n")  # no error line before it: the failure line itself
+    assert bare.refusal is not None and bare.refusal.line == failed.strip()

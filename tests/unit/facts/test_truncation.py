@@ -25,7 +25,7 @@ import pytest
 
 from gpuconf.driver import releases
 from gpuconf.errors import UsageError
-from gpuconf.facts import cdi, dkms, evidence, imex, infiniband, kernel, nvidia, packages, rpm, systemd
+from gpuconf.facts import cdi, dkms, evidence, imex, infiniband, kernel, mounts, nvidia, packages, redfish, rpm, systemd
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.dcgm import parse_dcgmi_diag_json, parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.nvidia.driver import find_api_mismatch, parse_proc_driver_params
@@ -57,6 +57,24 @@ def refusing(parse: Callable[[str], Any], *errors: type[Exception]) -> Parser:
     return read
 
 
+def _redfish(text: str) -> Any:
+    """A payload's text as the resource the product reads it as: JSON cut short is refused."""
+    import json
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise redfish.PayloadError(str(exc)) from None
+    if "TaskState" in payload:
+        return redfish.task(payload)
+    if "Members" in payload:
+        return redfish.members(payload)
+    if "Attributes" in payload:
+        return redfish.bios_settings(payload)
+    if str(payload.get("@odata.type", "")).startswith("#UpdateService."):
+        return redfish.update_service(payload)
+    return redfish.software_inventory(payload)
+
+
 def _manifest(text: str) -> Any:
     return releases.parse_manifest(text, "redistrib.json")
 
@@ -76,6 +94,9 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("redist/redistrib_*.json", (refusing(_manifest, UsageError),)),
     ("dmesg/*", (kernel.parse_xid_events, kernel.parse_sxid_events, kernel.find_lost_gpus, kernel.find_lockups)),
     ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,)),
+    ("findmnt/*", (mounts.parse_findmnt_list,)),
+    ("fstab/*", (mounts.parse_fstab,)),
+    ("redfish/*", (refusing(_redfish, redfish.PayloadError),)),
     ("dnf/rpm-qa-*", (rpm.parse_rpm_qa,)),
     ("dpkg/*", (packages.parse_dpkg_l,)),
     ("fabricmanager/*", (nvidia.parse_fabric_manager_log, nvidia.find_version_mismatch)),
@@ -93,6 +114,7 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("nvidia-smi/default-*", (nvidia.parse_nvidia_smi_table,)),
     ("nvidia-smi/dmon-*", (nvidia.parse_dmon,)),
     ("nvidia-smi/failure-*", (nvidia.detect_nvidia_smi_failure,)),
+    ("nvidia-smi/gpu-reset-*", (nvidia.parse_gpu_reset,)),
     ("nvidia-smi/nvlink-fw-*", (parse_nvlink_info,)),
     ("nvidia-smi/nvlink-s-*", (nvidia.parse_nvlink_status,)),
     ("nvidia-smi/q-fabric-*", (parse_query_excerpt,)),

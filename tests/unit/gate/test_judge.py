@@ -1,5 +1,5 @@
-"""The pre-job gate's judging (gpuconf/gate/judge.py): only new kernel log lines count, each signal gets
-its verdict and action, and the drain reason is gpuconf's own."""
+"""The pre-job gate's judging (gpuconf/gate/judge.py): each signal gets its verdict and action, and the
+drain reason is gpuconf's own (this boot's whole kernel log counts: tests/unit/test_gate_whole_boot.py)."""
 from __future__ import annotations
 
 from gpuconf.facts.base import Output
@@ -9,10 +9,8 @@ from gpuconf.gate.judge import (
     PASS,
     UNKNOWN,
     WARNING,
-    Position,
     Signals,
     judge,
-    new_lines,
     overall,
     reason,
 )
@@ -37,13 +35,13 @@ def by_check(findings, check: str):
 
 
 def test_a_healthy_node_passes():
-    findings, _ = judge(signals(), Position())
+    findings = judge(signals())
     assert overall(findings) == PASS and reason(findings) is None
     assert {f.check for f in findings} >= {"driver", "recovery_action", "ecc", "persistence", "xid"}
 
 
 def test_an_xid_79_fails_with_its_action_and_gpuconf_reason():
-    findings, position = judge(signals(log=XID_LOG), Position())
+    findings = judge(signals(log=XID_LOG))
     assert overall(findings) == CRITICAL
     xid = by_check(findings, "xid")[0]
     assert xid.verdict == CRITICAL and "Xid 79" in xid.message and xid.action == "reboot_node"
@@ -52,67 +50,49 @@ def test_an_xid_79_fails_with_its_action_and_gpuconf_reason():
     failing = [f for f in findings if f.verdict == CRITICAL]
     assert why.startswith("gpuconf: gate: GPU 0 (0000:91:00.0): Xid 79") and why.endswith(f"(+{len(failing) - 1} more)")
     assert len(why) <= REASON_MAX
-    stamps = [float(line[1:line.index("]")]) for line in XID_LOG.splitlines() if line.startswith("[")]
-    assert position == Position(BOOT, max(stamps))
 
 
-def test_the_same_lines_do_not_fail_the_next_gate_but_a_new_line_does():
-    _, position = judge(signals(log=XID_LOG), Position())
-    again, _ = judge(signals(log=XID_LOG), position)
-    assert overall(again) == PASS, again
+def test_a_new_xid_line_adds_its_finding():
     newer = XID_LOG + "[6781800.000001] NVRM: Xid (PCI:0000:91:00): 48, pid=1234, name=python, " \
                       "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at " \
                       "partition 0, subpartition 0.\n"
-    later, _ = judge(signals(log=newer), position)
-    assert ["Xid 48" in f.message for f in by_check(later, "xid")] == [True]
+    later = judge(signals(log=newer))
+    assert any("Xid 48" in f.message for f in by_check(later, "xid"))
     assert overall(later) == CRITICAL
-
-
-def test_another_boot_counts_its_whole_log():
-    _, position = judge(signals(log=XID_LOG), Position())
-    rebooted, _ = judge(signals(log=XID_LOG, boot="8f2c-boot-2"), position)
-    assert overall(rebooted) == CRITICAL
-
-
-def test_new_lines_keep_a_continuation_with_its_line():
-    text = "[ 10.000000] old\n  continued old\n[ 20.000000] new\ncontinued new\n"
-    assert new_lines(text, Position(BOOT, 10.0), BOOT) == ("[ 20.000000] new\ncontinued new\n", 20.0)
-    assert new_lines(text, Position(BOOT, 10.0), "other") == (text, 20.0)
 
 
 def test_pending_recovery_and_retired_pages_fail_persistence_off_only_warns():
     reset = "0, 00000000:91:00.0, NVIDIA H100 80GB HBM3, Enabled, No, No, Reset\n"
-    findings, _ = judge(signals(rows=reset), Position())
+    findings = judge(signals(rows=reset))
     assert by_check(findings, "recovery_action")[0].verdict == CRITICAL
     assert by_check(findings, "recovery_action")[0].action == "reset_gpu"
     pending = "0, 00000000:91:00.0, NVIDIA H100 80GB HBM3, Enabled, Yes, No, None\n"
-    findings, _ = judge(signals(rows=pending), Position())
+    findings = judge(signals(rows=pending))
     assert by_check(findings, "ecc")[0].verdict == CRITICAL and by_check(findings, "ecc")[0].action == "reset_gpu"
     off = "0, 00000000:91:00.0, NVIDIA H100 80GB HBM3, Disabled, No, No, None\n"
-    findings, _ = judge(signals(rows=off), Position())
+    findings = judge(signals(rows=off))
     assert overall(findings) == WARNING and reason(findings) is None
 
 
 def test_an_info_xid_is_info_and_does_not_fail():
     line = "[ 5.000000] NVRM: Xid (PCI:0000:91:00): 44, pid=2222, name=python, Ch 00000008\n"
-    findings, _ = judge(signals(log=line), Position())
+    findings = judge(signals(log=line))
     assert by_check(findings, "xid")[0].verdict == INFO and overall(findings) == INFO
 
 
 def test_driver_missing_pinned_elsewhere_or_nvidia_smi_hung():
-    findings, _ = judge(signals(driver=None), Position())
+    findings = judge(signals(driver=None))
     assert by_check(findings, "driver")[0].verdict == CRITICAL
-    findings, _ = judge(signals(), Position(), pinned="570.195.03")
+    findings = judge(signals(), pinned="570.195.03")
     assert "pinned 570.195.03" in by_check(findings, "driver")[0].message
     hung = Signals("driver_unresponsive: nvidia-smi did not answer within 10 s", None, "", "dmesg", BOOT, DRIVER, {})
-    findings, _ = judge(hung, Position())
+    findings = judge(hung)
     assert by_check(findings, "nvidia_smi")[0].verdict == CRITICAL
 
 
-def test_an_unreadable_kernel_log_is_unknown_and_keeps_the_position():
+def test_an_unreadable_kernel_log_is_unknown():
     blind = Signals(parse_readings(Output(FIELDS + "\n" + HEALTHY), 10), None, None, "none", BOOT, DRIVER, {},
                     "dmesg: read kernel buffer failed: Operation not permitted")
-    findings, position = judge(blind, Position(BOOT, 42.0))
+    findings = judge(blind)
     assert by_check(findings, "kernel_log")[0].verdict == UNKNOWN and overall(findings) == UNKNOWN
-    assert position == Position(BOOT, 42.0)
     assert reason(findings).startswith("gpuconf: gate: cannot read this boot's kernel log")

@@ -5,15 +5,18 @@ how many nodes are out of service: the budget is asserted on that, not on what t
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpuconf.connection.base import HostBusy
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.reset import Outcome
 from gpuconf.scheduler.interface import Node
+from gpuconf.scheduler.slurm import reason_before_reboot, rewritten_by_reboot
 
 
 @dataclass
@@ -27,6 +30,8 @@ class FakeNode:
 
 class FakeSlurm:
     name = "slurm"
+    rewritten_by_reboot = staticmethod(rewritten_by_reboot)  # the scheduler's own rule, as Slurm's
+    reason_before_reboot = staticmethod(reason_before_reboot)
 
     def __init__(self, names: Iterable[str]):
         self.state = {n: FakeNode() for n in names}
@@ -64,7 +69,7 @@ class FakeSlurm:
                     fake.silent -= 1
             return {n: self.node(n) for n in names if n in self.state}
 
-    def drain(self, node: str, reason: str) -> None:
+    def drain(self, node: str, reason: str, exact: bool = False) -> None:
         with self.lock:
             self.calls.append(("drain", node, reason))
             self.state[node].flags.add("DRAIN")
@@ -82,19 +87,25 @@ class FakeSlurm:
             self._changed()
 
     def reboot(self, node: str) -> None:
-        """As a plain scontrol reboot (no reason=) of a drained node: it keeps its reason, with
-        " : reboot issued" appended, and comes back drained, not responding until slurmctld has
-        pinged it."""
+        """As a plain scontrol reboot (no reason=) of a drained node: Slurm 22.05.8's
+        set_node_reboot_reason (src/slurmctld/node_mgr.c) appends " : reboot issued" to the reason,
+        or, when the reason already holds "reboot issued", replaces it with the bare words; the node
+        comes back drained, not responding until slurmctld has pinged it."""
         with self.lock:
             self.calls.append(("reboot", node))
             fake = self.state[node]
-            fake.reason, fake.silent = f"{fake.reason} : reboot issued", 2
+            fake.reason = "reboot issued" if fake.reason is None or "reboot issued" in fake.reason \
+                else f"{fake.reason} : reboot issued"
+            fake.silent = 2
             self._changed()
 
     def hand_drain(self, node: str, reason: str, base: str = "IDLE") -> None:
         self.state[node].flags.add("DRAIN")
         self.state[node].base = base
         self.state[node].reason = reason
+
+
+HOST_BUSY = "held by"
 
 
 class FakeHooks:
@@ -116,6 +127,9 @@ class FakeHooks:
         self.actions: list[tuple[str, str]] = []  # (host, "reset" | "imex"), as the ladder took them
         self.refuse: set[str] = set()  # hosts whose GPU reset nvidia-smi refuses (a process holds the GPU)
         self.collected: list[str] = []  # hosts whose evidence bundle was collected
+        self.during_action = None  # called inside a node action (a reset, an IMEX restart): an operator, a signal
+        self.no_gpus: set[str] = set()  # hosts whose check names no GPU (login, storage nodes)
+        self.locks: dict[str, str] = {}  # the nodes' own remediation locks: host -> holder (shared between runs)
 
     def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
         self.checked.append(list(hosts))
@@ -123,19 +137,27 @@ class FakeHooks:
             self.during_check()
         result = {}
         for host in hosts:
-            rebooted = ("reboot", host) in self.slurm.calls
-            reset_done = (host, "reset") in self.actions and host not in self.refuse \
-                and host in self.faults and self.faults[host].kind in ("reset", "app")
-            if host in self.faults and (host in self.sticky or not (rebooted or reset_done)):
-                result[host] = plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}",
-                                            cause="fault", decision=self.faults[host])
-            elif host in self.broken:
-                result[host] = plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79")
-            elif host in self.drifted:
-                result[host] = plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content")
-            else:
-                result[host] = plan.Verdict(host, True)
+            result[host] = dataclasses.replace(self._verdict(host), gpus=0 if host in self.no_gpus else 1)
         return result
+
+    def _verdict(self, host: str) -> plan.Verdict:
+        rebooted = ("reboot", host) in self.slurm.calls
+        reset_done = (host, "reset") in self.actions and host not in self.refuse \
+            and host in self.faults and self.faults[host].kind in ("reset", "app")
+        if host in self.faults and (host in self.sticky or not (rebooted or reset_done)):
+            return plan.Verdict(host, False, f"gpuconf: failed: {self.faults[host].finding}", cause="fault",
+                                decision=self.faults[host])
+        if host in self.broken:
+            return plan.Verdict(host, False, "gpuconf: failed: Xid errors: GPU 0: Xid 79", cause="fault")
+        if host in self.drifted:
+            return plan.Verdict(host, False, "gpuconf: drift: /etc/gpu.conf content", cause="drift")
+        return plan.Verdict(host, True)
+
+    def claim(self, host: str):
+        holder = f"fake run {id(self)}"
+        if self.locks.setdefault(host, holder) != holder:
+            raise HostBusy(f"{HOST_BUSY} {self.locks[host]}")
+        return lambda: self.locks.pop(host, None)
 
     def serials(self, host: str) -> dict[str, str]:
         return self.serial_numbers.get(host, {})
@@ -148,6 +170,8 @@ class FakeHooks:
     def node_action(self, host: str, step: str, decision: Decision) -> Outcome:
         assert not self.slurm.node(host).in_service and not self.slurm.node(host).busy, f"{step} in service"
         self.actions.append((host, step))
+        if self.during_action is not None:
+            self.during_action()
         if step == "reset" and host in self.refuse:
             return Outcome(False, "The following GPUs could not be reset:; GPU 00000000:3B:00.0: In use by another "
                            "client", refused=True)

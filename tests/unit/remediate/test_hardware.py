@@ -16,7 +16,7 @@ from gpuconf.remediate.hold import hold_reason, parse_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.remediate.preview import preview
-from gpuconf.results import Finding
+from gpuconf.results import FaultCode, Finding
 from gpuconf.scheduler.interface import Node
 from tests.unit.remediate.fakes import FakeHooks, FakeSlurm
 
@@ -26,7 +26,8 @@ BUS = "0000:3b:00.0"
 
 def xid(code: int, action: str, severity: str = "failure", bus: str = BUS, count: int = 2) -> Finding:
     return Finding("xid", severity, f"GPU 0 ({bus}): Xid {code} (NAME) x{count} this boot; action: {action}",
-                   gpu=0, bus_id=bus, value=count, action=action)
+                   gpu=0, bus_id=bus, value=count, action=action, code=FaultCode("Xid", code), count=count,
+                   rule=f"xid_catalog.csv: {code}")
 
 
 def remediate(slurm, hooks, tmp_path, budget="1", breaker=None, clock=time.time, lines=None):
@@ -54,7 +55,8 @@ def test_the_strongest_action_wins_and_names_its_finding_and_catalog_row():
     hold = decide_action([xid(79, "reboot_node"), xid(13, "contact_support", bus="0000:5e:00.0")])
     assert hold.hold and hold.code == "Xid 13" and hold.bus_id == "0000:5e:00.0"
     driver = decide_action([Finding("recovery_action", "failure", "GPU 1: the driver asks for recovery action "
-                                    "Drain P2P (drain_p2p)", gpu=1, bus_id=BUS, action="drain_p2p")])
+                                    "Drain P2P (drain_p2p)", gpu=1, bus_id=BUS, action="drain_p2p",
+                                    rule="nvidia-smi gpu_recovery_action")])
     assert driver.hold and driver.row == "nvidia-smi gpu_recovery_action"
 
 
@@ -103,7 +105,7 @@ def test_a_fault_that_survives_the_reboot_ends_in_a_hold_one_that_does_not_is_re
     hooks.sticky.add("n1")
     hooks.serial_numbers["n1"] = {BUS: "SER-1"}
     summary = remediate(slurm, hooks, tmp_path, budget="2")  # a held node keeps costing its budget
-    assert [c[0] for c in slurm.calls if c[1] == "n1"] == ["drain", "reboot", "drain"]
+    assert [c[0] for c in slurm.calls if c[1] == "n1"] == ["drain", "reboot", "drain", "drain"]  # set again, then the hold
     assert slurm.node("n1").reason == f"gpuconf: hardware: Xid 79 GPU SER-1 {BUS}"
     assert [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "resume"] and ("n3", "reset") in hooks.actions
     assert slurm.node("n3").in_service

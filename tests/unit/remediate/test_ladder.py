@@ -45,7 +45,7 @@ def test_a_refused_reset_falls_back_to_the_reboot(tmp_path):
     hooks.refuse.add("n2")
     lines: list[str] = []
     summary = remediate(slurm, hooks, tmp_path, lines=lines)
-    assert [c[0] for c in slurm.calls if c[1] == "n2"] == ["drain", "reboot", "resume"]
+    assert [c[0] for c in slurm.calls if c[1] == "n2"] == ["drain", "reboot", "drain", "resume"]
     assert summary.nodes["n2"].outcome == out.RESUMED
     assert any(line.startswith("n2: reset: refused: The following GPUs could not be reset") for line in lines), lines
     assert [s for s, _ in journal(tmp_path, "n2")][3:7] == ["reset", "reset", "reboot", "apply"]
@@ -56,7 +56,7 @@ def test_a_gpu_off_the_bus_goes_straight_to_the_reboot(tmp_path):
     hooks = FakeHooks(slurm, reboot=False)
     hooks.faults["n3"] = decide_action([xid(79, "reboot_node"), xid(119, "reset_gpu", bus="0000:5e:00.0")])
     remediate(slurm, hooks, tmp_path)
-    assert hooks.actions == [] and [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "reboot", "resume"]
+    assert hooks.actions == [] and [c[0] for c in slurm.calls if c[1] == "n3"] == ["drain", "reboot", "drain", "resume"]
 
 
 def test_a_fault_the_reset_and_the_reboot_leave_is_a_hold(tmp_path):

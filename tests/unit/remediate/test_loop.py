@@ -46,7 +46,7 @@ def test_two_drifted_nodes_one_at_a_time_jobs_first_then_both_back(tmp_path):
     assert {n.host for n in summary.of(out.RESUMED)} == {"n2", "n5"}
     assert summary.exit_code == 0 and summary.waves == 2
     assert all(slurm.node(n).in_service for n in NODES)
-    assert [c[0] for c in slurm.calls if c[1] == "n2"] == ["drain", "reboot", "resume"]
+    assert [c[0] for c in slurm.calls if c[1] == "n2"] == ["drain", "reboot", "drain", "resume"]
     assert any(line.startswith("n2: drain: gpuconf: drift:") for line in lines)
     again = remediate(slurm, hooks, tmp_path)
     assert again.exit_code == 0 and len(again.of(out.IN_SYNC)) == 6 and again.waves == 0

@@ -71,7 +71,7 @@ def test_a_failed_verification_never_drains_over_an_operators_reason(tmp_path):
     hooks = FakeHooks(slurm, broken=["n4"])
     hooks.during_check = lambda: slurm.hand_drain("n4", OPERATOR)
     summary = remediate(slurm, hooks, tmp_path)
-    assert slurm.state["n4"].reason == OPERATOR and calls(slurm, "n4") == ["drain", "reboot"]
+    assert slurm.state["n4"].reason == OPERATOR and calls(slurm, "n4") == ["drain", "reboot", "drain"]  # its reason set again after the reboot
     record, steps = journal(tmp_path, "n4")
     assert record.outcome == "foreign" and steps[-2:] == ["fail", "done"]
     assert summary.nodes["n4"].outcome == out.FOREIGN and summary.exit_code == 2
@@ -112,3 +112,18 @@ def test_a_verified_node_an_operator_holds_is_reported_but_in_sync(tmp_path):
     assert calls(slurm, "n6") == [] and slurm.state["n6"].reason == OPERATOR
     node = summary.nodes["n6"]
     assert (node.outcome, node.drifted, summary.exit_code) == (out.FOREIGN, False, 0)
+
+
+def test_an_operators_drain_during_the_reset_is_seen_before_the_apply(tmp_path):
+    """Issue 35, MEDIUM 4: nothing is applied to a node after a person took it, even when they drained
+    it while its GPU reset ran."""
+    from gpuconf.remediate.decision import decide_action
+    from tests.unit.remediate.test_hardware import xid
+
+    slurm = FakeSlurm(NODES)
+    hooks = FakeHooks(slurm, reboot=False)
+    hooks.faults["n2"] = decide_action([xid(48, "reset_gpu")])
+    hooks.during_action = lambda: slurm.hand_drain("n2", OPERATOR)
+    summary = remediate(slurm, hooks, tmp_path)
+    assert hooks.actions == [("n2", "reset")] and hooks.applied == []
+    assert slurm.state["n2"].reason == OPERATOR and summary.nodes["n2"].outcome == out.FOREIGN

@@ -1,6 +1,6 @@
 """The human output at fleet size: a summary by task across hosts, a folded recap, a line budget.
 
-The reporter is driven with the events the runner sends (play, task, host_done, recap) for a
+The reporter is driven with the events the runner sends (play_started, task_completed, host_completed, recap) for a
 synthetic fleet, through a plain (non-TTY) stream, the way CI logs it.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ from tests.unit.report.fleet import host_name, synthetic_run
 def printed(run: RunResult, verbose: int = 0) -> list[str]:
     stream = io.StringIO()
     reporter = TextReporter(stream=stream, verbose=verbose, verb=run.verb)
-    reporter.play("a100 nodes", list(run.hosts))
+    reporter.play_started("a100 nodes", list(run.hosts))
     for host in run.hosts.values():
         for task in host.tasks:
-            reporter.task(task)
-        reporter.host_done(host.host)
+            reporter.task_completed(task)
+        reporter.host_completed(host.host)
     run.seal()
     reporter.recap(run)
     return stream.getvalue().splitlines()

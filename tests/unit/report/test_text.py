@@ -100,14 +100,14 @@ def test_on_a_tty_lines_diff_and_recap_are_coloured_and_progress_is_shown(tmp_pa
 def test_live_progress_counts_hosts_and_failures_and_names_the_slow_hosts_task():
     console = Console(file=io.StringIO(), force_terminal=True, width=120)
     reporter = TextReporter(verb="check", console=console, slow_after=0.0)
-    reporter.play("fleet", ["n1", "n2", "n3"])
+    reporter.play_started("fleet", ["n1", "n2", "n3"])
     try:
         reporter.task_started("n1", "gathering facts")
         reporter.task_started("n2", "nvidia_driver : driver package")
-        reporter.task(TaskResult("n1", "fleet", "fabricmanager", Status.FAILED, error="not running"))
-        reporter.host_done("n1")
-        reporter.task(TaskResult("n3", "fleet", "connect", Status.UNREACHABLE, error="refused"))
-        reporter.host_done("n3")
+        reporter.task_completed(TaskResult("n1", "fleet", "fabricmanager", Status.FAILED, error="not running"))
+        reporter.host_completed("n1")
+        reporter.task_completed(TaskResult("n3", "fleet", "connect", Status.UNREACHABLE, error="refused"))
+        reporter.host_completed("n3")
         shown = reporter.progress.render().plain
     finally:
         reporter.progress.stop()
@@ -128,7 +128,7 @@ def _feed(reporter: TextReporter) -> RunResult:
     """The same run, event by event, with names and messages rich markup would misread."""
     hosts = [f"n{index:02d}" for index in range(12)]
     run = RunResult("check", "p.yml", "inv", 0.0, 1.0)
-    reporter.play("odd [names]", hosts)
+    reporter.play_started("odd [names]", hosts)
     for index, host in enumerate(hosts):
         tasks = []
         for number, odd in enumerate(ODD_TEXT):
@@ -138,9 +138,9 @@ def _feed(reporter: TextReporter) -> RunResult:
                 changes=[ChangeReport(f"change {odd}", diff=f"--- a\n+++ b\n-{odd}\n+{odd}!")] * 2
                 if status == Status.WOULD_CHANGE else [],
                 error=f"error {odd}" if status == Status.FAILED else None, stdout=f"{odd}\nline two\n"))
-            reporter.task(tasks[-1])
+            reporter.task_completed(tasks[-1])
         run.hosts[host] = _host(host, *tasks)
-        reporter.host_done(host)
+        reporter.host_completed(host)
     reporter.recap(run)
     return run
 

@@ -25,9 +25,9 @@ def drifted(host: str, task: str, role: str, *summaries: str) -> TaskResult:
 
 
 def printed(reporter_stream: io.StringIO, reporter: TextReporter, *results: TaskResult) -> list[str]:
-    reporter.play("p", ["h1"])
+    reporter.play_started("p", ["h1"])
     for result in results:
-        reporter.task(result)
+        reporter.task_completed(result)
     return [ANSI.sub("", line) for line in reporter_stream.getvalue().splitlines()]
 
 

@@ -25,6 +25,8 @@ def failed_with(journal: str, nvidia_smi: dict | None = None) -> dict:
     (F + "fm-driver-interface-mismatch-530-gpu-operator-544.txt", fm.REFUSED_VERSION, "package: fabricmanager"),
     (F + "journalctl-u-nvidia-fabricmanager-mismatch-535-TRUNCATED-dstack-2348.txt", fm.REFUSED_VERSION,
      "exact version"),
+    (F + "fm-config-item-invalid-value-fabric-node-config-file-talos-siderolabs-511.txt", fm.CONFIG_INVALID,
+     "correct FABRIC_NODE_CONFIG_FILE in fabric manager's config file"),
 ])
 def test_a_refusal_is_a_named_failure_with_its_fix_and_no_restart(rel, name, fix):
     check, unknown = run_probe("health_fabricmanager", {"remedy": True}, failed_with(read_real(rel)))
@@ -58,3 +60,13 @@ def test_an_active_service_reads_no_journal_and_a_quiet_journal_is_the_plain_fai
     quiet, _ = run_probe("health_fabricmanager", {}, failed_with(
         read_real(F + "fabricmanager-log-multicast-team-8gpu-gpud.txt")))
     assert quiet.findings[0].message == "nvidia-fabricmanager is failed" and quiet.findings[0].value == "failed"
+
+
+def test_a_refusal_no_name_covers_is_refused_naming_fabric_managers_own_line():
+    # SYNTHETIC: the start script's failure line of cube-studio issue 29 after an error line no named refusal covers
+    journal = ("Sep 18 03:19:01 node nv-fabricmanager[4756]: [ERROR] failed to open topology file "
+               "/usr/share/nvidia/nvswitch/dgxh100_hgxh100_topology\n"
+               + read_real(F + "journal-fm-nothing-to-do-no-nvswitch-cube-studio-29.txt").splitlines()[2] + "\n")
+    check, _ = run_probe("health_fabricmanager", {}, failed_with(journal))
+    first = check.findings[0]
+    assert first.value == fm.REFUSED and "failed to open topology file" in first.message

@@ -64,7 +64,8 @@ def test_one_nvidia_smi_call_serves_every_probe_and_a_hot_gpu_fails_only_its_pro
         "temperature": "failed", "ecc": "ok", "memory": "ok", "persistence": "ok", "power": "ok"}
     hot = [f for f in tasks["temperature"]["findings"] if f["severity"] == "failure"]
     assert hot == [{"probe": "temperature", "severity": "failure", "gpu": 3, "bus_id": "0000:4e:00.0", "value": 91,
-                    "message": "GPU 3 (0000:4e:00.0) at 91 °C (limit 85 °C)", "action": None}]
+                    "message": "GPU 3 (0000:4e:00.0) at 91 °C (limit 85 °C)", "action": None, "code": None,
+                    "count": None, "rule": None}]
     assert len(tasks["power"]["findings"]) == 8
     assert len(calls(host)) == 1
 

@@ -1,0 +1,41 @@
+"""One host's results in one play, as they happen. A finished task is registered (its
+`register:`), redacted, kept and told to the run's processors, in that order and only here:
+the entries (engine/entry.py), the executor (engine/executor.py) and the play (engine/hostrun.py)
+all record through it."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gpuconf.engine.planner import HostPlanner
+from gpuconf.engine.processors import Processors
+from gpuconf.engine.registered import registered_value
+from gpuconf.engine.secrets import mark_known, redact_result
+from gpuconf.playbook.models import TaskDef
+from gpuconf.results import Status, TaskResult
+
+
+class HostLog:
+    def __init__(self, planner: HostPlanner, processors: Processors):
+        self.planner, self.processors = planner, processors
+        self.results: list[TaskResult] = []
+
+    def result(self, task: TaskDef | None, status: Status, **fields: Any) -> TaskResult:
+        """A result of `task` on this host (None: the connection itself)."""
+        return TaskResult(
+            host=self.planner.host, play=self.planner.play.name, task=task.name if task else "connect",
+            status=status, type=task.type if task else "", role=task.role if task else None,
+            location=str(task.location) if task else "", secret=bool(task and task.keywords.no_log), **fields)
+
+    def finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
+        """`task` is done: its duration, its registered value, then the result recorded."""
+        result.duration = round(time.monotonic() - started, 3)
+        if task.keywords.register and register:
+            self.planner.registered[task.keywords.register] = mark_known(
+                registered_value(task.keywords.register, result), self.planner.secrets)
+        self.add(result)
+
+    def add(self, result: TaskResult) -> None:
+        result = redact_result(result, self.planner.secrets)
+        self.results.append(result)
+        self.processors.task_completed(result)
