@@ -5,10 +5,11 @@ order the work is handed out.
 A lab is a session (or module) fixture of one process. The labs that cost little to start (the
 session's fresh `lab`, `el9_lab`, the `sshd`: PER_PROCESS) are named after the worker too
 (tests/lab_fixtures.py), so each process that needs one starts its own. The others converge GPU
-nodes or run a Slurm cluster, and are started once: every lab test is in a group, and a group
-holds, together, each test module with a lab test and every such lab fixture its tests use (a
-union over "module M uses fixture F"), so such a lab starts in the one process that runs all of
-its tests, in their usual order. The unit tests have no group and go wherever a process is free.
+nodes or run a Slurm cluster, and are started once (so is what ONCE_PER_RUN names): every lab test
+is in a group, and a group holds, together, each test module with a lab test and every such fixture
+its tests use (a union over "module M uses fixture F"), so such a lab starts in the one process
+that runs all of its tests, in their usual order. The unit tests have no group and go wherever a
+process is free.
 
 The groups are handed out first, the heaviest first (`weight`), so that the long lab waits
 (reboots, Slurm, converging a GPU lab) overlap each other and the unit tests' CPU fill the gaps.
@@ -35,6 +36,9 @@ import pytest
 STARTS_A_LAB = ("start_lab(", "Lab(", "SSHD", "slurm=True")
 # Labs each process starts for itself (a few seconds): their tests need not share a process.
 PER_PROCESS = {"lab", "el9_lab", "sshd"}
+# Session fixtures that start no lab but cost too much to make in each process (a wheel built, a virtual
+# environment installed from the package index): their tests are grouped like a lab's.
+ONCE_PER_RUN = {"gpuconf_wheel", "installed_gpuconf"}
 _sources: dict[object, str] = {}
 _GROUPS_DIR = "gpuconf_groups"   # the controller's directory for the workers' files, in workerinput
 
@@ -69,12 +73,14 @@ class _Union:
             self.parent[max(ra, rb)] = min(ra, rb)   # the smaller key names the group: the same in every process
 
 
-def _shared_lab_fixtures(item) -> list[str]:
-    """The session-wide fixtures in the test's closure that start a lab once a run."""
+def once_per_run(item) -> list[str]:
+    """The session-wide fixtures in the test's closure made once a run: those that start a lab (but the
+    PER_PROCESS ones) and ONCE_PER_RUN."""
     names = []
     for name, defs in item._fixtureinfo.name2fixturedefs.items():
         definition = defs[-1]
-        if name not in PER_PROCESS and definition.scope in ("session", "package") and starts_a_lab(definition.func):
+        if name in ONCE_PER_RUN or (name not in PER_PROCESS and definition.scope in ("session", "package")
+                                    and starts_a_lab(definition.func)):
             names.append(name)
     return names
 
@@ -84,12 +90,13 @@ def _module(item: pytest.Item) -> str:
 
 
 def group_labs(items: Iterable[pytest.Item], is_lab: Callable[[pytest.Item], bool]) -> dict[str, list[pytest.Item]]:
-    """Each lab test's group (by the union above), as {group name: its tests in collection order}."""
+    """The group of each lab test and each test of a fixture made once a run (by the union above), as
+    {group name: its tests in collection order}."""
     union = _Union()
-    lab_items = [item for item in items if is_lab(item)]
+    lab_items = [item for item in items if is_lab(item) or once_per_run(item)]
     for item in lab_items:
         union.find(_module(item))
-        for name in _shared_lab_fixtures(item):
+        for name in once_per_run(item):
             union.join(_module(item), "fixture " + name)
     groups: dict[str, list[pytest.Item]] = {}
     for item in lab_items:
