@@ -88,9 +88,10 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - the library raises its own, requests' and ssl's
             raise BmcError(f"{endpoint.url}: cannot log in: {describe(exc)}") from None
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        """The Redfish library's GET or POST (its response object: the JSON boundary)."""
         try:
-            return getattr(self._client, method)(path, **kwargs)
+            return getattr(self._client, method)(path, **options)
         except Exception as exc:  # noqa: BLE001
             raise BmcError(f"{self.endpoint.url}: {method.upper()} {path}: {describe(exc)}") from None
 
@@ -114,6 +115,15 @@ class Session:
         if response.status >= 400:
             raise BmcError(f"{self.endpoint.url}: POST {path}: HTTP {response.status}: {_extended(payload)}")
         return response.status, payload if isinstance(payload, dict) else {}, dict(response.getheaders())
+
+    def patch(self, path: str, body: dict[str, Any]) -> None:
+        response = self._call("patch", path, body=body)
+        if response.status >= 400:
+            try:
+                detail = _extended(response.dict)
+            except Exception:  # noqa: BLE001
+                detail = response.text[:200]
+            raise BmcError(f"{self.endpoint.url}: PATCH {path}: HTTP {response.status}: {detail}")
 
     def close(self) -> None:
         try:

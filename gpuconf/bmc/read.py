@@ -8,14 +8,43 @@ from typing import Any
 
 from gpuconf.bmc.client import BmcEndpoint, BmcError, ReadOnly, Session
 from gpuconf.facts.base import Fact, FactUnavailable
-from gpuconf.facts.redfish import FIRMWARE_INVENTORY, SYSTEMS, UPDATE_SERVICE, BmcInventory, inventory, members
+from gpuconf.facts.redfish import (
+    FIRMWARE_INVENTORY,
+    SERVICE_ROOT,
+    SYSTEMS,
+    UPDATE_SERVICE,
+    BmcInventory,
+    inventory,
+    members,
+)
+
+
+def expand_query(root: dict[str, Any]) -> str | None:
+    """The query that has the BMC inline a collection's members, when its service root says it
+    can (`ProtocolFeaturesSupported.ExpandQuery`): one request instead of one per member (66 on
+    a DGX H100, at about half a second each on its BMC)."""
+    features = root.get("ProtocolFeaturesSupported")
+    expand = features.get("ExpandQuery") if isinstance(features, dict) else None
+    if not isinstance(expand, dict) or not expand.get("Levels"):
+        return None
+    if expand.get("NoLinks"):
+        return "$expand=.($levels=1)"
+    return "$expand=*($levels=1)" if expand.get("ExpandAll") else None
 
 
 def read_payloads(reader: ReadOnly) -> dict[str, Any]:
     """Every payload an inventory needs, by path. A member that cannot be read is left out (the
-    parse names it as a problem); the collection itself must be read."""
-    payloads: dict[str, Any] = {FIRMWARE_INVENTORY: reader.get(FIRMWARE_INVENTORY)}
-    for path in members(payloads[FIRMWARE_INVENTORY]):
+    parse names it as a problem); the collection itself must be read. Members the BMC inlined
+    (`$expand`) are taken from the collection; any it did not inline are read one by one."""
+    query = expand_query(reader.get(SERVICE_ROOT))
+    collection = reader.get(f"{FIRMWARE_INVENTORY}?{query}" if query else FIRMWARE_INVENTORY)
+    payloads: dict[str, Any] = {FIRMWARE_INVENTORY: collection}
+    for listed in collection.get("Members") or ():
+        if isinstance(listed, dict) and listed.get("@odata.id") and "Id" in listed:
+            payloads[str(listed["@odata.id"])] = listed
+    for path in members(collection):
+        if path in payloads:
+            continue
         try:
             payloads[path] = reader.get(path)
         except BmcError:
@@ -36,18 +65,19 @@ def read_inventory(endpoint: BmcEndpoint) -> BmcInventory:
         session.close()
 
 
-def inventory_fact(endpoint: BmcEndpoint) -> Fact:
+def inventory_fact(endpoint: BmcEndpoint) -> Fact[BmcInventory]:
     """The BMC's inventory as a fact read on the controller. Its key names the BMC, never the
     credentials; a BMC that cannot be read is a FactUnavailable with the reason (status unknown)."""
-    def read() -> Any:
+    def read() -> BmcInventory | FactUnavailable:
         try:
             return read_inventory(endpoint)
         except BmcError as exc:
             return FactUnavailable(str(exc))
 
-    def parse(value: Any) -> Any:
+    def parse(value: Any) -> BmcInventory:
         if isinstance(value, FactUnavailable):
             raise value
-        return value
+        inventory: BmcInventory = value
+        return inventory
 
     return Fact(f"bmc:{endpoint.url}:inventory", {"op": "host"}, parse, controller=read)

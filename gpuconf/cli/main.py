@@ -48,8 +48,9 @@ def _forks_option(parser: argparse.ArgumentParser) -> None:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook")
-    parser.add_argument("-i", "--inventory", help="inventory name, path, or host list 'a,b,' (default: gpuconf.cfg's "
-                        "inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
+    parser.add_argument("-i", "--inventory", action="append",
+                        help="inventory name, path, or host list 'a,b,'; more than once merges them (default: "
+                             "gpuconf.cfg's inventory, or GPUCONF_INVENTORY; with -c local, this machine alone)")
     _limit_option(parser)
     parser.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma separated)")
     parser.add_argument("--skip-tags", default="", help="skip tasks with these tags")
@@ -91,6 +92,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax-check", action="store_true", help="load the playbook and its roles, run nothing")
     parser.add_argument("--start-at-task", metavar="NAME", help="start at the first task with this name")
     parser.add_argument("--step", action="store_true", help="ask before each task: (y)es, (n)o, (c)ontinue")
+    parser.add_argument("--force-handlers", action="store_true",
+                        help="run the handlers a host was notified of even when it failed (a play's "
+                             "force_handlers wins)")
     _vault_options(parser)
 
 
@@ -205,8 +209,10 @@ def _schedule_options(parser: argparse.ArgumentParser) -> None:
                                           "and these options; nothing is installed.")
     show.add_argument("--interval", help="how often the check runs, a systemd time span (default 1h)")
     show.add_argument("--randomized-delay", help="RandomizedDelaySec: spread over the fleet (default 15min)")
-    show.add_argument("--playbook", help="the playbook, relative to the checkout (default playbooks/a100-node.yml)")
-    show.add_argument("-i", "--inventory", help="the inventory, relative to the checkout (default inventories/prod)")
+    show.add_argument("--playbook", help="a playbook shipped with gpuconf, by name, or a path on the node "
+                      "(default gpu-health.yml)")
+    show.add_argument("-i", "--inventory", help="the node's inventory (default /etc/gpuconf/inventory.yml, which "
+                      "gpuconf-agent.yml writes)")
     show.add_argument("--host", help="this node's inventory name (default: this machine's hostname)")
     show.add_argument("--deadline", type=float, help="seconds a check may take (default 300)")
     show.add_argument("--textfile-dir", help="node_exporter's textfile directory")
@@ -292,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("-c", "--connection", choices=["ssh", "local"])
     facts.add_argument("--accept-new-host-keys", action="store_true")
     _vault_options(facts)
+    firmware = sub.add_parser("firmware", help="the fleet's firmware through each node's BMC: component, version, "
+                              "how many nodes, which differ (docs/firmware.md)")
+    firmware.add_argument("-i", "--inventory")
+    _limit_option(firmware)
+    _forks_option(firmware)
+    firmware.add_argument("--format", choices=["text", "json"], default="text")
+    _vault_options(firmware)
     catalog = sub.add_parser("catalog", help="the driver branch catalog: support, end of life, newest point releases",
                              description="Print the branch catalog (gpuconf/driver/branches.yml) and how old its "
                                          "knowledge of each branch's newest point release is; with --from-redistrib, "
@@ -346,9 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        from gpuconf.cli import verbs as commands
+        from gpuconf.cli.verbs import VERBS
 
-        return getattr(commands, args.command)(args)
+        return VERBS[args.command](args)
     except GpuconfError as exc:
         print(f"gpuconf: error: {exc}", file=sys.stderr)
         return exc.exit_bit

@@ -4,22 +4,34 @@ a message or a variable. Neither asks the host anything."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from gpuconf.engine.include_vars import include_vars
+from gpuconf.errors import TaskError
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
+DEFAULT_MESSAGE = "Hello world!"   # a bare `debug:`, as Ansible's
 
-def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Carry out `set_fact` or `debug`: the result's message and data."""
+
+def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], included: dict[str, Any] | None = None,
+               playbook_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
+    """Carry out `set_fact`, `debug` or `include_vars`: the result's message and data."""
+    if task.type == "include_vars":
+        params = {name: render(value, variables) for name, value in task.params.items()}
+        return include_vars(task, params, included if included is not None else {}, playbook_dir)
     if task.type == "set_fact":
-        values = {name: render(value, variables) for name, value in task.params.items()}
+        reserved = [name for name in task.params if str(name).startswith("_ansible_")]
+        if reserved:
+            raise TaskError(f"The variable name '{reserved[0]}' is reserved for internal use only.")
+        values = {name: render(value, variables) for name, value in task.params.items() if name != "cacheable"}
         registered.update(values)
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:
         name = str(task.params["var"])
         value = evaluate(name, variables)
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
-    message = render(task.params["msg"], variables)
+    message = render(task.params.get("msg", DEFAULT_MESSAGE), variables)
     text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)
     return text, {"msg": message}

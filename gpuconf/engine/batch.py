@@ -5,7 +5,10 @@ promises need the hosts of a batch to meet:
 - `max_fail_percentage`: Ansible runs a task on every host, counts the failures, and
   ends the play for every host once they pass the limit. With a limit set, the hosts
   here wait for each other after each task, so that no host starts the next task
-  before the others' failures are counted (`0` is `any_errors_fatal`).
+  before the others' failures are counted.
+- `any_errors_fatal`: a host's failure at a task is every host's failure there: each
+  goes to its block's rescue and always, as the failing host does (they meet after
+  each task too).
 - `run_once`: the task runs on the first host of the batch that is still in the play,
   never on whichever thread got there first, and every host of the batch gets what it
   registered or set (set_fact included).
@@ -22,9 +25,13 @@ WAKE_SECONDS = 0.2  # how often a waiting host looks at the stop flag (SIGINT, t
 class Batch:
     """One batch's hosts, in inventory order, and how far each got through the play's tasks."""
 
-    def __init__(self, hosts: list[str], max_fail_percentage: float | None = None):
+    def __init__(self, hosts: list[str], max_fail_percentage: float | None = None, lockstep: bool = False):
         self.hosts = list(hosts)
         self.limit = max_fail_percentage
+        # the hosts meet after each task: with a limit, or where a play can end the batch (meta: end_play)
+        self.lockstep = lockstep or max_fail_percentage is not None
+        self.ended = False  # meta: end_play (or end_batch) ran on one of the hosts
+        self.fatal: set[int] = set()  # the tasks (by index) that failed on a host with any_errors_fatal
         self.changed = threading.Condition()
         self.done_through: dict[str, int] = {host: -1 for host in hosts}  # the last task index each finished
         self.gone: set[str] = set()  # hosts whose play ended (failed, unreachable, or done)
@@ -45,12 +52,24 @@ class Batch:
         with self.changed:
             self.done_through[host] = index
             self.changed.notify_all()
-            if self.limit is None:
-                return True
-            while not self._over_limit() and not stop() and any(
+            if not self.lockstep:
+                return not self.ended
+            while not self._over_limit() and not self.ended and not stop() and any(
                     self.done_through[other] < index for other in self.hosts if other not in self.gone):
                 self.changed.wait(WAKE_SECONDS)
-            return not self._over_limit()
+            return not self._over_limit() and not self.ended
+
+    def fail_all(self, index: int) -> None:
+        """any_errors_fatal: task `index` failed on one host, so it fails on every host of the batch."""
+        with self.changed:
+            self.fatal.add(index)
+            self.changed.notify_all()
+
+    def end(self) -> None:
+        """meta: end_play (or end_batch): every host of the batch stops before its next task."""
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
 
     def leave(self, host: str, failed: bool) -> None:
         """`host`'s play ended; a failed (or unreachable) host counts against the limit."""

@@ -32,7 +32,7 @@ class Entries:
         """One task of the list (the play's task `index`): once, once per loop item, or (run_once)
         on the batch's first host still in the play, for the whole batch."""
         planner, log = self.planner, self.log
-        if task.keywords.run_once and self.batch is not None and index is not None:
+        if task.keywords.run_once and self.batch is not None and index is not None and planner.flag(task, "run_once"):
             first, owner, done, shared = self.batch.claim(index, planner.host)
             if not first:
                 self.batch.wait_for(owner, done, self.stop)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.actions import run_action
@@ -17,7 +18,9 @@ from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, read_facts
 from gpuconf.engine.delegate import Delegates, delegate_target, reads_elsewhere
 from gpuconf.engine.flow import judge
+from gpuconf.engine.handlers import Notifications
 from gpuconf.engine.hostlog import HostLog
+from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.registered import KnownOnlyAfterApply
@@ -25,10 +28,12 @@ from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
 from gpuconf.facts.base import Fact, FactUnavailable, user_command
+from gpuconf.playbook.checkmode import mode
 from gpuconf.playbook.models import ENGINE_ACTIONS, TaskDef
 from gpuconf.results import ChangeReport, Finding, Status, TaskResult
 from gpuconf.tasks.base import Refused, Unknown, Verdict
 from gpuconf.tasks.registry import TASK_TYPES
+from gpuconf.templating.render import render
 
 
 class HostUnreachable(Exception):
@@ -44,7 +49,9 @@ class TaskExecutor:
         self.delegates = delegates
         self.host_facts = host_facts  # the run's: hostvars[this host].facts, for the other hosts
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
-        self.notified: list[str] = []
+        # the host's notified handlers (engine/handlers.py), and whether a flush is running them
+        self.notifications = Notifications(planner.play.handlers, planner.handler_name)
+        self.running_handlers = False
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         # tasks already applied together with one before them (engine/joint.py): their params and
         # verdict, re-checked and reported at their turn
@@ -107,12 +114,24 @@ class TaskExecutor:
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, self.planner.host, task.name, task.role)
             outcome = result(task, Status.FAILED, error=error, traceback=trace)
-        outcome.handler = is_handler
+        outcome.handler = is_handler or self.running_handlers
         if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
             judge(task, outcome, self.planner.task_vars(task), self.options.check_mode)
-        outcome.ignored = outcome.status == Status.FAILED and task.keywords.ignore_errors
+        self.notify(task, outcome)
+        outcome.ignored = outcome.status == Status.FAILED and self.planner.flag(task, "ignore_errors")
         self.log.finish(task, outcome, started)
         return outcome
+
+    def notify(self, task: TaskDef, result: TaskResult) -> None:
+        """A changed result (after changed_when) notifies the task's handlers, their names rendered
+        with its variables; a name that finds no handler fails the task, as in Ansible."""
+        if not task.keywords.notify or result.status not in (Status.CHANGED, Status.WOULD_CHANGE):
+            return
+        try:
+            variables = self.planner.task_vars(task)
+            self.notifications.notify([str(render(name, variables)) for name in task.keywords.notify])
+        except (TemplateError, TaskError) as exc:
+            result.status, result.error = Status.FAILED, str(exc)
 
     def _check(self, task: TaskDef, params: Any) -> Verdict:
         reads = self.planner.reads(task, params)
@@ -130,7 +149,9 @@ class TaskExecutor:
             rendered = self.planner.render_task(task)  # only `when`: the action renders its own values
             if rendered is None:
                 return self.log.result(task, Status.SKIPPED, message="condition is false")
-            message, data = run_action(task, rendered[0], self.planner.registered)
+            play = self.planner.play
+            message, data = run_action(task, rendered[0], self.planner.registered, self.planner.included,
+                                       Path(play.location.file).parent if play.location.file else None)
             return self.log.result(task, Status.OK, message=message, data=data)
         prepared = self.planner.prepare(task)
         if prepared is None:
@@ -140,14 +161,13 @@ class TaskExecutor:
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)
-        if (self.options.check_mode or reads_elsewhere(task)) and task.keywords.check_mode is False \
-                and task_type.reads_when_told:
+        told = mode(task, self.planner.play)   # check_mode on the task, its block or its play
+        if (self.options.check_mode or reads_elsewhere(task)) and told is False and task_type.reads_when_told:
             return self._read_command(task, verdict)  # a read: in check mode, or delegated to another host
-        if self.options.check_mode:
+        if self.options.check_mode or told is True:
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)
-            self.notified += task.keywords.notify
             return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
         if task_type.reboots and self._reboot_held():
             result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
@@ -200,7 +220,8 @@ class TaskExecutor:
     def _joins(self) -> bool:
         """Tasks may apply together: not where the hosts of a batch meet after each task
         (max_fail_percentage) or each task is asked for (--step)."""
-        return self.planner.play.keywords.max_fail_percentage is None and self.options.step is None
+        play = self.planner.play
+        return play.keywords.max_fail_percentage is None and self.options.step is None and not play_meets(play)
 
     def _apply_joined(self, task: TaskDef, params: Any, verdict: Verdict, upcoming: list[TaskDef]) -> bool:
         """Apply `task` together with the tasks right after it that may join it (engine/joint.py),
@@ -247,7 +268,6 @@ class TaskExecutor:
         reboot = any(c.reboot for c in verdict.changes) or any(c.reboot and c.verify for c in recheck.changes)
         if reboot:
             self._mark_reboot(task.name)
-        self.notified += task.keywords.notify
         result = self._done(task, Status.CHANGED, verdict, findings=list(recheck.findings), reboot=reboot)
         result.stdout, result.stderr = str(data.get("stdout", "")), str(data.get("stderr", ""))
         result.data.update(data)
@@ -267,8 +287,9 @@ class TaskExecutor:
         handlers = self.planner.play.handlers
         later = handlers[next(i for i, h in enumerate(handlers) if h is task) + 1:] \
             if any(h is task for h in handlers) else handlers
-        notified = set(self.notified) | set(task.keywords.notify)
-        return [h for h in later if {h.name, *h.keywords.listen} & notified]
+        notified = {key for name in task.keywords.notify if "{{" not in name
+                    for key in self.notifications.find(name)} | self.notifications.pending
+        return [h for h in later if h.handler_key in notified]
 
     def _done(self, task: TaskDef, status: Status, verdict: Verdict, findings: list[Finding] | None = None,
               reboot: bool = False) -> TaskResult:
@@ -277,7 +298,7 @@ class TaskExecutor:
         reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
                    for c in verdict.changes]
         found = list(verdict.findings if findings is None else findings)
-        failures = [f.message for f in found if f.severity == "failure"]
+        failures = [f.message for f in found if f.fails]
         error = None
         if failures:
             status = Status.FAILED

@@ -15,6 +15,13 @@ from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
 
 
+def ansible_name(task: TaskDef) -> str:
+    """Ansible's name of a task: its `name`, else the module as the playbook wrote it."""
+    if task.keywords.name:
+        return task.name.split(" (item=")[0] if task.item_vars else task.name
+    return task.action or task.type
+
+
 class HostLog:
     def __init__(self, planner: HostPlanner, processors: Processors):
         self.planner, self.processors = planner, processors
@@ -25,7 +32,8 @@ class HostLog:
         return TaskResult(
             host=self.planner.host, play=self.planner.play.name, task=task.name if task else "connect",
             status=status, type=task.type if task else "", role=task.role if task else None,
-            location=str(task.location) if task else "", secret=bool(task and task.keywords.no_log), **fields)
+            location=str(task.location) if task else "", secret=bool(task and task.keywords.no_log),
+            ansible_name=ansible_name(task) if task else "", **fields)
 
     def finish(self, task: TaskDef, result: TaskResult, started: float, register: bool = True) -> None:
         """`task` is done: its duration, its registered value, then the result recorded."""

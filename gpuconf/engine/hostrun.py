@@ -21,11 +21,13 @@ from gpuconf.engine.entry import Entries
 from gpuconf.engine.executor import HostUnreachable, TaskExecutor
 from gpuconf.engine.flow import BlockRun
 from gpuconf.engine.hostlog import HostLog
+from gpuconf.engine.includes import DYNAMIC, Includes, Outcome
+from gpuconf.engine.meta import Next, run_meta
 from gpuconf.engine.options import not_run_results, task_selected
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.scope import RunScope
 from gpuconf.engine.session import HostSession
-from gpuconf.errors import ConnectError, RemoteError
+from gpuconf.errors import ConnectError, RemoteError, TaskError
 from gpuconf.facts import gather
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
@@ -44,6 +46,9 @@ class PlayOnHost:
         self.log = HostLog(planner, scope.processors)
         self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts)
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
+        self.includes = Includes(planner, self.log, self.executor)
+        self.ended_roles: set[int] = set()   # meta: end_role, by role instance
+        self.failed_by_batch = False   # any_errors_fatal: another host's failure ended this one's play
 
     def run(self) -> list[TaskResult]:
         tasks = [t for t in self.play.tasks if task_selected(t, self.options.tags, self.options.skip_tags)]
@@ -70,45 +75,134 @@ class PlayOnHost:
         if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
                                                   if t.type in TASK_TYPES):
             first = gather.fact_requests() + first   # the host facts a task declared: gathered all the same
-        self.session.fetch(first)
+        if first or self.session.connection.connects:   # a play that asks its host nothing never connects
+            self.session.fetch(first)
         self.executor.refresh_facts()
         # A task planned above reads the same once the facts are in (its params did not depend
         # on them): only the others are planned again. Usually nothing is left: no round trip.
-        self.session.fetch(self.planner.facts_of(left))
+        later = self.planner.facts_of(left)
+        if later or self.session.connection.connects:
+            self.session.fetch(later)
 
-    def _run_tasks(self, tasks: list[TaskDef]) -> None:
+    def _run_tasks(self, tasks: list[TaskDef], nested: bool = False) -> Outcome:
+        """Each task in order, with its block's rescue and always; then (for the play's own list)
+        the handlers. `nested`: the tasks a dynamic include brought (engine/includes.py)."""
         applied = self.executor.applied
         blocks = BlockRun(tasks)
         for index, task in enumerate(tasks):
+            if index and task.section != tasks[index - 1].section and not nested:
+                self.flush_handlers()   # the end of pre_tasks, or of roles and tasks
             if self.clock.stopped() and id(task) not in applied:  # what was done is still reported
                 if not self.clock.deadline_reached():  # interrupted: no new task starts, and the report
                     self._interrupted(tasks[index:])  # says which ones it left out
-                    return
+                    return Outcome(stop=True)
                 if not (self.options.check_mode and self._answerable(task)):
                     self.mark_not_run([task])
-                    self._task_done(index)
+                    if not nested:
+                        self._task_done(index)
                     continue
+            if nested and not task_selected(task, self.options.tags, self.options.skip_tags):
+                continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
-            if why is not None:  # never silently absent: a rescue that did not run says why
-                self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why), time.monotonic())
-                results: list[TaskResult] = []
-            else:
-                results = self.entries.run_entry(task, tasks[index + 1:], index)
+            step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
             # A health probe that found a failure has still run fine: the other probes go on.
-            blocks.after(index, [r for r in results if r.status == Status.FAILED and not r.ignored
-                                 and not r.unhealthy])
+            failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
+            met = self._fatal(task, index, failures, nested)
+            if met is False:
+                return Outcome(stop=True)
+            injected = met is not None and not failures and self.batch is not None and index in self.batch.fatal
+            if injected:   # Ansible shows nothing on this host: its block fails all the same
+                failures = [self.log.result(task, Status.FAILED, error="any_errors_fatal: it failed on another host")]
+            blocks.after(index, failures)
             if blocks.host_failed:
+                self.failed_by_batch = self.failed_by_batch or injected
                 for later in tasks[index + 1:]:  # applied with the failed task: reported all the same
                     if id(later) in applied:
                         self.entries.run_entry(later, [])
-                return
-            if not self._task_done(index):  # another host's failure ended the play (max_fail_percentage)
-                limit = self.play.keywords.max_fail_percentage
+                if nested:
+                    return Outcome(failures=failures or [r for r in results if r.status == Status.FAILED])
+                if self._forces_handlers():
+                    self.flush_handlers()
+                return Outcome(failures=failures, stop=True)
+            if step == Next.END_BATCH and self.batch is not None:
+                self.batch.end()
+            if step in (Next.END_HOST, Next.END_BATCH):
+                return Outcome(stop=True)
+            if nested:
+                if self.batch is not None and (self.batch.ended or self.batch.budget_spent()):
+                    return Outcome(stop=True)
+            elif met is None and not self._task_done(index):  # another host's failure ended the play
+                if self.batch is not None and self.batch.ended:
+                    return Outcome(stop=True)   # meta: end_play on another host
+                limit = self.play.keywords.max_fail_percentage or 0
                 self.mark_not_run(tasks[index + 1:], reason="max_fail_percentage",
                                   error=f"not run: max_fail_percentage {limit:g} % exceeded in play "
                                         f"'{self.play.name}' (another host failed)")
-                return
-        self._run_handlers()
+                return Outcome(stop=True)
+        if not nested:
+            self.flush_handlers()
+        return Outcome()
+
+    def _step(self, task: TaskDef, upcoming: list[TaskDef], index: int | None,
+              why: str | None) -> tuple[Next, list[TaskResult]]:
+        """One task of a list: what comes next, and its results."""
+        if task.role_instance in self.ended_roles:
+            return Next.GO_ON, []   # meta: end_role ended its role: Ansible shows nothing of the rest
+        if why is not None:  # never silently absent: a rescue that did not run says why
+            self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why), time.monotonic())
+            return Next.GO_ON, []
+        if task.type == "meta":
+            try:
+                step = run_meta(task, self.planner, self.log, self.executor.running_handlers)
+            except TaskError as exc:
+                result = self.log.result(task, Status.FAILED, error=str(exc))
+                self.log.finish(task, result, time.monotonic(), register=False)
+                return Next.GO_ON, [result]
+            if step == Next.FLUSH:
+                self.flush_handlers()
+            elif step == Next.END_ROLE:
+                self.ended_roles.add(task.role_instance)
+            return step, []
+        if task.type in DYNAMIC:
+            outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
+            return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+        return Next.GO_ON, self.entries.run_entry(task, upcoming, index)
+
+    def flush_handlers(self) -> None:
+        """Run the notified handlers, in the order they are defined, each once (engine/handlers.py)."""
+        notifications, executor = self.executor.notifications, self.executor
+        executor.running_handlers = True
+        try:
+            while due := notifications.next_due():
+                for handler in due:
+                    if self.clock.stopped():
+                        if self.clock.deadline_reached():
+                            self.mark_not_run([handler], handler=True)
+                        continue
+                    if handler.type in DYNAMIC:
+                        self.includes.run(handler, lambda brought: self._run_tasks(brought, nested=True))
+                    else:
+                        self.entries.run_entry(handler, [])
+        finally:
+            executor.running_handlers = False
+            notifications.end_flush()
+
+    def _fatal(self, task: TaskDef, index: int, failures: list[TaskResult], nested: bool) -> bool | None:
+        """any_errors_fatal (the play's, or the task's or its block's): a failure here is told to the
+        batch, and the hosts meet; None where it does not apply, else whether the host goes on."""
+        fatal = task.keywords.any_errors_fatal if task.keywords.any_errors_fatal is not None \
+            else self.play.keywords.any_errors_fatal
+        if not fatal or self.batch is None or nested:
+            return None
+        if failures:
+            self.batch.fail_all(index)
+        return self._task_done(index) or index in self.batch.fatal
+
+    def _forces_handlers(self) -> bool:
+        """force_handlers: the play's, else --force-handlers: a host that failed still runs the
+        handlers notified before its failure."""
+        forced = self.play.keywords.force_handlers
+        return self.options.force_handlers if forced is None else forced
 
     def _task_done(self, index: int) -> bool:
         return self.batch is None or self.batch.task_done(self.host, index, self.clock.stopped)
@@ -117,17 +211,6 @@ class PlayOnHost:
         result = self.log.result(None, Status.FAILED, error=error, traceback=trace)
         result.task = "gather facts"
         self.log.add(result)
-
-    def _run_handlers(self) -> None:
-        for handler in self.play.handlers:
-            names = {handler.name, *handler.keywords.listen}
-            if not names & set(self.executor.notified):
-                continue
-            if not self.clock.stopped():
-                self.scope.processors.task_started(self.host, handler.name)
-                self.executor.run_task(handler, [], is_handler=True)
-            elif self.clock.deadline_reached():
-                self.mark_not_run([handler], handler=True)
 
     def _answerable(self, task: TaskDef) -> bool:
         """After the deadline a check still reports a task whose facts are all in hand: no round trip."""
@@ -148,6 +231,4 @@ class PlayOnHost:
         """SIGINT: the tasks not started, and the handlers notified but never run (a restart that a
         changed file asked for is work left undone, as much as a task)."""
         self.mark_not_run(left, reason="interrupted")
-        notified = set(self.executor.notified)
-        pending = [h for h in self.play.handlers if {h.name, *h.keywords.listen} & notified]
-        self.mark_not_run(pending, handler=True, reason="interrupted")
+        self.mark_not_run(self.executor.notifications.waiting(), handler=True, reason="interrupted")

@@ -52,35 +52,52 @@ class HostPlanner:
     """Variables, conditions, params and reads of one play's tasks on one host."""
 
     def __init__(self, play: Play, host: str, host_vars: dict[str, Any], magic: dict[str, Any],
-                 options: RunOptions, registered: dict[str, Any], plan_cache: PlanCache | None = None):
+                 options: RunOptions, registered: dict[str, Any], plan_cache: PlanCache | None = None,
+                 included: dict[str, Any] | None = None):
         self.play, self.host, self.options = play, host, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
+        self.included: dict[str, Any] = {} if included is None else included  # what include_vars set
         # what this host's output must not show; its templates add what they make from a secret
-        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults]))
+        self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults,
+                                                play.role_vars]))
         self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
         self.facts: dict[str, Any] = {}
         self._magic: Verbatim | None = None
         self._registered = Verbatim(registered)
 
     # -- variables ------------------------------------------------------------
+    def handler_name(self, name: str) -> str | None:
+        """A templated handler name, rendered with the play's variables (None: it cannot be)."""
+        try:
+            return str(render(name, Vars(self.options.extra_vars, self.play.vars, self.host_vars, self.magic)))
+        except GpuconfError:
+            return None
+
+    def flag(self, task: TaskDef, name: str) -> bool:
+        """A boolean keyword of the task (ignore_errors, run_once), a template rendered here."""
+        value = getattr(task.keywords, name)
+        if isinstance(value, str):
+            return evaluate_when(value.strip().removeprefix("{{").removesuffix("}}"), self.task_vars(task))
+        return bool(value)
+
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
             self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars, self.secrets)
+                              self.host_vars, self.secrets, self.included)
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""
         return self._render(task, self.task_vars(task, facts))
 
     def _render(self, task: TaskDef, variables: Vars) -> tuple[Vars, dict[str, Any]] | None:
-        if not self._holds(task, variables):
+        if not self.holds(task, variables):
             return None
         return variables, render(task.params, variables)
 
     @staticmethod
-    def _holds(task: TaskDef, variables: Vars) -> bool:
+    def holds(task: TaskDef, variables: Vars) -> bool:
         """The task's conditions (its roles' `when`, then its own) are all true."""
         return all(evaluate_when(condition, variables) for condition in task.role_when) and (
             task.keywords.when is None or evaluate_when(task.keywords.when, variables))
@@ -94,7 +111,7 @@ class HostPlanner:
         task_type = TASK_TYPES[task.type]
         cache = self.plan_cache if not task.item_vars and type(task_type).resolve is TaskType.resolve else None
         if cache is None:
-            if not self._holds(task, variables):
+            if not self.holds(task, variables):
                 return None
             return variables, self._params(task, task_type, variables)
         hit, params = cache.get(task, variables, kind="params")
@@ -102,7 +119,7 @@ class HostPlanner:
             return None if params is None else (variables, params)
         whole: dict[str, tuple[Any, bool]] = {}
         variables.reads = whole
-        holds = self._holds(task, variables)
+        holds = self.holds(task, variables)
         variables.reads = None
         if not holds:
             cache.put(task, whole, None, kind="params")
@@ -208,7 +225,7 @@ class HostPlanner:
             variables = self.task_vars(task)
             variables.reads = {}   # which variables its conditions and params look up
             try:
-                params = self._params(task, TASK_TYPES[task.type], variables) if self._holds(task, variables) else None
+                params = self._params(task, TASK_TYPES[task.type], variables) if self.holds(task, variables) else None
             except Exception:  # noqa: BLE001 - the task reports it at its turn
                 break
             if params is None or registers & set(variables.reads) or EVERY_NAME in variables.reads:
@@ -232,7 +249,7 @@ class HostPlanner:
         looked: dict[str, tuple[Any, bool]] = {}
         variables.reads = looked
         try:
-            holds = self._holds(task, variables)
+            holds = self.holds(task, variables)
             variables.reads = None
             conditions = [*task.role_when, *([task.keywords.when] if task.keywords.when is not None else [])]
             on_host = " and ".join(str(c) for c in conditions) if any(

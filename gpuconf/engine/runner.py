@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import math
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, ConnectionSpec
-from gpuconf.connection.local import LocalConnection
+from gpuconf.connection.base import Connection, ConnectionSpec
 from gpuconf.connection.lock import LOCK_PATH, check_lock
-from gpuconf.connection.ssh import SSHConnection
+from gpuconf.connection.resolve import Reach, host_spec, local_spec, open_connection
 from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.planner import HostPlanner
@@ -30,12 +31,18 @@ from gpuconf.engine.processors import Processor, Processors
 from gpuconf.engine.reboot_wait import take_run_lock
 from gpuconf.engine.scope import RunClock, RunScope
 from gpuconf.engine.session import HostSession
-from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables
+from gpuconf.engine.variables import (
+    LazyGroups,
+    LazyHostvars,
+    magic_variables,
+    play_variables,
+)
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
+from gpuconf.playbook.models import DELEGATE_LOCAL, ENGINE_ACTIONS, Play, Playbook
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.tasks.registry import TASK_TYPES
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -64,19 +71,23 @@ class Runner:
 
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions,
                  processors: Sequence[Processor] = (),
-                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None):
+                 connect: Callable[[ConnectionSpec, Reach], Connection] | None = None):
         self.inventory, self.playbook, self.options = inventory, playbook, options
         self.processors = Processors(processors)
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
         self.stop_reason = "max_fail_percentage"  # the not_run reason of the tasks it left out
-        self.connect = connect or default_connection
+        self.connect = connect or open_connection  # a test may give its own
         self.clock = RunClock(options.deadline)
         self.stop_event = self.clock.stop_event
         self.sessions: dict[str, HostSession] = {}
         self.registered: dict[str, dict[str, Any]] = {}
         self.host_facts: dict[str, Any] = {}  # each host's gathered facts, for hostvars[host].facts
-        self.shared = {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory, self.host_facts)}
+        self.included: dict[str, dict[str, Any]] = {}  # what include_vars set, per host, for the run
+        self.shared = {"groups": LazyGroups(inventory),
+                       "hostvars": LazyHostvars(inventory, self.host_facts, self.registered, self.included)}
+        self._local_lock = threading.Lock()   # this machine's run lock, taken once for its local hosts
+        self._local_locked = False
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self.scope = RunScope(options, self.processors, self.clock, self.plan_cache, self.host_facts,
@@ -92,9 +103,11 @@ class Runner:
         """The planning of `play` on `host` (no connection): what the host's play starts from, and
         what --list-tasks -v prints. The host's registered variables carry over from play to play."""
         magic = magic_variables(self.inventory, host, self.play_hosts(play), self.options.check_mode, None,
-                                self.shared, batch.hosts if batch is not None else None)
+                                self.shared, batch.hosts if batch is not None else None, self.options.tags,
+                                self.options.skip_tags)
+        magic.update(play_variables(play, self.playbook.path, self.inventory))
         return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options,
-                           self.registered.setdefault(host, {}), self.plan_cache)
+                           self.registered.setdefault(host, {}), self.plan_cache, self.included.setdefault(host, {}))
 
     def run(self) -> RunResult:
         result = RunResult(self.options.verb, str(self.playbook.path), self.inventory.source, time.time(),
@@ -115,8 +128,8 @@ class Runner:
                         self._not_started(index, result, out_of_play)
                     break
             # while the connections are open and the run locks held
-            result.sections.extend(self.processors.run_completed(result, OpenHosts(result, self.sessions,
-                                                                                   self.clock.stopped)))
+            open_hosts = OpenHosts(result, self.sessions, self.clock.stopped, self._open)
+            result.sections.extend(self.processors.run_completed(result, open_hosts))
         finally:
             for name, session in self.sessions.items():
                 session.release_lock()
@@ -161,11 +174,16 @@ class Runner:
                 return False
             batch = hosts[offset: offset + size]
             offset += size
-            together = Batch(batch, play.keywords.max_fail_percentage)  # run_once, max_fail_percentage
+            # run_once, max_fail_percentage, any_errors_fatal, meta: end_play
+            together = Batch(batch, play.keywords.max_fail_percentage,
+                             lockstep=play_meets(play))
             with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(batch)))) as pool:
                 outcomes = list(pool.map(lambda h, b=together: self._host(index, play, h, result, b), batch))
             bad = [h for h, ok in zip(batch, outcomes) if not ok]
             out_of_play.update(bad)
+            if together.ended and any(t.params.get("_raw_params") == "end_play" for t in play.tasks
+                                      if t.type == "meta"):
+                return True   # meta: end_play: no later batch of this play starts
             limit = play.keywords.max_fail_percentage
             if limit is not None and batch and 100.0 * len(bad) / len(batch) > limit:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
@@ -180,17 +198,9 @@ class Runner:
         return True
 
     def connection(self, host: str) -> Connection:
-        """A new, unopened connection to `host`, as the run makes them (its session holds it)."""
-        # -e port=2222 (or ansible_port) wins over the inventory, as extra vars do in Ansible
-        overrides: dict[str, Any] = {ALIASES.get(k, k): v for k, v in self.options.extra_vars.items()
-                                     if ALIASES.get(k, k) in CONNECTION_VARS}
-        if self.options.connection:
-            overrides["connection"] = self.options.connection
-        if self.options.become_password is not None:
-            overrides["become_password"] = self.options.become_password
-        defaults = {} if self.options.become is None else {"become": self.options.become}
-        spec = ConnectionSpec.from_vars(host, {**defaults, **self.inventory.host_vars(host)}, overrides)
-        return self.connect(spec, self.options)
+        """A new, unopened connection to `host`, as every verb makes them (gpuconf/connection/resolve.py)."""
+        reach = self.options.reach
+        return self.connect(host_spec(self.inventory, host, reach), reach)
 
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
@@ -209,10 +219,8 @@ class Runner:
         if target in self.inventory.hosts:
             connection = self.connection(target)
         elif target in DELEGATE_LOCAL:
-            become = {} if self.options.become is None else {"become": self.options.become}
-            password = {} if self.options.become_password is None else {"become_password": self.options.become_password}
-            connection = self.connect(ConnectionSpec.model_validate(
-                {"host": target, "connection": "local", **become, **password}), self.options)
+            reach = self.options.reach
+            connection = self.connect(local_spec(target, reach), reach)
         else:
             raise TaskError(f"delegate_to: '{target}' is not in the inventory "
                             f"(delegate to localhost, 127.0.0.1 or an inventory host)")
@@ -254,9 +262,8 @@ class Runner:
         host_result: HostResult = run.host(host)
         try:
             session = self._session(host)
-            if not session.connection.connects:
-                session.connection.open()
-                self._lock(session)
+            if not session.connection.connects and needs_host(play):
+                self._open(session)
         except GpuconfError as exc:
             host_result.unreachable = isinstance(exc, ConnectError)
             host_result.error = str(exc)
@@ -265,24 +272,41 @@ class Runner:
             host_result.tasks.append(task)
             self.processors.task_completed(task)
             return False
-        results = PlayOnHost(self.planner(play, host, batch), session, self.scope, batch).run()
+        on_host = PlayOnHost(self.planner(play, host, batch), session, self.scope, batch)
+        results = on_host.run()
         host_result.tasks.extend(results)
+        if on_host.failed_by_batch:   # any_errors_fatal: another host's failure was this one's too
+            return False
         if any(r.status == Status.UNREACHABLE for r in results):
             host_result.unreachable = True
             host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
             return False
         return not any(r.status == Status.FAILED and not r.ignored for r in results)
 
+    def _open(self, session: HostSession) -> None:
+        """Connect to the host and take its run lock (a check: shared, per request)."""
+        session.connection.open()
+        self._lock(session)
+
     def _lock(self, session: HostSession) -> None:
-        """Apply holds the host's run lock for the whole run; check takes it shared per request."""
+        """Apply holds the host's run lock for the whole run; check takes it shared per request.
+        Hosts on a local connection are this one machine: the first of them holds its lock for all."""
         if self.options.verb == "apply":
             owner = f"gpuconf apply {self.playbook.path.name} from {socket.gethostname()}"
-            take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+            if session.connection.spec.connection != "local":
+                take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                return
+            with self._local_lock:   # hosts on a local connection are this one machine
+                if not self._local_locked:
+                    take_run_lock(session, LOCK_PATH, self.options.lock_wait, owner)
+                    self._local_locked = True
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
 
 
-def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:
-    if spec.connection == "local":
-        return LocalConnection(spec)
-    return SSHConnection(spec, accept_new_host_keys=options.accept_new_host_keys)
+def needs_host(play: Play) -> bool:
+    """Whether the play asks its hosts anything: facts, or a task (or handler) that reads or writes
+    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible."""
+    return play.keywords.gather_facts or any(
+        task.type not in ENGINE_ACTIONS and not (task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only)
+        or task.keywords.delegate_to for task in play.tasks + play.handlers)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuconf.engine.context import Resolver
-from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, task_variables
+from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, play_variables, task_variables
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
@@ -31,7 +31,7 @@ class Unknowable:
     def __getitem__(self, key: Any) -> Unknowable:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Unknowable:
+    def __call__(self, *args: object, **kwargs: object) -> Unknowable:
         return self
 
     def __iter__(self) -> Iterator[Any]:
@@ -92,15 +92,17 @@ def validate(inventory: Inventory, playbook: Playbook, extra_vars: dict[str, Any
         registered = {t.keywords.register: unknowable for t in play.tasks + play.handlers if t.keywords.register}
         registered.update({name: unknowable for t in play.tasks + play.handlers if t.type == "set_fact"
                            for name in t.params})  # set where the task runs: known to the tasks after it
-        handler_names = {n for h in play.handlers for n in (h.name, *h.keywords.listen)}
+        handler_names = {n for h in play.handlers for n in (*h.handler_names, *h.keywords.listen)}
+        templated = any("{{" in n for n in handler_names)
         for task in play.tasks + play.handlers:
             for name in task.keywords.notify:
-                if name not in handler_names:
+                if name not in handler_names and "{{" not in name and not templated:
                     problems.append(f"{task.location}: task '{task.name}' notifies '{name}', which no handler "
                                     "defines or listens to")
         seen: set[str] = set()
         for host in hosts[:max_hosts_per_play]:
-            magic = validation_magic(inventory, host, hosts, shared)
+            magic = Verbatim({**validation_magic(inventory, host, hosts, shared),
+                              **play_variables(play, playbook.path, inventory)})
             for task in play.tasks + play.handlers:
                 problem = _check_task(task, task_variables(magic, extra_vars, registered, task, play,
                                                            inventory.host_vars(host)))

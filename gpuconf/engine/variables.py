@@ -1,25 +1,31 @@
 """The one variable layering, used by `validate`, `check`, `apply` and `gpuconf inventory --host`.
 
-Highest precedence first (docs/variables.md has the table):
+Highest precedence first, Ansible's levels (docs/variables.md has the table):
 
-    magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...)
+    magic variables (inventory_hostname, group_names, groups, hostvars, play_hosts, facts, ...),
+      role_name and role_path
     extra vars (-e)
     a loop's item (`item`, or loop_control.loop_var)
+    include params (the `vars:` of include_tasks, import_tasks, include_role, import_role)
+    role params (`- role: x` with `a: 1`)
     registered results and set_fact
-    task vars
-    role parameters
-    play vars and vars_files
-    host vars < child group vars < parent group vars < `all` group vars  (inventory.host_vars)
-    role defaults
+    include_vars
+    task vars (a block's below its tasks')
+    role vars (the task's role: vars/main.yml, then its entry's `vars:`), then the play's roles'
+    play vars_files over play vars
+    the inventory (inventory.host_vars: group vars, group_vars/ files, host vars, host_vars/ files)
+    role defaults (the task's role's, then the play's roles')
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.templating.render import Vars, Verbatim
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class LazyGroups(Mapping[str, list[str]]):
@@ -50,18 +56,23 @@ class LazyHostvars(Mapping[str, Any]):
     """`hostvars`: every host's inventory variables, merged when a template asks for one, with
     `facts` (and `ansible_facts`) once the run has gathered that host's facts."""
 
-    def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None):
+    def __init__(self, inventory: Inventory, host_facts: Mapping[str, Any] | None = None,
+                 registered: Mapping[str, Mapping[str, Any]] | None = None,
+                 included: Mapping[str, Mapping[str, Any]] | None = None):
         self.inventory = inventory
         self.host_facts = host_facts if host_facts is not None else {}
+        self.registered = registered if registered is not None else {}  # register and set_fact, per host
+        self.included = included if included is not None else {}  # include_vars, per host
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self.inventory.hosts:
             raise KeyError(name)
         facts = self.host_facts.get(name)
+        registered = {**(self.included.get(name) or {}), **(self.registered.get(name) or {})}
         if not facts:
-            return self.inventory.host_vars(name)
+            return {**self.inventory.host_vars(name), "inventory_hostname": name, **registered}
         return {**self.inventory.host_vars(name), "inventory_hostname": name, "facts": facts,
-                "ansible_facts": facts, **fact_aliases(facts)}
+                "ansible_facts": facts, **fact_aliases(facts), **registered}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.inventory.hosts)
@@ -106,26 +117,61 @@ def group_names(inventory: Inventory, host: str) -> list[str]:
 
 
 def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], check_mode: bool, facts: Any,
-                    shared: dict[str, Any] | None = None, batch: list[str] | None = None) -> dict[str, Any]:
+                    shared: dict[str, Any] | None = None, batch: list[str] | None = None,
+                    tags: Collection[str] = (), skip: Collection[str] = ()) -> dict[str, Any]:
     """What a task on `host` sees besides the variables it was given. `shared` holds the
     run-wide lazy `groups`/`hostvars`, so that every host's tasks use one copy. `batch` is the
     host's `serial` batch (Ansible's `ansible_play_batch`, and `play_hosts`); all the play's hosts without serial."""
     shared = shared if shared is not None else {"groups": LazyGroups(inventory), "hostvars": LazyHostvars(inventory)}
     batch = play_hosts if batch is None else batch
+    run_tags, skip_tags = sorted(tags) or ["all"], sorted(skip)   # Ansible's ansible_run_tags, ansible_skip_tags
     return {
+        "ansible_playbook_python": sys.executable,
+        # where the host is reached (its `ansible_host`, else its name), as Ansible's connection sets it
+        "ansible_host": inventory.host_vars(host).get("ansible_host", host),
         "inventory_hostname": host, "inventory_hostname_short": host.split(".", 1)[0],
         "group_names": group_names(inventory, host), "groups": shared["groups"], "hostvars": shared["hostvars"],
         "play_hosts": batch, "ansible_play_hosts": play_hosts, "ansible_play_batch": batch,
         "ansible_play_hosts_all": play_hosts,
-        "ansible_check_mode": check_mode, "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
+        "ansible_check_mode": check_mode, "ansible_run_tags": run_tags, "ansible_skip_tags": skip_tags,
+        "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
     }
 
 
+def play_variables(play: Play, playbook: Path, inventory: Inventory) -> dict[str, Any]:
+    """The magic variables of a play: where its playbook and inventory are, its name and roles."""
+    source = Path(inventory.source.split(", ")[0])
+    roles = list(dict.fromkeys(t.role for t in play.tasks if t.role))
+    return {"playbook_dir": str(playbook.resolve().parent), "ansible_play_name": play.name,
+            "inventory_dir": str(source.resolve().parent if source.is_file() else source.resolve()) if source.exists()
+            else None, "inventory_file": str(source.resolve()) if source.is_file() else None,
+            "ansible_play_role_names": roles, "ansible_role_names": roles}
+
+
+def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[str, Any],
+                         names: Collection[str]) -> dict[str, Any]:
+    """The host's inventory variables with those in `names` (its connection's) rendered where they
+    are templates, as Ansible renders `ansible_python_interpreter="{{ ansible_playbook_python }}"`."""
+    variables = inventory.host_vars(host)
+    templated = [k for k in names if isinstance(variables.get(k), str) and "{{" in variables[k]]
+    if not templated:
+        return variables
+    scope = Vars(Verbatim(magic_variables(inventory, host, [host], False, None)), extra_vars, variables)
+    return {**variables, **{k: render(variables[k], scope) for k in templated}}
+
+
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
-                   task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None) -> Vars:
-    """The layers of one task on one host, highest precedence first. `magic` is verbatim (never
-    rendered as a template): build it once per host and facts, not per task. `secrets`, the host's
-    SecretSet (engine/secrets.py), learns each string a template makes from a secret."""
+                   task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None,
+                   included: Mapping[str, Any] | None = None) -> Vars:
+    """The layers of one task on one host, highest precedence first: Ansible's 22 levels
+    (docs/variables.md). `magic` is verbatim (never rendered as a template): build it once per host
+    and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
+    a template makes from a secret. `included`: what include_vars set on the host."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
-    return Vars(magic, extra_vars, item, registered, task.keywords.vars, task.role_params, play.vars, host_vars,
-                play.role_defaults, secrets=secrets)
+    own: dict[str, Any] = {"role_name": task.role, "role_path": task.role_path} if task.role else {}
+    told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
+    if told is not None:
+        own["ansible_check_mode"] = told
+    return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
+                registered, included or {}, task.keywords.vars, task.role_vars, play.role_vars, play.vars,
+                host_vars, task.role_defaults, play.role_defaults, secrets=secrets)

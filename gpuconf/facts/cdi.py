@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from gpuconf.facts.common import reads_whole_lines
+
 DRIVER_VERSION = r"\d{3}\.\d+(?:\.\d+)?"
 # the driver's own libraries, named by the driver version (others, such as libnvidia-egl-gbm.so.1.1.2,
 # carry their own version and say nothing about the driver)
@@ -112,3 +114,52 @@ def parse_cdi_list(output: str) -> tuple[str, ...]:
         raise CdiListError(f"nvidia-ctk said it found {announced} CDI devices but listed {len(names)}: "
                            "the output was cut short")
     return tuple(names)
+
+
+@dataclass(frozen=True)
+class CtkMessage:
+    """One message of nvidia-ctk's log: ``level`` info, warning, error or fatal (either of its two formats)."""
+
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
+class CdiGenerateLog:
+    """What ``nvidia-ctk cdi generate`` (or the nvidia-cdi-refresh unit's journal) said: its messages in
+    order, the mode it chose, and whether a spec was written. ``errors`` are why it failed."""
+
+    messages: tuple[CtkMessage, ...]
+    mode: str | None = None
+    generated: bool = False
+    incomplete: str = ""
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(m.text for m in self.messages if m.level in ("error", "fatal"))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(m.text for m in self.messages if m.level == "warning")
+
+
+# logrus's text format (a terminal: `ERRO[0000] failed to ...`) and its logfmt one (the journal:
+# `level=error msg="failed to ..."`)
+_LOGRUS = re.compile(r"\b(INFO|WARN|ERRO|FATA|DEBU)\[\d+\]\s+(.*?)\s*$")
+_LOGFMT = re.compile(r'\blevel=(\w+) msg="((?:[^"\\]|\\.)*)"')
+_LEVELS = {"INFO": "info", "WARN": "warning", "ERRO": "error", "FATA": "fatal", "DEBU": "debug"}
+_MODE = re.compile(r"Auto-detected mode as ['\"]?(\w+)['\"]?")
+_GENERATED = re.compile(r"Generated CDI spec with version", re.I)
+
+
+@reads_whole_lines
+def parse_cdi_generate_log(text: str) -> CdiGenerateLog:
+    """nvidia-ctk's messages in either format (real captures: tests/fixtures/real/nvidia-ctk/). Never raises."""
+    messages: list[CtkMessage] = []
+    for line in text.splitlines():
+        if match := _LOGFMT.search(line):
+            messages.append(CtkMessage(match.group(1).lower(), match.group(2).replace("\\n", "\n")))
+        elif match := _LOGRUS.search(line):
+            messages.append(CtkMessage(_LEVELS[match.group(1)], match.group(2)))
+    mode = next((m.group(1) for msg in messages if (m := _MODE.search(msg.text))), None)
+    return CdiGenerateLog(tuple(messages), mode, any(_GENERATED.search(m.text) for m in messages))

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuconf.facts.firmware import FirmwareComponent
 
+SERVICE_ROOT = "/redfish/v1"
 FIRMWARE_INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
 UPDATE_SERVICE = "/redfish/v1/UpdateService"
 SYSTEMS = "/redfish/v1/Systems"

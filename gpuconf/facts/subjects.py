@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconf.facts.base import Fact, Output, command, file_glob, file_state
+from gpuconf.facts.cdi import parse_cdi_generate_log
 from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.dcgmi import parse_dcgmi_discovery, parse_dcgmi_dmon
 from gpuconf.facts.evidence import parse_dmidecode
 from gpuconf.facts.firmware import bios_firmware, gpu_firmware, hca_firmware
 from gpuconf.facts.imex import parse_imex_ctl_nodes, parse_imex_log, parse_proc_devices
@@ -40,6 +42,9 @@ from gpuconf.facts.packages import parse_apt_cache_policy, parse_apt_mark_showho
 from gpuconf.facts.rpm import parse_dnf_module_list, parse_rpm_qa
 from gpuconf.facts.systemd import parse_is_enabled, parse_list_units, parse_systemctl_show_all
 
+# dcgmi dmon's fields: temperature (150), power (155), GPU and memory use (203, 204), framebuffer used (252),
+# volatile single- and double-bit ECC (310, 311)
+DMON_FIELDS = "150,155,203,204,252,310,311"
 NVIDIA_UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "nvidia-dcgm", "nvlsm")
 
 
@@ -143,8 +148,10 @@ SUBJECTS: dict[str, Subject] = {s.name: s for s in (
     }),
     Subject("fabricmanager", "the fabric manager's log: its state, version mismatch, NVL5 and nvlsm lines", {
         "log": text_file("/var/log/fabricmanager.log", parse_fabric_manager_log),
+        "journal": tool(["journalctl", "-u", "nvidia-fabricmanager", "-b", "0", "--no-pager", "-q"],
+                        parse_fabric_manager_log),   # the same state machine reads the journal
         "journal_mismatch": tool(["journalctl", "-u", "nvidia-fabricmanager", "-b", "0", "--no-pager", "-q"],
-                                 find_version_mismatch),
+                                 find_version_mismatch, label="-mismatch"),
     }),
     Subject("imex", "the IMEX domain (nvidia-imex-ctl -N) and the daemon's log", {
         "domain": tool(["nvidia-imex-ctl", "-N"], parse_imex_ctl_nodes),
@@ -160,8 +167,15 @@ SUBJECTS: dict[str, Subject] = {s.name: s for s in (
         "hcas_ibstat": tool(["ibstat"], lambda text: hca_firmware(parse_ibstat(text)), label="-firmware"),
         "bios": tool(["dmidecode", "-t", "bios"], lambda text: bios_firmware(parse_dmidecode(text))),
     }),
-    Subject("dcgm", "DCGM's health watch verdict (dcgmi health -c -j)", {
+    Subject("dcgm", "DCGM's health watch verdict (dcgmi health -c -j), the GPUs it sees (dcgmi discovery -l) and "
+            "one sample of temperature, power, use, memory and volatile ECC (dcgmi dmon)", {
         "health": tool(["dcgmi", "health", "-c", "-j"], parse_dcgmi_health),
+        "discovery": tool(["dcgmi", "discovery", "-l"], parse_dcgmi_discovery),
+        "dmon": tool(["dcgmi", "dmon", "-e", DMON_FIELDS, "-c", "1"], parse_dcgmi_dmon),
+    }),
+    Subject("cdi", "the CDI spec's last generation: the nvidia-cdi-refresh unit's journal, nvidia-ctk's messages", {
+        "refresh": tool(["journalctl", "-u", "nvidia-cdi-refresh", "-b", "0", "--no-pager", "-q"],
+                        parse_cdi_generate_log),
     }),
     Subject("dcgm_diag", "on demand: DCGM's level 1 diagnostic (software checks, seconds; dcgmi diag -r 1)", {
         "diag": tool(["dcgmi", "diag", "-r", "1"], parse_dcgmi_diag_table, timeout=120),

@@ -1,16 +1,20 @@
 """Inventories: hosts, groups and their variables, in Ansible's YAML shape (INI files and
 executable inventories are read by inventory_sources.py into the same model).
 
-Variable merge order for a host, lowest first (documented in the README):
-the `all` group, then every other group the host belongs to ordered by depth
-(parent before child) and, at equal depth, by group name (the later name
-wins), then the host's own variables. `group_vars/` and `host_vars/` files
-are applied on top of the inline variables of the same group or host.
+Variable merge order for a host, lowest first, as Ansible's (docs/variables.md): the inline
+variables of the `all` group, then of every other group the host belongs to ordered by depth
+(parent before child) and, at equal depth, by group name (the later name wins); then the
+`group_vars/` files the same way (the inventory's `all`, the playbook's `all`, the inventory's
+other groups, the playbook's); then the host's inline variables, its inventory `host_vars/`
+file, its playbook `host_vars/` file. The playbook's are those beside the playbook
+(`Inventory.read_playbook_vars`).
 """
 from __future__ import annotations
 
 import copy
 import os
+import shlex
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,8 @@ GROUP_KEYS = ("hosts", "vars", "children")
 class Group:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)
+    file_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the inventory
+    playbook_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the playbook
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     parents: set[str] = field(default_factory=set)
@@ -37,6 +43,8 @@ class Group:
 class Host:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)
+    file_vars: dict[str, Any] = field(default_factory=dict)
+    playbook_vars: dict[str, Any] = field(default_factory=dict)
     groups: set[str] = field(default_factory=set)  # direct groups only
 
 
@@ -50,6 +58,7 @@ class Inventory:
         self._merged: dict[str, dict[str, Any]] = {}
         self._ancestors: dict[str, list[str]] = {}
         self.limit: frozenset[str] | None = None  # --limit: the only hosts a pattern matches (`narrowed`)
+        self.implicit: set[str] = set()  # Ansible's implicit localhost, once a play names it (no group's host)
 
     # -- building ---------------------------------------------------------
     def add_group(self, name: str, parent: str | None = "all") -> Group:
@@ -61,7 +70,7 @@ class Inventory:
             group.parents.add(parent)
         return group
 
-    def add_host(self, name: str, group: str = "ungrouped", vars: dict | None = None) -> Host:
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, Any] | None = None) -> Host:
         host = self.hosts.setdefault(name, Host(name))
         host.vars.update(vars or {})
         host.groups.add(group)
@@ -117,16 +126,47 @@ class Inventory:
         """The host's merged inventory variables (cached)."""
         if host not in self._merged:
             merged: dict[str, Any] = {}
-            for name in self.host_groups(host):
-                merged.update(self.groups[name].vars)
-            merged.update(self.hosts[host].vars)
+            groups = [self.groups[name] for name in self.host_groups(host)]
+            for group in groups:
+                merged.update(group.vars)
+            everything, others = [g for g in groups if g.name == "all"], [g for g in groups if g.name != "all"]
+            for part in (everything, others):
+                for group in part:
+                    merged.update(group.file_vars)
+                for group in part:
+                    merged.update(group.playbook_vars)
+            found = self.hosts[host]
+            merged.update(found.vars)
+            merged.update(found.file_vars)
+            merged.update(found.playbook_vars)
             self._merged[host] = merged
         return self._merged[host]
+
+    def read_playbook_vars(self, folder: Path) -> None:
+        """`group_vars/` and `host_vars/` beside the playbook, above the inventory's own."""
+        for group in self.groups.values():
+            group.playbook_vars = {}
+        for host in self.hosts.values():
+            host.playbook_vars = {}
+        _load_vars_dir(self, folder / "group_vars", "group", "playbook_vars")
+        _load_vars_dir(self, folder / "host_vars", "host", "playbook_vars")
+        self._merged.clear()
+
+    def implicit_localhost(self, name: str) -> str:
+        """Ansible's implicit localhost: a pattern that names `localhost` (or 127.0.0.1, ::1) with no
+        such host in the inventory gets this machine, on a local connection with this Python. It
+        belongs to no group (`all` does not match it) but takes the `all` group's variables."""
+        if name not in self.hosts:
+            self.hosts[name] = Host(name, {"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+            self.implicit.add(name)
+            self._ancestors.pop(name, None)
+            self._merged.pop(name, None)
+        return name
 
     def group_members(self, group: str) -> list[str]:
         """All hosts of a group and its descendants, in inventory order."""
         if group == "all":
-            return list(self.hosts)
+            return [h for h in self.hosts if h not in self.implicit]
         found: set[str] = set()
         todo = [group]
         seen: set[str] = set()
@@ -162,26 +202,31 @@ class Inventory:
 # -- loading ----------------------------------------------------------------
 
 def load_inventory(spec: str, search_dirs: list[Path] | None = None) -> Inventory:
-    """Load `-i SPEC`: a name under inventories/, a directory, a file, or `a,b,`."""
-    path = resolve_inventory(spec, search_dirs or [Path.cwd()])
-    if path is None:
-        if "," in spec:
-            return _adhoc(spec)
-        looked = ", ".join(str(d / "inventories" / spec) for d in (search_dirs or [Path.cwd()]))
-        raise InventoryError(f"inventory '{spec}' not found (looked for a file or directory '{spec}', and {looked})")
-    inventory = Inventory(str(path))
-    if path.is_dir():
-        names = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts")
-        hosts_file = next((path / n for n in names if (path / n).is_file()), None)
-        if hosts_file is None:
-            raise InventoryError(f"inventory directory {path} has no hosts.yml (or hosts.ini, hosts)")
-        _load_source(inventory, hosts_file)
-        _load_vars_dir(inventory, path / "group_vars", "group")
-        _load_vars_dir(inventory, path / "host_vars", "host")
-    else:
-        _load_source(inventory, path)
-        _load_vars_dir(inventory, path.parent / "group_vars", "group")
-        _load_vars_dir(inventory, path.parent / "host_vars", "host")
+    """Load `-i SPEC`: a name under inventories/, a directory, a file, or `a,b,`; several, one a
+    line (-i given more than once), into one inventory, as Ansible merges them."""
+    parts = [part for part in spec.split("\n") if part]
+    sources = [(part, resolve_inventory(part, search_dirs or [Path.cwd()])) for part in parts]
+    inventory = Inventory(", ".join(str(path or part) for part, path in sources))
+    for part, path in sources:
+        if path is None:
+            if "," in part:
+                _adhoc(inventory, part)
+                continue
+            looked = ", ".join(str(d / "inventories" / part) for d in (search_dirs or [Path.cwd()]))
+            raise InventoryError(f"inventory '{part}' not found (looked for a file or directory '{part}', "
+                                 f"and {looked})")
+        if path.is_dir():
+            names = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts")
+            hosts_file = next((path / n for n in names if (path / n).is_file()), None)
+            if hosts_file is None:
+                raise InventoryError(f"inventory directory {path} has no hosts.yml (or hosts.ini, hosts)")
+            _load_source(inventory, hosts_file)
+            _load_vars_dir(inventory, path / "group_vars", "group")
+            _load_vars_dir(inventory, path / "host_vars", "host")
+        else:
+            _load_source(inventory, path)
+            _load_vars_dir(inventory, path.parent / "group_vars", "group")
+            _load_vars_dir(inventory, path.parent / "host_vars", "host")
     inventory.finish()
     return inventory
 
@@ -199,13 +244,13 @@ def resolve_inventory(spec: str, search_dirs: list[Path]) -> Path | None:
     return None
 
 
-def _adhoc(spec: str) -> Inventory:
-    inventory = Inventory("<command line>")
+def _adhoc(inventory: Inventory, spec: str) -> None:
+    """`-i a,b,`: these hosts, ungrouped."""
+    if inventory.source == spec:
+        inventory.source = "<command line>"
     for name in (part.strip() for part in spec.split(",")):
         if name:
             inventory.add_host(name, "ungrouped", {})
-    inventory.finish()
-    return inventory
 
 
 def _as_error(exc: PlaybookError) -> InventoryError:
@@ -281,20 +326,26 @@ def _load_group(inventory: Inventory, name: str, body: Any, parent_map: dict[str
         _load_group(inventory, str(child), child_body, children, name)
 
 
-def _load_vars_dir(inventory: Inventory, directory: Path, kind: str) -> None:
+VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")   # Ansible's group_vars/host_vars files, by their suffix
+
+
+def _load_vars_dir(inventory: Inventory, directory: Path, kind: str, layer: str = "file_vars") -> None:
     if not directory.is_dir():
         return
+    targets = inventory.groups if kind == "group" else inventory.hosts
     for entry in sorted(directory.iterdir()):
-        files = sorted(entry.glob("*.y*ml")) if entry.is_dir() else [entry]
-        name = entry.name if entry.is_dir() else entry.stem
-        if entry.is_file() and entry.suffix not in (".yml", ".yaml"):
+        if entry.name.startswith("."):
             continue
-        targets = inventory.groups if kind == "group" else inventory.hosts
+        files = sorted(f for f in entry.rglob("*") if f.is_file() and f.suffix in VARS_SUFFIXES[1:]) \
+            if entry.is_dir() else [entry]
+        name = entry.name if entry.is_dir() or entry.name in targets else entry.stem
+        if entry.is_file() and name == entry.stem and entry.suffix not in VARS_SUFFIXES:
+            continue
         if name not in targets:
             continue  # as Ansible: vars for a group or host not in this inventory are ignored
         for file in files:
             data = load_vars_file(file)
-            targets[name].vars.update(data)
+            getattr(targets[name], layer).update(data)
 
 
 def load_vars_file(path: Path) -> dict[str, Any]:
@@ -307,7 +358,20 @@ def load_vars_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise InventoryError("a variables file must be a mapping of names to values", Location(str(path), 1, 1))
-    return yamlsrc.plain(data)
+    values: dict[str, Any] = yamlsrc.plain(data)
+    return values
+
+
+def _key_values(item: str) -> list[str]:
+    """`a=1 b="x y"` as its KEY=VALUE words (quotes removed); one word when that is not the shape
+    (`msg={{ a }}`, a value with spaces and no quotes)."""
+    try:
+        words = shlex.split(item)
+    except ValueError:
+        return [item]
+    if words and all("=" in w and w.partition("=")[0].isidentifier() for w in words):
+        return words
+    return [item]
 
 
 def parse_extra_vars(items: list[str]) -> dict[str, Any]:
@@ -321,9 +385,10 @@ def parse_extra_vars(items: list[str]) -> dict[str, Any]:
             if not isinstance(data, dict):
                 raise UsageError(f"-e {item!r}: expected a mapping")
             result.update(yamlsrc.plain(data))
-        else:
-            key, sep, value = item.partition("=")
-            if not sep or not key.isidentifier():
-                raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
-            result[key] = value
+        else:   # `-e 'a=1 b="two words"'`: each KEY=VALUE, as Ansible splits them
+            for word in _key_values(item):
+                key, sep, value = word.partition("=")
+                if not sep or not key.isidentifier():
+                    raise UsageError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
+                result[key] = value
     return result

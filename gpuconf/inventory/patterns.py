@@ -15,6 +15,8 @@ from gpuconf.errors import InventoryError, did_you_mean
 from gpuconf.files.bounded import read_source
 from gpuconf.inventory.hosts import Inventory
 
+LOCALHOST = ("localhost", "127.0.0.1", "::1")   # Ansible's implicit localhost answers to these
+
 
 def split_pattern(pattern: str) -> list[str]:
     terms = re.split(r"[,:]" if "[" not in pattern else r",", pattern)
@@ -29,20 +31,23 @@ def _term_hosts(inventory: Inventory, term: str) -> list[str]:
         text = read_source(path, InventoryError).decode("utf-8", errors="replace")  # bounded, regular files only
         names = [line.strip() for line in text.splitlines() if line.strip()]
         return [n for n in names if n in inventory.hosts]
+    named = [h for h in inventory.hosts if h not in inventory.implicit]   # what `all` and globs match
     if term in ("all", "*"):
-        return list(inventory.hosts)
+        return named
     if term in inventory.groups:
         return inventory.group_members(term)
     if term in inventory.hosts:
         return [term]
+    if term in LOCALHOST:
+        return [inventory.implicit_localhost(term)]
     if term.startswith("~"):
         try:
             regex = re.compile(term[1:])
         except re.error as exc:
             raise InventoryError(f"bad regular expression in pattern '{term}': {exc}") from None
-        return [h for h in inventory.hosts if regex.search(h)]
+        return [h for h in named if regex.search(h)]
     if any(c in term for c in "*?["):
-        hosts = {h for h in inventory.hosts if fnmatch.fnmatchcase(h, term)}
+        hosts = {h for h in named if fnmatch.fnmatchcase(h, term)}
         for group in inventory.groups:
             if fnmatch.fnmatchcase(group, term):
                 hosts.update(inventory.group_members(group))

@@ -27,7 +27,6 @@ ANSIBLE_MODULES = {
     "user": "command (with `unless: id NAME`)", "group": "command (with `unless: getent group NAME`)",
     "sysctl": "line (in /etc/sysctl.d) and command (sysctl -p, as a handler)",
     "mount": "line (in /etc/fstab) and command",
-    "include_vars": "vars_files",
 }
 
 
@@ -70,9 +69,6 @@ FREE_FORM = ("command", "shell", "debug", "set_fact", "copy", "template", "file"
              "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot")
 # Ansible's features that a task key names, and what to use in gpuconf instead
 REFUSED_MODULES = {
-    "meta": "handlers run once, at the end of the play (flush_handlers, end_play and the rest are not supported); "
-            "to act at once, drop `notify` and make the handler a task with `when: RESULT is changed`",
-    "include_vars": "vars_files on the play, or group_vars/host_vars",
     "import_playbook": "import_playbook is a play, not a task: put it at the playbook's top level",
 }
 
@@ -169,8 +165,14 @@ def translate(key: str, params: Any) -> tuple[str, Any] | None:
     of Ansible's forms (gpuconf's own task types with their own params)."""
     module = short_name(key)
     fqcn = module != key
-    if module in REFUSED_MODULES and (fqcn or module == "meta"):
+    if module in REFUSED_MODULES and fqcn:
         raise AnsibleFormError(f"'{key}' is not supported: {REFUSED_MODULES[module]}")
+    if module == "include_vars":   # `include_vars: FILE` or `include_vars: file=FILE name=x`
+        if isinstance(params, str):
+            return "include_vars", free_form("include_vars", params) if "=" in params else {"file": params}
+        return "include_vars", params if isinstance(params, dict) else {}
+    if module == "meta":   # `meta: flush_handlers`: the action, whatever its spelling
+        return "meta", {"_raw_params": params} if not isinstance(params, dict) else params
     converted = isinstance(params, str) and module in FREE_FORM
     if converted:
         params = free_form(module, params)

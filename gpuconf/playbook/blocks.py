@@ -9,9 +9,10 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -25,17 +26,42 @@ from gpuconf.playbook.models import (
     INCLUDE_KEYWORDS,
     Condition,
     Play,
+    Playbook,
     RoleRef,
     TaskDef,
     TaskKeywords,
     UserName,
 )
+from gpuconf.playbook.roles import RoleCall, load_role
 from gpuconf.release.library import find_playbook
 from gpuconf.templating.render import is_template
 
-# `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
-# imports this module, and an import back would be a circle (tests/unit/test_layers.py).
-Loader = Any
+
+class Loader(Protocol):
+    """What these functions use of the playbook's Loader (gpuconf/playbook/loader.py), which imports
+    this module: a protocol here, where an import back would be a circle (tests/unit/test_layers.py)."""
+
+    @property
+    def playbook(self) -> Path: ...
+
+    stack: tuple[Path, ...]  # the files being read (no cycles): extended around an included file
+
+    @property
+    def block_ids(self) -> Iterator[int]: ...
+
+    @property
+    def included_handlers(self) -> list[TaskDef]: ...
+
+    def nested(self, playbook: Path) -> Loader: ...
+
+    def load(self) -> Playbook: ...
+
+    def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
+               handler: bool = False, role: str | None = None, here: Path | None = None,
+               blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]: ...
+
+    def render_static(self, value: str, what: str, where: Location) -> str: ...
+
 INCLUDES = ("import_tasks", "include_tasks", "import_role", "include_role")
 
 
@@ -61,8 +87,17 @@ class Wrapper(BaseModel):
     become: bool | None = None
     become_user: UserName | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
-    ignore_errors: bool | None = None
+    ignore_errors: bool | str | None = None
+    # a block's, for the tasks inside that set none themselves
+    notify: list[str] | None = None
+    run_once: bool | str | None = None
+    check_mode: bool | None = None
+    delegate_to: str | None = None
+    no_log: bool | None = None
+    any_errors_fatal: bool | None = None
+    timeout: float | None = None
 
+    _notify = field_validator("notify", mode="before")(lambda cls, v: [v] if isinstance(v, str) else v)
     _tags = field_validator("tags", mode="before")(
         lambda cls, v: [p.strip() for p in v.split(",")] if isinstance(v, str) else (v or []))
 
@@ -82,10 +117,17 @@ def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrappe
         raise PlaybookError(f"{what}: {message}", yamlsrc.locate(node, loc)) from None
 
 
-def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
+INHERITED = ("ignore_errors", "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal",
+             "timeout")
+
+
+def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[TaskDef]:
     """The block's or include's keywords onto its tasks: its condition before theirs, its
-    vars below theirs, its become and ignore_errors where they set none."""
+    become and ignore_errors where they set none; a block's vars below the task's own, an
+    include's `vars` as include params (above set_fact and role params, as in Ansible)."""
     for task in tasks:
+        if include and outer.vars:
+            task.include_params = {**yamlsrc.plain(outer.vars), **task.include_params}
         if outer.when is not None:
             task.role_when = [outer.when] + task.role_when
         if task.become is None:
@@ -93,12 +135,22 @@ def wrap(tasks: list[TaskDef], outer: Wrapper) -> list[TaskDef]:
         if task.become_user is None:
             task.become_user = outer.become_user
         update: dict[str, Any] = {}
-        if outer.vars:
+        if outer.vars and not include:
             update["vars"] = {**yamlsrc.plain(outer.vars), **task.keywords.vars}
-        if outer.ignore_errors is not None and "ignore_errors" not in task.keywords.model_fields_set:
-            update["ignore_errors"] = outer.ignore_errors
+        for name in INHERITED:
+            value = getattr(outer, name)
+            if value is not None and name not in task.keywords.model_fields_set and name not in update:
+                update[name] = value
         if update:
             task.keywords = task.keywords.model_copy(update=update)
+        if "delegate_to" in update:   # the same subset as a task's own delegate_to (check_delegation)
+            local = str(update["delegate_to"]).strip() in DELEGATE_LOCAL
+            allowed = DELEGATE_TO_CONTROLLER if local else DELEGATE_TO_HOST
+            if task.type not in allowed + ("meta", "include_vars") or (
+                    not local and task.type == "command" and task.keywords.check_mode is not False):
+                raise PlaybookError(f"delegate_to (of the block around it) is not supported for '{task.type}': "
+                                    "gpuconf delegates to localhost steps the controller runs, and reads to "
+                                    "another host", task.location)
     return tasks
 
 
@@ -121,7 +173,7 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     tags = context.tags | set(outer.tags)
     where = node.location(key)
     if key in ("import_role", "include_role"):
-        return wrap(_include_role(loader, node[key], where, tags, context), outer)
+        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role"), outer, True)
     target = node[key]
     if isinstance(target, dict):
         target = target.get("file")
@@ -130,9 +182,12 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     if is_template(target):
         raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
                             "playbook loads (use `when:` on the include to choose)", where)
-    path = Path(target) if Path(target).is_absolute() else context.here / target
+    looked = [Path(target)] if Path(target).is_absolute() else [context.here / target] + [
+        base / sub / target for base in context.search for sub in ("tasks", "")]   # a role's, the playbook's
+    path = next((candidate for candidate in looked if candidate.is_file()), looked[0])
     if not path.exists():
-        raise PlaybookError(f"{key}: task file '{target}' not found (looked for {path})", where)
+        raise PlaybookError(f"{key}: task file '{target}' not found (looked for "
+                            f"{', '.join(str(p) for p in dict.fromkeys(looked))})", where)
     if path.resolve() in loader.stack:
         raise PlaybookError(f"{key}: '{target}' includes itself: "
                             f"{' -> '.join(p.name for p in loader.stack)} -> {path.name}", where)
@@ -149,31 +204,53 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
                               blocks=context.blocks)
     finally:
         loader.stack = loader.stack[:-1]
-    return wrap(tasks, outer)
+    return wrap(tasks, outer, True)
 
 
-def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context) -> list[TaskDef]:
+ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
+                "rolespec_validate")
+
+
+def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context,
+                  imported: bool) -> list[TaskDef]:
+    """import_role / include_role: the role where it is named (even if it ran before), its
+    dependencies once in the play; import_role's vars and defaults are the play's too, as are
+    include_role's with `public: true`."""
     if isinstance(spec, str):
-        spec = {"name": spec}
+        spec = {"name": spec} if "=" not in spec else dict(word.split("=", 1) for word in spec.split())
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         raise PlaybookError("include_role needs the role's name: `include_role: {name: ROLE}`", where)
-    unknown = [k for k in spec if k not in ("name", "tasks_from")]
+    unknown = [k for k in spec if k not in ROLE_OPTIONS]
     if unknown:
-        raise PlaybookError(f"include_role: unknown key '{unknown[0]}' (it takes name and tasks_from)", where)
+        raise PlaybookError(f"include_role: unknown key '{unknown[0]}' (it takes {', '.join(ROLE_OPTIONS)})", where)
+    for option in ("tasks_from", "vars_from", "defaults_from", "handlers_from"):
+        if option in spec and not isinstance(spec[option], str):
+            raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
+    # an import is read when the playbook loads: a templated name renders with -e and the play's vars
+    spec = {k: loader.render_static(v, f"import_role {k}", where) if isinstance(v, str) else v
+            for k, v in spec.items()}
+    public = spec.get("public", imported)
+    call = RoleCall(tags, tasks_from=str(spec.get("tasks_from", "main")), vars_from=str(spec.get("vars_from", "main")),
+                    defaults_from=str(spec.get("defaults_from", "main")),
+                    handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
+                    public=public in (True, "yes", "true", "True"),
+                    named=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
     tasks: list[TaskDef] = []
-    loader._role(RoleRef(role=spec["name"]), where, tags, tasks, loader.included_handlers, set(), (),
-                 tasks_from=str(spec.get("tasks_from", "main")), blocks=context.blocks)
+    load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)
     return tasks
 
 
 def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
+    """The plays of another playbook, in place; its `when`, `tags` and `vars` reach each of them."""
     for key in node:
-        if key not in ("import_playbook", "name"):
-            raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name)", node.location(key))
+        if key not in ("import_playbook", "name", "when", "tags", "vars"):
+            raise PlaybookError(f"unknown key '{key}' beside import_playbook (it takes name, when, tags, vars)",
+                                node.location(key))
     target = node["import_playbook"]
     where = node.location("import_playbook")
-    if not isinstance(target, str) or is_template(target):
-        raise PlaybookError("import_playbook names a playbook file (not a template)", where)
+    if not isinstance(target, str):
+        raise PlaybookError("import_playbook names a playbook file", where)
+    target = loader.render_static(target, "import_playbook", where)
     # beside the importing playbook, else the playbook of that name shipped with gpuconf (a site's
     # playbooks import the shipped ones by name: `import_playbook: a100-node.yml`)
     choice = find_playbook(target, loader.playbook.parent)
@@ -183,24 +260,25 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     path = choice.path
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
-    return loader.nested(path).load().plays
+    plays = loader.nested(path).load().plays
+    outer = _wrapper(yamlsrc.YDict({k: v for k, v in node.items() if k in ("when", "tags", "vars")}),
+                     ("when", "tags", "vars"), "import_playbook")
+    for play in plays:
+        play.vars = {**play.vars, **yamlsrc.plain(outer.vars)}   # above the play's own, as in Ansible
+        for task in play.tasks + play.handlers:
+            task.tags |= set(outer.tags)
+            if outer.when is not None:
+                task.role_when = [outer.when] + task.role_when
+    return plays
 
 
 def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """Keywords that only some tasks can take."""
-    if keywords.check_mode is True:
-        raise PlaybookError("check_mode: true is not supported: `gpuconf check` is the dry run",
-                            node.location("check_mode"))
-    if keywords.check_mode is False and type_name not in ("command", "probe"):
-        raise PlaybookError("check_mode: false runs a task in check mode too: gpuconf allows it for a command that "
-                            "only reads (and a probe, which always runs)", node.location("check_mode"))
     given = [key for key in ("loop", "with_items", "with_dict") if getattr(keywords, key) is not None]
     if len(given) > 1:
         raise PlaybookError(f"give one of {' and '.join(given)}, not both", node.location(given[1]))
     if keywords.loop_control is not None and keywords.items is None:
         raise PlaybookError("loop_control without loop", node.location("loop_control"))
-    if type_name == "set_fact" and keywords.register:
-        raise PlaybookError("set_fact sets variables itself: no register", node.location("register"))
     if keywords.delegate_to is not None:
         check_delegation(type_name, keywords, node)
 

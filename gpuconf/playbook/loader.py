@@ -6,19 +6,21 @@ load before it, each (name, params) pair once per play.
 """
 from __future__ import annotations
 
+import copy
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gpuconf.errors import Location, PlaybookError, did_you_mean, validation_message
+from gpuconf.errors import Location, PlaybookError, TemplateError, did_you_mean, validation_message
 from gpuconf.files import yamlsrc
 from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
 from gpuconf.playbook.ansible_names import ansible_hint, check_hosts, translate_task
-from gpuconf.playbook.argspecs import check_arguments
 from gpuconf.playbook.blocks import INCLUDES, Context, check_keywords, import_playbook, load_block, load_include
+from gpuconf.playbook.dynamic import DYNAMIC, IncludeLoader, include_entry
+from gpuconf.playbook.forms import normalize
 from gpuconf.playbook.models import (
     ENGINE_ACTIONS,
     PLAY_HINTS,
@@ -28,15 +30,18 @@ from gpuconf.playbook.models import (
     Play,
     Playbook,
     PlayKeywords,
-    RoleRef,
     TaskDef,
     TaskKeywords,
 )
+from gpuconf.playbook.roles import RoleCall, load_role, role_ref
 from gpuconf.release.library import find_playbook, playbook_names, shipped_roles
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
+from gpuconf.templating.render import Vars, is_template, render
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
-def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+def _validate(model: type[Model], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -53,14 +58,19 @@ def roles_path(playbook: Path, project_dir: Path | None = None, configured: list
 
 
 def check_notified(tasks: list[TaskDef], handlers: list[TaskDef]) -> None:
-    """A `notify` that names no handler (by name or `listen`) is refused at load, in every verb, as
-    Ansible refuses it; a templated name is known only at run time."""
-    known = {h.name for h in handlers} | {topic for h in handlers for topic in h.keywords.listen}
+    """A `notify` that names no handler (by name, "ROLE : name", or `listen`) is refused at load, in
+    every verb, as Ansible refuses it; a templated name (of the notify or of a handler) is known
+    only at run time."""
+    if any("{{" in name for h in handlers for name in h.handler_names):
+        return
+    known = {name for h in handlers for name in h.handler_names} | \
+        {topic for h in handlers for topic in h.keywords.listen}
     for task in tasks + handlers:
         for name in task.keywords.notify:
             if name not in known and "{{" not in name:
-                raise PlaybookError(f"task '{task.name}' notifies '{name}', which no handler defines or listens "
-                                    f"to{did_you_mean(name, known)}", task.location)
+                raise PlaybookError(f"The requested handler '{name}' was not found in either the main handlers "
+                                    f"list nor in the listening handlers list (task '{task.name}' notifies it)"
+                                    f"{did_you_mean(name, known)}", task.location)
 
 
 class Loader:
@@ -68,17 +78,32 @@ class Loader:
                  stack: tuple[Path, ...] = ()):
         self.playbook = playbook
         self.project_dir, self.configured_roles = project_dir, configured_roles
+        self.extra_vars: dict[str, Any] = {}   # -e: what a templated import's name renders with
+        self.play_vars: dict[str, Any] = {}    # the vars of the play being read, for the same
         self.role_dirs = roles_path(playbook, project_dir, configured_roles)
         self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
         self.block_ids = count(1)
         self.defaults: dict[str, Any] = {}
+        self.role_vars: dict[str, Any] = {}
+        self.loaded_roles: dict[str, Any] = {}   # the roles loaded in the play, by (name, params)
         self.included_handlers: list[TaskDef] = []
 
     def nested(self, playbook: Path) -> Loader:
         """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
         inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
-        inner.block_ids = self.block_ids
+        inner.block_ids, inner.extra_vars = self.block_ids, self.extra_vars
         return inner
+
+    def render_static(self, value: str, what: str, where: Location) -> str:
+        """A templated name an import or vars_files gives, rendered as Ansible renders it when the
+        playbook loads: with -e and the play's vars (no host's variable is known yet)."""
+        if not is_template(value):
+            return value
+        try:
+            return str(render(value, Vars(self.extra_vars, self.play_vars)))
+        except TemplateError as exc:
+            raise PlaybookError(f"{what} '{value}': {exc.message} (it renders when the playbook loads, with -e "
+                                "and the play's vars)", where) from None
 
     # -- playbook -----------------------------------------------------------
     def load(self) -> Playbook:
@@ -90,6 +115,7 @@ class Loader:
         for index, node in enumerate(data):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("each play must be a mapping with 'hosts:'", data.location(index))
+            node = normalize(node)
             if "import_playbook" in node:
                 plays += import_playbook(self, node)
             else:
@@ -107,32 +133,35 @@ class Loader:
         keywords = _validate(PlayKeywords, node, node, PLAY_KEYWORDS, "play")
         name = keywords.name or str(keywords.hosts)
         play_vars = yamlsrc.plain(keywords.vars)
+        self.play_vars = play_vars
         files_node = node.get("vars_files")
-        for index, vars_file in enumerate(keywords.vars_files):
-            path = Path(vars_file)
-            path = path if path.is_absolute() else self.playbook.parent / path
-            if not path.exists():
-                where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
-                    node.location("vars_files")
-                raise PlaybookError(f"vars file '{vars_file}' not found (looked for {path})", where)
-            play_vars.update(load_vars_file(path))
+        for index, entry in enumerate(keywords.vars_files):
+            where = files_node.location(index) if isinstance(files_node, yamlsrc.YList) else \
+                node.location("vars_files")
+            play_vars.update(load_vars_file(self._vars_file(entry, where)))
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
-        loaded_roles: set[str] = set()
-        self.defaults = {}
+        self.loaded_roles = {}
+        self.defaults, self.role_vars = {}, {}
         self.included_handlers = []  # the handlers of roles that include_role brought in
         roles_node = node.get("roles", yamlsrc.YList())
         for index, item in enumerate(keywords.roles):
             where = roles_node.location(index) if isinstance(roles_node, yamlsrc.YList) else node.location("roles")
-            ref = self._role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item)
-            self._role(ref, where, set(keywords.tags), tasks, handlers, loaded_roles, ())
+            ref = role_ref(item, where, roles_node[index] if isinstance(roles_node, list) else item, self.validate)
+            load_role(self, ref, where, RoleCall(set(keywords.tags)), tasks, handlers)
         base = self.playbook.parent  # as Ansible: templates/ and files/ beside the playbook, then the folder
         search = [base / "templates", base / "files", base]
         play_tags = set(keywords.tags)
-        # Ansible's order: pre_tasks, roles, tasks, post_tasks (handlers run once, at the end of the play)
-        tasks[:0] = self._tasks(node.get("pre_tasks"), node, "pre_tasks", play_tags, search, here=base)
+        # Ansible's order: pre_tasks, roles, tasks, post_tasks; the handlers notified so far run after
+        # pre_tasks, after roles and tasks, and at the end of the play (where post_tasks' run)
+        pre_tasks = self._tasks(node.get("pre_tasks"), node, "pre_tasks", play_tags, search, here=base)
+        post_tasks = self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
+        for section, part in (("pre_tasks", pre_tasks), ("post_tasks", post_tasks)):
+            for task in part:
+                task.section = section
+        tasks[:0] = pre_tasks
         tasks += self._tasks(node.get("tasks"), node, "tasks", play_tags, search, here=base)
-        tasks += self._tasks(node.get("post_tasks"), node, "post_tasks", play_tags, search, here=base)
+        tasks += post_tasks
         handlers += self._tasks(node.get("handlers"), node, "handlers", set(), search, handler=True, here=base)
         handlers += self.included_handlers
         handlers = list({(h.role, h.name, str(h.location)): h for h in handlers}.values())  # a role brought twice
@@ -142,7 +171,27 @@ class Loader:
                 task.become = keywords.become
             if task.become_user is None:
                 task.become_user = keywords.become_user
-        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults)
+        view = copy.copy(self)   # for the includes the play's hosts read while it runs
+        view.loaded_roles, view.defaults, view.role_vars = dict(self.loaded_roles), {}, {}
+        return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults,
+                    self.role_vars, IncludeLoader(view))
+
+    def _vars_file(self, entry: Any, where: Location) -> Path:
+        """A play's vars_files entry, as Ansible finds it: in the playbook's vars/, then beside the
+        playbook; a list is the first of its files that exists."""
+        names = [self.render_static(str(name), "vars_files", where)
+                 for name in (entry if isinstance(entry, list) else [entry])]
+        looked: list[Path] = []
+        for name in names:
+            path = Path(name)
+            candidates = [path] if path.is_absolute() else [self.playbook.parent / "vars" / path,
+                                                              self.playbook.parent / path]
+            for candidate in candidates:
+                looked.append(candidate)
+                if candidate.exists() or candidate.is_symlink():   # a file that is no regular file: load says so
+                    return candidate
+        raise PlaybookError(f"vars file '{' or '.join(names)}' not found (looked for "
+                            f"{', '.join(str(p) for p in looked)})", where)
 
     # -- tasks --------------------------------------------------------------
     def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
@@ -157,15 +206,40 @@ class Loader:
         for index, node in enumerate(items):
             if not isinstance(node, yamlsrc.YDict):
                 raise PlaybookError("a task must be a mapping", items.location(index))
-            if handler and any(k in node for k in ("block", *INCLUDES)):
-                raise PlaybookError("a handler is one task: no block or include", node.location())
-            result += self._entry(node, context)
+            result += self._handler(node, context) if handler else self._entry(node, context)
         return result
+
+    def _handler(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
+        """One entry of a handlers list: a task, the tasks of an import_tasks (each a handler), or an
+        include_tasks (one handler that runs its file's tasks), as Ansible allows them."""
+        node = normalize(node)
+        if "block" in node:
+            raise PlaybookError("Using a block as a handler is not supported.", node.location())
+        for name in ("include_role", "import_role"):
+            if name in node:
+                raise PlaybookError(f"Using '{name}' as a handler is not supported.", node.location())
+        if "import_tasks" in node:
+            tasks = []
+            for task in self._entry(node, context):
+                task.handler_key, task.handler_names = next(self.block_ids), (task.name,)
+                tasks.append(task)
+            return tasks
+        names = (str(node["name"]),) if "name" in node else ()
+        entry = next(self.block_ids)
+        tasks = self._entry(node, context)
+        for task in tasks:
+            task.handler_key = entry
+            task.handler_names = names or (task.name,)
+        return tasks
 
     def _entry(self, node: yamlsrc.YDict, context: Context) -> list[TaskDef]:
         """One item of a task list: a task, a block, or an include (blocks.py)."""
+        node = normalize(node)
         if "block" in node:
             return load_block(self, node, context)
+        for key in DYNAMIC:
+            if key in node:
+                return [include_entry(self, node, key, context, self.validate)]
         for key in INCLUDES:
             if key in node:
                 return load_include(self, node, key, context)
@@ -176,6 +250,7 @@ class Loader:
         for key in node:
             if key in REFUSED_KEYWORDS:
                 raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
+        written = next((str(k) for k in node if k not in TASK_KEYWORDS), "")
         node = translate_task(node, TASK_KEYWORDS)   # Ansible's module names and free-form arguments
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:
@@ -208,79 +283,14 @@ class Loader:
             name=name.strip(), type=type_name, params=yamlsrc.plain(params_node), keywords=keywords,
             location=node.location(), raw=params_node, role=role, tags=set(keywords.tags) | tags,
             search_paths=list(search), become=keywords.become, become_user=keywords.become_user, blocks=blocks,
-        )
+            action=written)
 
-    # -- roles --------------------------------------------------------------
-    def _role_ref(self, item: Any, where: Location, node: Any) -> RoleRef:
-        if isinstance(item, str):
-            return RoleRef(role=item)
-        if isinstance(item, dict):
-            data = dict(item)
-            if "role" not in data and "name" in data:
-                data["role"] = data.pop("name")
-            return _validate(RoleRef, data, node, ("role", "tags", "when", "become", "become_user"), "role")
-        raise PlaybookError("a role is a name or a mapping with 'role:'", where)
-
-    def find_role(self, name: str, where: Location) -> Path:
-        for base in self.role_dirs:
-            if (base / name).is_dir():
-                return base / name
-        available = [p.name for base in self.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
-        looked = ", ".join(str(base) for base in self.role_dirs)
-        raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
-
-    def _role(self, ref: RoleRef, where: Location, tags: set[str], tasks: list[TaskDef], handlers: list[TaskDef],
-              loaded: set[str], stack: tuple[str, ...], tasks_from: str = "main",
-              blocks: tuple[tuple[int, str], ...] = ()) -> None:
-        if ref.role in stack:
-            raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
-        identity = ref.role + repr(sorted(ref.params.items()))
-        if identity in loaded:
-            return
-        loaded.add(identity)
-        path = self.find_role(ref.role, where)
-        meta = self._optional(path / "meta" / "main.yml")
-        if meta is not None:
-            if not isinstance(meta, dict):
-                raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
-            deps = meta.get("dependencies") or []
-            if not isinstance(deps, list):
-                raise PlaybookError("dependencies must be a list of roles", yamlsrc.locate(meta, ("dependencies",)))
-            for index, dep in enumerate(deps):
-                dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
-                dep_ref = self._role_ref(dep, dep_where, dep)
-                self._role(dep_ref, dep_where, tags | set(ref.tags), tasks, handlers, loaded, stack + (ref.role,))
-        defaults = self._optional(path / "defaults" / "main.yml") or {}
-        if not isinstance(defaults, dict):
-            raise PlaybookError("defaults/main.yml must be a mapping",
-                                Location(str(path / "defaults" / "main.yml"), 1, 1))
-        role_vars = self._optional(path / "vars" / "main.yml") or {}
-        if not isinstance(role_vars, dict):
-            raise PlaybookError("vars/main.yml must be a mapping", Location(str(path / "vars" / "main.yml"), 1, 1))
-        specs = self._optional(path / "meta" / "argument_specs.yml")
-        if specs is not None:
-            check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, tasks_from)
-        search = [path / "templates", path / "files", path, self.playbook.parent]
-        role_tags = tags | set(ref.tags)
-        task_file = path / "tasks" / (tasks_from if tasks_from.endswith((".yml", ".yaml")) else f"{tasks_from}.yml")
-        if tasks_from != "main" and self._optional(task_file) is None:
-            raise PlaybookError(f"role '{ref.role}' has no tasks file {task_file}", where)
-        role_tasks = self._role_file(task_file, role_tags, search, ref.role, blocks)
-        role_handlers = self._role_file(path / "handlers" / "main.yml", set(), search, ref.role)
-        self.defaults.update(yamlsrc.plain(defaults))
-        for task in role_tasks + role_handlers:
-            # the role's vars/main.yml, below its parameters and above play vars, as in Ansible
-            task.role_params = {**yamlsrc.plain(role_vars), **ref.params}
-            task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
-            if task.become is None:
-                task.become = ref.become
-            if task.become_user is None:
-                task.become_user = ref.become_user
-        tasks += role_tasks
-        handlers += role_handlers
+    # -- roles (gpuconf/playbook/roles.py) ------------------------------------
+    def validate(self, model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+        return _validate(model, data, node, allowed, what)
 
     def _role_file(self, path: Path, tags: set[str], search: list[Path], role: str,
-                   blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]:
+                   blocks: tuple[tuple[int, str], ...] = (), handler: bool = False) -> list[TaskDef]:
         data = self._optional(path)
         if data is None:
             return []
@@ -288,22 +298,25 @@ class Loader:
             raise PlaybookError("a role's task file must be a list of tasks", Location(str(path), 1, 1))
         holder = yamlsrc.YDict({"tasks": data})
         holder.file = str(path)
-        return self._tasks(data, holder, "tasks", tags, search, role=role, here=path.parent, blocks=blocks)
+        return self._tasks(data, holder, "tasks", tags, search, role=role, here=path.parent, blocks=blocks,
+                           handler=handler)
 
     @staticmethod
     def _optional(path: Path) -> Any:
-        for candidate in (path, path.with_suffix(".yaml")):
-            if candidate.exists():
+        for candidate in (path, path.with_suffix(".yaml"), path.with_suffix("")):
+            if candidate.is_file():
                 return yamlsrc.load_file(candidate)
         return None
 
 
 def load_playbook(path: str | Path, project_dir: Path | None = None,
-                  configured_roles: list[Path] | None = None) -> Playbook:
+                  configured_roles: list[Path] | None = None, extra_vars: dict[str, Any] | None = None) -> Playbook:
     """The playbook of that path, else the one of that name shipped with gpuconf (a local file wins)."""
     choice = find_playbook(path)
     if choice is None:
         shipped = playbook_names()
         hint = did_you_mean(Path(path).name, shipped) or (f" (gpuconf ships {', '.join(shipped)})" if shipped else "")
         raise PlaybookError(f"playbook not found: {path}{hint}")
-    return Loader(choice.path, project_dir, configured_roles).load()
+    loader = Loader(choice.path, project_dir, configured_roles)
+    loader.extra_vars = dict(extra_vars or {})
+    return loader.load()

@@ -9,7 +9,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -23,6 +23,17 @@ def _as_list(value: Any) -> Any:
         return []
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _flag(value: Any) -> Any:
+    """A boolean keyword: true/false as Ansible spells them, or a template judged at run time."""
+    if isinstance(value, str) and "{{" not in value and "{%" not in value:
+        text = value.strip().lower()
+        if text in ("yes", "true", "on", "1", "y", "t"):
+            return True
+        if text in ("no", "false", "off", "0", "n", "f", ""):
+            return False
     return value
 
 
@@ -63,7 +74,7 @@ class TaskKeywords(BaseModel):
     register: str | None = None
     become: bool | None = None
     become_user: UserName | None = None
-    ignore_errors: bool = False
+    ignore_errors: bool | str = False  # a template is judged when the task runs (planner.flag)
     timeout: float | None = Field(None, gt=0)
     vars: dict[str, Any] = Field(default_factory=dict)
     no_log: bool = False
@@ -74,10 +85,12 @@ class TaskKeywords(BaseModel):
     changed_when: Condition = None
     failed_when: Condition = None
     check_mode: bool | None = None
-    run_once: bool = False
+    run_once: bool | str = False
     delegate_to: str | None = Field(None, min_length=1)
+    any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
+    _flags = field_validator("ignore_errors", "run_once", mode="before")(lambda cls, v: _flag(v))
 
     @property
     def items(self) -> str | list[Any] | None:
@@ -101,7 +114,10 @@ class TaskKeywords(BaseModel):
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
-ENGINE_ACTIONS = ("set_fact", "debug")
+ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars")
+# meta's actions (Ansible's `meta: ACTION`), carried out by gpuconf/engine/meta.py
+META_ACTIONS = ("flush_handlers", "noop", "end_play", "end_host", "end_batch", "end_role", "clear_host_errors",
+                "clear_facts", "refresh_inventory", "reset_connection")
 # delegate_to, the documented subset (docs/task-contract.md): the controller runs these ...
 DELEGATE_LOCAL = ("localhost", "127.0.0.1")
 DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
@@ -109,7 +125,6 @@ DELEGATE_TO_CONTROLLER = ("command", "probe", "assert", "debug", "set_fact")
 DELEGATE_TO_HOST = ("command", "probe")
 # Ansible keywords gpuconf refuses, and why (README, "Coming from Ansible")
 REFUSED_KEYWORDS = {
-    "local_action": "write `delegate_to: localhost` on the task (command, probe, assert, debug, set_fact)",
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "until": "use a probe, or a task's own wait (ib_ports `wait`)",
@@ -119,16 +134,15 @@ REFUSED_KEYWORDS = {
 }
 # Ansible play keys gpuconf does not take, and what to use instead
 PLAY_HINTS = {
-    "strategy": "hosts run in parallel (--forks), each through its tasks in order; `serial` makes batches",
     "remote_user": "set `user` (or ansible_user) in the inventory, or -e user=NAME",
-    "connection": "set `connection` in the inventory, or -c local",
-    "any_errors_fatal": "use max_fail_percentage: 0",
     "environment": "give `env:` to a command",
     "collections": "task types are gpuconf's own (gpuconf tasks)",
     "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
 }
-BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always")
-INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars")
+BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always",
+                  "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
+INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "notify", "run_once",
+                    "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
 
 
 class RoleRef(BaseModel):
@@ -141,8 +155,14 @@ class RoleRef(BaseModel):
     when: str | bool | list[str | bool] | None = None
     become: bool | None = None
     become_user: UserName | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)  # role vars (above vars/main.yml), not a param
 
     _lists = field_validator("tags", mode="before")(lambda cls, v: _as_list(v))
+
+    @field_validator("vars", mode="before")
+    @classmethod
+    def _no_vars(cls, value: Any) -> Any:
+        return {} if value is None else value
 
     @property
     def params(self) -> dict[str, Any]:
@@ -155,7 +175,7 @@ class PlayKeywords(BaseModel):
     name: str | None = None
     hosts: str | list[str]
     vars: dict[str, Any] = Field(default_factory=dict)
-    vars_files: list[str] = Field(default_factory=list)
+    vars_files: list[str | list[str]] = Field(default_factory=list)  # a list: the first of its files found
     roles: list[Any] = Field(default_factory=list)
     tasks: list[Any] = Field(default_factory=list)
     handlers: list[Any] = Field(default_factory=list)
@@ -167,8 +187,32 @@ class PlayKeywords(BaseModel):
     serial: int | str | list[int | str] | None = None
     max_fail_percentage: float | None = Field(None, ge=0, le=100)
     gather_facts: bool = True
+    # a failure on one host ends the play for every host of the batch (max_fail_percentage 0)
+    any_errors_fatal: bool = False
+    force_handlers: bool | None = None  # notified handlers run on a host that failed (--force-handlers)
+    order: Literal["inventory", "reverse_inventory", "sorted", "reverse_sorted", "shuffle"] = "inventory"
+    # Ansible's strategies: gpuconf runs each host through its tasks (docs/ansible.md), meeting the
+    # batch's other hosts where Ansible's result depends on it (any_errors_fatal, end_play, run_once)
+    strategy: str = "linear"   # linear, free, host_pinned, or a template of one
+    connection: Literal["local", "ssh", "smart"] | None = None  # the play's, over the inventory's
+    check_mode: bool | None = None  # its tasks' check_mode where they say none (playbook/checkmode.py)
 
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
+    _nulls = field_validator("roles", "tasks", "handlers", "pre_tasks", "post_tasks", mode="before")(
+        lambda cls, v: [] if v is None else v)
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: str) -> str:
+        if value not in ("linear", "free", "host_pinned", "debug") and "{{" not in value:
+            raise ValueError(f"strategy must be linear, free or host_pinned, not '{value}'")
+        return value
+
+    @field_validator("vars", mode="before")
+    @classmethod
+    def _empty_vars(cls, value: Any) -> Any:
+        """`vars:` with nothing after it is no variable, as in Ansible."""
+        return {} if value is None else value
 
     @field_validator("serial")
     @classmethod
@@ -201,7 +245,12 @@ class TaskDef:
     location: Location
     raw: Any = None  # the YAML node, for locating param errors
     role: str | None = None
-    role_params: dict[str, Any] = field(default_factory=dict)
+    role_params: dict[str, Any] = field(default_factory=dict)  # its role's params (`- role: x` with `a: 1`)
+    role_vars: dict[str, Any] = field(default_factory=dict)  # its role's vars (gpuconf/playbook/roles.py)
+    role_defaults: dict[str, Any] = field(default_factory=dict)  # its role's defaults, its dependencies'
+    role_path: str = ""
+    include_params: dict[str, Any] = field(default_factory=dict)  # the `vars:` of the includes around it
+    context: Any = None  # a dynamic include: where it was read (playbook/dynamic.py reads its tasks then)
     role_when: list[Any] = field(default_factory=list)  # the `when` of its role, blocks and includes, outermost first
     tags: set[str] = field(default_factory=set)
     search_paths: list[Path] = field(default_factory=list)
@@ -210,6 +259,14 @@ class TaskDef:
     # the blocks around the task, outermost first: (block id, "block" | "rescue" | "always")
     blocks: tuple[tuple[int, str], ...] = ()
     item_vars: dict[str, Any] = field(default_factory=dict)  # one item of a loop (never rendered again)
+    # pre_tasks, tasks (roles' too) or post_tasks: the handlers notified so far run at the end of each
+    section: str = "tasks"
+    action: str = ""  # the module (or action) as the playbook wrote it: `ansible.builtin.copy`, `debug`
+    role_instance: int = 0  # which loading of its role (meta: end_role skips the rest of that one)
+    # a handler: the names a notify finds it by (its name, "ROLE : name"); the handler entry it is
+    # part of (an include_tasks handler runs its file's tasks)
+    handler_names: tuple[str, ...] = ()
+    handler_key: int = 0
 
 
 @dataclass
@@ -221,7 +278,10 @@ class Play:
     tasks: list[TaskDef]
     handlers: list[TaskDef]
     location: Location
-    role_defaults: dict[str, Any] = field(default_factory=dict)  # all roles' defaults, as in Ansible
+    role_defaults: dict[str, Any] = field(default_factory=dict)  # the public roles' defaults, as in Ansible
+    role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
+    includes: Any = None  # what reads the tasks of its dynamic includes (playbook/dynamic.py IncludeLoader)
+    meets: bool | None = None  # whether its hosts meet after each task (engine/meta.py play_meets), once known
 
 
 @dataclass

@@ -32,3 +32,21 @@ def render_play_hosts(playbook: Playbook, extra_vars: Mapping[str, Any]) -> None
             raise PlaybookError(f"Hosts list cannot be empty: hosts: '{play.hosts}' rendered to nothing "
                                 "(name the play's hosts or groups)", play.location)
         play.hosts = pattern
+
+
+def render_tags(playbook: Playbook, extra_vars: Mapping[str, Any]) -> None:
+    """Templated tags (`tags: "{{ the_tags }}"`, on a task or a block), rendered with the extra vars
+    and the play's vars, as Ansible shows and selects them (--list-tasks, --tags)."""
+    for play in playbook.plays:
+        for task in play.tasks + play.handlers:
+            if not any("{{" in tag for tag in task.tags):
+                continue
+            rendered: set[str] = set()
+            for tag in task.tags:
+                try:
+                    value = render(tag, Vars(extra_vars, play.vars)) if "{{" in tag else tag
+                except TemplateError as exc:
+                    raise PlaybookError(f"tags: '{tag}': {exc.message}", task.location) from None
+                values = value if isinstance(value, list) else str(value).split(",")
+                rendered |= {str(v).strip() for v in values if str(v).strip()}
+            task.tags = rendered

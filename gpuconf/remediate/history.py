@@ -104,14 +104,6 @@ class Record:
         return self.outcome is None
 
 
-def default_state_dir() -> Path:
-    """GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
-    if os.environ.get("GPUCONF_STATE_DIR"):
-        return Path(os.environ["GPUCONF_STATE_DIR"]).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base).expanduser() / "gpuconf"
-
-
 def usable_state_dir(state_dir: Path) -> Path:
     """The state directory, or a HistoryError that names it when it is something else (a file)."""
     if state_dir.exists() and not state_dir.is_dir():

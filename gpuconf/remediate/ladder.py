@@ -6,6 +6,7 @@ names, each verified by the check before the node goes back into service.
     reboot_node                  collect, reboot, apply, verify; still there: hardware hold
     recover_imex_domain          restart the IMEX daemon, apply, verify; still failing: failed
     (no action, drift)           apply, verify; failing: failed
+    a firmware update failed     (in the apply) hardware hold at once, no verify (firmware.py)
 
 Every step is journalled before it is taken (the next run carries a killed one on). What each
 action does and NVIDIA's source for it: gpuconf/facts/recovery_actions.csv, docs/remediate.md.
@@ -13,6 +14,7 @@ The restart_app findings never get here: the node stays in service (restart_app.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -94,6 +96,9 @@ def climb(run: Remediation, host: str, rid: int, verdict: plan.Verdict) -> Resul
             run._check_stop()
             run._settle_reboots(run._states(), only=run.hosts[host])
             run.watch.still_ours(run.hosts[host])
+            held = run.hooks.held(host) if error is not None else None
+            if held is not None:  # a firmware update the BMC failed: the hardware's, held without a verify
+                return Result(False, dataclasses.replace(verdict, decision=held), error, hold=True, taken=tuple(taken))
         run.history.step(rid, "verify")
         run._line(host, "verify")
         after = run.hooks.check([host]).get(host, plan.Verdict(host, False, "not checked", unreachable=True))

@@ -75,6 +75,7 @@ class Verdict:
     cause: str = ""  # when not clean: "drift" (nothing failed, only drift) or "fault" (gpuconf.remediate.history)
     fingerprint: str = ""  # of the changes planned for the drift: the same drift, the same fingerprint
     decision: Decision | None = None  # the one recovery action the failed findings ask for (decision.py)
+    changes: tuple[str, ...] = ()  # when drifted: what the apply would change, in its order (remediate --check)
     gpus: int | None = None  # the GPUs the check's findings named (None: not known, the host unreachable)
 
 

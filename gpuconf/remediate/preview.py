@@ -34,6 +34,7 @@ class NodePlan:
     action: str  # plan's word (plan.REMEDIATE, plan.RESUME, ...)
     text: str  # the plan in words: the deciding finding, the catalog row, the steps
     takes_out: bool  # in service now and would be drained
+    changes: tuple[str, ...] = ()  # what its apply would change, in order (a firmware update's stages)
 
 
 def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, lemon: bool,
@@ -55,7 +56,7 @@ def node_plan(host: str, name: str, verdict: plan.Verdict, node: Node | None, le
     decision = verdict.decision
     if decision is None:
         return NodePlan(host, name, action, f"remediate: drain, wait, apply, verify, resume; finding: "
-                        f"{plan.first_line(verdict.finding)}", takes_out)
+                        f"{plan.first_line(verdict.finding)}", takes_out, verdict.changes)
     steps = action_table().get(decision.action, {}).get("what_gpuconf_does", "apply and verify")
     return NodePlan(host, name, action, f"{decision.action}, decided by {decision.row}: {decision.finding}"
                     + (f" (+{decision.others} more covered)" if decision.others else "") + f"; steps: {steps}",
@@ -72,7 +73,10 @@ def preview(hosts: dict[str, str], verdicts: dict[str, plan.Verdict], states: di
         mine = [r for r in records if r.host == host]
         lemon_now = not any(r.open for r in mine) and lemon.is_lemon(mine, now)
         plans.append(node_plan(host, name, verdict, states.get(name), lemon_now, mine, now, app_window))
-    lines = [f"{p.host}" + (f" ({p.node})" if p.node != p.host else "") + f": {p.text}" for p in plans]
+    lines = []
+    for p in plans:
+        lines.append(f"{p.host}" + (f" ({p.node})" if p.node != p.host else "") + f": {p.text}")
+        lines += [f"    apply {number}/{len(p.changes)}: {change}" for number, change in enumerate(p.changes, 1)]
     out_now = sorted(h for h, n in hosts.items() if n in states and not states[n].in_service)
     wanted = [p.host for p in plans if p.takes_out]
     first = max(0, min(len(wanted), limit - len(out_now)))

@@ -32,6 +32,11 @@ class Hooks(Protocol):
         with a GpuconfError). An error, or None."""
         ...
 
+    def held(self, host: str) -> Decision | None:
+        """The hold the host's last apply asks for: a failure that is the hardware's (a firmware
+        update its BMC failed, gpuconf/remediate/firmware.py); None for any other outcome."""
+        ...
+
     def serials(self, host: str) -> dict[str, str]:
         """The host's GPU serials by PCI address, for a hardware hold ({} when they cannot be read)."""
         ...

@@ -47,6 +47,9 @@ def _task(task: TaskResult) -> dict[str, Any]:
                       "code": str(f.code) if f.code else None, "count": f.count, "rule": f.rule}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
+        # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
+        "ansible_name": task.ansible_name,
+        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
     }
 
 
@@ -75,7 +78,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
 def host_in_sync(run: RunResult, host: HostResult) -> bool:
     """check: nothing drifted, failed, unknown or unreachable; apply: converged with nothing failed.
     A host that SIGINT stopped before its work was done is neither."""
-    if host.unreachable or host.failed or host.interrupted or (run.strict and host.warned):
+    if host.unreachable or host.failed_under(run.strict) or host.interrupted:
         return False
     if run.verb == "check":
         return not host.drifted

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.facts.base import file_state
-from gpuconf.facts.cdi import CdiSpecError, parse_cdi_spec
+from gpuconf.errors import TaskError
+from gpuconf.facts.base import Fact, file_state
+from gpuconf.facts.cdi import CdiSpecError, parse_cdi_generate_log, parse_cdi_spec
 from gpuconf.facts.nvidia import parse_proc_driver_version
-from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, TaskType, Verdict, drift, in_sync, run
 
 PROC_VERSION = file_state("/proc/driver/nvidia/version")
 
@@ -37,7 +38,7 @@ class CdiSpec(TaskType):
     name = "cdi_spec"
     Params = CdiSpecParams
 
-    def reads(self, params: CdiSpecParams):
+    def reads(self, params: CdiSpecParams) -> list[Fact]:
         return [file_state(params.path, follow=True), PROC_VERSION]
 
     def check(self, params: CdiSpecParams, facts: Facts) -> Verdict:
@@ -65,3 +66,13 @@ class CdiSpec(TaskType):
                                 generate, before=spec.driver_version, after=loaded))
         return in_sync(f"{params.path} was made for the loaded driver {loaded} ({len(spec.devices)} devices, "
                        f"CDI {spec.cdi_version})")
+
+    def apply(self, ctx: ApplyContext, params: CdiSpecParams, changes: list[Change]) -> None:
+        """nvidia-ctk's own words when it refuses: its error messages (either log format), not the tail."""
+        ops = [op for change in changes for op in change.ops]
+        for op, output in zip(ops, ctx.execute(ops, explains_failures=True)):
+            if output.rc != 0:
+                errors = parse_cdi_generate_log(output.stderr + "\n" + output.stdout).errors
+                said = "; ".join(errors) or (output.stderr.strip() or output.stdout.strip())[-400:]
+                raise TaskError(f"{op.description} failed (exit {output.rc}): {said}", None,
+                                data={"rc": output.rc, "stdout": output.stdout, "stderr": output.stderr})

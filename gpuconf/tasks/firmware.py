@@ -36,18 +36,22 @@ from gpuconf.errors import TaskError
 from gpuconf.facts.base import Fact
 from gpuconf.facts.firmware import compare_versions, compress_names, describe_mixed, mixed_families
 from gpuconf.facts.redfish import BmcInventory
+from gpuconf.files.state import bundles_dir
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync
 
 BMC_COMPONENTS = ["HGX_FW_BMC_0", "HostBMC_0", "FW_BMC_0", "BMC"]
 
 
 class FirmwarePackage(Params):
-    """One package file of the bundle (on the controller) and the components it updates."""
+    """One package file of the bundle (on the controller) and the components it updates;
+    `image_uri`, where the BMC can fetch the same file itself (the site's HTTP(S) server), makes
+    the update a Redfish SimpleUpdate instead of a push of the file."""
 
     file: str
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
     signature: str
     components: list[str] = Field(min_length=1)
+    image_uri: str | None = Field(None, pattern=r"^(https?|sftp|scp|tftp|nfs|cifs)://")
 
 
 class FirmwareParams(Params):
@@ -129,6 +133,8 @@ class Firmware(TaskType):
         return {**values, "package_problems": problems}
 
     def reads(self, params: FirmwareParams) -> list[Fact]:
+        if any(params.package_problems.values()):
+            return []   # refused in check(): the BMC is not even read
         return [inventory_fact(params.endpoint)]
 
     def check(self, params: FirmwareParams, facts: Facts) -> Verdict:
@@ -143,36 +149,51 @@ class Firmware(TaskType):
         steps = [c.after for c in changes if isinstance(c.after, Step)]
         session = Session(params.endpoint)
         updater = Updater(session, log.append)
-        backup = None
+        backup: str | None = None
+        current: Step | None = None   # the step under way once something was sent to the BMC
+
+        def stopped(message: str, brief: str) -> TaskError:
+            """Before anything was sent, the remediation fails; after, the node is the hardware's
+            (`hold`, the BMC's own words: gpuconf/remediate/firmware.py holds it)."""
+            data: dict[str, Any] = {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
+            if current is not None:
+                what = compress_names(list(current.targets)) if current.targets else "the power cycle"
+                data["hold"] = f"{what}: {brief}"
+            return TaskError(message, data=data)
+
         try:
             for step in steps:
                 if step.kind == "backup":
-                    backup = str(write_backup(Path(params.backup_dir or default_backup_dir()), ctx.host,
-                                              read_payloads(ReadOnly(session))))
+                    where = Path(params.backup_dir) if params.backup_dir else bundles_dir()
+                    backup = str(write_backup(where, ctx.host, read_payloads(ReadOnly(session))))
                     log.append(f"backup: {backup}")
                 elif step.package is not None:
-                    task = updater.push(Path(step.package.file), list(step.targets))
+                    current = step
+                    task = updater.push(Path(step.package.file), list(step.targets), step.package.image_uri)
                     updater.follow(task, params.task_timeout)
                     if step.kind == "bmc":
                         for name in step.targets:
                             updater.wait_version(name, step.versions[name], params.bmc_return_timeout)
                 elif step.kind == "activate":
+                    current = step
                     ctx.reboot("", params.power_cycle_timeout, via=updater.power_cycle)
         except UpdateFailed as exc:
-            raise TaskError(f"firmware update stopped: {exc}", data={"task_log": log, "backup": backup,
-                                                                     "hold": True}) from None
+            raise stopped(f"firmware update stopped: {exc}", exc.brief) from None
         except BmcError as exc:
-            raise TaskError(f"firmware update stopped: {exc}", data={"task_log": log, "backup": backup,
-                                                                     "hold": True}) from None
+            raise stopped(f"firmware update stopped: {exc}", str(exc)) from None
+        except OSError as exc:   # this machine's: the backup could not be written
+            raise stopped(f"firmware update stopped: {exc}", str(exc)) from None
         finally:
             session.close()
         after = ctx.read(inventory_fact(params.endpoint))   # the re-check reads this, the BMC's own word
         wrong = [f"{name} at {after.version(name)}, not {version}" for name, version in params.components.items()
                  if after.version(name) != version and not _kept_ahead(params, after, name)]
         if wrong:
-            raise TaskError("firmware update did not verify: " + "; ".join(wrong),
-                            data={"task_log": log, "backup": backup, "hold": True})
-        return {"task_log": log, "backup": backup}
+            current = current or Step("activate")
+            raise stopped("firmware update did not verify: " + "; ".join(wrong),
+                          "not at the bundle's version after the update: " + compress_names(
+                              [w.split(" at ", 1)[0] for w in wrong]))
+        return {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
 
 
 def _kept_ahead(params: FirmwareParams, found: BmcInventory, name: str) -> bool:
@@ -239,15 +260,6 @@ def _moves(targets: list[str], found: BmcInventory, wanted: dict[str, str]) -> s
     for name in targets:
         groups.setdefault((str(found.version(name)), wanted[name]), []).append(name)
     return "; ".join(f"{compress_names(names)} {old} -> {new}" for (old, new), names in groups.items())
-
-
-def default_backup_dir() -> Path:
-    """Where `gpuconf collect` keeps a node's evidence bundles: the state directory's bundles/."""
-    state = os.environ.get("GPUCONF_STATE_DIR")
-    if state:
-        return Path(state).expanduser() / "bundles"
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpuconf" / "bundles"
 
 
 def write_backup(directory: Path, host: str, payloads: dict[str, Any],

@@ -17,7 +17,9 @@ FAULT_HELP = """runtime faults: sshd-down (sessions end; TCP is accepted but no 
 sshd-up (undo sshd-down), reboot-hang (the next reboot never comes back), clear (undo all
 of these, boot a hung node, and pass `clear` on to the simulators). Every other kind
 (nvidia-smi-hang, xid CODE, temp C, pcie-downgrade, kernel-upgrade RELEASE, dpkg-lock,
-secure-boot on|off, ...) is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS. On an el9
+secure-boot on|off, ...) is run inside the node as /usr/lib/gpuconf-lab/sim/fault KIND ARGS, but
+`bmc fail-task|hang|clear`, which the node's BMC takes (its next update Tasks fail at installation;
+it accepts connections and answers nothing; neither). On an el9
 node, kernel-upgrade without RELEASE installs 5.14.0-427.16.1.el9_4.x86_64, on an el10 node
 6.12.0-55.14.1.el10_0.x86_64 (its BLS entry made the default, its rpms recorded)."""
 
@@ -47,8 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--slurm", action="store_true",
                     help="also a real Slurm cluster: slurmctld and munged on the machine (loopback only, files in "
                          "the lab's state directory), munged and slurmd in every node (docs/lab-slurm.md)")
+    up.add_argument("--bmc", action="store_true",
+                    help="also a Redfish BMC for each node whose profile has one (h100, h200, b200: a DGX H100 BMC), "
+                         "on 127.78.<slot>.<n> (loopback only), TLS signed by the lab's own CA; the inventory names "
+                         "them (bmc_address, bmc_ca_file, ...) and the lab provider's current firmware_bundle "
+                         "(docs/lab-bmc.md)")
+    up.add_argument("--bmc-port", type=int, default=443, help="the BMCs' HTTPS port (default 443)")
     up.add_argument("--slurm-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="with --slurm, one more slurm.conf line, e.g. HealthCheckInterval=30 (repeatable)")
+    up.add_argument("--no-controller-copy", action="store_false", dest="controller_copy",
+                    help="the nodes see nothing of this machine's gpuconf (its checkout and Python environments are "
+                         "masked): only what gpuconf-agent.yml installs runs gpuconf in a node")
     down = command("down", "stop the lab and remove every process, mount and file it made")
     down.add_argument("--purge-image", action="store_true", help="also remove the cached image layer")
     command("status", "list the nodes and whether each is up")
@@ -86,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         if args.slurm_conf and not args.slurm:
             raise LabError("--slurm-conf needs --slurm")
         lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout, slurm=args.slurm,
-               slurm_settings=parse_settings(args.slurm_conf))
+               slurm_settings=parse_settings(args.slurm_conf), bmc=args.bmc, bmc_port=args.bmc_port,
+               controller_copy=args.controller_copy)
         print(f"inventory: {lab.inventory_path}")
         print(f"ssh:       ssh -F {lab.paths.ssh_config} {lab.nodes[0].name}")
         return 0

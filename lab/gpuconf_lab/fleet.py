@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuconf_lab import image, image_el, node, slurm_cluster
+from gpuconf_lab.bmc import control as bmc_control
 from gpuconf_lab.digest import digest_tree
 from gpuconf_lab.inventory_file import inventory_data, known_hosts_text, ssh_config_text, write_inventory, write_text
 from gpuconf_lab.processes import FileOpens, ProcessCount
@@ -41,6 +42,7 @@ from gpuconf_lab.runtime import (
     require_root_linux,
     require_tools,
 )
+from gpuconf_lab.runtime import controller_copy as runtime_controller_copy
 
 RUNTIME_FAULTS = ("sshd-down", "sshd-up", "reboot-hang", "clear")
 
@@ -138,10 +140,12 @@ class Lab:
 
     # -- up -------------------------------------------------------------------------------------
     def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False,
-           slurm_settings: dict[str, str] | None = None) -> Lab:
+           slurm_settings: dict[str, str] | None = None, bmc: bool = False, bmc_port: int = bmc_control.PORT,
+           bmc_task_seconds: float = 2.0, controller_copy: bool = True) -> Lab:
         """Start the nodes (all at once), pin their host keys, write the inventory. With `slurm`,
         also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node, with
-        `slurm_settings` as extra slurm.conf lines (what `slurm_config` changes later)."""
+        `slurm_settings` as extra slurm.conf lines (what `slurm_config` changes later). With `bmc`,
+        a Redfish BMC for each node whose profile has one (gpuconf_lab/bmc/, docs/lab-bmc.md)."""
         require_root_linux("up")
         require_tools()
         LABS_DIR.mkdir(parents=True, exist_ok=True)
@@ -159,6 +163,8 @@ class Lab:
             if slurm:
                 slurm_cluster.require_slurm_tools()
                 slurm_cluster.check_ports(int(specs[0].address.split(".")[2]), specs)
+            if bmc:
+                bmc_control.check_ports(int(specs[0].address.split(".")[2]), specs, bmc_port)
             if slurm and self.boot_delay < slurm_cluster.MIN_BOOT_DELAY:
                 self.log(f"lab '{self.name}': a reboot takes {slurm_cluster.MIN_BOOT_DELAY:g}s with Slurm "
                          f"(not {self.boot_delay:g}s), so that slurmctld sees a later boot time")
@@ -167,7 +173,9 @@ class Lab:
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
                            "inventory": str(project / "inventories" / self.name / "hosts.yml"),
-                           "shared": controller_paths(project), "slurm": slurm}
+                           "shared": controller_paths(project) if controller_copy else [],
+                           "masked": [] if controller_copy else runtime_controller_copy(project), "slurm": slurm,
+                           "bmc": {"port": bmc_port, "task_seconds": bmc_task_seconds} if bmc else None}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
             # Still under the lock: a concurrent `up` of this name must not take a lab that is
@@ -192,7 +200,8 @@ class Lab:
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
                                          self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
-                                         self.boot_delay, specs, self.state["shared"])
+                                         self.boot_delay, specs, self.state["shared"],
+                                         self.state.get("masked", []))
                             for spec in specs])
         if self.slurm_enabled:
             self._start_slurm_controller(specs, timeout, settings)
@@ -202,9 +211,29 @@ class Lab:
             list(pool.map(lambda spec: self.wait_ssh(spec.name, timeout), specs))
         if self.slurm_enabled:
             slurm_cluster.wait_nodes(self.slurm_paths, [spec.name for spec in specs], timeout)
+        if self.state.get("bmc"):
+            self._start_bmcs(specs)
         self._write_client_files()
         self.log(f"lab '{self.name}': {len(specs)} node(s) up in {time.monotonic() - started:.1f}s; "
                  f"inventory {self.inventory_path}")
+
+    @property
+    def bmc_paths(self) -> bmc_control.BmcPaths:
+        return bmc_control.BmcPaths(self.paths.root / "bmc")
+
+    def _start_bmcs(self, specs: list[NodeSpec]) -> None:
+        wanted = self.state["bmc"]
+        made = bmc_control.setup(self.bmc_paths, self.name, self.state["slot"], specs,
+                                 {spec.name: self.paths.node(spec.name).root for spec in specs}, wanted["port"],
+                                 wanted["task_seconds"])
+        self._state = {**self.state, "bmc": {**wanted, **made}}
+        write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
+        bmc_control.start(self.bmc_paths)
+
+    def bmc_fault(self, name: str, kind: str) -> str:
+        """`gpuconf lab fault NODE bmc fail-task|hang|clear`: see gpuconf_lab/bmc/control.py."""
+        self.node(name)
+        return bmc_control.fault(self.bmc_paths, name, kind)
 
     def _wait_keygens(self, processes: list) -> None:
         for process in processes:
@@ -219,7 +248,7 @@ class Lab:
         write_text(self.paths.ssh_config, ssh_config_text(nodes, self.state["port"], self.client_key,
                                                           self.known_hosts))
         write_inventory(self.inventory_path, inventory_data(self.name, nodes, self.state["port"],
-                                                            self.client_key, self.known_hosts))
+                                                            self.client_key, self.known_hosts, self.state.get("bmc")))
 
     def _free_slot(self) -> int:
         used = set()
@@ -298,6 +327,8 @@ class Lab:
     def fault(self, name: str, kind: str, *args: str, timeout: float = 15.0) -> tuple[int, str, str]:
         """Inject a fault. sshd-down, sshd-up, reboot-hang and clear are the runtime's own; any
         other kind goes to the simulators' fault tool inside the node."""
+        if kind == "bmc":
+            return 0, self.bmc_fault(name, args[0] if args else ""), ""
         if kind not in RUNTIME_FAULTS:
             if not Path(f"/proc/{self._init_pid(name)}/root{SIM_DIR}/fault").exists():
                 raise LabError(f"fault '{kind}' belongs to the simulators, and {SIM_DIR}/fault is not installed "
@@ -352,6 +383,8 @@ class Lab:
             slurm_cluster.write_node_files(paths.upper, paths.runtime, self.slurm_paths, self.state["slot"])
         generation = self._generation(name)
         node.write_atomically(paths.runtime / "faults.json", json.dumps({"generation": generation}) + "\n")
+        if self.state.get("bmc"):
+            bmc_control.reset(self.bmc_paths, name, spec.profile)
         self._launchers[name] = node.launch(paths)
         self.wait_ssh(name, timeout)
 
@@ -455,6 +488,7 @@ class Lab:
             stopping.wait()
         slurm_cluster.stop_controller(self.slurm_paths, self._slurm_launcher)
         self._slurm_launcher = None
+        bmc_control.stop(self.bmc_paths)
         image.unmount_lab_copy(self.paths.image)
         for node_os in EL_MAJORS:
             image.unmount_lab_copy(self.paths.image_el(node_os))

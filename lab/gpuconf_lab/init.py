@@ -60,6 +60,7 @@ PROC_OVERRIDES = (
     ("/run/gpuconf-lab/proc/version", "/proc/version"),
     ("/run/gpuconf-lab/proc/cmdline", "/proc/cmdline"),
     ("/run/gpuconf-lab/proc/devices", "/proc/devices"),
+    ("/run/gpuconf-lab/proc/meminfo", "/proc/meminfo"),
 )
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 PROC_MASKED = ("kcore", "keys", "timer_list", "kallsyms", "kmsg")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuconf_lab.bmc.control import host_vars
 from gpuconf_lab.profiles import get_profile
 from gpuconf_lab.runtime import OSES, PROFILES, USER
 
@@ -24,17 +25,23 @@ def known_hosts_text(entries: list[tuple[str, int, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path) -> dict:
+def inventory_data(lab: str, nodes: list, port: int, ssh_key: Path, known_hosts: Path,
+                   bmc: dict | None = None) -> dict:
     """One group per profile, `el9` and `el10` for the EL nodes (every host has `lab_os`: debian,
     el9 or el10), and `subnet_managers`: the first node with HCAs runs opensm
-    (`infiniband_subnet_manager: true`), as one fabric needs exactly one."""
+    (`infiniband_subnet_manager: true`), as one fabric needs exactly one. A lab with BMCs gives
+    each node that has one `bmc_address`, `bmc_user`, `bmc_password` and `bmc_ca_file`, and a
+    profile's group the lab provider's current `firmware_bundle` where it publishes one."""
     children: dict = {}
     for profile in PROFILES:
         hosts = {node.name: {"address": node.address, "lab_name": lab, "lab_profile": node.profile,
-                             "lab_os": node_os(node), "lab_node_upper": str(node.upper)}
+                             "lab_os": node_os(node), "lab_node_upper": str(node.upper),
+                             **(host_vars(bmc, node.name) if bmc else {})}
                  for node in nodes if node.profile == profile}
         if hosts:
             children[profile] = {"hosts": hosts}
+            if bmc and profile in bmc.get("bundles", {}):
+                children[profile]["vars"] = {"firmware_bundle": bmc["bundles"][profile]}
     for name in OSES[1:]:   # a group per node OS other than Debian, so a play can target it
         members = {node.name: None for node in nodes if node_os(node) == name}
         if members:

@@ -38,6 +38,7 @@ ROLE_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+ : ")   # Ansible names a role's task
 # Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load; an
 # argument spec is checked by validate)
 NOT_SHOWN_BY_ANSIBLE = ("an earlier task of its block failed",)
+GPUCONF_UNCOUNTED = ("include_tasks", "include_role", "meta")
 UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role",
              "validate_argument_spec", "ansible.builtin.validate_argument_spec")
 
@@ -159,9 +160,10 @@ def run_gpuconf(case: Case, inventory: Path, work: Path) -> Outcome:
         tasks: list[tuple[str, str, str]] = []   # (task, status, location): a loop's items fold into one
         messages: list[Any] = []
         for task in result["tasks"]:
-            # Ansible shows nothing for a task that a failed block step or run_once kept from a host
+            # Ansible shows nothing for a task that a failed block step or run_once kept from a host,
+            # and its includes and meta steps are not counted on its side (UNCOUNTED)
             if task.get("not_run") or (task["status"] == "skipped" and task["message"] in NOT_SHOWN_BY_ANSIBLE) \
-                    or task["message"].startswith("run_once: ran on "):
+                    or task["message"].startswith("run_once: ran on ") or task["type"] in GPUCONF_UNCOUNTED:
                 continue
             name = ITEM.sub("", task["task"])
             status = {"would_change": "changed"}.get(task["status"], task["status"])

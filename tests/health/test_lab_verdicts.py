@@ -74,3 +74,22 @@ def test_a_hung_dcgmi_is_unknown_within_its_timeout(node):
     task = run.tasks()["DCGM diagnostic"]
     assert task["status"] == "unknown" and task["findings"][-1]["value"] == "dcgmi_unresponsive"
     assert run.rc == 4
+
+
+def test_gpuconf_facts_reads_dcgms_discovery_and_dmon_over_ssh(node):
+    import json
+    import subprocess
+    import sys
+
+    from tests.health.conftest import NAME, NODE
+    from tests.paths import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "gpuconf", "facts", NODE, "-i", NAME, "-s", "dcgm"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    dcgm = json.loads(proc.stdout)["dcgm"]
+    discovery, dmon = dcgm["discovery"], dcgm["dmon"]
+    assert discovery["found"] == 8 and [g["gpu_id"] for g in discovery["gpus"]] == list(range(8))
+    assert all(g["name"] == "NVIDIA A100-SXM4-80GB" and g["pci_address"] for g in discovery["gpus"])
+    assert dmon["fields"] == ["TMPTR", "POWER", "GPUTL", "MCUTL", "FBUSD", "ESVTL", "EDVTL"]
+    assert dmon["units"][:2] == ["C", "W"] and len(dmon["rows"]) == 8 and not dmon["incomplete"]

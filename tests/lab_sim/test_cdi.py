@@ -57,5 +57,8 @@ def test_without_a_loaded_driver_generate_fails_and_list_finds_nothing(make_node
     node.install_driver("580.95.05", open_modules=True)      # installed, not loaded: no reboot yet
     done = generate(node)
     assert done.returncode == 1 and "ERROR_DRIVER_NOT_LOADED" in done.stderr
+    from gpuconf.facts.cdi import parse_cdi_generate_log  # the real tool's log format, read by gpuconf's parser
+    log = parse_cdi_generate_log(done.stderr)
+    assert not log.generated and log.errors and log.errors[-1].startswith("failed to generate CDI spec")
     assert not node.path(SPEC).exists()
     assert listed(node) == ()

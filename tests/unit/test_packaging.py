@@ -48,6 +48,8 @@ def test_the_product_installs_no_simulator(gpuconf_wheel):
     assert "gpuconf/cli/main.py" in names and "gpuconf/engine/runner.py" in names   # the product is all there
     assert [name for name in names if not name.startswith(("gpuconf/", "gpuconf-"))] == []
     assert [name for name in names if "gpuconf_lab" in name or "/sim/" in name] == []
+    # ansible-core's integration targets (GPLv3, tests/conformance/README.md) are test data, never shipped
+    assert [name for name in names if "conformance" in name or "runme.sh" in name] == []
     with zipfile.ZipFile(gpuconf_wheel) as archive:
         info = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
         entry_points = archive.read(info).decode()
@@ -57,7 +59,7 @@ def test_the_product_installs_no_simulator(gpuconf_wheel):
 def test_the_wheel_carries_the_gpu_library_and_the_licence(gpuconf_wheel):
     names = set(wheel_names(gpuconf_wheel))
     shipped = {name.removeprefix("gpuconf/library/") for name in names if name.startswith("gpuconf/library/")}
-    in_git = {path.relative_to(ROOT).as_posix() for top in ("roles", "playbooks")
+    in_git = {path.relative_to(ROOT).as_posix() for top in ("roles", "playbooks", "inventories/image")
               for path in (ROOT / top).rglob("*") if path.is_file() and "__pycache__" not in path.parts
               and path.suffix not in (".pyc", ".retry")}
     assert shipped == in_git   # every role and playbook, and nothing else, one copy in git

@@ -34,6 +34,7 @@ import lifecycle
 import logs
 import modprobe_conf
 import modules
+import mounts
 import state
 import sysfs
 import units
@@ -56,6 +57,7 @@ def prepare() -> None:
     state.write_in_place(f"{proc}/version", catalog.proc_version(release))
     state.write_in_place(f"{proc}/tainted", "0\n")
     state.write_in_place(f"{proc}/cmdline", kernel_cmdline(release))
+    state.write_in_place(f"{proc}/meminfo", meminfo(state.profile().memory_gib))
     modules.clear()
     chardev.boot_reset()
     for directory in ("/run/systemd/system", "/run/lock", "/run/user"):
@@ -146,6 +148,7 @@ def start() -> None:
         _load("nouveau", live, users=1)
     if modules.is_loaded("nvidia"):
         gpu_faults.reapply_sticky()   # failed hardware fails again at every boot
+    mounts.mount_all()   # local-fs.target and remote-fs.target: what /etc/fstab asks for
     for name in _boot_order(units.enabled_units()):
         try:
             lifecycle.start(name)
@@ -173,6 +176,17 @@ def _boot_order(names: list[str]) -> list[str]:
     return ordered
 
 
+def meminfo(gib: int) -> str:
+    """The node's /proc/meminfo: its profile's memory (a DGX A100's 1 TiB), not the machine's."""
+    total = gib * 1024 * 1024
+    free = total * 97 // 100
+    fields = [("MemTotal", total), ("MemFree", free), ("MemAvailable", total * 98 // 100), ("Buffers", 1024),
+              ("Cached", total // 100), ("SwapCached", 0), ("SwapTotal", 0), ("SwapFree", 0),
+              ("Shmem", 1024), ("HugePages_Total", 0), ("Hugepagesize", 2048)]
+    return "".join(f"{name + ':':<16}{value:>8} kB\n" if not name.startswith("HugePages_") else
+                   f"{name + ':':<16}{value:>8}\n" for name, value in fields)
+
+
 def main(argv: list[str]) -> int:
     step = argv[0] if argv else ""
     if step == "prepare":
@@ -190,3 +204,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     entry.run(main)
+

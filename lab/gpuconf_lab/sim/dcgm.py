@@ -1,7 +1,8 @@
 """DCGM 4 as a lab node has it: ``nv-hostengine`` (the ``nvidia-dcgm`` unit) and ``dcgmi``.
 
 ``dcgmi`` talks to a running host engine and fails the way the real one does without it.
-Supported: ``discovery -l``, ``health -c [-j]`` and ``diag -r 1|2|3|4 [-j|--json]``.
+Supported: ``discovery -l``, ``dmon -e FIELDS [-c N] [-d MS]``, ``health -c [-j]`` and
+``diag -r 1|2|3|4 [-j|--json]``.
 
 The diag JSON has DCGM 4's shape, as NVIDIA documents it in DCGM's own schema
 (``testing/python3/dcgm_diag_schema.json``, NVIDIA/DCGM @72fa3fe, 4.6.0): top key ``DCGM
@@ -164,19 +165,57 @@ def discovery() -> int:
     return 0
 
 
+# dmon's fields: (short name, unit, column width, value of a GPU), as dcgmi prints them
+# (fixtures/real/dcgmi/dcgmi-dmon-e-gputl-mcutl-power-tmptr-ecc-fbusd-nautilus-find-string.txt)
+DMON = {
+    150: ("TMPTR", "C", 13, lambda g: str(g.temperature)),
+    155: ("POWER", "W", 18, lambda g: f"{g.power_draw:.3f}"),
+    203: ("GPUTL", "", 18, lambda g: str(g.utilization)),
+    204: ("MCUTL", "", 18, lambda g: str(g.utilization // 2)),
+    252: ("FBUSD", "", 18, lambda g: str(g.memory_used)),
+    310: ("ESVTL", "", 13, lambda g: "0"),
+    311: ("EDVTL", "", 13, lambda g: str(g.ecc_volatile)),
+}
+
+
+def dmon(args: list[str]) -> int:
+    """``dcgmi dmon -e F,F,... [-c COUNT] [-d MS]``: the header, the units, one row per GPU and sample."""
+    option = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("-")}
+    try:
+        fields = [int(f) for f in option.get("-e", "").split(",") if f]
+    except ValueError:
+        fields = []
+    if not fields or any(f not in DMON for f in fields):
+        sys.stdout.write("Error: Invalid field ids passed, or none (gpuconf lab knows " +
+                         ",".join(map(str, DMON)) + ")\n")
+        return 255
+    columns = [DMON[f] for f in fields]
+    lines = ["#Entity   " + "".join(name.ljust(width) for name, _, width, _ in columns),
+             "ID        " + "".join(unit.ljust(width) for _, unit, width, _ in columns)]
+    for sample in range(int(option.get("-c", "1"))):
+        if sample:
+            time.sleep(int(option.get("-d", "1000")) / 1000.0)
+        for g in gpu.gpus():
+            lines.append(f"GPU {g.index:<6}" + "".join(value(g).ljust(width) for _, _, width, value in columns))
+    print("\n".join(lines))
+    return 0
+
+
 def dcgmi(args: list[str]) -> int:
     if gpu.faults().get("dcgmi_hang"):
         while True:       # a wedged host engine: dcgmi never returns, killable by the caller's timeout
             time.sleep(3600)
     if not args or args[0] in ("-h", "--help"):
         print("dcgmi -- Command line interface for DCGM.\n Usage: dcgmi <subsystem>\n"
-              "  subsystems: discovery, health, diag")
+              "  subsystems: discovery, dmon, health, diag")
         return 0 if args else 255
     if not running():
         sys.stdout.write(NO_HOST)
         return 255
     if args[0] == "discovery" and "-l" in args:
         return discovery()
+    if args[0] == "dmon":
+        return dmon(args[1:])
     if args[0] == "health":
         return health(args[1:])
     if args[0] == "diag":

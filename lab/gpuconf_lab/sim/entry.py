@@ -15,7 +15,7 @@ import sys
 # tools are told which by their first argument.
 TOOL_NAMES = {"nvsmi": "nvidia-smi", "hostengine": "nv-hostengine", "fabricmanager": "nv-fabricmanager",
               "persistenced": "nvidia-persistenced", "bugreport": "nvidia-bug-report.sh"}
-NAMED_BY_FIRST_ARGUMENT = {"kmod", "initramfs", "journalctl", "power", "ib", "nvctk", "dcgm", "daemons"}
+NAMED_BY_FIRST_ARGUMENT = {"kmod", "initramfs", "journalctl", "power", "ib", "nvctk", "dcgm", "daemons", "mounts"}
 
 
 def take_tool_name(argv) -> None:

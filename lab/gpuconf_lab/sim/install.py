@@ -55,6 +55,9 @@ TOOLS = {
     "/usr/bin/lspci": ("lspci", None),
     "/usr/bin/mokutil": ("mokutil", None),    # the image's, as on a UEFI cloud image: no package
     "/usr/sbin/dmidecode": ("dmidecode", None),  # the board's firmware tables, not the machine's
+    "/usr/bin/mount": ("mounts", "mount"),     # the simulated kernel's mounts: never a real one
+    "/usr/bin/umount": ("mounts", "umount"),
+    "/usr/bin/findmnt": ("mounts", "findmnt"),
     f"{SIM_DIR}/boot": ("boot", None),
     f"{SIM_DIR}/fault": ("fault", None),
 }

@@ -137,11 +137,21 @@ def node() -> dict:
     return info
 
 
+BASEBOARD_JSON = f"{VAR}/baseboard.json"
+
+
 def profile():
-    """The hardware :class:`profiles.Profile` of this node."""
+    """The hardware :class:`profiles.Profile` of this node, its GPUs at the firmware its BMC
+    activated last (``baseboard.json``, written by the lab's BMC at a power cycle)."""
+    import dataclasses
+
     import profiles  # installed next to the simulators
 
-    return profiles.get_profile(node()["profile"])
+    found = profiles.get_profile(node()["profile"])
+    vbios = (read_json(BASEBOARD_JSON, {}) or {}).get("vbios")
+    if vbios:
+        found = dataclasses.replace(found, gpu=dataclasses.replace(found.gpu, vbios=str(vbios)))
+    return found
 
 
 def hostname() -> str:

@@ -1,7 +1,8 @@
 """Variable precedence, lowest to highest, through a real apply with `-c local`.
 
 Layer k defines every variable v<k>..v9, so v<N> must come out as layer N's
-value: each layer beats all the layers below it.
+value: each layer beats all the layers below it. The order is Ansible's (role params over
+task vars, as ansible-core 2.19 gives them: docs/variables.md).
 """
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from gpuconf.cli.main import main
 from gpuconf.inventory.hosts import load_inventory
 
-LAYERS = ["role-defaults", "all", "parent-group", "child-group", "host", "play", "role-param", "task", "extra"]
+LAYERS = ["role-defaults", "all", "parent-group", "child-group", "host", "play", "task", "role-param", "extra"]
 
 
 def values_from(layer: int) -> dict[str, str]:
@@ -41,13 +42,13 @@ def build_project(root: Path) -> None:
     content = "".join(f"v{n}={{{{ v{n} }}}}\n" for n in range(1, len(LAYERS) + 1)) + "r={{ r.status }}\n"
     (role / "tasks" / "main.yml").write_text(dump([
         {"name": "register r", "assert": {"that": "true"}, "register": "r"},
-        {"name": "write the values", "vars": dict(values_from(8), r="task"),
+        {"name": "write the values", "vars": dict(values_from(7), r="task"),
          "file": {"path": "{{ out }}/inside.txt", "content": content}},
     ]))
     play = {"hosts": "all", "gather_facts": False, "vars": dict(values_from(6), r="play"),
-            "roles": [dict({"role": "probe"}, **values_from(7))],
+            "roles": [dict({"role": "probe"}, **values_from(8))],
             "tasks": [{"name": "outside the role", "file": {"path": "{{ out }}/outside.txt",
-                                                            "content": "v1={{ v1 }} v7={{ v7 }}\n"}}]}
+                                                            "content": "v1={{ v1 }} v8={{ v8 }}\n"}}]}
     (root / "site.yml").write_text(dump([play]))
 
 
@@ -62,7 +63,7 @@ def test_each_layer_beats_the_ones_below(tmp_path):
     expected = {f"v{n}": layer for n, layer in enumerate(LAYERS, start=1)}
     assert got == dict(expected, r="ok")  # and a registered result beats task vars
     # role defaults are one play-wide layer (as in Ansible); role parameters are the role's own
-    assert (out / "outside.txt").read_text() == "v1=role-defaults v7=play\n"
+    assert (out / "outside.txt").read_text() == "v1=role-defaults v8=play\n"
 
 
 def test_groups_of_equal_depth_later_name_wins_and_depth_beats_name(tmp_path):

@@ -71,8 +71,9 @@ def test_notify_of_an_unknown_handler_is_refused_at_load(tmp_path):
             - name: restart persistenced
               service: {name: nvidia-persistenced, state: restarted}
         """)
-    assert str(caught.value) == (f"{tmp_path / 'site.yml'}:3:7: task 'writes' notifies 'reload fm', which no "
-                                 "handler defines or listens to")
+    assert str(caught.value) == (f"{tmp_path / 'site.yml'}:3:7: The requested handler 'reload fm' was not found "
+                                 "in either the main handlers list nor in the listening handlers list (task "
+                                 "'writes' notifies it)")
 
 
 def test_a_rendered_value_of_the_wrong_type_is_reported(tmp_path):

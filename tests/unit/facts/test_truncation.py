@@ -28,6 +28,8 @@ from gpuconf.errors import UsageError
 from gpuconf.facts import cdi, dkms, evidence, imex, infiniband, kernel, mounts, nvidia, packages, redfish, rpm, systemd
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.dcgm import parse_dcgmi_diag_json, parse_dcgmi_diag_table, parse_dcgmi_health
+from gpuconf.facts.dcgmi import parse_dcgmi_discovery, parse_dcgmi_dmon
+from gpuconf.facts.dnf import parse_dnf_error
 from gpuconf.facts.nvidia.driver import find_api_mismatch, parse_proc_driver_params
 from gpuconf.facts.nvidia.nvlink import parse_nvlink_info
 from gpuconf.facts.nvidia.query import parse_query_excerpt
@@ -85,15 +87,20 @@ KINDS: list[tuple[str, tuple[Parser, ...]]] = [
     ("dcgmi/dcgmi-diag-*-json-*", (parse_dcgmi_diag_json,)),
     ("dcgmi/dcgmi-diag-*", (parse_dcgmi_diag_table,)),
     ("dcgmi/dcgmi-health-*", (parse_dcgmi_health,)),
+    ("dcgmi/dcgmi-discovery-*", (parse_dcgmi_discovery,)),
+    ("dcgmi/dcgmi-dmon-*", (parse_dcgmi_dmon,)),
     ("dkms/*", (dkms.parse_dkms_status,)),
     ("dmesg/open-kernel-module-load-banner-*", (nvidia.parse_proc_driver_version,)),
     ("dmidecode/*", (evidence.parse_dmidecode,)),
     ("nvidia-bug-report/*", (evidence.parse_bug_report_header,)),
     ("nvidia-ctk/cdi-list-*", (refusing(cdi.parse_cdi_list, cdi.CdiListError),)),
+    ("nvidia-ctk/cdi-generate-*", (cdi.parse_cdi_generate_log,)),
+    ("nvidia-ctk/journal-nvidia-cdi-refresh-*", (cdi.parse_cdi_generate_log,)),
     ("nvidia-ctk/cdi-spec-*", (refusing(cdi.parse_cdi_spec, cdi.CdiSpecError),)),
     ("redist/redistrib_*.json", (refusing(_manifest, UsageError),)),
     ("dmesg/*", (kernel.parse_xid_events, kernel.parse_sxid_events, kernel.find_lost_gpus, kernel.find_lockups)),
     ("dnf/dnf-module-list-*", (rpm.parse_dnf_module_list,)),
+    ("dnf/dnf-install-*", (parse_dnf_error,)),
     ("findmnt/*", (mounts.parse_findmnt_list,)),
     ("fstab/*", (mounts.parse_fstab,)),
     ("redfish/*", (refusing(_redfish, redfish.PayloadError),)),

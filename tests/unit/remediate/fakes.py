@@ -127,6 +127,7 @@ class FakeHooks:
         self.actions: list[tuple[str, str]] = []  # (host, "reset" | "imex"), as the ladder took them
         self.refuse: set[str] = set()  # hosts whose GPU reset nvidia-smi refuses (a process holds the GPU)
         self.collected: list[str] = []  # hosts whose evidence bundle was collected
+        self.hardware: dict[str, Decision] = {}  # hosts whose apply fails as the hardware's (a firmware update)
         self.during_action = None  # called inside a node action (a reset, an IMEX restart): an operator, a signal
         self.no_gpus: set[str] = set()  # hosts whose check names no GPU (login, storage nodes)
         self.locks: dict[str, str] = {}  # the nodes' own remediation locks: host -> holder (shared between runs)
@@ -162,6 +163,9 @@ class FakeHooks:
     def serials(self, host: str) -> dict[str, str]:
         return self.serial_numbers.get(host, {})
 
+    def held(self, host: str) -> Decision | None:
+        return self.hardware.get(host)
+
     def collect(self, host: str) -> str:
         assert not self.slurm.node(host).in_service, "collected in service"  # a hold's may still run jobs
         self.collected.append(host)
@@ -183,6 +187,8 @@ class FakeHooks:
         assert not self.slurm.node(host).busy, "applied while jobs ran"
         if self.during_apply is not None:
             self.during_apply()
+        if host in self.hardware:
+            return f"apply: firmware: {self.hardware[host].finding}"
         self.drifted.discard(host)
         if self.reboot:
             try:

@@ -121,3 +121,22 @@ def test_with_a_reboot_pending_a_device_that_does_not_resolve_is_judged_after_it
     passing = check("health_cdi_devices", {}, cdi_list("nvidia.com/gpu=all\n", err="INFO[0000] Found 1 CDI devices\n"),
                     pending)
     assert passing.changes == [] and [f.severity for f in passing.findings] == ["ok"]
+
+
+def test_a_refused_generation_says_nvidia_ctks_own_error_not_its_log():
+    from gpuconf.errors import TaskError
+    from gpuconf.facts.base import Output
+    from tests.real import read_real
+
+    class Host:
+        def execute(self, ops, explains_failures=False):
+            assert explains_failures
+            return [Output("", read_real("nvidia-ctk/cdi-generate-error-minor-number-not-supported-jetson-isaac-ros-163"
+                                         ".txt"), rc=1)]
+
+    task = TASK_TYPES["cdi_spec"]
+    verdict = check("cdi_spec", {}, spec_replies(None, "580.95.05"))
+    with pytest.raises(TaskError) as refused:
+        task.apply(Host(), build_params("cdi_spec", task.resolve({}, Conditions(None))), verdict.changes)
+    assert str(refused.value).endswith("error getting GPU device minor number: Not Supported")
+    assert "Auto-detected mode" not in str(refused.value)

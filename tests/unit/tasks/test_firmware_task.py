@@ -127,6 +127,7 @@ def test_a_bad_signature_is_refused_before_the_bmc_is_read(tmp_path):
     (tmp_path / "hgx.fwpkg.sig").write_bytes(other.sign(b"baseboard image"))   # someone else's signature
     p = params(values)
     assert p.package_problems[str(tmp_path / "hgx.fwpkg")].endswith(f"does not verify against {tmp_path}/provider.pem")
+    assert Firmware().reads(p) == []   # nothing to gather: the BMC is not read
     with pytest.raises(Refused, match="bundle hgx-h100-24.01 refused before anything is sent: package hgx.fwpkg: "
                                       "its signature hgx.fwpkg.sig does not verify"):
         check(p, BmcError("never read"))

@@ -75,3 +75,14 @@ def test_dpkg_configure_is_said_not_to_wait_for_the_lock():
     with pytest.raises(TaskError, match=r"held by process 977: waited 0 s"):
         apply_ops(host, AptBackend().repair((Unfinished("nvidia-dkms-580-open", "half-configured", False),)), 120)
     assert "lock_wait" not in host.sent[0]
+
+
+def test_dnfs_modular_filtering_is_said_with_what_to_do():
+    from gpuconf.tasks.packages import DnfBackend
+    from tests.real import read_real
+
+    refused = read_real("dnf/dnf-install-nvidia-open-580-el10-modular-filtering-problem-rocky-201.txt")
+    host = Answers(Output("", refused, rc=1))
+    with pytest.raises(TaskError, match=r"modular filtering hides nvidia-settings-3:580.65.06-1.el10.x86_64 "
+                                        r"\(from cuda-rhel10-x86_64\).*dnf module reset nvidia-driver"):
+        apply_ops(host, [DnfBackend().install(["nvidia-open-3:580.65.06"], False, 120)], 120)

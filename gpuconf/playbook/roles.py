@@ -1,0 +1,187 @@
+"""Roles, loaded as Ansible loads them, into the tasks and handlers of a play.
+
+- A role is looked up along the loader's roles path; its `meta/main.yml` dependencies load first.
+  In a play each (role, params) runs once (`allow_duplicates: true` in its meta lifts that); a
+  role named by import_role or include_role runs where it is named (unless it says `allow_duplicates:
+  false` and ran before), its dependencies still once.
+- What a role's tasks see (gpuconf/engine/variables.py layers them, docs/variables.md): its
+  params (`- role: x` with `a: 1`, its parents' too), its vars (its parents' vars, its
+  dependencies' vars/main.yml, its own vars/main.yml, then the `vars:` of its entry), its defaults
+  (its dependencies' defaults, its parents', its own). The vars/main.yml and defaults of the roles
+  a play names in `roles:` or with import_role are the whole play's too (public); include_role's
+  are its own unless `public: true`.
+- `defaults/main`, `vars/main`: .yml, .yaml, .json or no extension, or a folder of such files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuconf.errors import Location, PlaybookError, did_you_mean
+from gpuconf.files import yamlsrc
+from gpuconf.playbook.argspecs import check_arguments
+from gpuconf.playbook.models import RoleRef, TaskDef
+
+# the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
+Loader = Any
+ROLE_KEYS = ("role", "tags", "when", "become", "become_user", "vars")
+
+
+@dataclass
+class Loaded:
+    """What one role contributes to the roles around it: its defaults (dependencies' and its own)
+    and its exported vars (dependencies' vars/main.yml and its own)."""
+
+    defaults: dict[str, Any] = field(default_factory=dict)
+    exports: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Parent:
+    """A role whose dependency is being loaded: its vars, params and defaults reach the dependency."""
+
+    name: str
+    vars: dict[str, Any]
+    params: dict[str, Any]
+    defaults: dict[str, Any]
+
+
+@dataclass
+class RoleCall:
+    """How a role is being loaded: from the play's roles, a dependency, or import/include_role."""
+
+    tags: set[str]
+    tasks_from: str = "main"
+    vars_from: str = "main"
+    defaults_from: str = "main"
+    handlers_from: str = "main"
+    blocks: tuple[tuple[int, str], ...] = ()
+    public: bool = True
+    # named by import_role/include_role: it runs even if it ran before, unless allow_duplicates: false
+    named: bool = False
+    parents: tuple[Parent, ...] = ()
+
+
+def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
+    if isinstance(item, str):
+        return RoleRef(role=item)
+    if isinstance(item, dict):
+        data = dict(item)
+        if "role" not in data and "name" in data:
+            data["role"] = data.pop("name")
+        ref: RoleRef = validate(RoleRef, data, node, ROLE_KEYS, "role")
+        return ref
+    raise PlaybookError("a role is a name or a mapping with 'role:'", where)
+
+
+def find_role(loader: Loader, name: str, where: Location) -> Path:
+    dirs: list[Path] = loader.role_dirs
+    for base in dirs:
+        if (base / name).is_dir():
+            return base / name
+    available = [p.name for base in loader.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
+    looked = ", ".join(str(base) for base in loader.role_dirs)
+    raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
+
+
+def role_file(folder: Path, name: str) -> Path | None:
+    """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder)."""
+    if name.endswith((".yml", ".yaml", ".json")):
+        return folder / name if (folder / name).exists() else None
+    for candidate in (folder / f"{name}.yml", folder / f"{name}.yaml", folder / f"{name}.json", folder / name):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _files(path: Path) -> list[Path]:
+    """A vars file, or the files of a folder named without an extension (`vars/main/`): a path with
+    an extension is one file, and the bounded reader refuses what is no regular file."""
+    if path.is_dir() and not path.suffix:
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".json", ""))
+    return [path]
+
+
+def mapping(folder: Path, name: str, what: str) -> dict[str, Any]:
+    """A role's defaults or vars file (or a folder of them, merged in name order), as a mapping."""
+    path = role_file(folder, name)
+    if path is None:
+        return {}
+    merged: dict[str, Any] = {}
+    for file in _files(path):
+        data = yamlsrc.load_file(file)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise PlaybookError(f"{what} must be a mapping", Location(str(file), 1, 1))
+        merged.update(yamlsrc.plain(data))
+    return merged
+
+
+def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tasks: list[TaskDef],
+              handlers: list[TaskDef]) -> Loaded:
+    stack = tuple(p.name for p in call.parents)
+    if ref.role in stack:
+        raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
+    path = find_role(loader, ref.role, where)
+    meta = loader._optional(path / "meta" / "main.yml")
+    if meta is not None and not isinstance(meta, dict):
+        raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
+    identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
+    if identity in loader.loaded_roles and not call.named and not (meta or {}).get("allow_duplicates"):
+        loaded: Loaded = loader.loaded_roles[identity]
+        return loaded
+    own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
+    own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
+    here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
+                  {**(call.parents[-1].params if call.parents else {}), **ref.params},
+                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults})
+    loaded = Loaded()
+    deps = (meta or {}).get("dependencies") or []
+    if not isinstance(deps, list):
+        raise PlaybookError("dependencies must be a list of roles", yamlsrc.locate(meta, ("dependencies",)))
+    for index, dep in enumerate(deps):
+        dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
+        dep_ref = role_ref(dep, dep_where, dep, loader.validate)
+        dep_call = RoleCall(call.tags | set(ref.tags), blocks=call.blocks, public=call.public,
+                            parents=call.parents + (here,))
+        found = load_role(loader, dep_ref, dep_where, dep_call, tasks, handlers)
+        loaded.defaults.update(found.defaults)
+        loaded.exports.update(found.exports)
+    defaults = {**loaded.defaults, **here.defaults}
+    role_vars = {**(call.parents[-1].vars if call.parents else {}), **loaded.exports, **own_vars, **ref.vars}
+    loaded.defaults.update(own_defaults)
+    loaded.exports.update(own_vars)
+    loader.loaded_roles[identity] = loaded
+    specs = loader._optional(path / "meta" / "argument_specs.yml")
+    if specs is not None:
+        check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, call.tasks_from)
+    search = [path / "templates", path / "files", path, loader.playbook.parent]
+    role_tags = call.tags | set(ref.tags)
+    task_file = role_file(path / "tasks", call.tasks_from)
+    if call.tasks_from != "main" and task_file is None:
+        raise PlaybookError(f"role '{ref.role}' has no tasks file {path / 'tasks' / call.tasks_from}", where)
+    role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    handler_file = role_file(path / "handlers", call.handlers_from)
+    role_handlers = loader._role_file(handler_file, set(), search, ref.role, handler=True) if handler_file else []
+    if call.public:
+        loader.defaults.update(loaded.defaults)
+        loader.role_vars.update(loaded.exports)
+    instance = next(loader.block_ids)
+    for handler in role_handlers:   # notify finds a role's handler as "ROLE : name" too
+        handler.handler_names += tuple(f"{ref.role} : {name}" for name in handler.handler_names)
+    for task in role_tasks + role_handlers:
+        if task.role_instance:
+            continue   # a role this one includes: that role's own
+        task.role_instance = instance
+        task.role_params, task.role_vars, task.role_defaults = here.params, role_vars, defaults
+        task.role_path = str(path)
+        task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
+        if task.become is None:
+            task.become = ref.become
+        if task.become_user is None:
+            task.become_user = ref.become_user
+    tasks += role_tasks
+    handlers += role_handlers
+    return loaded

@@ -1,0 +1,115 @@
+"""The conformance table: per target, the runs ansible-core passes, how many of them gpuconf passes
+(and passed before issue 38's work: baseline.json), and why the others do not."""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+from tests.conformance.runner import HERE, ROOT, TargetResult
+
+ALL_TARGETS = (
+    "var_precedence", "var_blending", "var_inheritance", "set_fact", "register", "omit", "assert", "tags",
+    "blocks", "handlers", "loops", "include_vars", "include_import", "roles", "roles_arg_spec", "templating",
+    "template", "lookup_file", "check_mode", "filter_core", "changed_when", "failed_when", "ignore_errors",
+    "any_errors_fatal", "special_vars",
+)
+DOC = ROOT / "docs" / "ansible.md"
+BEGIN, END = "<!-- conformance table: make conformance writes it -->", "<!-- end of the conformance table -->"
+# what a target's runs that gpuconf does not pass are about, where a few words say it better than
+# the runs' own messages (written from the results; `make conformance` keeps the counts current)
+NOTES: dict[str, str] = {}
+
+
+def counts(result: TargetResult) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for run in result.runs:
+        found["runs"] += 1
+        if run.oracle == "pass":
+            found["oracle"] += 1
+            found[run.gpuconf] += 1
+    return found
+
+
+def summary(result: TargetResult) -> str:
+    found = counts(result)
+    rest = ", ".join(f"{k} {v}" for k, v in sorted(found.items()) if k not in ("runs", "oracle", "pass"))
+    return f"{result.name}: {found['pass']}/{found['oracle']} of the oracle's passing runs ({found['runs']} runs)" \
+        + (f"; {rest}" if rest else "")
+
+
+def _baseline() -> dict[str, dict[str, int]]:
+    path = HERE / "baseline.json"
+    return json.loads(path.read_text())["targets"] if path.exists() else {}
+
+
+def _reason(why: str) -> str:
+    """A run's reason, short: the message without its paths and host details."""
+    text = re.sub(r"\s+", " ", why)
+    text = re.sub(r"/\S*/integration/targets/", "", text)
+    text = re.sub(r"^gpuconf: error: ", "", text)
+    return text[:150].rstrip() + ("…" if len(text) > 150 else "")
+
+
+def markdown(results: list[TargetResult]) -> str:
+    before = _baseline()
+    lines = ["| target | runs | passed by ansible-core | passed by gpuconf (before) | refused | failed | other |",
+             "|---|---|---|---|---|---|---|"]
+    total: Counter[str] = Counter()
+    total_before = 0
+    for result in results:
+        found = counts(result)
+        total += found
+        was = before.get(result.name, {}).get("gpuconf_passes")
+        total_before += was or 0
+        other = found["oracle"] - found["pass"] - found["refused"] - found["failed"]
+        lines.append(f"| {result.name} | {found['runs']} | {found['oracle']} | {found['pass']}"
+                     f"{f' ({was})' if was is not None else ''} | {found['refused']} | {found['failed']} | {other} |")
+    other = total["oracle"] - total["pass"] - total["refused"] - total["failed"]
+    lines.append(f"| **all** | {total['runs']} | {total['oracle']} | **{total['pass']}** ({total_before}) | "
+                 f"{total['refused']} | {total['failed']} | {other} |")
+    return "\n".join(lines)
+
+
+def reasons(results: list[TargetResult]) -> str:
+    """Per target, each run ansible-core passes and gpuconf does not: what happened."""
+    lines = []
+    for result in results:
+        left = [run for run in result.runs if run.oracle == "pass" and run.gpuconf != "pass"]
+        if not left:
+            continue
+        lines.append(f"- **{result.name}**" + (f": {NOTES[result.name]}" if result.name in NOTES else ""))
+        for run in left:
+            what = _reason(run.why) if run.why else (run.checks[0] if run.checks else "")
+            lines.append(f"  - run {run.index} (`{' '.join(run.argv)[:70]}`): {run.gpuconf}: {what}")
+    return "\n".join(lines)
+
+
+def rewrite_doc(results: list[TargetResult]) -> None:
+    text = DOC.read_text()
+    found = counts_all(results)
+    block = "\n".join([BEGIN, "", markdown(results), "",
+                       f"gpuconf passes **{found['pass']} of the {found['oracle']} runs** ansible-core passes "
+                       f"({100 * found['pass'] // max(1, found['oracle'])} %). The runs it does not pass:", "",
+                       reasons(results), "", END])
+    if BEGIN in text:
+        start, end = text.index(BEGIN), text.index(END) + len(END)
+        text = text[:start] + block + text[end:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+def counts_all(results: list[TargetResult]) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for result in results:
+        total += counts(result)
+    return total
+
+
+def load(path: Path) -> list[TargetResult]:
+    from tests.conformance.runner import Run
+
+    return [TargetResult(t["name"], [Run(**r) for r in t["runs"]], t["oracle_seconds"], t["gpuconf_seconds"],
+                         t.get("note", "")) for t in json.loads(path.read_text())]

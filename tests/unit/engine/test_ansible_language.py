@@ -1,0 +1,137 @@
+"""Ansible's language where ansible-core's integration targets found gpuconf different (issue 38):
+real CLI runs on this machine (`-c local` or the implicit localhost), read back from the report."""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from gpuconf.cli.main import main
+from gpuconf.inventory.hosts import load_inventory
+from gpuconf.inventory.patterns import match_hosts
+
+
+def apply(tmp_path: Path, text: str, *extra: str, inventory: str | None = None) -> tuple[int, dict]:
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(textwrap.dedent(text))
+    if inventory is None:
+        (tmp_path / "hosts").write_text("")
+        inventory = str(tmp_path / "hosts")
+    report = tmp_path / "report.json"
+    code = main(["apply", str(playbook), "-i", inventory, "--no-retry-file", "--report", str(report), *extra])
+    return code, json.loads(report.read_text())["hosts"] if report.exists() else {}
+
+
+def shown(host: dict) -> list:
+    return [t["shown"] for t in host["tasks"] if t["shown"] is not None]
+
+
+def test_localhost_named_by_a_play_is_this_machine_outside_every_group(tmp_path):
+    (tmp_path / "inv").write_text("[web]\nw1\n")
+    inventory = load_inventory(str(tmp_path / "inv"))
+    assert match_hosts(inventory, "all") == ["w1"]
+    assert match_hosts(inventory, "localhost") == ["localhost"]
+    assert match_hosts(inventory, "all") == ["w1"]   # `all` still does not match it
+    assert inventory.host_vars("localhost")["ansible_connection"] == "local"
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ inventory_hostname }} {{ group_names }}"}
+        """)
+    assert code == 0
+    assert shown(hosts["localhost"]) == [{"msg": "localhost []"}]
+
+
+def test_a_bare_debug_says_hello_world(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug:
+        """)
+    assert code == 0 and shown(hosts["localhost"]) == [{"msg": "Hello world!"}]
+
+
+def test_inventory_connection_variables_are_templates(tmp_path):
+    (tmp_path / "inv").write_text('[g]\nh1\n[g:vars]\nansible_connection=local\n'
+                                  'ansible_python_interpreter="{{ ansible_playbook_python }}"\n')
+    code, hosts = apply(tmp_path, """\
+        - hosts: g
+          gather_facts: false
+          tasks:
+            - command: "true"
+            - debug: {msg: "{{ ansible_playbook_python }}"}
+        """, inventory=str(tmp_path / "inv"))
+    assert code == 0, hosts
+    assert shown(hosts["h1"]) == [{"msg": sys.executable}]
+
+
+def test_hostvars_carry_set_fact_and_register_of_each_host(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - set_fact: {mine: "{{ inventory_hostname }}-fact"}
+            - command: echo hi
+              register: said
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ hostvars['h1'].mine }} {{ hostvars['h2']['said'].stdout }}"}
+        """, "-c", "local", inventory="h1,h2,")
+    assert code == 0
+    assert shown(hosts["h2"]) == [{"msg": "h1-fact hi"}]
+
+
+def test_any_errors_fatal_fails_every_host_where_one_failed_and_rescue_recovers_them(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - block:
+                - fail:
+                  when: inventory_hostname == 'h1'
+                - debug: {msg: never}
+              rescue:
+                - debug: {msg: rescued}
+            - debug: {msg: recovered}
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - block:
+                - fail:
+                  when: inventory_hostname == 'h1'
+              always:
+                - debug: {msg: always}
+            - debug: {msg: never}
+        """, "-c", "local", inventory="h1,h2,")
+    assert code & 4
+    for host in ("h1", "h2"):
+        assert [s["msg"] for s in shown(hosts[host])] == ["rescued", "recovered", "always"]
+
+
+def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {mine: [t3]}
+          tasks:
+            - {debug: {msg: tagged}, tags: t1}
+            - {debug: {msg: untagged}}
+            - {debug: {msg: never}, tags: [never, nv]}
+            - {debug: {msg: templated}, tags: "{{ mine }}"}
+            - {debug: {msg: "{{ ansible_run_tags }}"}, tags: always}
+        """
+    cases = {(): ["tagged", "untagged", "templated", ["all"]],
+             ("--tags", "untagged"): ["untagged", ["untagged"]],
+             ("--tags", "tagged"): ["tagged", "templated", ["tagged"]],
+             ("--tags", "nv"): ["never", ["nv"]],
+             ("--tags", "t3"): ["templated", ["t3"]],
+             ("--skip-tags", "tagged"): ["untagged"]}   # `always` is a tag too
+    for args, expected in cases.items():
+        code, hosts = apply(tmp_path, play, *args)
+        assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == expected, args
