@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests import runs
 from tests.lab_fixtures import LAB_NAME, start_lab
-from tests.runs import Run
+from tests.report_runs import Run, run_gpuconf
 
 # after LAB_NAME: GPUCONF_TEST_LAB keeps two checkouts' labs apart, the pytest-xdist worker two processes'
 NAME = f"{LAB_NAME}-gpulib"[:31]
@@ -28,7 +27,8 @@ USER_DAEMON_JSON = {"log-driver": "json-file", "data-root": "/srv/docker"}
 
 
 def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
-    return runs.gpuconf(verb, playbook, "-i", NAME, *args, report=report, timeout=timeout)
+    """A run on this lab (tests/report_runs.py)."""
+    return run_gpuconf(NAME, verb, playbook, *args, report=report, timeout=timeout)
 
 
 @dataclass

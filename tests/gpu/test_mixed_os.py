@@ -17,7 +17,7 @@ import pytest
 
 from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import LAB_NAME, el9_unavailable, start_lab, wait_until
-from tests.runs import Run, gpuconf
+from tests.report_runs import Run, run_gpuconf
 
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
@@ -34,7 +34,7 @@ class Mixed:
 
     def run(self, verb: str, group: str, *args: str) -> Run:
         report = self.tmp / f"{verb}-{group}-{len(list(self.tmp.iterdir()))}.json"
-        return gpuconf(verb, PLAYBOOKS[group], "-i", NAME, "--no-retry-file", *args, report=report, timeout=900)
+        return run_gpuconf(NAME, verb, PLAYBOOKS[group], "--no-retry-file", *args, report=report, timeout=900)
 
     def sh(self, host: str, command: str) -> str:
         rc, out, err = self.lab.exec(host, command, timeout=300)
@@ -167,7 +167,7 @@ PLATFORM_PLAY = """\
 
 def platform_check(mixed: Mixed, playbook: Path, *args: str) -> Run:
     report = mixed.tmp / f"platform-{len(list(mixed.tmp.iterdir()))}.json"
-    return gpuconf("check", str(playbook), "-i", NAME, "--no-retry-file", *args, report=report, timeout=300)
+    return run_gpuconf(NAME, "check", str(playbook), "--no-retry-file", *args, report=report, timeout=300)
 
 
 def test_with_fact_gathering_off_each_host_still_plans_its_own_package_manager(mixed):

@@ -17,10 +17,9 @@ import pytest
 import yaml
 
 from gpuconf_lab.fleet import Lab
-from tests import runs
 from tests.lab_fixtures import LAB_NAME, start_lab
 from tests.paths import ROOT
-from tests.runs import Run
+from tests.report_runs import Run, run_gpuconf
 
 # after LAB_NAME: GPUCONF_TEST_LAB keeps two checkouts' labs apart, the pytest-xdist worker two processes'
 NAME = f"{LAB_NAME}-health"[:31]
@@ -34,8 +33,8 @@ EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gp
 
 
 def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
-    """A run on the health lab, read for NODE unless told otherwise."""
-    return runs.gpuconf(verb, playbook, "-i", NAME, *args, report=report, timeout=timeout, host=NODE)
+    """A run on this lab, read for the A100 node unless told otherwise."""
+    return run_gpuconf(NAME, verb, playbook, *args, report=report, timeout=timeout, host=NODE)
 
 
 @dataclass
