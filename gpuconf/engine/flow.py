@@ -60,6 +60,17 @@ class BlockRun:
                     result.ignored = True  # rescued, as Ansible's `rescued=1`: the host goes on
         return None
 
+    def clear(self) -> None:
+        """meta: clear_host_errors: the failures so far no longer fail the host (nor its blocks);
+        those already reported count as ignored."""
+        for results in self.failures.values():
+            for result in results:
+                result.ignored = True
+        for section in self.failed.values():
+            section.clear()
+        self.failures.clear()
+        self.host_failed = False
+
     def _fail(self, path: tuple[tuple[int, str], ...], failures: list[TaskResult]) -> None:
         for bid, _ in path:
             self.failures.setdefault(bid, []).extend(failures)

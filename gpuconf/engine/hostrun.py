@@ -105,6 +105,8 @@ class PlayOnHost:
                 continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
             step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
+            if step == Next.CLEAR_ERRORS:
+                blocks.clear()
             # A health probe that found a failure has still run fine: the other probes go on.
             failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
             met = self._fatal(task, index, failures, nested)

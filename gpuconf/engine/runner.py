@@ -108,6 +108,9 @@ class Runner:
                                 self.shared, batch.hosts if batch is not None else None, self.options.tags,
                                 self.options.skip_tags)
         magic.update(play_variables(play, self.playbook.path, self.inventory))
+        if batch is not None:   # as Ansible: a host that failed is no longer among the play's hosts
+            magic.update(play_hosts=batch.live(batch.hosts), ansible_play_batch=batch.live(batch.hosts),
+                         ansible_play_hosts=batch.live(self.play_hosts(play)))
         return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options,
                            self.registered.setdefault(host, {}), self.plan_cache, self.included.setdefault(host, {}))
 
