@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuconf.engine.include_vars import include_vars
 from gpuconf.errors import TaskError
+from gpuconf.playbook.argspecs import problems
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -18,6 +19,12 @@ DEFAULT_MESSAGE = "Hello world!"   # a bare `debug:`, as Ansible's
 def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], included: dict[str, Any] | None = None,
                playbook_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
     """Carry out `set_fact`, `debug` or `include_vars`: the result's message and data."""
+    if task.type == "validate_argument_spec":
+        found = problems(task.params["argument_spec"], variables)
+        if found:
+            raise TaskError(f"Validation of arguments failed: {'; '.join(found)}")
+        return f"The arg spec validation passed ({task.params['entry']})", {"validate_args_context": {
+            "argument_spec_name": task.params["entry"], "type": "role", "name": task.role}}
     if task.type == "include_vars":
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)
@@ -30,6 +37,8 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:
         name = str(task.params["var"])
+        if "{{" in name:   # `var={{ item }}`: the name the template gives
+            name = str(render(name, variables))
         value = evaluate(name, variables)
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
     message = render(task.params.get("msg", DEFAULT_MESSAGE), variables)

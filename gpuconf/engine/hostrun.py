@@ -33,6 +33,8 @@ from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
 from gpuconf.tasks.registry import TASK_TYPES
 
+HANDLER_CLAIMS = -1_000_000   # run_once claims of handlers (engine/batch.py): below every task's index
+
 
 class PlayOnHost:
     """The host's facts, then each task's check and apply in order, then the handlers."""
@@ -90,8 +92,8 @@ class PlayOnHost:
         applied = self.executor.applied
         blocks = BlockRun(tasks)
         for index, task in enumerate(tasks):
-            if index and task.section != tasks[index - 1].section and not nested:
-                self.flush_handlers()   # the end of pre_tasks, or of roles and tasks
+            if index and task.section != tasks[index - 1].section and not nested and self.flush_handlers():
+                return Outcome(stop=True)   # the end of pre_tasks, or of roles and tasks: a handler failed
             if self.clock.stopped() and id(task) not in applied:  # what was done is still reported
                 if not self.clock.deadline_reached():  # interrupted: no new task starts, and the report
                     self._interrupted(tasks[index:])  # says which ones it left out
@@ -160,8 +162,8 @@ class PlayOnHost:
                 result = self.log.result(task, Status.FAILED, error=str(exc))
                 self.log.finish(task, result, time.monotonic(), register=False)
                 return Next.GO_ON, [result]
-            if step == Next.FLUSH:
-                self.flush_handlers()
+            if step == Next.FLUSH:   # a handler's failure is the flush's: its block's rescue takes it
+                return step, self.flush_handlers()
             elif step == Next.END_ROLE:
                 self.ended_roles.add(task.role_instance)
             return step, []
@@ -170,10 +172,12 @@ class PlayOnHost:
             return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
         return Next.GO_ON, self.entries.run_entry(task, upcoming, index)
 
-    def flush_handlers(self) -> None:
-        """Run the notified handlers, in the order they are defined, each once (engine/handlers.py)."""
+    def flush_handlers(self) -> list[TaskResult]:
+        """Run the notified handlers, in the order they are defined, each once (engine/handlers.py);
+        their failures (a handler that fails fails its host, or the block the flush is in)."""
         notifications, executor = self.executor.notifications, self.executor
         executor.running_handlers = True
+        failures: list[TaskResult] = []
         try:
             while due := notifications.next_due():
                 for handler in due:
@@ -182,12 +186,18 @@ class PlayOnHost:
                             self.mark_not_run([handler], handler=True)
                         continue
                     if handler.type in DYNAMIC:
-                        self.includes.run(handler, lambda brought: self._run_tasks(brought, nested=True))
-                    else:
-                        self.entries.run_entry(handler, [])
+                        failures += self.includes.run(handler, lambda brought: self._run_tasks(brought, nested=True)
+                                                      ).failures
+                        continue
+                    if handler.type == "meta":
+                        results = self._step(handler, [], None, None)[1]
+                    else:   # run_once: a handler's own claim on the batch, apart from the tasks'
+                        results = self.entries.run_entry(handler, [], HANDLER_CLAIMS - handler.handler_key)
+                    failures += [r for r in results if r.status == Status.FAILED and not r.ignored]
         finally:
             executor.running_handlers = False
             notifications.end_flush()
+        return failures
 
     def _fatal(self, task: TaskDef, index: int, failures: list[TaskResult], nested: bool) -> bool | None:
         """any_errors_fatal (the play's, or the task's or its block's): a failure here is told to the

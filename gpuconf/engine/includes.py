@@ -94,11 +94,13 @@ class Includes:
         includes = self.planner.play.includes
         params = render({k: v for k, v in task.params.items() if k != "apply"}, self.planner.task_vars(task))
         if task.type == "include_tasks":
-            return includes.include_tasks(task, str(params["file"])), \
-                f"included: {params['file']} for {self.planner.host}"
-        brought = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            brought = includes.include_tasks(task, str(params["file"]))
+            shown = f"included: {params['file']} for {self.planner.host}"
+        else:
+            brought = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            shown = f"included: {params['name']} for {self.planner.host}"
         self.executor.notifications.add(includes.handlers)
-        return brought, f"included: {params['name']} for {self.planner.host}"
+        return brought, shown
 
     def _failed(self, task: TaskDef, error: str, started: float) -> Outcome:
         result = self.log.result(task, Status.FAILED, error=error)

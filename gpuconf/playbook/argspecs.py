@@ -1,6 +1,8 @@
-"""A role's `meta/argument_specs.yml`, checked when the playbook loads: a parameter of the wrong
-type, outside its choices, or missing when required is refused before any host is touched (Ansible
-checks the same spec, but only when the role's first task runs on each host)."""
+"""A role's `meta/argument_specs.yml`. A parameter given on the role's entry with the wrong type or
+outside its choices is refused when the playbook loads, before any host is touched; and, as in
+Ansible, the role's first task on each host validates the spec against every variable the role sees
+there (a required argument may come from play vars, include vars, role vars or defaults):
+`validation_task` makes that task, engine/actions.py runs it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +29,7 @@ def check_arguments(role: str, spec_file: Path, spec: Any, params: dict[str, Any
     for name, option in options.items():
         option = option or {}
         if name not in params:
-            if option.get("required"):
-                raise PlaybookError(f"role '{role}': argument '{name}' is required ({spec_file})", where)
-            continue
+            continue   # a required one may come from any variable the role sees: checked on the host
         value = params[name]
         if is_template(value):
             continue
@@ -46,3 +46,40 @@ def check_arguments(role: str, spec_file: Path, spec: Any, params: dict[str, Any
         if choices and value not in choices:
             raise PlaybookError(f"role '{role}': argument '{name}' must be one of {', '.join(map(str, choices))}, "
                                 f"not {value!r} ({spec_file})", where)
+
+
+def entry_options(spec: Any, entry_point: str) -> tuple[dict[str, Any], str]:
+    """The options of an entry point, and its short description."""
+    entry = (spec.get("argument_specs") or {}).get(entry_point) or {} if isinstance(spec, dict) else {}
+    return dict(entry.get("options") or {}), str(entry.get("short_description") or "")
+
+
+def problems(options: dict[str, Any], variables: Any) -> list[str]:
+    """What the role's variables break of its spec: a required argument missing, a value of the
+    wrong type or outside its choices (as Ansible's validate_argument_spec reports them)."""
+    found: list[str] = []
+    missing = [name for name, option in options.items() if (option or {}).get("required") and name not in variables]
+    if missing:
+        found.append(f"missing required arguments: {', '.join(sorted(missing))}")
+    for name, option in options.items():
+        option = option or {}
+        if name not in variables or name in missing:
+            continue
+        value = variables[name]
+        kind = str(option.get("type", "str"))
+        text = isinstance(value, str)
+        if kind == "bool" and text and value.lower() in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+            pass
+        elif kind == "int" and text and value.strip().lstrip("-").isdigit():
+            pass
+        elif kind == "str" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            pass   # Ansible converts a number to its text
+        elif not isinstance(value, TYPES.get(kind, (object,))) or (kind in ("int", "float")
+                                                                    and isinstance(value, bool)):
+            found.append(f"argument '{name}' is of type {type(value).__name__} and we were unable to convert to "
+                         f"{kind}")
+            continue
+        choices = option.get("choices")
+        if choices and value not in choices:
+            found.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value}")
+    return found

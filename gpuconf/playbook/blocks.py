@@ -209,7 +209,8 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
                     defaults_from=str(spec.get("defaults_from", "main")),
                     handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
                     public=public in (True, "yes", "true", "True"),
-                    named=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
+                    allow_duplicates=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                    parents=tuple(loader.role_stack[-1:]))
     tasks: list[TaskDef] = []
     load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)
     return tasks
@@ -235,9 +236,9 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     path = choice.path
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
-    plays = loader.nested(path).load().plays
     outer = _wrapper(yamlsrc.YDict({k: v for k, v in node.items() if k in ("when", "tags", "vars")}),
                      ("when", "tags", "vars"), "import_playbook")
+    plays = loader.nested(path, yamlsrc.plain(outer.vars)).load().plays
     for play in plays:
         play.vars = {**play.vars, **yamlsrc.plain(outer.vars)}   # above the play's own, as in Ansible
         for task in play.tasks + play.handlers:

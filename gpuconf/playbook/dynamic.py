@@ -21,14 +21,14 @@ from typing import Any
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import TaskDef, TaskKeywords
-from gpuconf.playbook.roles import RoleCall, load_role
+from gpuconf.playbook.roles import Parent, RoleCall, load_role
 
 Loader = Any   # the playbook's Loader (loader.py imports this module)
 DYNAMIC = ("include_tasks", "include_role")
 # what an include task takes besides its file (Ansible's include_tasks / include_role keywords)
 KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "loop", "loop_control", "with_items",
             "with_dict", "ignore_errors", "register", "apply", "no_log", "run_once", "delegate_to", "timeout",
-            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode")
+            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger")
 APPLY = ("tags", "become", "become_user", "ignore_errors", "no_log", "when", "vars", "timeout", "run_once",
          "delegate_to", "check_mode", "environment", "any_errors_fatal")
 ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
@@ -112,8 +112,10 @@ class IncludeLoader:
                 raise PlaybookError("a task file is a list of tasks", Location(str(path), 1, 1))
             holder = yamlsrc.YDict({"tasks": data})
             holder.file = str(path)
+            before = len(self.loader.included_handlers)
             tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search, role=context.role,
                                        here=path.parent)
+            self._keep(self.loader.included_handlers[before:])   # those of roles it imports
         return [self._brought(include, task) for task in tasks]
 
     def include_role(self, include: TaskDef, params: dict[str, Any]) -> list[TaskDef]:
@@ -123,16 +125,23 @@ class IncludeLoader:
                         vars_from=str(params.get("vars_from", "main")),
                         defaults_from=str(params.get("defaults_from", "main")),
                         handlers_from=str(params.get("handlers_from", "main")), public=public,
-                        named=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
+                        allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                        parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
+                        if include.role else ())
         from gpuconf.playbook.models import RoleRef
 
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         with self.lock:
+            before = len(self.loader.included_handlers)
             load_role(self.loader, RoleRef(role=str(params["name"])), include.location, call, tasks, handlers)
-            known = {(h.role, h.name, str(h.location)) for h in self.handlers}
-            self.handlers += [h for h in handlers if (h.role, h.name, str(h.location)) not in known]
+            self._keep(handlers + self.loader.included_handlers[before:])
         return [self._brought(include, task) for task in tasks]
+
+    def _keep(self, handlers: list[TaskDef]) -> None:
+        """Handlers of the roles read while the play runs: a notify finds them from then on."""
+        known = {(h.role, h.name, str(h.location)) for h in self.handlers}
+        self.handlers += [h for h in handlers if (h.role, h.name, str(h.location)) not in known]
 
     @staticmethod
     def _brought(include: TaskDef, task: TaskDef) -> TaskDef:

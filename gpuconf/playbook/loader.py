@@ -78,6 +78,8 @@ class Loader:
         self.project_dir, self.configured_roles = project_dir, configured_roles
         self.extra_vars: dict[str, Any] = {}   # -e: what a templated import's name renders with
         self.play_vars: dict[str, Any] = {}    # the vars of the play being read, for the same
+        self.import_vars: dict[str, Any] = {}  # the vars of the import_playbook that imports these plays
+        self.role_stack: list[Any] = []   # the roles whose tasks are being read (playbook/roles.py Parent)
         self.role_dirs = roles_path(playbook, project_dir, configured_roles)
         self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
         self.block_ids = count(1)
@@ -86,10 +88,11 @@ class Loader:
         self.loaded_roles: dict[str, Any] = {}   # the roles loaded in the play, by (name, params)
         self.included_handlers: list[TaskDef] = []
 
-    def nested(self, playbook: Path) -> Loader:
+    def nested(self, playbook: Path, import_vars: dict[str, Any] | None = None) -> Loader:
         """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
         inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
         inner.block_ids, inner.extra_vars = self.block_ids, self.extra_vars
+        inner.import_vars = {**self.import_vars, **(import_vars or {})}
         return inner
 
     def render_static(self, value: str, what: str, where: Location) -> str:
@@ -98,7 +101,7 @@ class Loader:
         if not is_template(value):
             return value
         try:
-            return str(render(value, Vars(self.extra_vars, self.play_vars)))
+            return str(render(value, Vars(self.extra_vars, self.import_vars, self.play_vars)))
         except TemplateError as exc:
             raise PlaybookError(f"{what} '{value}': {exc.message} (it renders when the playbook loads, with -e "
                                 "and the play's vars)", where) from None

@@ -20,8 +20,8 @@ from typing import Any
 
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
-from gpuconf.playbook.argspecs import check_arguments
-from gpuconf.playbook.models import RoleRef, TaskDef
+from gpuconf.playbook.argspecs import check_arguments, entry_options
+from gpuconf.playbook.models import RoleRef, TaskDef, TaskKeywords
 
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
 Loader = Any
@@ -58,9 +58,18 @@ class RoleCall:
     handlers_from: str = "main"
     blocks: tuple[tuple[int, str], ...] = ()
     public: bool = True
-    # named by import_role/include_role: it runs even if it ran before, unless allow_duplicates: false
-    named: bool = False
+    # import_role/include_role's allow_duplicates (None: the role's meta says, as for `roles:`; those
+    # two run a role again unless they say false)
+    allow_duplicates: bool | None = None
     parents: tuple[Parent, ...] = ()
+
+
+def validation_task(role: str, entry: str, options: dict[str, Any], description: str, where: Location,
+                    tags: set[str], blocks: tuple[tuple[int, str], ...]) -> TaskDef:
+    name = f"Validating arguments against arg spec '{entry}'" + (f" - {description}" if description else "")
+    return TaskDef(name, "validate_argument_spec", {"argument_spec": options, "entry": entry},
+                   TaskKeywords.model_validate({"name": name}), where, role=role, tags=tags | {"always"}, blocks=blocks,
+                   action="validate_argument_spec")
 
 
 def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
@@ -127,7 +136,8 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     if meta is not None and not isinstance(meta, dict):
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
-    if identity in loader.loaded_roles and not call.named and not (meta or {}).get("allow_duplicates"):
+    allowed = call.allow_duplicates if call.allow_duplicates is not None else bool((meta or {}).get("allow_duplicates"))
+    if identity in loader.loaded_roles and not allowed:
         return loader.loaded_roles[identity]
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
@@ -159,7 +169,17 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     task_file = role_file(path / "tasks", call.tasks_from)
     if call.tasks_from != "main" and task_file is None:
         raise PlaybookError(f"role '{ref.role}' has no tasks file {path / 'tasks' / call.tasks_from}", where)
-    role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    loader.role_stack.append(here)   # an import_role in its tasks is its child (vars, params, defaults)
+    try:
+        role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    finally:
+        loader.role_stack.pop()
+    if specs is not None:   # Ansible's first task of the role: its spec against every variable the role sees
+        options, description = entry_options(specs, call.tasks_from)
+        if options:
+            role_tasks.insert(0, validation_task(ref.role, call.tasks_from, options, description,
+                                                 Location(str(path / "meta" / "argument_specs.yml"), 1, 1),
+                                                 role_tags, call.blocks))
     handler_file = role_file(path / "handlers", call.handlers_from)
     role_handlers = loader._role_file(handler_file, set(), search, ref.role, handler=True) if handler_file else []
     if call.public:

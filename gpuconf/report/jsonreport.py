@@ -49,7 +49,8 @@ def _task(task: TaskResult) -> dict[str, Any]:
         "traceback": None if task.secret else task.traceback,
         # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
         "ansible_name": task.ansible_name,
-        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
+        "shown": _plain(task.data) if task.type == "debug" and task.status in (Status.OK, Status.CHANGED)
+        and not task.secret else None,
     }
 
 

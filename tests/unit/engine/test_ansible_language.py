@@ -135,3 +135,27 @@ def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     for args, expected in cases.items():
         code, hosts = apply(tmp_path, play, *args)
         assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == expected, args
+
+
+def test_argument_specs_are_checked_against_every_variable_the_role_sees(tmp_path):
+    role = tmp_path / "roles" / "r"
+    (role / "meta").mkdir(parents=True)
+    (role / "tasks").mkdir()
+    (role / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    short_description: Main entry point for role r.\n"
+        "    options:\n      size: {type: int, required: true}\n      speed: {choices: [slow, fast]}\n")
+    (role / "tasks" / "main.yml").write_text("- debug: {msg: '{{ size }}'}\n")
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {size: 3}
+          roles: [r]
+        """
+    code, hosts = apply(tmp_path, play)
+    tasks = hosts["localhost"]["tasks"]
+    assert code == 0 and [t["task"] for t in tasks] == [
+        "Validating arguments against arg spec 'main' - Main entry point for role r.", "debug msg={{ size }}"]
+    code, hosts = apply(tmp_path, play.replace("vars: {size: 3}", "vars: {speed: warp}"))
+    failed = hosts["localhost"]["tasks"][0]
+    assert code & 4 and failed["status"] == "failed"
+    assert "missing required arguments: size" in failed["error"] and "must be one of: slow, fast" in failed["error"]
