@@ -46,7 +46,8 @@ class PlayOnHost:
         session.redact = planner.secrets.redact  # -vvv shows requests with them masked
         self.delegates = Delegates(scope.open_delegate, planner.secrets.redact)  # delegate_to: a session per target
         self.log = HostLog(planner, scope.processors)
-        self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts)
+        self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts,
+                                     scope.inventory)
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
@@ -168,6 +169,22 @@ class PlayOnHost:
                 self.ended_roles.add(task.role_instance)
             return step, []
         if task.type in DYNAMIC:
+            if task.keywords.run_once and self.batch is not None and index is not None \
+                    and self.planner.flag(task, "run_once"):   # the include on the batch's first host alone
+                first, owner, done, shared = self.batch.claim(index, self.host)
+                if not first:
+                    self.batch.wait_for(owner, done, self.clock.stopped)
+                    self.planner.registered.update(shared)   # what its run_once tasks (apply) set, for all
+                    return Next.GO_ON, []
+                before = dict(self.planner.registered)
+                try:
+                    outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
+                finally:
+                    if (task.params.get("apply") or {}).get("run_once"):
+                        shared.update({k: v for k, v in self.planner.registered.items()
+                                       if k not in before or before[k] is not v})
+                    done.set()
+                return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
             outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
             return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
         return Next.GO_ON, self.entries.run_entry(task, upcoming, index)

@@ -93,7 +93,7 @@ class Runner:
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self.scope = RunScope(options, self.processors, self.clock, self.plan_cache, self.host_facts,
-                              self.delegate_session)
+                              self.delegate_session, inventory)
 
     def play_hosts(self, play: Play) -> list[str]:
         """The play's hosts (within --limit), resolved once per play (every host's `play_hosts`)."""

@@ -34,10 +34,14 @@ class LazyGroups(Mapping[str, list[str]]):
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
         self.cache: dict[str, list[str]] = {}
+        self.seen = inventory.version
 
     def __getitem__(self, name: str) -> list[str]:
         if name not in self.inventory.groups:
             raise KeyError(name)
+        if self.inventory.version != self.seen:   # add_host or group_by changed the run's inventory
+            self.cache.clear()
+            self.seen = self.inventory.version
         if name not in self.cache:
             self.cache[name] = self.inventory.group_members(name)
         return self.cache[name]

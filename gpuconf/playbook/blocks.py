@@ -210,6 +210,7 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
                     handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
                     public=public in (True, "yes", "true", "True"),
                     allow_duplicates=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                    validate=str(spec.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
                     parents=tuple(loader.role_stack[-1:]))
     tasks: list[TaskDef] = []
     load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)

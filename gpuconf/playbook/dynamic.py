@@ -126,6 +126,7 @@ class IncludeLoader:
                         defaults_from=str(params.get("defaults_from", "main")),
                         handlers_from=str(params.get("handlers_from", "main")), public=public,
                         allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                        validate=str(params.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
                         parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
                         if include.role else ())
         from gpuconf.playbook.models import RoleRef

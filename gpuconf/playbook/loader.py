@@ -267,6 +267,8 @@ class Loader:
         type_name = str(type_keys[0])
         keyword_data = {k: v for k, v in node.items() if k in TASK_KEYWORDS}
         keywords = _validate(TaskKeywords, keyword_data, node, TASK_KEYWORDS, "task")
+        if type_name == "add_host" and "run_once" not in keywords.model_fields_set:   # Ansible's: once a batch
+            keywords = keywords.model_copy(update={"run_once": True})
         params_node = node[type_name]
         if params_node is None:
             params_node = yamlsrc.YDict()

@@ -45,6 +45,7 @@ class Parent:
     vars: dict[str, Any]
     params: dict[str, Any]
     defaults: dict[str, Any]
+    entry: str = "main"   # its tasks file being read
 
 
 @dataclass
@@ -61,6 +62,8 @@ class RoleCall:
     # import_role/include_role's allow_duplicates (None: the role's meta says, as for `roles:`; those
     # two run a role again unless they say false)
     allow_duplicates: bool | None = None
+    validate: bool = True   # rolespec_validate: false leaves out the argument_specs check
+    dependency: bool = False   # a meta/main.yml dependency: a role may not depend on itself
     parents: tuple[Parent, ...] = ()
 
 
@@ -129,8 +132,11 @@ def mapping(folder: Path, name: str, what: str) -> dict[str, Any]:
 def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tasks: list[TaskDef],
               handlers: list[TaskDef]) -> Loaded:
     stack = tuple(p.name for p in call.parents)
-    if ref.role in stack:
+    if call.dependency and ref.role in stack:
         raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
+    if any(p.name == ref.role and p.entry == call.tasks_from for p in loader.role_stack):
+        raise PlaybookError(f"role '{ref.role}' imports its own {call.tasks_from} tasks: a recursion with no end",
+                            where)
     path = find_role(loader, ref.role, where)
     meta = loader._optional(path / "meta" / "main.yml")
     if meta is not None and not isinstance(meta, dict):
@@ -143,7 +149,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
                   {**(call.parents[-1].params if call.parents else {}), **ref.params},
-                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults})
+                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from)
     loaded = Loaded()
     deps = (meta or {}).get("dependencies") or []
     if not isinstance(deps, list):
@@ -152,7 +158,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
         dep_ref = role_ref(dep, dep_where, dep, loader.validate)
         dep_call = RoleCall(call.tags | set(ref.tags), blocks=call.blocks, public=call.public,
-                            parents=call.parents + (here,))
+                            parents=call.parents + (here,), dependency=True)
         found = load_role(loader, dep_ref, dep_where, dep_call, tasks, handlers)
         loaded.defaults.update(found.defaults)
         loaded.exports.update(found.exports)
@@ -174,7 +180,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
     finally:
         loader.role_stack.pop()
-    if specs is not None:   # Ansible's first task of the role: its spec against every variable the role sees
+    if specs is not None and call.validate:   # Ansible's first task of the role: its spec, every variable it sees
         options, description = entry_options(specs, call.tasks_from)
         if options:
             role_tasks.insert(0, validation_task(ref.role, call.tasks_from, options, description,

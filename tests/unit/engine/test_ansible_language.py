@@ -159,3 +159,21 @@ def test_argument_specs_are_checked_against_every_variable_the_role_sees(tmp_pat
     failed = hosts["localhost"]["tasks"][0]
     assert code & 4 and failed["status"] == "failed"
     assert "missing required arguments: size" in failed["error"] and "must be one of: slow, fast" in failed["error"]
+
+
+def test_group_by_and_add_host_change_the_runs_inventory_for_later_plays(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - group_by: {key: "made_{{ inventory_hostname }}"}
+            - add_host: {name: "{{ item }}", groups: [extra], ansible_connection: local, colour: blue}
+              loop: [extra1, extra2]
+        - hosts: extra
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ colour }} {{ groups['made_localhost'] }} {{ groups['extra'] | length }}"}
+        """)
+    assert code == 0
+    for host in ("extra1", "extra2"):
+        assert shown(hosts[host]) == [{"msg": "blue ['localhost'] 2"}]
