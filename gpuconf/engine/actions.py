@@ -29,9 +29,6 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)
     if task.type == "set_fact":
-        reserved = [name for name in task.params if str(name).startswith("_ansible_")]
-        if reserved:
-            raise TaskError(f"The variable name '{reserved[0]}' is reserved for internal use only.")
         values = {name: render(value, variables) for name, value in task.params.items() if name != "cacheable"}
         registered.update(values)
         return f"set {', '.join(values)}", {"ansible_facts": values}

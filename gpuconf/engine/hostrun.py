@@ -21,7 +21,7 @@ from gpuconf.engine.entry import Entries
 from gpuconf.engine.executor import HostUnreachable, TaskExecutor
 from gpuconf.engine.flow import BlockRun
 from gpuconf.engine.hostlog import HostLog
-from gpuconf.engine.includes import DYNAMIC, Includes, Outcome
+from gpuconf.engine.includes import DYNAMIC, Includes, Outcome, tasks_need_host
 from gpuconf.engine.meta import Next, run_meta
 from gpuconf.engine.options import not_run_results, task_selected
 from gpuconf.engine.planner import HostPlanner
@@ -90,6 +90,9 @@ class PlayOnHost:
     def _run_tasks(self, tasks: list[TaskDef], nested: bool = False) -> Outcome:
         """Each task in order, with its block's rescue and always; then (for the play's own list)
         the handlers. `nested`: the tasks a dynamic include brought (engine/includes.py)."""
+        if nested and not self.session.connection.connects and self.scope.open_host is not None \
+                and tasks_need_host(tasks):
+            self.scope.open_host(self.session)   # what the include brought reads or writes here
         applied = self.executor.applied
         blocks = BlockRun(tasks)
         for index, task in enumerate(tasks):
@@ -108,6 +111,8 @@ class PlayOnHost:
                 continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
             step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
+            if step == Next.FAIL_HOST:   # no rescue takes it
+                return Outcome(failures=results, stop=True, fatal=True)
             if step == Next.CLEAR_ERRORS:
                 blocks.clear()
             # A health probe that found a failure has still run fine: the other probes go on.
@@ -184,10 +189,16 @@ class PlayOnHost:
                         shared.update({k: v for k, v in self.planner.registered.items()
                                        if k not in before or before[k] is not v})
                     done.set()
-                return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+                return self._included(outcome)
             outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
-            return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+            return self._included(outcome)
         return Next.GO_ON, self.entries.run_entry(task, upcoming, index)
+
+    @staticmethod
+    def _included(outcome: Outcome) -> tuple[Next, list[TaskResult]]:
+        if outcome.fatal:
+            return Next.FAIL_HOST, outcome.failures
+        return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
 
     def flush_handlers(self) -> list[TaskResult]:
         """Run the notified handlers, in the order they are defined, each once (engine/handlers.py);

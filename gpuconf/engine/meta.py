@@ -34,6 +34,7 @@ class Next(Enum):
     FLUSH = "flush handlers"
     END_ROLE = "end role"
     CLEAR_ERRORS = "clear host errors"
+    FAIL_HOST = "fail host"   # not a meta step: what an include that cannot read its file does
     END_HOST = "end host"
     END_BATCH = "end batch"
 

@@ -24,6 +24,7 @@ from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.includes import tasks_need_host
 from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
@@ -42,9 +43,8 @@ from gpuconf.engine.variables import (
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.models import DELEGATE_LOCAL, ENGINE_ACTIONS, Play, Playbook
+from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
-from gpuconf.tasks.registry import TASK_TYPES
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -93,7 +93,7 @@ class Runner:
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self.scope = RunScope(options, self.processors, self.clock, self.plan_cache, self.host_facts,
-                              self.delegate_session, inventory)
+                              self.delegate_session, inventory, self._open)
 
     def play_hosts(self, play: Play) -> list[str]:
         """The play's hosts (within --limit), resolved once per play (every host's `play_hosts`)."""
@@ -323,10 +323,9 @@ class Runner:
 
 def needs_host(play: Play) -> bool:
     """Whether the play asks its hosts anything: facts, or a task (or handler) that reads or writes
-    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible."""
-    return play.keywords.gather_facts or any(
-        task.type not in ENGINE_ACTIONS and not (task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only)
-        or task.keywords.delegate_to for task in play.tasks + play.handlers)
+    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible (what a
+    dynamic include brings opens the connection when it needs it: engine/includes.py)."""
+    return play.keywords.gather_facts or tasks_need_host(play.tasks + play.handlers)
 
 
 def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:

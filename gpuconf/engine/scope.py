@@ -51,3 +51,5 @@ class RunScope:
     open_delegate: Callable[[str], HostSession] | None = None
     # the run's inventory, which add_host and group_by change in memory (engine/inventory_actions.py)
     inventory: Any = None
+    # connects to a host (and takes its run lock) whose play did not need it until an include's tasks
+    open_host: Callable[[HostSession], None] | None = None

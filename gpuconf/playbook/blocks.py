@@ -32,7 +32,6 @@ from gpuconf.playbook.models import (
 )
 from gpuconf.playbook.roles import RoleCall, load_role
 from gpuconf.release.library import find_playbook
-from gpuconf.templating.render import is_template
 
 # `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
 # imports this module, and an import back would be a circle (tests/unit/test_layers.py).
@@ -148,15 +147,14 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     tags = context.tags | set(outer.tags)
     where = node.location(key)
     if key in ("import_role", "include_role"):
-        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role"), outer, True)
+        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role",
+                                  yamlsrc.plain(outer.vars)), outer, True)
     target = node[key]
     if isinstance(target, dict):
         target = target.get("file")
     if not isinstance(target, str) or not target:
         raise PlaybookError(f"{key} names a task file: `{key}: FILE.yml`", where)
-    if is_template(target):
-        raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
-                            "playbook loads (use `when:` on the include to choose)", where)
+    target = loader.render_static(target, key, where, yamlsrc.plain(outer.vars))
     looked = [Path(target)] if Path(target).is_absolute() else [context.here / target] + [
         base / sub / target for base in context.search for sub in ("tasks", "")]   # a role's, the playbook's
     path = next((candidate for candidate in looked if candidate.is_file()), looked[0])
@@ -187,7 +185,7 @@ ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_fr
 
 
 def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context,
-                  imported: bool) -> list[TaskDef]:
+                  imported: bool, own: dict[str, Any] | None = None) -> list[TaskDef]:
     """import_role / include_role: the role where it is named (even if it ran before), its
     dependencies once in the play; import_role's vars and defaults are the play's too, as are
     include_role's with `public: true`."""
@@ -202,7 +200,7 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
         if option in spec and not isinstance(spec[option], str):
             raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
     # an import is read when the playbook loads: a templated name renders with -e and the play's vars
-    spec = {k: loader.render_static(v, f"import_role {k}", where) if isinstance(v, str) else v
+    spec = {k: loader.render_static(v, f"import_role {k}", where, own) if isinstance(v, str) else v
             for k, v in spec.items()}
     public = spec.get("public", imported)
     call = RoleCall(tags, tasks_from=str(spec.get("tasks_from", "main")), vars_from=str(spec.get("vars_from", "main")),
@@ -227,7 +225,7 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     where = node.location("import_playbook")
     if not isinstance(target, str):
         raise PlaybookError("import_playbook names a playbook file", where)
-    target = loader.render_static(target, "import_playbook", where)
+    target = loader.render_static(target, "import_playbook", where, yamlsrc.plain(node.get("vars") or {}))
     # beside the importing playbook, else the playbook of that name shipped with gpuconf (a site's
     # playbooks import the shipped ones by name: `import_playbook: a100-node.yml`)
     choice = find_playbook(target, loader.playbook.parent)

@@ -31,6 +31,7 @@ KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "loop", "lo
             "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger")
 APPLY = ("tags", "become", "become_user", "ignore_errors", "no_log", "when", "vars", "timeout", "run_once",
          "delegate_to", "check_mode", "environment", "any_errors_fatal")
+BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal")
 ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
                 "rolespec_validate", "apply")
 
@@ -75,6 +76,7 @@ def include_entry(loader: Loader, node: yamlsrc.YDict, key: str, context: Any, v
     keywords = validate(TaskKeywords, keyword_data, node, KEYWORDS, key)
     target = params.get("file") if key == "include_tasks" else params.get("name")
     name = keywords.name or (f"include_role : {target}" if key == "include_role" else key)
+    params["own"] = sorted(keywords.model_fields_set)   # the include's own keywords: the rest came from its blocks
     return TaskDef(name=str(name), type=key, params=yamlsrc.plain(params), keywords=keywords,
                    location=node.location(), role=context.role, tags=set(keywords.tags) | context.tags,
                    search_paths=list(context.search), become=keywords.become, become_user=keywords.become_user,
@@ -150,9 +152,13 @@ class IncludeLoader:
         include, the keywords of `apply:`."""
         apply = include.params.get("apply") or {}
         keywords = task.keywords
-        updates = {k: v for k, v in apply.items() if k in ("ignore_errors", "no_log", "timeout", "run_once",
-                                                             "delegate_to", "check_mode")
-                   and k not in keywords.model_fields_set}
+        own = set(include.params.get("own") or ())
+        # what the blocks around the include gave it (not its own keywords) reaches its tasks, then `apply`
+        inherited = {k: getattr(include.keywords, k) for k in BLOCK_INHERITED
+                     if k in include.keywords.model_fields_set and k not in own}
+        updates = {k: v for k, v in {**inherited, **apply}.items()
+                   if k in ("ignore_errors", "no_log", "timeout", "run_once", "delegate_to", "check_mode",
+                            "any_errors_fatal") and k not in keywords.model_fields_set}
         if apply.get("vars"):
             updates["vars"] = {**apply["vars"], **keywords.vars}
         if updates:

@@ -95,13 +95,13 @@ class Loader:
         inner.import_vars = {**self.import_vars, **(import_vars or {})}
         return inner
 
-    def render_static(self, value: str, what: str, where: Location) -> str:
+    def render_static(self, value: str, what: str, where: Location, own: dict[str, Any] | None = None) -> str:
         """A templated name an import or vars_files gives, rendered as Ansible renders it when the
-        playbook loads: with -e and the play's vars (no host's variable is known yet)."""
+        playbook loads: with -e, the import's own `vars` and the play's (no host's is known yet)."""
         if not is_template(value):
             return value
         try:
-            return str(render(value, Vars(self.extra_vars, self.import_vars, self.play_vars)))
+            return str(render(value, Vars(self.extra_vars, own or {}, self.import_vars, self.play_vars)))
         except TemplateError as exc:
             raise PlaybookError(f"{what} '{value}': {exc.message} (it renders when the playbook loads, with -e "
                                 "and the play's vars)", where) from None
