@@ -32,6 +32,7 @@ from gpuconf.playbook.models import (
 )
 from gpuconf.playbook.roles import RoleCall, load_role
 from gpuconf.release.library import find_playbook
+from gpuconf.templating.render import is_template
 
 # `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
 # imports this module, and an import back would be a circle (tests/unit/test_layers.py).
@@ -261,6 +262,9 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
 def check_delegation(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """delegate_to, the supported subset: controller-side steps on localhost, reads on another host."""
     target = str(keywords.delegate_to).strip()
+    if is_template(target) and (type_name in ("probe", "assert", "debug", "set_fact") or (
+            type_name == "command" and keywords.check_mode is False)):
+        return   # wherever it renders to, the task only reads there (or runs on the controller)
     if target in DELEGATE_LOCAL:
         if type_name not in DELEGATE_TO_CONTROLLER:
             raise PlaybookError(f"delegate_to: {target} is supported for {', '.join(DELEGATE_TO_CONTROLLER)} "

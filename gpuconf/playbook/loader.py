@@ -49,9 +49,11 @@ def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, 
 
 def roles_path(playbook: Path, project_dir: Path | None = None, configured: list[Path] | None = None) -> list[Path]:
     """Where roles are looked up, first match wins: `roles/` beside the playbook, the configured
-    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, and the
-    roles shipped with gpuconf, so that a playbook runs from any directory."""
-    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", shipped_roles()]
+    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, the folder of
+    the playbook itself (as Ansible), and the roles shipped with gpuconf, so that a playbook runs
+    from any directory."""
+    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", playbook.parent,
+            shipped_roles()]
     return list(dict.fromkeys(p.resolve() for p in dirs))
 
 

@@ -96,7 +96,11 @@ def find_role(loader: Loader, name: str, where: Location) -> Path:
 
 
 def role_file(folder: Path, name: str) -> Path | None:
-    """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder)."""
+    """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder); a name
+    that leads outside the role's folder is refused, as Ansible refuses it."""
+    if not (folder / name).resolve().is_relative_to(folder.resolve()):
+        raise PlaybookError(f"Unable to retrieve file contents: could not find or access '{name}' as it is not inside "
+                            f"the expected role path {folder}", Location(str(folder), 1, 1))
     if name.endswith((".yml", ".yaml", ".json")):
         return folder / name if (folder / name).exists() else None
     for candidate in (folder / f"{name}.yml", folder / f"{name}.yaml", folder / f"{name}.json", folder / name):

@@ -230,3 +230,21 @@ def test_become_user_of_a_role_and_an_include_reaches_their_tasks(tmp_path, caps
     assert code == 0, data
     assert (shared_dir / "role").read_text() == "nobody\n"
     assert (shared_dir / "included").read_text() == "nobody\n"
+
+
+def test_a_templated_delegate_of_a_controller_task_loads_and_runs(tmp_path, capsys):
+    playbook = write(tmp_path, "site.yml", """\
+        - hosts: h1
+          gather_facts: false
+          vars: {other: h2}
+          tasks:
+            - name: said
+              debug: {msg: "from {{ inventory_hostname }}"}
+              delegate_to: "{{ other }}"
+            - name: set
+              set_fact: {seen: yes}
+              delegate_to: "{{ other }}"
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook, "h1,h2")
+    assert code == 0, data
+    assert statuses(data) == [("said", "ok"), ("set", "ok")]
