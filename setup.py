@@ -2,7 +2,8 @@
 
 The roles and playbooks live at the top of the repository (`roles/`, `playbooks/`), where a checkout
 and its users expect them; the wheel carries them as `gpuconf/library/roles` and
-`gpuconf/library/playbooks`, copied here at build time, so git holds one copy
+`gpuconf/library/playbooks` (and `inventories/image`, for `-i image` in an image build), copied here
+at build time, so git holds one copy
 (gpuconf/release/library.py finds either). Links are followed: the agent role's copies of
 scripts/gpuconf-gate and scripts/gpuconf-healthcheck are links to them.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-LIBRARY = ("roles", "playbooks")
+LIBRARY = ("roles", "playbooks", "inventories/image")   # the image inventory: this machine in every node group
 HERE = Path(__file__).resolve().parent
 
 

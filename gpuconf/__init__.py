@@ -1,3 +1,3 @@
 """gpuconf: declarative remediation for GPU servers."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -108,7 +108,8 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean '{matches[0]}'?)" if matches else ""
 
 
-def validation_message(exc: ValidationError, allowed: tuple[str, ...] | list[str] = ()) -> tuple[tuple, str]:
+def validation_message(exc: ValidationError,
+                       allowed: tuple[str, ...] | list[str] = ()) -> tuple[tuple[int | str, ...], str]:
     """The first pydantic error as (path, readable message)."""
     error = exc.errors()[0]
     loc = tuple(error["loc"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 class Final:
@@ -40,7 +40,7 @@ def _sealed(cls: type) -> type:
                 return NotImplemented
             return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(cls) if f.compare)
 
-        def new(twin: type, *args: Any, **kwargs: Any) -> Any:   # a copy (replace, copy.copy) is not sealed
+        def new(twin: type, *args: object, **kwargs: object) -> Any:   # a copy (replace, copy.copy) is not sealed
             return cls(*args, **kwargs) if args or kwargs else object.__new__(cls)
 
         twin = _SEALED[cls] = type(cls.__name__, (cls,), {
@@ -59,6 +59,8 @@ class Status(str, Enum):
     UNREACHABLE = "unreachable"
     REBOOT_PENDING = "reboot_pending"  # apply: a required reboot was not allowed (local mode without --reboot)
 
+
+Verb = Literal["check", "apply"]  # what a run does: check (reads only) or apply
 
 EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 4, 8, 130
 EXIT_REBOOT_PENDING = 16  # apply converged what it could, but a reboot it needs has not happened
@@ -96,6 +98,11 @@ class Finding(Final):
     code: FaultCode | None = None  # the Xid or SXid it reports
     count: int | None = None  # how often it was seen (an Xid's lines this boot, errors counted)
     rule: str | None = None  # the table row that decided severity and action ("xid_catalog.csv: 79")
+
+    @property
+    def fails(self) -> bool:
+        """The finding fails its task (and its host), whatever the task itself did: a health failure."""
+        return self.severity == "failure"
 
 
 @dataclass
@@ -140,7 +147,14 @@ class TaskResult(Final):
     @property
     def unhealthy(self) -> bool:
         """A health probe found a failure (the task is failed, but the probe itself ran)."""
-        return any(f.severity == "failure" for f in self.findings)
+        return any(f.fails for f in self.findings)
+
+    @property
+    def failed(self) -> bool:
+        """The task counts against its host: it failed, or its state could not be known (unknown),
+        and it does not ignore errors. The one definition (Nornir's `Result.failed`): the recap, the
+        exit code, the retry file, check --slurm's drain and remediate all read it."""
+        return self.status in (Status.FAILED, Status.UNKNOWN) and not self.ignored
 
 
 @dataclass
@@ -158,7 +172,18 @@ class HostResult(Final):
 
     @property
     def failed(self) -> bool:
-        return any(t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored for t in self.tasks)
+        """A task of the host failed (TaskResult.failed); an unreachable host is `unreachable`."""
+        return any(t.failed for t in self.tasks)
+
+    def failed_under(self, strict: bool) -> bool:
+        """Failed, or, under --strict, warned: what sets exit bit 4 (and fills the retry file)."""
+        return self.failed or (strict and self.warned)
+
+    def unclean(self, strict: bool = False) -> list[TaskResult]:
+        """The tasks that keep the host from being clean, in order: the failed ones, the drifted
+        ones and, under --strict, the ones with health warnings. remediate drains a host that has
+        any; check --slurm drains one by the same tasks (its own rules on top: scheduler/healthcheck.py)."""
+        return [t for t in self.tasks if t.failed or t.status == Status.WOULD_CHANGE or (strict and t.warnings)]
 
     @property
     def warned(self) -> bool:
@@ -220,7 +245,7 @@ class Section(Protocol):
 
 @dataclass
 class RunResult(Final):
-    verb: str
+    verb: Verb
     playbook: str
     inventory: str
     started: float
@@ -234,6 +259,11 @@ class RunResult(Final):
     deadline_reached: bool = False  # tasks left were marked unknown
     budget_spent: str = ""  # max_fail_percentage stopped the run: why (the hosts left are not started)
     sections: list[Section] = field(default_factory=list)  # what the steps after the tasks added
+
+    def failed_hosts(self) -> dict[str, HostResult]:
+        """The hosts that failed (under --strict, warned too) or were unreachable, in inventory
+        order: Nornir's `AggregatedResult.failed_hosts`."""
+        return {name: host for name, host in self.hosts.items() if host.unreachable or host.failed_under(self.strict)}
 
     def seal(self) -> None:
         """The run has ended: from now on every result of it is read-only."""
@@ -267,7 +297,7 @@ class RunResult(Final):
         for host in self.hosts.values():
             if host.unreachable:
                 code |= EXIT_UNREACHABLE
-            if host.failed or (self.strict and host.warned):
+            if host.failed_under(self.strict):
                 code |= EXIT_FAILED
             if self.verb == "check" and host.drifted:
                 code |= EXIT_DRIFT

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # What a wheel is built from (MANIFEST.in and setup.py say the same for an sdist)
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md",
-           "gpuconf", "roles", "playbooks", "scripts")
+           "gpuconf", "roles", "playbooks", "scripts", "inventories/image")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.retry", "build", "*.egg-info")
 
 
@@ -26,7 +26,7 @@ def build_wheel(dest: Path, version: str | None = None) -> Path:
     for name in SOURCES:
         path = ROOT / name
         if path.is_dir():
-            shutil.copytree(path, source / name, ignore=_IGNORE)
+            shutil.copytree(path, source / name, ignore=_IGNORE, symlinks=True)
         elif path.exists():
             shutil.copy(path, source / name)
     if version is not None:

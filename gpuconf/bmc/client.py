@@ -88,9 +88,10 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - the library raises its own, requests' and ssl's
             raise BmcError(f"{endpoint.url}: cannot log in: {describe(exc)}") from None
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        """The Redfish library's GET or POST (its response object: the JSON boundary)."""
         try:
-            return getattr(self._client, method)(path, **kwargs)
+            return getattr(self._client, method)(path, **options)
         except Exception as exc:  # noqa: BLE001
             raise BmcError(f"{self.endpoint.url}: {method.upper()} {path}: {describe(exc)}") from None
 

@@ -65,18 +65,19 @@ def read_inventory(endpoint: BmcEndpoint) -> BmcInventory:
         session.close()
 
 
-def inventory_fact(endpoint: BmcEndpoint) -> Fact:
+def inventory_fact(endpoint: BmcEndpoint) -> Fact[BmcInventory]:
     """The BMC's inventory as a fact read on the controller. Its key names the BMC, never the
     credentials; a BMC that cannot be read is a FactUnavailable with the reason (status unknown)."""
-    def read() -> Any:
+    def read() -> BmcInventory | FactUnavailable:
         try:
             return read_inventory(endpoint)
         except BmcError as exc:
             return FactUnavailable(str(exc))
 
-    def parse(value: Any) -> Any:
+    def parse(value: Any) -> BmcInventory:
         if isinstance(value, FactUnavailable):
             raise value
-        return value
+        inventory: BmcInventory = value
+        return inventory
 
     return Fact(f"bmc:{endpoint.url}:inventory", {"op": "host"}, parse, controller=read)

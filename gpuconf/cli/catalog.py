@@ -2,7 +2,6 @@
 newest point release is; with --from-redistrib, what NVIDIA's release data says to update."""
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 from pathlib import Path
 
@@ -37,12 +36,14 @@ def table(today: dt.date) -> list[str]:
     return lines
 
 
-def show(args: argparse.Namespace, today: dt.date) -> int:
-    if not args.from_redistrib:
+def show(today: dt.date, redistrib: list[str] | None = None) -> int:
+    """The catalog's table as of `today`; with `redistrib` (--from-redistrib), the point releases
+    those NVIDIA release manifests propose to add."""
+    if not redistrib:
         print("\n".join(table(today)))
         return 0
     found: list[releases.Release] = []
-    for name in args.from_redistrib:
+    for name in redistrib:
         path = Path(name)
         # a regular file of bounded size: /dev/zero or a FIFO would never end (README, "Input")
         text = read_source(path, UsageError).decode("utf-8", errors="replace")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from gpuconf.bmc.client import BmcEndpoint, BmcError
 from gpuconf.bmc.fleet import as_json, fleet_rows, render
 from gpuconf.bmc.read import read_inventory
 from gpuconf.cli.config import load_config
 from gpuconf.cli.load import inventory_spec, project_dirs, unlock_vaults
+from gpuconf.cli.options import Sources
 from gpuconf.engine.options import FORKS
 from gpuconf.errors import UsageError
 from gpuconf.facts.redfish import BmcInventory, PayloadError
@@ -21,12 +21,12 @@ from gpuconf.inventory.patterns import narrow
 from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE
 
 
-def run(args: Any) -> int:
+def run(sources: Sources, forks: int | None = None, json_output: bool = False) -> int:
     config = load_config()
-    if not (args.inventory or config.inventory):
+    if not (sources.inventory or config.inventory):
         raise UsageError("gpuconf firmware -i INVENTORY [--limit PATTERN]")
-    unlock_vaults(args, config)
-    inventory = narrow(load_inventory(inventory_spec(args, config), project_dirs(None)), args.limit)
+    unlock_vaults(sources.vault, config)
+    inventory = narrow(load_inventory(inventory_spec(sources, config), project_dirs(None)), sources.limit)
     hosts = sorted(inventory.hosts)
     found: dict[str, BmcInventory] = {}
     problems: dict[str, str] = {}
@@ -41,10 +41,10 @@ def run(args: Any) -> int:
         except (BmcError, PayloadError) as exc:
             problems[host] = str(exc)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(args.forks or config.forks or FORKS, len(hosts) or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(forks or config.forks or FORKS, len(hosts) or 1))) as pool:
         list(pool.map(one, hosts))
     rows = fleet_rows(found)
-    if args.format == "json":
+    if json_output:
         print(json.dumps(as_json(rows, problems), indent=2))
     else:
         print(render(rows, problems, len(hosts)))

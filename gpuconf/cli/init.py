@@ -6,6 +6,7 @@ is written into a temporary directory beside DIR and moved into place at the end
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -47,7 +48,7 @@ def init_site(directory: Path) -> list[str]:
     return sorted(files)
 
 
-def init(args) -> int:
+def init(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     written = init_site(directory)
     print(f"gpuconf init: wrote a site in {directory} ({len(written)} files): inventory inventories/prod "

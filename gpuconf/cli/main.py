@@ -209,8 +209,10 @@ def _schedule_options(parser: argparse.ArgumentParser) -> None:
                                           "and these options; nothing is installed.")
     show.add_argument("--interval", help="how often the check runs, a systemd time span (default 1h)")
     show.add_argument("--randomized-delay", help="RandomizedDelaySec: spread over the fleet (default 15min)")
-    show.add_argument("--playbook", help="the playbook, relative to the checkout (default playbooks/a100-node.yml)")
-    show.add_argument("-i", "--inventory", help="the inventory, relative to the checkout (default inventories/prod)")
+    show.add_argument("--playbook", help="a playbook shipped with gpuconf, by name, or a path on the node "
+                      "(default gpu-health.yml)")
+    show.add_argument("-i", "--inventory", help="the node's inventory (default /etc/gpuconf/inventory.yml, which "
+                      "gpuconf-agent.yml writes)")
     show.add_argument("--host", help="this node's inventory name (default: this machine's hostname)")
     show.add_argument("--deadline", type=float, help="seconds a check may take (default 300)")
     show.add_argument("--textfile-dir", help="node_exporter's textfile directory")
@@ -357,9 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        from gpuconf.cli import verbs as commands
+        from gpuconf.cli.verbs import VERBS
 
-        return getattr(commands, args.command)(args)
+        return VERBS[args.command](args)
     except GpuconfError as exc:
         print(f"gpuconf: error: {exc}", file=sys.stderr)
         return exc.exit_bit

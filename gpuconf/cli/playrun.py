@@ -7,14 +7,25 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
 
-from gpuconf.cli.load import load_run, run_options, split_list, started
+from gpuconf.cli.load import load_run, run_options, started
 from gpuconf.errors import UsageError
 
+if TYPE_CHECKING:
+    from gpuconf.cli.options import PlaybookRun
+    from gpuconf.engine.options import RunOptions
+    from gpuconf.engine.planner import HostPlan
+    from gpuconf.inventory.hosts import Inventory
+    from gpuconf.playbook.models import Playbook
+    from gpuconf.results import RunResult, Verb
+    from gpuconf.scheduler.step import SchedulerStep
 
-def scheduler_step(args: Any, inventory: Any) -> Any:
+
+def scheduler_step(run: PlaybookRun, inventory: Inventory) -> SchedulerStep:
     """`check --slurm`: the step after the run that drains and resumes each host's Slurm node
     (gpuconf/scheduler/step.py); the node's name is the host's, or its `slurm_node_name`."""
     from gpuconf.scheduler.slurm import Slurm
@@ -23,60 +34,61 @@ def scheduler_step(args: Any, inventory: Any) -> Any:
     nodes = {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in inventory.hosts}
     # on the node itself (HealthCheckProgram) only failures drain: drift is remediate's, in waves,
     # never every node at once (docs/slurm.md)
-    return SchedulerStep(Slurm.name, Slurm, nodes, drift_drains=args.connection != "local",
-                         state_path=args.slurm_state or STATE_PATH)
+    return SchedulerStep(Slurm.name, Slurm, nodes, drift_drains=run.sources.connection != "local",
+                         state_path=run.slurm_state or STATE_PATH)
 
 
-def run_playbook(args: Any, verb: str) -> int:
+def run_playbook(run: PlaybookRun, verb: Verb) -> int:
     from gpuconf.engine.runner import Runner
     from gpuconf.inventory.patterns import match_hosts, narrow
-    from gpuconf.report.outputs import OutputOptions, human_stream, write_outputs
+    from gpuconf.report.outputs import human_stream, write_outputs
     from gpuconf.report.text import TextReporter, stop_writing
 
-    if args.deadline is not None and not args.deadline > 0:
-        raise UsageError(f"--deadline {args.deadline:g}: give a number of seconds above 0")
-    if args.retry_file == "":
+    deadline = run.flags.deadline
+    if deadline is not None and not deadline > 0:
+        raise UsageError(f"--deadline {deadline:g}: give a number of seconds above 0")
+    if run.retry_file == "":
         raise UsageError("--retry-file needs a path (--no-retry-file writes none)")
-    slurm = getattr(args, "slurm", False)
-    if slurm and args.deadline is None:
+    if run.slurm and deadline is None:
         from gpuconf.scheduler.slurm import DEADLINE
 
-        args.deadline = DEADLINE  # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
-    inventory, playbook, extra, config = load_run(args)
+        # slurmd kills a HealthCheckProgram after 60 s (gpuconf/scheduler/slurm.py)
+        run = dataclasses.replace(run, flags=dataclasses.replace(run.flags, deadline=DEADLINE))
+    inventory, playbook, extra, config = load_run(run.sources)
     if verb == "check":
         from gpuconf.playbook.checkmode import refuse_writes_in_check
 
         refuse_writes_in_check(playbook)
-    if args.verbose:  # a site's own file of that name wins over the shipped one: say which ran
+    if run.flags.verbose:  # a site's own file of that name wins over the shipped one: say which ran
         from gpuconf.release.library import describe_playbook
 
         print(describe_playbook(playbook.path), file=sys.stderr)
-    if args.syntax_check:
+    if run.syntax_check:
         tasks = sum(len(p.tasks) for p in playbook.plays)
-        print(f"{args.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")
+        print(f"{run.playbook}: syntax ok ({len(playbook.plays)} play(s), {tasks} task(s))")
         return 0
-    if args.start_at_task:
-        playbook = start_at(playbook, args.start_at_task)
-    if args.list_hosts or args.list_tasks:
-        list_plays(playbook, narrow(inventory, args.limit), args,
-              (lambda: run_options(args, config, verb, extra)) if args.verbose else None)
+    if run.start_at_task:
+        playbook = start_at(playbook, run.start_at_task)
+    if run.list_hosts or run.list_tasks:
+        list_plays(playbook, narrow(inventory, run.sources.limit), run,
+                   (lambda: run_options(run.flags, config, verb, extra, run.sources)) if run.flags.verbose else None)
         return 0
     if not any(match_hosts(inventory, play.hosts) for play in playbook.plays):
         # Ansible says "no hosts matched" and exits 0: an image build would pass having done nothing
         wanted = ", ".join(dict.fromkeys(str(play.hosts) for play in playbook.plays))
         raise UsageError(f"no host of {inventory.source} is in the plays' hosts ({wanted}): nothing would run. "
                          "For an image build use -i image (this machine in every node group)")
-    inventory = narrow(inventory, args.limit)
-    tags_select_something(playbook, split_list(args.tags), split_list(args.skip_tags))
-    options = run_options(args, config, verb, extra)
-    outputs = OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html)
+    inventory = narrow(inventory, run.sources.limit)
+    tags_select_something(playbook, set(run.flags.tags), set(run.flags.skip_tags))
+    options = run_options(run.flags, config, verb, extra, run.sources)
+    outputs = run.outputs
     outputs.preflight()
-    reporter = TextReporter(stream=human_stream(outputs), verbose=args.verbose, diff=args.diff, verb=verb)
+    reporter = TextReporter(stream=human_stream(outputs), verbose=run.flags.verbose, diff=run.flags.diff, verb=verb)
     runner = Runner(inventory, playbook, options,
-                    processors=[reporter, *([scheduler_step(args, inventory)] if slurm else [])])
+                    processors=[reporter, *([scheduler_step(run, inventory)] if run.slurm else [])])
     previous = signal.getsignal(signal.SIGINT)
 
-    def interrupt(signum, frame):  # no new task starts; in-flight commands finish or time out
+    def interrupt(signum: int, frame: FrameType | None) -> None:  # no new task starts; in-flight commands end
         runner.stop_event.set()
 
     if threading.current_thread() is threading.main_thread():
@@ -90,7 +102,9 @@ def run_playbook(args: Any, verb: str) -> int:
     reporter.recap(result)
     # `gpuconf check ... | head`: once the reader leaves, the rest goes nowhere (the report files are still
     # written) and the exit code still tells the run
-    for step in (lambda: retry_file(args, result, human_stream(outputs)), lambda: write_outputs(result, outputs)):
+    steps: list[Callable[[], None]] = [lambda: retry_file(run, result, human_stream(outputs)),
+                                       lambda: write_outputs(result, outputs)]
+    for step in steps:
         try:
             step()
         except BrokenPipeError:
@@ -98,7 +112,7 @@ def run_playbook(args: Any, verb: str) -> int:
     return result.exit_code
 
 
-def start_at(playbook: Any, name: str) -> Any:
+def start_at(playbook: Playbook, name: str) -> Playbook:
     """--start-at-task: the playbook from the first task with this name (as `role : name` too) on."""
     import dataclasses
 
@@ -113,26 +127,27 @@ def start_at(playbook: Any, name: str) -> Any:
     raise UsageError(f"--start-at-task '{name}': no task has that name{did_you_mean(name, names)}")
 
 
-def list_plays(playbook: Any, inventory: Any, args: Any, plan_options: Any = None) -> None:
+def list_plays(playbook: Playbook, inventory: Inventory, run: PlaybookRun,
+               plan_options: Callable[[], RunOptions] | None = None) -> None:
     """--list-hosts and --list-tasks, as Ansible prints them; with -v, --list-tasks also prints
     each host's plan (gpuconf/engine/planner.py): connecting to no host."""
     from gpuconf.engine.options import task_selected
     from gpuconf.inventory.patterns import match_hosts
 
-    tags, skip = split_list(args.tags), split_list(args.skip_tags)
+    tags, skip = set(run.flags.tags), set(run.flags.skip_tags)
     runner = None
-    if args.list_tasks and plan_options is not None:
+    if run.list_tasks and plan_options is not None:
         from gpuconf.engine.runner import Runner
 
         runner = Runner(inventory, playbook, plan_options())
-    print(f"playbook: {args.playbook}")
+    print(f"playbook: {run.playbook}")
     for number, play in enumerate(playbook.plays, 1):
         hosts = match_hosts(inventory, play.hosts)
         print(f"\n  play #{number} ({play.hosts}): {play.name}")
-        if args.list_hosts:
+        if run.list_hosts:
             print(f"    pattern: {play.hosts}\n    hosts ({len(hosts)}):")
             print("\n".join(f"      {host}" for host in hosts))
-        if args.list_tasks:
+        if run.list_tasks:
             print("    tasks:")
             selected = [task for task in play.tasks if task_selected(task, tags, skip)]
             for task in selected:
@@ -145,7 +160,7 @@ def list_plays(playbook: Any, inventory: Any, args: Any, plan_options: Any = Non
                 print("\n".join(f"      {line}" for line in plan_lines(runner.planner(play, host).plan(selected))))
 
 
-def plan_lines(plan: Any) -> list[str]:
+def plan_lines(plan: HostPlan) -> list[str]:
     """A host's plan, a few lines a task: its params and reads, or why it waits for the host."""
 
     lines = []
@@ -163,7 +178,7 @@ def plan_lines(plan: Any) -> list[str]:
     return lines
 
 
-def tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None:
+def tags_select_something(playbook: Playbook, tags: set[str], skip: set[str]) -> None:
     """A tag filter that selects no task would report "in sync" having checked nothing: a false green
     on a drift check. Tasks tagged `always` do not count: they run whatever the filter says."""
     from gpuconf.engine.options import task_selected
@@ -192,14 +207,14 @@ def tags_select_something(playbook: Any, tags: set[str], skip: set[str]) -> None
                      f"{', '.join(known) or '(none)'}")
 
 
-def retry_file(args: Any, result, stream) -> None:
+def retry_file(run: PlaybookRun, result: RunResult, stream: TextIO) -> None:
     """List the failed and unreachable hosts for `--limit @FILE`; a problem writing it is a warning,
     never a change to what the run reports."""
     from gpuconf.cli import retry
 
-    if args.no_retry_file:
+    if run.no_retry_file:
         return
-    path = Path(args.retry_file) if args.retry_file else retry.default_path(args.playbook)
+    path = Path(run.retry_file) if run.retry_file else retry.default_path(run.playbook)
     try:
         written = retry.update(result, path)
     except OSError as exc:

@@ -26,8 +26,9 @@ def default_path(playbook: str | Path) -> Path:
 
 
 def hosts_to_retry(run: RunResult) -> list[str]:
-    """Failed (a task failed or its state is unknown) and unreachable hosts, in inventory order."""
-    return [name for name, host in run.hosts.items() if host.unreachable or host.failed]
+    """Failed (a task failed or its state is unknown; under --strict, warned) and unreachable hosts,
+    in inventory order: the hosts behind exit bits 4 and 8."""
+    return list(run.failed_hosts())
 
 
 def update(run: RunResult, path: Path) -> Path | None:

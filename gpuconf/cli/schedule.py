@@ -23,8 +23,10 @@ TIME_SPAN = re.compile(r"^\s*(\d+(\.\d+)?\s*(us|ms|s|sec|second|seconds|m|min|mi
 
 
 def role_dir(project: Path | None = None) -> Path:
-    """The role in this project's roles/ (the current directory's), else beside the package."""
-    candidates = [(project or Path.cwd()) / "roles" / ROLE, Path(__file__).resolve().parents[1] / "roles" / ROLE]
+    """The role in this project's roles/ (the current directory's), else the one shipped with gpuconf."""
+    from gpuconf.release.library import shipped_roles
+
+    candidates = [(project or Path.cwd()) / "roles" / ROLE, shipped_roles() / ROLE]
     for candidate in candidates:
         if (candidate / "tasks" / "main.yml").is_file():
             return candidate

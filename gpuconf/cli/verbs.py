@@ -1,17 +1,21 @@
-"""What each CLI verb does, given parsed arguments (the shared loading is cliload.py; check and
-apply are playrun.py)."""
+"""What each CLI verb does, given its parsed arguments: argparse ends here. Each verb turns its
+namespace into typed options (cli/options.py, or the options type of the package it calls) and
+passes those on; the shared loading is load.py, check and apply are playrun.py."""
 from __future__ import annotations
 
 import json
 import math
 import sys
+from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuconf.cli.load import (
     inventory_spec,
     load_run,
     project_dirs,
+    project_root,
     run_day,
     run_options,
     started,
@@ -21,50 +25,104 @@ from gpuconf.cli.load import (
 from gpuconf.cli.playrun import run_playbook
 from gpuconf.errors import GpuconfError, UsageError
 
-
-def check(args: Any) -> int:
-    return run_playbook(args, "check")
-
-
-def apply(args: Any) -> int:
-    return run_playbook(args, "check" if args.check_mode else "apply")  # -C/--check, as ansible-playbook's
+if TYPE_CHECKING:
+    from gpuconf.cli.options import PlaybookRun, Sources
+    from gpuconf.connection.resolve import ConnectionKind
 
 
-def remediate(args: Any) -> int:
+def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
+                 slurm_state: str | None = None) -> PlaybookRun:
+    """check's and apply's options (cli/main.py _run_options), with --reboot (apply's) and --slurm
+    (check's) as the verb passes them."""
+    from gpuconf.cli.options import PlaybookRun, RunFlags, split_list
+    from gpuconf.report.outputs import OutputOptions
+
+    flags = RunFlags(
+        tags=split_list(args.tags), skip_tags=split_list(args.skip_tags), diff=args.diff, forks=args.forks,
+        accept_new_host_keys=args.accept_new_host_keys, detailed_exitcodes=args.detailed_exitcodes,
+        deadline=args.deadline, lock_wait=args.lock_wait, ask_become_pass=args.ask_become_pass,
+        reboot=reboot, strict=args.strict, verbose=args.verbose, step=args.step,
+        today=args.today, force_handlers=args.force_handlers)
+    return PlaybookRun(
+        sources_of(args, connection=args.connection, playbook=args.playbook, limit=args.limit,
+                   extra_vars=args.extra_vars), flags,
+        OutputOptions(args.format, args.report, args.junit, args.prometheus, args.html),
+        retry_file=args.retry_file, no_retry_file=args.no_retry_file, syntax_check=args.syntax_check,
+        list_hosts=args.list_hosts, list_tasks=args.list_tasks, start_at_task=args.start_at_task,
+        slurm=slurm, slurm_state=slurm_state)
+
+
+def sources_of(args: Namespace, *, connection: ConnectionKind | None = None, playbook: str | None = None,
+               limit: str | None = None, extra_vars: list[str] | None = None, vault: bool = True) -> Sources:
+    """-i (every verb that loads an inventory has it; check and apply take several), with what the
+    verb has besides, as it names them."""
+    from gpuconf.cli.options import Sources, VaultOptions
+
+    given = args.inventory if isinstance(args.inventory, list) else [args.inventory] if args.inventory else []
+    return Sources(tuple(given), connection, limit, playbook, tuple(extra_vars or ()),
+                   VaultOptions.from_args(args) if vault else VaultOptions())
+
+
+def check(args: Namespace) -> int:
+    return run_playbook(playbook_run(args, slurm=args.slurm, slurm_state=args.slurm_state), "check")
+
+
+def apply(args: Namespace) -> int:
+    # -C/--check, as ansible-playbook's: `apply -C` is `gpuconf check`
+    return run_playbook(playbook_run(args, reboot=args.reboot), "check" if args.check_mode else "apply")
+
+
+def remediate(args: Namespace) -> int:
     """The closed loop over Slurm (gpuconf/remediate/, docs/remediate.md)."""
+    from gpuconf.cli.options import RunFlags
+    from gpuconf.files.state import state_dir
     from gpuconf.inventory.patterns import narrow
-    from gpuconf.remediate.command import load_health, run
+    from gpuconf.remediate.command import RemediateOptions, load_health, run, settings
     from gpuconf.remediate.people import reset_breaker
 
     if args.reset_breaker:
-        return reset_breaker(args)
+        return reset_breaker(state_dir(args.state_dir))
     if args.playbook is None:
         raise UsageError("remediate: give the PLAYBOOK (only --reset-breaker runs without one)")
-    inventory, playbook, extra, config = load_run(args)
-    project = next((d for d in project_dirs(args.playbook) if (d / "roles").is_dir()), Path.cwd())
-    health = load_health(args.health, args.playbook, project, config.roles_path)
-    options = run_options(args, config, "check", extra)
+    remediation = RemediateOptions(
+        settings(max_unavailable=args.max_unavailable, drain_timeout=args.drain_timeout,
+                 lemon_after=args.lemon_after, lemon_window=args.lemon_window, breaker=args.breaker,
+                 breaker_window=args.breaker_window, restart_app_window=args.restart_app_window,
+                 hold_after_reboots=args.hold_after_reboots, reboot_window=args.reboot_window),
+        state_dir(args.state_dir), check=args.check, report=Path(args.report) if args.report else None)
+    sources = sources_of(args, connection=args.connection, playbook=args.playbook, limit=args.limit,
+                         extra_vars=args.extra_vars)
+    flags = RunFlags(forks=args.forks, accept_new_host_keys=args.accept_new_host_keys, lock_wait=args.lock_wait,
+                     ask_become_pass=args.ask_become_pass, strict=args.strict, today=args.today)
+    inventory, playbook, extra, config = load_run(sources)
+    health = load_health(args.health, args.playbook, project_root(args.playbook), config.roles_path)
+    options = run_options(flags, config, "check", extra, sources)
     started()
-    return run(args, narrow(inventory, args.limit), playbook, health, options)
+    return run(remediation, narrow(inventory, args.limit), playbook, health, options)
 
 
-def hardware(args: Any) -> int:
+def hardware(args: Namespace) -> int:
+    from gpuconf.files.state import state_dir
     from gpuconf.remediate.people import hardware as show
 
-    return show(args)
+    return show(state_dir(args.state_dir), as_json=args.format == "json", ask_scheduler=args.scheduler)
 
 
-def history(args: Any) -> int:
+def history(args: Namespace) -> int:
+    from gpuconf.files.state import state_dir
     from gpuconf.remediate.command import history as show
 
-    return show(args)
+    return show(args.host, state_dir(args.state_dir), as_json=args.format == "json")
 
 
-def validate(args: Any) -> int:
+def validate(args: Namespace) -> int:
+    from gpuconf.cli.options import Sources, VaultOptions
     from gpuconf.engine.validate import validate as run_validate
     from gpuconf.inventory.patterns import match_hosts, narrow
 
-    inventory, playbook, extra, _ = load_run(args)
+    sources = Sources((args.inventory,) if args.inventory else (), None, args.limit, args.playbook,
+                      tuple(args.extra_vars), VaultOptions.from_args(args))
+    inventory, playbook, extra, _ = load_run(sources)
     inventory = narrow(inventory, args.limit)
     problems = run_validate(inventory, playbook, extra)
     errors = [p for p in problems if ": warning: " not in p]
@@ -80,15 +138,17 @@ def validate(args: Any) -> int:
     return 0
 
 
-def inventory(args: Any) -> int:
+def inventory(args: Namespace) -> int:
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import Sources, VaultOptions
     from gpuconf.engine.secrets import MASK, secret_values
     from gpuconf.errors import did_you_mean
     from gpuconf.inventory.hosts import load_inventory
 
     config = load_config()
-    unlock_vaults(args, config)
-    inv = load_inventory(inventory_spec(args, config), project_dirs(None))
+    unlock_vaults(VaultOptions.from_args(args), config)
+    inv = load_inventory(inventory_spec(Sources((args.inventory,) if args.inventory else ()), config),
+                         project_dirs(None))
     if sum(1 for given in (args.host, args.graph, args.list) if given) > 1:
         raise UsageError("inventory: give one of --host, --graph and --list")
     if args.graph:  # names only: no variable, so no secret, is shown
@@ -118,20 +178,20 @@ def inventory(args: Any) -> int:
     return 0
 
 
-def init(args: Any) -> int:
+def init(args: Namespace) -> int:
     from gpuconf.cli.init import init as write_site
 
     return write_site(args)
 
 
-def tasks(args: Any) -> int:
+def tasks(args: Namespace) -> int:
     from gpuconf.tasks.docs import describe, list_types
 
     print(describe(args.name) if args.name else list_types())
     return 0
 
 
-def roles(args: Any) -> int:
+def roles(args: Namespace) -> int:
     from gpuconf.cli.config import load_config
     from gpuconf.playbook.loader import roles_path
     from gpuconf.playbook.roledocs import describe_roles
@@ -145,9 +205,9 @@ def roles(args: Any) -> int:
     return 0
 
 
-def facts(args: Any) -> int:
-    from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.runner import default_connection
+def facts(args: Namespace) -> int:
+    from gpuconf.cli.options import RunFlags
+    from gpuconf.connection.resolve import connect
     from gpuconf.engine.session import HostSession
     from gpuconf.errors import did_you_mean
     from gpuconf.facts import gather
@@ -164,16 +224,16 @@ def facts(args: Any) -> int:
     if not args.host or not (args.inventory or config.inventory):
         raise UsageError("gpuconf facts HOST -i INVENTORY [-s SUBJECT,...] (or --list)")
     subjects = list(dict.fromkeys(n.strip() for item in args.subject for n in item.split(",") if n.strip()))
-    unlock_vaults(args, config)   # a BMC's password, for -s firmware
+    sources = sources_of(args, connection=args.connection)
+    unlock_vaults(sources.vault, config)   # a BMC's password, for -s firmware
     for name in subjects:
         if name not in SUBJECTS:
             raise UsageError(f"unknown subject '{name}'{did_you_mean(name, SUBJECTS)} (gpuconf facts --list)")
-    inv = load_inventory(inventory_spec(args, config), project_dirs(None))
+    inv = load_inventory(inventory_spec(sources, config), project_dirs(None))
     if args.host not in inv.hosts:
         raise GpuconfError(f"host '{args.host}' is not in {inv.source}{did_you_mean(args.host, inv.hosts)}")
-    spec = ConnectionSpec.from_vars(args.host, inv.host_vars(args.host),
-                                    {"connection": args.connection} if args.connection else None)
-    connection = default_connection(spec, run_options(args, config))
+    reach = run_options(RunFlags(accept_new_host_keys=args.accept_new_host_keys), config, sources=sources).reach
+    connection = connect(inv, args.host, reach)
     session = HostSession(args.host, connection)
     wanted = gather.fact_requests() + subject_reads(subjects)
     bmc = bmc_read(args.host, inv.host_vars(args.host)) if "firmware" in subjects else None
@@ -210,14 +270,14 @@ def bmc_view(value: Any) -> dict[str, Any]:
             "mixed": [describe_mixed(f, v) for f, v in mixed_families(list(value.components)).items()]}
 
 
-def firmware(args: Any) -> int:
+def firmware(args: Namespace) -> int:
     """The fleet's firmware table, read from each node's BMC (gpuconf/cli/firmware.py)."""
     from gpuconf.cli.firmware import run as fleet
 
-    return fleet(args)
+    return fleet(sources_of(args, limit=args.limit), forks=args.forks, json_output=args.format == "json")
 
 
-def schedule(args: Any) -> int:
+def schedule(args: Namespace) -> int:
     from gpuconf.cli.schedule import show
     from gpuconf.inventory.hosts import parse_extra_vars
 
@@ -231,39 +291,44 @@ def schedule(args: Any) -> int:
     return 0
 
 
-def run(args: Any) -> int:
+def run(args: Namespace) -> int:
     """Ad hoc: one command on the hosts a pattern selects (gpuconf/cli/adhoc.py)."""
     from gpuconf.cli.adhoc import run_adhoc
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import RunFlags
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
     from gpuconf.inventory.patterns import narrow
 
     config = load_config()
-    unlock_vaults(args, config)
-    inventory = narrow(load_inventory(inventory_spec(args, config), project_dirs(None)), args.limit)
-    options = run_options(args, config, "apply", parse_extra_vars(args.extra_vars))
+    sources = sources_of(args, connection=args.connection, limit=args.limit, extra_vars=args.extra_vars)
+    unlock_vaults(sources.vault, config)
+    inventory = narrow(load_inventory(inventory_spec(sources, config), project_dirs(None)), args.limit)
+    flags = RunFlags(forks=args.forks, accept_new_host_keys=args.accept_new_host_keys,
+                     ask_become_pass=args.ask_become_pass, verbose=args.verbose)
+    options = run_options(flags, config, "apply", parse_extra_vars(list(sources.extra_vars)), sources)
     started()
     result = run_adhoc(inventory, args.pattern, args.args, options, args.become, args.timeout, sys.stdout)
     return result.exit_code
 
 
-def gate(args: Any) -> int:
+def gate(args: Namespace) -> int:
     """The pre-job gate on this node (gpuconf/gate/judge.py, gpuconf/gate/node.py)."""
     from gpuconf.gate import node as gate_node
 
     if not math.isfinite(args.nvidia_smi_timeout) or args.nvidia_smi_timeout <= 0:
         raise UsageError(f"--nvidia-smi-timeout {args.nvidia_smi_timeout:g}: give a number of seconds more than 0")
-    args.node = args.node or this_node()
-    return gate_node.main(args)
+    return gate_node.main(gate_node.GateOptions(
+        node=args.node or this_node(), driver_version=args.driver_version,
+        nvidia_smi_timeout=args.nvidia_smi_timeout, slurm=args.slurm, report=args.report, pretty=args.pretty))
 
 
-def collect(args: Any) -> int:
+def collect(args: Namespace) -> int:
     """Evidence bundles from hosts (gpuconf/remediate/evidence.py), each recorded in the history."""
     from gpuconf.cli.config import load_config
-    from gpuconf.connection.base import ConnectionSpec
-    from gpuconf.engine.runner import default_connection
+    from gpuconf.cli.options import RunFlags
+    from gpuconf.connection.resolve import connect
     from gpuconf.errors import did_you_mean
-    from gpuconf.files.state import bundles_dir, default_state_dir
+    from gpuconf.files.state import bundles_dir, state_dir
     from gpuconf.inventory.hosts import load_inventory
     from gpuconf.remediate.evidence import MIB
     from gpuconf.remediate.evidence import collect as collect_one
@@ -272,19 +337,18 @@ def collect(args: Any) -> int:
     if not math.isfinite(args.max_size) or args.max_size <= 0:
         raise UsageError(f"--max-size {args.max_size:g}: give a number of MiB more than 0")
     config = load_config()
-    inventory = load_inventory(inventory_spec(args, config), project_dirs(None))
+    sources = sources_of(args, connection=args.connection, vault=False)
+    inventory = load_inventory(inventory_spec(sources, config), project_dirs(None))
     unknown = [h for h in args.hosts if h not in inventory.hosts]
     if unknown:
         hint = did_you_mean(unknown[0], inventory.hosts)
         raise GpuconfError(f"host '{unknown[0]}' is not in {inventory.source}{hint}")
-    state = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
-    options = run_options(args, config)
+    state = state_dir(args.state_dir)
+    options = run_options(RunFlags(accept_new_host_keys=args.accept_new_host_keys), config, sources=sources)
     failed = 0
     with History(state) as history:
         for host in dict.fromkeys(args.hosts):
-            spec = ConnectionSpec.from_vars(host, inventory.host_vars(host),
-                                            {"connection": args.connection} if args.connection else None)
-            connection = default_connection(spec, options)
+            connection = connect(inventory, host, options.reach)
             try:
                 bundle = collect_one(host, connection, bundles_dir(state), int(args.max_size * MIB))
             except GpuconfError as exc:
@@ -300,20 +364,21 @@ def collect(args: Any) -> int:
     return failed
 
 
-def catalog(args: Any) -> int:
+def catalog(args: Namespace) -> int:
     """`gpuconf catalog`: gpuconf/cli/catalog.py."""
     from gpuconf.cli.catalog import show
 
-    return show(args, run_day(args.today))
+    return show(run_day(args.today), args.from_redistrib)
 
 
-def vault(args: Any) -> int:
+def vault(args: Namespace) -> int:
     """`gpuconf vault ACTION`, as ansible-vault: files are rewritten whole, atomically, in place."""
     from gpuconf.cli.config import load_config
+    from gpuconf.cli.options import VaultOptions
     from gpuconf.files.bounded import read_source, write_atomic
     from gpuconf.files.vault import KEYRING, VaultError, decrypt, encrypt, is_vault
 
-    unlock_vaults(args, load_config())
+    unlock_vaults(VaultOptions.from_args(args), load_config())
     if args.output and (len(args.targets) != 1 or args.action not in ("encrypt", "decrypt")):
         raise UsageError("--output takes one file, with encrypt or decrypt")
     try:
@@ -347,3 +412,12 @@ def vault(args: Any) -> int:
     except VaultError as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+# the verbs by their command-line name (cli/main.py's subcommands, `lab` aside: its own program)
+VERBS: dict[str, Callable[[Namespace], int]] = {
+    "check": check, "apply": apply, "remediate": remediate, "hardware": hardware, "history": history,
+    "validate": validate, "inventory": inventory, "tasks": tasks, "roles": roles, "facts": facts,
+    "schedule": schedule, "run": run, "gate": gate, "collect": collect, "catalog": catalog, "vault": vault,
+    "init": init, "firmware": firmware,
+}

@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import InventoryError, RemoteError
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
+from gpuconf.facts.wire import BusyLine, CheckLock, Reply, Request, RunnerRequest
 
 BUSY = "busy: another gpuconf run holds"  # how a HostBusy message starts (a task's error says it so)
 
@@ -87,7 +88,12 @@ ALIASES = {
 }
 OLDER_NAMES = ("ansible_ssh_host", "ansible_ssh_port", "ansible_ssh_user")
 CONNECTION_VARS = ("address", "port", "user", "ssh_key", "become", "become_password", "connection",
-                   "connect_timeout", "connect_retries", "jump_host", "known_hosts_file", "python", "ssh_config_file")
+                   "connect_timeout", "connect_retries", "jump_host", "proxy_command", "known_hosts_file", "python",
+                   "ssh_config_file")
+
+
+# every name a connection variable goes by, gpuconf's and Ansible's
+CONNECTION_NAMES = (*(k for k, v in ALIASES.items() if v in CONNECTION_VARS), *CONNECTION_VARS)
 
 
 class ConnectionSpec(BaseModel):
@@ -104,7 +110,8 @@ class ConnectionSpec(BaseModel):
     connection: str = "ssh"
     connect_timeout: float = Field(10.0, gt=0)
     connect_retries: int = Field(2, ge=0, le=10)
-    jump_host: str | None = None
+    jump_host: str | None = None  # a ProxyJump chain: [user@]host[:port], comma separated, reached in order
+    proxy_command: str | None = None  # a command whose stdin and stdout reach the host (ssh's ProxyCommand)
     known_hosts_file: str | None = None
     python: str = "python3"
     become_password: SecretStr | None = None  # sent on stdin to sudo -S, never in arguments or logs
@@ -138,6 +145,9 @@ class ConnectionSpec(BaseModel):
             configured = lookup(str(given.get("address") or host), path)
             if "address" in configured:
                 given.pop("address", None)  # the inventory named the alias; its HostName is where to go
+            if given.get("jump_host") or given.get("proxy_command"):  # the inventory's way through wins whole
+                configured.pop("jump_host", None)
+                configured.pop("proxy_command", None)
             values.update(configured)
         values.update(given)
         try:
@@ -178,9 +188,9 @@ def serve_preamble(spec: ConnectionSpec, sudo: bool) -> bytes:
     return (password + START + SCRIPT + SEPARATOR).encode()
 
 
-def payload(ops: list[dict[str, Any]], readonly: bool, lock: dict[str, Any] | None = None,
+def payload(ops: Sequence[Request], readonly: bool, lock: CheckLock | None = None,
             spec: ConnectionSpec | None = None, sudo: bool = False) -> bytes:
-    request = {"readonly": readonly, "ops": ops}  # gpuconf/facts/wire.py RunnerRequest
+    request: RunnerRequest = {"readonly": readonly, "ops": list(ops)}
     if lock:
         request["lock"] = lock
     password = ""
@@ -202,30 +212,36 @@ def explain_failure(host: str, stderr: str, rc: int | None) -> str:
     return f"the gpuconf runner failed on {host} (exit {rc}): {tail or 'no output'}"
 
 
-def parse_replies(host: str, ops: list[dict[str, Any]], stdout: str, stderr: str, rc: int | None,
-                  cut_short: str | None = None) -> list[dict[str, Any]]:
-    """Align the runner's JSON lines with the ops sent.
-
-    An op without a reply was not reached: it gets an `error` saying why."""
-    replies: dict[int, dict[str, Any]] = {}
+def parse_replies(host: str, ops: Sequence[Request], stdout: str, stderr: str, rc: int | None,
+                  cut_short: str | None = None) -> list[Reply]:
+    """Align the runner's JSON lines with the ops sent: each line is read as the declared `Reply`
+    here, at the JSON boundary (tests/unit/facts/test_wire.py checks that the runner's replies are
+    what gpuconf/facts/wire.py declares). An op without a reply was not reached: it gets an
+    `error` saying why."""
+    replies: dict[int, Reply] = {}
     done = False
     for line in stdout.splitlines():
         if not line.startswith("{"):
             continue
         try:
-            reply = json.loads(line)
+            found = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if reply.get("busy"):
-            raise HostBusy(f"{BUSY} {reply.get('path')} on {host}: {reply.get('owner')}")
-        if reply.get("done"):
+        if not isinstance(found, dict):
+            continue
+        if found.get("busy"):
+            busy = cast(BusyLine, found)
+            raise HostBusy(f"{BUSY} {busy.get('path')} on {host}: {busy.get('owner')}")
+        if found.get("done"):
             done = True
-        elif "i" in reply:
+        elif isinstance(found.get("i"), int):
+            reply = cast(Reply, found)
             replies[reply["i"]] = reply
     if not done and not replies and cut_short is None:
         raise RemoteError(explain_failure(host, stderr, rc))
     reason = cut_short or ("the runner stopped early: " + explain_failure(host, stderr, rc) if not done else "")
-    return [replies.get(i, {"i": i, "error": reason or "no reply", "lost": True}) for i in range(len(ops))]
+    lost: list[Reply] = [{"i": i, "error": reason or "no reply", "lost": True} for i in range(len(ops))]
+    return [replies.get(i, lost[i]) for i in range(len(ops))]
 
 
 class Connection:
@@ -239,8 +255,8 @@ class Connection:
     def open(self) -> None:
         raise NotImplementedError
 
-    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, timeout: float, become: bool | None = None,
+             lock: CheckLock | None = None, become_user: str | None = None) -> list[Reply]:
         """Run `ops` on the host in one round trip; replies align with ops.
 
         `become` overrides the host's own setting for this call (sudo -n);

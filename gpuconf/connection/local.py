@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import getpass
 import os
-import signal
 import subprocess
-from typing import Any
+from collections.abc import Sequence
 
 from gpuconf.connection.base import (
     Connection,
@@ -19,6 +18,8 @@ from gpuconf.connection.base import (
 )
 from gpuconf.connection.lock import holder_command
 from gpuconf.errors import ConnectError
+from gpuconf.facts.local import run_local
+from gpuconf.facts.wire import CheckLock, Reply, Request
 
 
 class LocalConnection(Connection):
@@ -28,32 +29,23 @@ class LocalConnection(Connection):
         self.connects += 1
         self.remote_user = "root" if os.geteuid() == 0 else getpass.getuser()
 
-    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, timeout: float, become: bool | None = None,
+             lock: CheckLock | None = None, become_user: str | None = None) -> list[Reply]:
         if not self.connects:
             self.open()
         self.round_trips += 1
         command = runner_command(self.spec, self.remote_user, become, become_user)
         request = payload(ops, readonly, lock, self.spec, uses_sudo(self.spec, self.remote_user, become, become_user))
         try:
-            # Its own session, so an abandoned call (the run's deadline) ends the runner too: a runner
-            # left waiting on a hung probe would keep the host's run lock until that probe timed out.
-            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            # Its own process group, so an abandoned call (the run's deadline) ends the runner too: a
+            # runner left waiting on a hung probe would keep the host's run lock until it timed out.
+            ran = run_local(["/bin/sh", "-c", command], timeout, stdin=request)
         except OSError as exc:
             raise ConnectError(f"cannot run the local runner: {exc}") from None
-        try:
-            stdout, stderr = proc.communicate(request, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            stdout, _ = proc.communicate()  # the replies streamed before the kill
-            out = (stdout or b"").decode("utf-8", "replace")
+        out = ran.out.decode("utf-8", "replace")  # with a timeout: the replies streamed before the kill
+        if ran.timed_out:
             return parse_replies(self.spec.host, ops, out, "", None, "no answer within the call's deadline")
-        return parse_replies(self.spec.host, ops, stdout.decode("utf-8", "replace"),
-                             stderr.decode("utf-8", "replace"), proc.returncode)
+        return parse_replies(self.spec.host, ops, out, ran.err.decode("utf-8", "replace"), ran.rc)
 
     def hold_lock(self, path: str, wait: float, owner: str) -> LockHandle:
         if not self.connects:

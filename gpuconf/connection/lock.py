@@ -27,7 +27,6 @@ tmpfs, so a reboot clears the marker; one of an earlier boot is stale.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from gpuconf.facts.wire import CheckLock
 
@@ -134,8 +133,6 @@ def holder_command(python: str, path: str, wait: float, owner: str) -> str:
     return " ".join(shlex.quote(part) for part in (python, "-B", "-c", HOLDER, path, f"{wait:g}", owner))
 
 
-def check_lock(path: str = LOCK_PATH, wait: float = 60.0) -> dict[str, Any]:
-    """The `lock` field of a read-only request (gpuconf/facts/wire.py CheckLock), as the session
-    keeps it and the connection sends it."""
-    lock: CheckLock = {"path": path, "wait": wait}
-    return dict(lock)
+def check_lock(path: str = LOCK_PATH, wait: float = 60.0) -> CheckLock:
+    """The `lock` field of a read-only request, as the session keeps it and the connection sends it."""
+    return {"path": path, "wait": wait}

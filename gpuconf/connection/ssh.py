@@ -8,8 +8,8 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 
@@ -28,8 +28,12 @@ from gpuconf.connection.base import (
 )
 from gpuconf.connection.lock import holder_command
 from gpuconf.connection.served import Served
-from gpuconf.connection.sshconfig import config_path, lookup
+from gpuconf.connection.sshconfig import config_path, hops
 from gpuconf.errors import ConnectError, HostKeyError
+from gpuconf.facts.wire import CheckLock, Reply, Request, RunnerRequest
+
+if TYPE_CHECKING:
+    from paramiko.transport import _SocketLike  # the stubs' name for what paramiko reads from
 
 
 class QuietTransport(paramiko.Transport):
@@ -41,11 +45,12 @@ class QuietTransport(paramiko.Transport):
     _active_check_timeout = 1.0
 
 
-def transport(sock: Any, **kwargs: Any) -> paramiko.Transport:
+def transport(sock: _SocketLike, *, gss_kex: bool = False, gss_deleg_creds: bool = True,
+              disabled_algorithms: Mapping[str, Iterable[str]] | None = None) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its tag is checked inside the cipher (C), where with
     AES-CTR paramiko compares every packet's HMAC in a Python loop; a server without GCM (OpenSSH
     before 6.2) still gets the others."""
-    made = QuietTransport(sock, **kwargs)
+    made = QuietTransport(sock, disabled_algorithms=disabled_algorithms)  # (paramiko's own GSS arguments unused)
     options = made.get_security_options()
     gcm = tuple(c for c in options.ciphers if c.endswith("-gcm@openssh.com"))
     options.ciphers = gcm + tuple(c for c in options.ciphers if c not in gcm)
@@ -96,12 +101,11 @@ def private_key(path: str) -> paramiko.PKey | None:
         return _KEYS[version]
 
 
-def describe_ops(ops: list[dict[str, Any]]) -> str:
+def describe_ops(ops: Sequence[Request]) -> str:
     """What a request was doing, for an error: the kinds of its ops, and a command's first words."""
     parts = []
     for op in ops[:3]:
-        command = str(op.get("cmd", ""))
-        parts.append(f"{op.get('op')} {command[:60]}".strip() if op.get("op") == "run" else str(op.get("op")))
+        parts.append(f"run {op['cmd'][:60]}".strip() if op["op"] == "run" else op["op"])
     return ", ".join(parts) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
 
 
@@ -114,7 +118,8 @@ class SSHConnection(Connection):
         super().__init__(spec)
         self.accept_new = accept_new_host_keys
         self.client: paramiko.SSHClient | None = None
-        self.jump: paramiko.SSHClient | None = None
+        self.jumps: list[paramiko.SSHClient] = []  # the ProxyJump chain's hops, first to last
+        self.proxy: paramiko.ProxyCommand | None = None
         self.runners: dict[tuple[bool | None, str | None], Served] = {}  # the runners kept, by become
 
     # -- connecting ---------------------------------------------------------
@@ -142,10 +147,12 @@ class SSHConnection(Connection):
             time.sleep(backoff(attempt))
 
     def _client(self, address: str, port: int, user: str | None, sock: Any = None,
-                key: str | None = None) -> paramiko.SSHClient:
+                key: str | None = None, known_hosts: str | None = None) -> paramiko.SSHClient:
+        """A client connected to `address` (through `sock`: a hop's channel, a ProxyCommand), its
+        host key checked against `known_hosts` and ~/.ssh/known_hosts, at every hop alike."""
         spec = self.spec
         key = key or spec.ssh_key
-        files = hostkeys.default_files(spec.known_hosts_file)
+        files = hostkeys.default_files(known_hosts or spec.known_hosts_file)
         client = paramiko.SSHClient()
         client._system_host_keys = hostkeys.load(files)  # type: ignore[attr-defined]  # read-only: never rewritten
         client.set_missing_host_key_policy(hostkeys.Policy(self.accept_new, files[0]))
@@ -181,28 +188,43 @@ class SSHConnection(Connection):
 
     def _connect(self) -> None:
         spec = self.spec
-        sock = None
-        if spec.jump_host:
-            user, _, rest = spec.jump_host.rpartition("@")
-            jump_address, _, jump_port = rest.partition(":")
-            # a jump host named by its ssh config alias (ProxyJump bastion) goes where that says
-            jump = lookup(jump_address, config_path(spec.ssh_config_file))
-            self.jump = self._client(jump.get("address", jump_address), int(jump_port or jump.get("port", 22)),
-                                     user or jump.get("user") or spec.user, key=jump.get("ssh_key"))
+        sock: Any = None
+        if spec.proxy_command:
             try:
-                sock = self._transport(self.jump).open_channel(
-                    "direct-tcpip", (spec.address, spec.port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
-            except (paramiko.SSHException, OSError) as exc:
-                raise ConnectError(f"jump host {spec.jump_host} cannot reach {spec.address}:{spec.port}: {exc}",
-                                   transient=True) from None
+                sock = self.proxy = paramiko.ProxyCommand(spec.proxy_command)
+            except paramiko.SSHException as exc:  # the command could not start
+                raise ConnectError(f"ProxyCommand for {spec.host}: {exc}") from None
+        elif spec.jump_host:
+            sock = self._through(spec.jump_host)
         self.client = self._client(spec.address, spec.port, spec.user, sock)
         transport = self._transport(self.client)
         transport.set_keepalive(15)
         self.remote_user = spec.user or transport.get_username()
 
+    def _through(self, chain: str) -> paramiko.Channel:
+        """A channel to the host through each hop of a ProxyJump chain in turn (each hop a client
+        of its own, its key checked), named by address or by its ssh config alias."""
+        spec = self.spec
+        sock: paramiko.Channel | None = None
+        route = hops(chain, config_path(spec.ssh_config_file), spec.user)
+        targets = [(hop.address, hop.port) for hop in route[1:]] + [(spec.address, spec.port)]
+        for hop, (address, port) in zip(route, targets):
+            client = self._client(hop.address, hop.port, hop.user, sock, key=hop.ssh_key,
+                                  known_hosts=hop.known_hosts_file)
+            self.jumps.append(client)
+            try:
+                sock = self._transport(client).open_channel(
+                    "direct-tcpip", (address, port), ("127.0.0.1", 0), timeout=spec.connect_timeout)
+            except (paramiko.SSHException, OSError) as exc:
+                raise ConnectError(f"jump host {hostkeys.known_hosts_name(hop.address, hop.port)} cannot reach "
+                                   f"{address}:{port}: {exc}", transient=True) from None
+        if sock is None:
+            raise ConnectError(f"jump host chain {chain!r} names no host")
+        return sock
+
     # -- calls --------------------------------------------------------------
-    def call(self, ops: list[dict[str, Any]], readonly: bool, timeout: float, become: bool | None = None,
-             lock: dict[str, Any] | None = None, become_user: str | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, timeout: float, become: bool | None = None,
+             lock: CheckLock | None = None, become_user: str | None = None) -> list[Reply]:
         if self.client is None:
             self.open()
         if lock is None and self.serve:
@@ -223,8 +245,8 @@ class SSHConnection(Connection):
         out, cut_short = self._read(channel, time.monotonic() + timeout)
         return self._ended(channel, ops, out, cut_short, channel.close)
 
-    def _ended(self, channel: paramiko.Channel, ops: list[dict[str, Any]], out: bytes, cut_short: str | None,
-               release: Callable[[], None]) -> list[dict[str, Any]]:
+    def _ended(self, channel: paramiko.Channel, ops: Sequence[Request], out: bytes, cut_short: str | None,
+               release: Callable[[], None]) -> list[Reply]:
         """The replies of a runner whose session ended (or was cut short): its stderr and exit status
         explain a runner that failed; `release` closes the channel."""
         host = self.spec.host
@@ -263,9 +285,10 @@ class SSHConnection(Connection):
             served = self.runners[key] = Served(channel)
         return served if served.busy.acquire(blocking=False) else None
 
-    def _ask(self, served: Served, ops: list[dict[str, Any]], readonly: bool, timeout: float) -> list[dict[str, Any]]:
+    def _ask(self, served: Served, ops: Sequence[Request], readonly: bool, timeout: float) -> list[Reply]:
         host = self.spec.host
-        request = (json.dumps({"readonly": readonly, "ops": ops}) + "\n").encode()  # facts/wire.py RunnerRequest
+        line: RunnerRequest = {"readonly": readonly, "ops": list(ops)}
+        request = (json.dumps(line) + "\n").encode()
         try:
             self.round_trips += 1
             try:
@@ -355,7 +378,10 @@ class SSHConnection(Connection):
         for served in list(self.runners.values()):
             served.close()
         self.runners.clear()
-        for client in (self.client, self.jump):
+        # the host first, then the hops back to the first: each runs over the one before it
+        for client in [self.client, *reversed(self.jumps)]:
             if client is not None:
                 client.close()
-        self.client = self.jump = None
+        if self.proxy is not None:
+            self.proxy.close()
+        self.client, self.jumps, self.proxy = None, [], None

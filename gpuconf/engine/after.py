@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from gpuconf.connection.base import BUSY
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import GpuconfError
+from gpuconf.facts.wire import Reply, Request, op_timeout
 from gpuconf.results import RunResult, TaskResult
 
 # one round trip to a host: ops and whether they only read, in; one reply per op, out
-Call = Callable[[list[dict[str, Any]], bool], list[dict[str, Any]]]
+Call = Callable[[list[Request], bool], list[Reply]]
 
 
 def busy(task: TaskResult) -> bool:
@@ -48,11 +48,11 @@ class OpenHosts:
             return None
         until = time.monotonic() + budget
 
-        def call(ops: list[dict[str, Any]], readonly: bool) -> list[dict[str, Any]]:
+        def call(ops: list[Request], readonly: bool) -> list[Reply]:
             left = until - time.monotonic()
             if left <= 0:
                 raise GpuconfError(f"the step after the tasks ran out of its {budget:g} s on {host}")
-            timeout = sum(float(op.get("timeout", 10)) for op in ops) + 5
+            timeout = sum(op_timeout(op) for op in ops) + 5
             return session.connection.call(ops, readonly, min(timeout, left), None,
                                            session.read_lock if readonly else None)
         return call

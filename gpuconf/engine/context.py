@@ -5,6 +5,7 @@ check() gets values only, never the session: it cannot write. apply() gets HostA
 """
 from __future__ import annotations
 
+import copy
 import datetime
 import time
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from gpuconf.engine.reboot_wait import NoNewBoot, take_run_lock, wait_for_new_bo
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
 from gpuconf.facts import gather
-from gpuconf.facts.base import Fact, Output
-from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest
+from gpuconf.facts.base import Fact, Output, Parsed
+from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest, Request
 from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating.render import Vars, evaluate_when, is_template, render_file
@@ -37,7 +38,7 @@ def find_file(name: str, search_paths: list[Path]) -> Path:
     raise TaskError(f"file '{name}' not found (looked in {looked})")
 
 
-def bounded(fact: Fact, timeout: float | None) -> Fact:
+def bounded(fact: Fact[Parsed], timeout: float | None) -> Fact[Parsed]:
     """The fact's command under a task's `timeout:` keyword, when that is the shorter limit.
 
     The prefetch of a task's facts and the task's own reads must both use it: the
@@ -113,10 +114,10 @@ class HostApply:
         return self._session.get(fact, self._become)
 
     def execute(self, ops: list[Op], explains_failures: bool = False) -> list[Output]:
-        requests = []
+        requests: list[Request] = []
         for op in ops:
-            request = dict(op.request)
-            if self._timeout is not None and request.get("op") == "run":
+            request = copy.copy(op.request)
+            if self._timeout is not None and request["op"] == "run":
                 request["timeout"] = self._timeout
             requests.append(request)
         outputs = self._session.execute(requests, self._refresh() + gather.fact_requests(), self._become)
@@ -147,7 +148,7 @@ class HostApply:
         if reboot_via is not None:
             if lock:
                 announce: AnnounceRebootRequest = {"op": "announce_reboot", "lock": lock, "timeout": timeout}
-                session.call([dict(announce)], readonly=False, become=self._become)
+                session.call([announce], readonly=False, become=self._become)
             try:
                 reboot_via()
             except BaseException:
@@ -156,7 +157,7 @@ class HostApply:
                 # deadline for a reboot that never comes
                 if lock:
                     withdraw: RemoveRequest = {"op": "remove", "path": marker_path(lock)}
-                    session.call([dict(withdraw)], readonly=False, become=self._become)
+                    session.call([withdraw], readonly=False, become=self._become)
                 raise
         else:
             sent = session.connection.round_trips
@@ -164,7 +165,7 @@ class HostApply:
             if lock:
                 reboot["lock"], reboot["timeout"] = lock, timeout
             try:
-                session.call([dict(reboot)], readonly=False, become=self._become)
+                session.call([reboot], readonly=False, become=self._become)
             except ConnectError:
                 if session.connection.round_trips == sent:
                     raise   # the request never reached the host: it is unreachable

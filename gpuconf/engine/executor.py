@@ -306,7 +306,7 @@ class TaskExecutor:
         reports = [ChangeReport(c.summary, c.diff, c.before, c.after, [op.description for op in c.ops])
                    for c in verdict.changes]
         found = list(verdict.findings if findings is None else findings)
-        failures = [f.message for f in found if f.severity == "failure"]
+        failures = [f.message for f in found if f.fails]
         error = None
         if failures:
             status = Status.FAILED

@@ -5,24 +5,28 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.results import Status, TaskResult
+from gpuconf.results import Status, TaskResult, Verb
+
+if TYPE_CHECKING:  # imported when used: every command reads FORKS, and a gate must not load paramiko
+    from gpuconf.connection.resolve import ConnectionKind, Reach
+    from gpuconf.engine.flow import StepGate
 
 FORKS = 50  # hosts in parallel when neither -f nor the configuration says
 
 
 @dataclass
 class RunOptions:
-    verb: str = "check"
+    verb: Verb = "check"
     tags: set[str] = field(default_factory=set)
     skip_tags: set[str] = field(default_factory=set)
     extra_vars: dict[str, Any] = field(default_factory=dict)
     diff: bool = False
     forks: int = FORKS
     accept_new_host_keys: bool = False
-    connection: str | None = None
+    connection: ConnectionKind | None = None
     detailed_exitcodes: bool = False
     deadline: float | None = None
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
@@ -31,7 +35,7 @@ class RunOptions:
     strict: bool = False  # --strict: health warnings count as failures
     become: bool | None = None  # the project configuration's default, below the inventory's `become`
     trace: bool = False  # -vvv: every connection and request is told to the events (Processor.remote)
-    step: Any = None  # --step: a StepGate (engine/flow.py) that asks before each task
+    step: StepGate | None = None  # --step: asks before each task (engine/flow.py)
     today: datetime.date = field(default_factory=datetime.date.today)  # the run's clock (--today)
     # remediate: a reboot is asked of the scheduler, given the inventory host, instead
     # of running the reboot task's command on the host; the wait for the new boot id is the same
@@ -41,6 +45,17 @@ class RunOptions:
     @property
     def check_mode(self) -> bool:
         return self.verb == "check"
+
+    @property
+    def reach(self) -> Reach:
+        """How the run reaches its hosts (gpuconf/connection/resolve.py), from these options."""
+        from gpuconf.connection.base import CONNECTION_NAMES
+        from gpuconf.connection.resolve import Reach
+        from gpuconf.engine.variables import connection_variables
+
+        extra = self.extra_vars
+        return Reach(self.connection, extra, self.become, self.become_password, self.accept_new_host_keys,
+                     lambda inventory, host: connection_variables(inventory, host, extra, CONNECTION_NAMES))
 
 
 def task_selected(task: TaskDef, tags: set[str], skip: set[str]) -> bool:

@@ -16,10 +16,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, ConnectionSpec
-from gpuconf.connection.local import LocalConnection
+from gpuconf.connection.base import Connection, ConnectionSpec
 from gpuconf.connection.lock import LOCK_PATH, check_lock
-from gpuconf.connection.ssh import SSHConnection
+from gpuconf.connection.resolve import Reach, host_spec, local_spec, open_connection
 from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
@@ -36,7 +35,6 @@ from gpuconf.engine.session import HostSession
 from gpuconf.engine.variables import (
     LazyGroups,
     LazyHostvars,
-    connection_variables,
     magic_variables,
     play_variables,
 )
@@ -73,13 +71,13 @@ class Runner:
 
     def __init__(self, inventory: Inventory, playbook: Playbook, options: RunOptions,
                  processors: Sequence[Processor] = (),
-                 connect: Callable[[ConnectionSpec, RunOptions], Connection] | None = None):
+                 connect: Callable[[ConnectionSpec, Reach], Connection] | None = None):
         self.inventory, self.playbook, self.options = inventory, playbook, options
         self.processors = Processors(processors)
         self._began: set[tuple[int, str]] = set()  # (play index, host) pairs that started
         self.budget_spent = ""  # why max_fail_percentage (or a batch that failed whole) stopped the run
         self.stop_reason = "max_fail_percentage"  # the not_run reason of the tasks it left out
-        self.connect = connect or default_connection
+        self.connect = connect or open_connection  # a test may give its own
         self.clock = RunClock(options.deadline)
         self.stop_event = self.clock.stop_event
         self.sessions: dict[str, HostSession] = {}
@@ -203,19 +201,9 @@ class Runner:
         return True
 
     def connection(self, host: str) -> Connection:
-        """A new, unopened connection to `host`, as the run makes them (its session holds it)."""
-        # -e port=2222 (or ansible_port) wins over the inventory, as extra vars do in Ansible
-        overrides: dict[str, Any] = {ALIASES.get(k, k): v for k, v in self.options.extra_vars.items()
-                                     if ALIASES.get(k, k) in CONNECTION_VARS}
-        if self.options.connection:
-            overrides["connection"] = self.options.connection
-        if self.options.become_password is not None:
-            overrides["become_password"] = self.options.become_password
-        defaults = {} if self.options.become is None else {"become": self.options.become}
-        names = [k for k, v in ALIASES.items() if v in CONNECTION_VARS] + list(CONNECTION_VARS)
-        host_vars = connection_variables(self.inventory, host, self.options.extra_vars, names)
-        spec = ConnectionSpec.from_vars(host, {**defaults, **host_vars}, overrides)
-        return self.connect(spec, self.options)
+        """A new, unopened connection to `host`, as every verb makes them (gpuconf/connection/resolve.py)."""
+        reach = self.options.reach
+        return self.connect(host_spec(self.inventory, host, reach), reach)
 
     def _session(self, host: str) -> HostSession:
         if host not in self.sessions:
@@ -234,10 +222,8 @@ class Runner:
         if target in self.inventory.hosts:
             connection = self.connection(target)
         elif target in DELEGATE_LOCAL:
-            become = {} if self.options.become is None else {"become": self.options.become}
-            password = {} if self.options.become_password is None else {"become_password": self.options.become_password}
-            connection = self.connect(ConnectionSpec.model_validate(
-                {"host": target, "connection": "local", **become, **password}), self.options)
+            reach = self.options.reach
+            connection = self.connect(local_spec(target, reach), reach)
         else:
             raise TaskError(f"delegate_to: '{target}' is not in the inventory "
                             f"(delegate to localhost, 127.0.0.1 or an inventory host)")
@@ -327,8 +313,3 @@ def needs_host(play: Play) -> bool:
     dynamic include brings opens the connection when it needs it: engine/includes.py)."""
     return play.keywords.gather_facts or tasks_need_host(play.tasks + play.handlers)
 
-
-def default_connection(spec: ConnectionSpec, options: RunOptions) -> Connection:
-    if spec.connection == "local":
-        return LocalConnection(spec)
-    return SSHConnection(spec, accept_new_host_keys=options.accept_new_host_keys)

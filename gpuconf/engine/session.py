@@ -12,7 +12,7 @@ A change made as any user invalidates every user's cache.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuconf.connection.base import Connection, LockHandle
@@ -20,6 +20,7 @@ from gpuconf.errors import ConnectError, RemoteError
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 from gpuconf.facts.merge import Batch, batches, reply_for
 from gpuconf.facts.platform import PLATFORM_FACTS, Platform, PlatformUnknown, from_facts
+from gpuconf.facts.wire import CheckLock, Reply, Request, op_timeout, subject
 
 CALL_MARGIN = 30.0  # seconds beyond the sum of op timeouts before a call is abandoned
 
@@ -44,7 +45,7 @@ class HostSession:
         self.deadline = deadline
         self.reboot_required = False
         self.reboot_reasons: list[str] = []
-        self.read_lock: dict[str, Any] | None = None  # check: take the run lock shared in each request
+        self.read_lock: CheckLock | None = None  # check: take the run lock shared in each request
         self.lock_handle: LockHandle | None = None  # apply: the run lock, held exclusively
         self.lock_args: tuple[Any, ...] | None = None
         if parent is not None:
@@ -79,14 +80,14 @@ class HostSession:
             self.lock_handle = None
 
     # -- round trips --------------------------------------------------------
-    def _timeout(self, ops: list[dict[str, Any]]) -> float:
-        budget = sum(float(op.get("timeout", 10)) for op in ops) + CALL_MARGIN
+    def _timeout(self, ops: Sequence[Request]) -> float:
+        budget = sum(op_timeout(op) for op in ops) + CALL_MARGIN
         limit = self.deadline()
         if limit is not None:
             budget = min(budget, max(0.5, limit - time.monotonic()))
         return budget
 
-    def call(self, ops: list[dict[str, Any]], readonly: bool, become: bool | None = None) -> list[dict[str, Any]]:
+    def call(self, ops: Sequence[Request], readonly: bool, become: bool | None = None) -> list[Reply]:
         if not ops:
             return []
         if self.trace is not None:
@@ -129,7 +130,7 @@ class HostSession:
         except FactUnavailable as exc:
             self.cache[fact.key] = exc
 
-    def _store(self, sent: list[Batch], replies: list[dict[str, Any]]) -> None:
+    def _store(self, sent: list[Batch], replies: list[Reply]) -> None:
         for batch, reply in zip(sent, replies):
             if reply.get("skipped"):  # an op before it failed (a command's exit code): not read, not cached
                 continue
@@ -150,11 +151,11 @@ class HostSession:
             raise value
         return value
 
-    def execute(self, ops: list[dict[str, Any]], refresh: list[Fact], become: bool | None = None) -> list[Output]:
+    def execute(self, ops: Sequence[Request], refresh: list[Fact], become: bool | None = None) -> list[Output]:
         """Run write ops, then re-read `refresh` facts, in one round trip."""
         self.forget()
         unique = batches(refresh)
-        replies = self.call(ops + [b.request for b in unique], readonly=False, become=become)
+        replies = self.call([*ops, *(b.request for b in unique)], readonly=False, become=become)
         op_replies, fact_replies = replies[: len(ops)], replies[len(ops):]
         if any(r.get("skipped") or r.get("error") for r in op_replies):
             pass  # a failed op stops the batch: later facts were not read, leave them uncached
@@ -172,14 +173,11 @@ class HostSession:
         self.connection.open()
 
 
-def _describe(op: dict[str, Any], redact: Callable[[str], str]) -> str:
+def _describe(op: Request, redact: Callable[[str], str]) -> str:
     """One op, shortly: its kind and what it names (a path, a command), for -vvv. Redacted
     before it is cut short: a cut would leave the first half of a secret unrecognised."""
-    what = op.get("path") or op.get("cmd") or op.get("argv") or op.get("patterns") or ""
-    if isinstance(what, list):
-        what = " ".join(str(part) for part in what)
-    text = redact(str(what))
-    return f"{op.get('op', '?')} {text[:60] + ('…' if len(text) > 60 else '')}".strip()
+    text = redact(subject(op))
+    return f"{op['op']} {text[:60] + ('…' if len(text) > 60 else '')}".strip()
 
 
 __all__ = ["HostSession", "ConnectError", "RemoteError"]

@@ -31,7 +31,7 @@ class Unknowable:
     def __getitem__(self, key: Any) -> Unknowable:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Unknowable:
+    def __call__(self, *args: object, **kwargs: object) -> Unknowable:
         return self
 
     def __iter__(self) -> Iterator[Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpuconf.facts.common import reads_whole_lines
 
@@ -88,7 +89,7 @@ def _whole_policy_line(line: str) -> bool:
 @reads_whole_lines(row=_whole_policy_line)
 def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
     """Parse ``apt-cache policy PKG...`` (one block per package). Never raises."""
-    blocks: list[dict] = []
+    blocks: list[dict[str, Any]] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -114,7 +115,7 @@ def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
     return tuple(_policy(block) for block in blocks)
 
 
-def _policy(block: dict) -> AptPolicy:
+def _policy(block: dict[str, Any]) -> AptPolicy:
     fields = [(label, value) for label, value in block["fields"] if value]  # drop the table label
     by_label = dict(fields)
     positional = [value for _, value in fields]

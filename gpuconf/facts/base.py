@@ -21,7 +21,9 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from gpuconf.facts.wire import ExecRequest, GlobRequest, HostRequest, Reply, Request, ShRequest, StatRequest
 
@@ -90,15 +92,20 @@ class Merge:
     part_of: Callable[[Reply, tuple[str, ...]], Reply]
 
 
+# what a fact's parse gives: `facts[fact]` is typed by it (a bare `Fact` is a Fact[object])
+Value = TypeVar("Value", covariant=True, default=object)
+Parsed = TypeVar("Parsed")
+
+
 @dataclass(frozen=True)
-class Fact:
+class Fact(Generic[Value]):
     """`key` identifies the fact in a host's cache; `request` is sent as is, unless `merge`
     says how to share one request with other facts of the same source, or `controller` reads it
     on the controller instead."""
 
     key: str
     request: Request = field(compare=False, hash=False)
-    parse: Callable[[Reply], Any] = field(compare=False, hash=False)
+    parse: Callable[[Reply], Value] = field(compare=False, hash=False)
     merge: Merge | None = field(default=None, compare=False, hash=False)
     # A fact read on the controller, not on the host (a node's BMC over Redfish, gpuconf/bmc/read.py):
     # the session calls it and parses what it returns; `request` is never sent. Read-only by
@@ -124,11 +131,11 @@ def check_read_only(argv: Sequence[str]) -> None:
                          f"(allowed: {', '.join(' '.join(p) for p in allowed)})")
 
 
-def command(argv: Sequence[str], parse: Callable[[Output], Any], timeout: float = 10.0, *,
+def command(argv: Sequence[str], parse: Callable[[Output], Parsed], timeout: float = 10.0, *,
             key: str | None = None, alternatives: Sequence[Sequence[str]] = (), unless_exists: str | None = None,
             if_exists: str | None = None, if_os: Sequence[str] = (),
             grep: str | None = None, tail: int | None = None, records: bool = False,
-            apt_architectures: bool = False) -> Fact:
+            apt_architectures: bool = False) -> Fact[Parsed]:
     """A read-only program run as an argv list (no shell) under a timeout.
 
     `alternatives` are run in order when the one before fails (exit status not 0, or not
@@ -202,7 +209,7 @@ def simple_argv(text: str) -> list[str] | None:
     return words
 
 
-def user_command(text: str, parse: Callable[[Output], Any], timeout: float = 10.0) -> Fact:
+def user_command(text: str, parse: Callable[[Output], Parsed], timeout: float = 10.0) -> Fact[Parsed]:
     """A shell command the playbook's author wrote and declared read-only (`probe`, `unless`).
     A simple one (`simple_argv`) runs as its program, without an sh process in between."""
     request: ShRequest = {"op": "sh", "cmd": text, "timeout": timeout}
@@ -252,19 +259,19 @@ def _parse_stat(path: str, result: Reply) -> FileState:
     )
 
 
-def file_state(path: str, with_content: bool = True, follow: bool = False) -> Fact:
+def file_state(path: str, with_content: bool = True, follow: bool = False) -> Fact[FileState]:
     """lstat of `path` (stat with `follow`), its sha256 and (up to 4 MiB) its content."""
     request: StatRequest = {"op": "stat", "path": path, "content": with_content, "follow": follow}
     return Fact(f"stat:{int(with_content)}{'f' if follow else ''}:{path}", request,
                 lambda result: _parse_stat(path, result))
 
 
-def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *,
-              what: Literal["content", "link", "name"] = "content", key: str | None = None) -> Fact:
+def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Parsed], *,
+              what: Literal["content", "link", "name"] = "content", key: str | None = None) -> Fact[Parsed]:
     """Every path matching `patterns` (shell globs), mapped to its text (small files, stripped of
     the last newline), its link target (`what="link"`) or "" (`what="name"`). Unreadable
     paths are left out. Read by the remote runner itself: no process, however many files."""
-    def parse_result(result: Reply) -> Any:
+    def parse_result(result: Reply) -> Parsed:
         if result.get("error"):
             raise FactUnavailable(f"cannot read {', '.join(patterns)}: {result['error']}")
         return parse(dict(result.get("files", {})))
@@ -273,7 +280,7 @@ def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Any], *
     return Fact(key or f"glob:{what}:" + "\0".join(patterns), request, parse_result)
 
 
-def host_info() -> Fact:
+def host_info() -> Fact[dict[str, Any]]:
     """The host name, machine and usable CPUs, from the remote runner itself (no process)."""
     def parse(result: Reply) -> dict[str, Any]:
         if result.get("error"):

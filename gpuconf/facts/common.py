@@ -15,7 +15,7 @@ import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 Number = int | float
 
@@ -113,16 +113,25 @@ def mark_incomplete(result: Any, reason: str) -> Any:
         return result
     names = {f.name for f in dataclasses.fields(result)}
     if "incomplete" in names and not getattr(result, "incomplete", ""):
-        return dataclasses.replace(result, incomplete=reason)  # type: ignore[type-var]
+        return dataclasses.replace(result, incomplete=reason)
     if "complete" in names:
-        return dataclasses.replace(result, complete=False)  # type: ignore[type-var]
+        return dataclasses.replace(result, complete=False)
     return result
 
 
 Parse = TypeVar("Parse", bound=Callable[..., Any])
 
 
-def reads_whole_lines(parse: Parse | None = None, *, row: Callable[[str], bool] | None = None) -> Any:
+@overload
+def reads_whole_lines(parse: Parse) -> Parse: ...
+
+
+@overload
+def reads_whole_lines(*, row: Callable[[str], bool] | None = None) -> Callable[[Parse], Parse]: ...
+
+
+def reads_whole_lines(parse: Parse | None = None, *,
+                      row: Callable[[str], bool] | None = None) -> Parse | Callable[[Parse], Parse]:
     """The one rule of every line parser: it never reads a last line cut short. A last line with
     no newline after it is cut; with ``row`` (what a whole last line of the format looks like), so is
     a last line that is not one, newline or not (``ii  libnvidia-cfg1:`` in ``dpkg -l``, an apt
@@ -130,7 +139,7 @@ def reads_whole_lines(parse: Parse | None = None, *, row: Callable[[str], bool] 
     (:func:`mark_incomplete`). Use as ``@reads_whole_lines`` or ``@reads_whole_lines(row=...)``."""
     def decorate(parse: Parse) -> Parse:
         @functools.wraps(parse)
-        def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(text: str, *args: object, **kwargs: object) -> object:
             whole, reason = whole_lines(text)
             if row is not None and not reason:
                 lines = whole.rstrip("\n").rsplit("\n", 1)

@@ -128,7 +128,7 @@ def _diag_body(data: object) -> object:
     return body.get("test_categories") if isinstance(body, dict) else None
 
 
-def _result_tests(category: str, test: dict) -> list[DiagTest]:
+def _result_tests(category: str, test: dict[str, Any]) -> list[DiagTest]:
     name = str(test.get("name", ""))
     summary = test.get("test_summary")
     summary_status = summary.get("status") if isinstance(summary, dict) else None

@@ -62,13 +62,13 @@ def _dnf_offered(output: Output) -> Offered:
     return Offered({name: tuple(found) for name, found in versions.items()})
 
 
-def apt_offered(patterns: list[str]) -> Fact:
+def apt_offered(patterns: list[str]) -> Fact[Offered]:
     # the remote runner tells apt its architectures, which apt would ask dpkg for (three processes)
     return command(["apt-cache", "policy", *patterns], _apt_offered, timeout=60, if_os=os_ids("apt"),
                    apt_architectures=True)
 
 
-def dnf_offered(names: list[str]) -> Fact:
+def dnf_offered(names: list[str]) -> Fact[Offered]:
     # cache only (-C): a check never refreshes metadata; dnf's own logs (which every dnf run appends to
     # under /var/log) go to a tmpfs directory instead; modular filtering off, so that the versions of a
     # stream that is not enabled yet are seen too

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpuconf.facts.common import float_value, int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import (
@@ -99,8 +100,8 @@ def parse_ibstat(text: str) -> Ibstat:
     cas: list[IbCa] = []
     problems: list[str] = []
     complete = True
-    ca: dict | None = None
-    port: dict | None = None
+    ca: dict[str, Any] | None = None
+    port: dict[str, Any] | None = None
 
     def close_port() -> None:
         nonlocal port
@@ -148,7 +149,7 @@ def parse_ibstat(text: str) -> Ibstat:
     return Ibstat(tuple(cas), complete and not cut, tuple(problems))
 
 
-def _ib_port(values: dict) -> IbPort:
+def _ib_port(values: dict[str, Any]) -> IbPort:
     state = values.get("state")
     return IbPort(
         number=values["number"],

@@ -9,9 +9,8 @@ one write a read-only request makes), so an unchanged image is not decompressed 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from gpuconf.facts.base import Fact, FactUnavailable
+from gpuconf.facts.base import Fact, FactUnavailable, Parsed
 from gpuconf.facts.wire import CpioRequest, Reply
 
 # the running kernel's release, put in by the runner (from /proc/sys/kernel/osrelease) in the
@@ -26,8 +25,8 @@ def image_paths(kernel: str | None) -> list[str]:
     return [f"/boot/initrd.img-{release}", f"/boot/initramfs-{release}.img"]
 
 
-def initramfs_members(key: str, kernel: str | None, members: str, read: Callable[[dict[str, str]], Any] = dict,
-                      *, names_only: bool = False) -> Fact:
+def initramfs_members(key: str, kernel: str | None, members: str, read: Callable[[dict[str, str]], Parsed],
+                      *, names_only: bool = False) -> Fact[Parsed | None]:
     """The members of the initramfs of `kernel` (None: the running one) whose names match the
     glob `members`, as {name: text} (with `names_only`, {name: ""}: a kernel module is
     megabytes); the fact's value is `read` of that, or None when there is no image."""
@@ -36,7 +35,7 @@ def initramfs_members(key: str, kernel: str | None, members: str, read: Callable
         request["names_only"] = True
     request["timeout"] = 60  # a zstd image is read through the zstd program
 
-    def parse(reply: Reply) -> Any:
+    def parse(reply: Reply) -> Parsed | None:
         if reply.get("error"):
             raise FactUnavailable(f"cannot read the initramfs: {reply['error']}")
         return read(dict(reply.get("files", {}))) if reply.get("exists") else None

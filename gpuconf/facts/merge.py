@@ -9,12 +9,13 @@ whatever the tasks declare; a fact gathered is cached per host for the run (the 
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from gpuconf.facts.base import Fact
-from gpuconf.facts.wire import Reply
+from gpuconf.facts.wire import Reply, Request
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Batch:
     """One request sent and the facts its reply answers. The request is a copy, as the
     connection sends it: a JSON object (the session and the connections pass it on unread)."""
 
-    request: dict[str, Any]
+    request: Request
     facts: tuple[Fact, ...]
 
 
@@ -44,16 +45,16 @@ def batches(facts: list[Fact]) -> list[Batch]:
     result = []
     for entry in order:
         if isinstance(entry, Fact):
-            result.append(Batch(dict(entry.request), (entry,)))
+            result.append(Batch(copy.copy(entry.request), (entry,)))
             continue
         group = groups[entry]
         if len(group) == 1:
-            result.append(Batch(dict(group[0].request), (group[0],)))
+            result.append(Batch(copy.copy(group[0].request), (group[0],)))
             continue
         parts = tuple(dict.fromkeys(part for fact in group for part in fact.merge.parts))  # type: ignore[union-attr]
         merge = group[0].merge
         assert merge is not None
-        result.append(Batch(dict(merge.build([f.request for f in group], parts)), tuple(group)))
+        result.append(Batch(copy.copy(merge.build([f.request for f in group], parts)), tuple(group)))
     return result
 
 

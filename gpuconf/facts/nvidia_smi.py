@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from gpuconf.facts.base import Fact, FactUnavailable, Merge, Output, reply_output
+from gpuconf.facts.base import Fact, FactUnavailable, Merge, Output, Parsed, reply_output
 from gpuconf.facts.nvidia import QueryCsv, detect_nvidia_smi_failure, parse_query_csv
 from gpuconf.facts.wire import ExecRequest, Reply, Request
 
@@ -66,8 +65,8 @@ def _columns_of(reply: Reply, fields: tuple[str, ...], renames: Mapping[str, str
     return {**reply, "out": "\n".join(sliced)}
 
 
-def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Any], *, timeout: float = 10.0, key: str,
-                 renames: Mapping[str, str] | None = None, most: int = 8) -> Fact:
+def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Parsed], *, timeout: float = 10.0, key: str,
+                 renames: Mapping[str, str] | None = None, most: int = 8) -> Fact[Parsed]:
     """`nvidia-smi --query-gpu=FIELDS --format=csv,nounits`, merged with every other such
     fact of the batch into one process. `renames` gives a field's old name, tried when
     this driver refuses the new one; `parse` reads the fact's own columns, header first."""
@@ -82,7 +81,7 @@ def query_fields(fields: tuple[str, ...], parse: Callable[[Output], Any], *, tim
 _query_csv = functools.lru_cache(maxsize=64)(parse_query_csv)
 
 
-def _parse(timeout: float):
+def _parse(timeout: float) -> Callable[[Output], QueryCsv]:
     def parse(out: Output) -> QueryCsv:
         if out.timed_out:
             raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "
@@ -98,7 +97,7 @@ def _parse(timeout: float):
     return parse
 
 
-def gpu_query(*fields: str, timeout: float = 10.0) -> Fact:
+def gpu_query(*fields: str, timeout: float = 10.0) -> Fact[QueryCsv]:
     """The GPUs' `fields` (`--query-gpu`, with a header: a field the driver refuses is
     absent from the result's fields and rows)."""
     return query_fields(tuple(fields), _parse(timeout), timeout=timeout, key=f"nvsmi:{','.join(fields)}")

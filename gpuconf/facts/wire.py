@@ -273,3 +273,25 @@ class DoneLine(TypedDict):
     """The last line of a round trip the runner finished."""
 
     done: Literal[True]
+
+
+# -- what every request has ---------------------------------------------------------------------
+
+DEFAULT_TIMEOUT = {"run": 600.0, "cpio": 60.0}  # the runner's defaults where a request gives none; else 10
+
+
+def op_timeout(op: Request) -> float:
+    """The seconds the runner gives `op` (its own `timeout`, else the runner's default)."""
+    given = op.get("timeout")
+    return float(given) if isinstance(given, (int, float)) else DEFAULT_TIMEOUT.get(op["op"], 10.0)
+
+
+def subject(op: Request) -> str:
+    """What an op names, shortly (a path, a command, an argv, glob patterns), for -vvv and errors."""
+    for key in ("path", "cmd", "argv", "patterns"):
+        value = op.get(key)
+        if isinstance(value, list):
+            return " ".join(str(part) for part in value)
+        if value:
+            return str(value)
+    return ""

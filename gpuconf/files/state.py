@@ -6,14 +6,17 @@ import os
 from pathlib import Path
 
 
-def default_state_dir() -> Path:
-    """GPUCONF_STATE_DIR, else $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
+def state_dir(given: str | None = None) -> Path:
+    """The state directory: `given` (--state-dir), else GPUCONF_STATE_DIR, else
+    $XDG_STATE_HOME/gpuconf, else ~/.local/state/gpuconf."""
+    if given:
+        return Path(given).expanduser()
     if os.environ.get("GPUCONF_STATE_DIR"):
         return Path(os.environ["GPUCONF_STATE_DIR"]).expanduser()
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base).expanduser() / "gpuconf"
 
 
-def bundles_dir(state_dir: Path | None = None) -> Path:
+def bundles_dir(where: Path | None = None) -> Path:
     """The evidence bundles' directory (`gpuconf collect`, remediate, firmware backups)."""
-    return (state_dir or default_state_dir()) / "bundles"
+    return (where or state_dir()) / "bundles"

@@ -6,6 +6,7 @@ deep inside a playbook can be reported as file:line:column.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,14 @@ class Secret(str):
         return Secret(str.__getitem__(self, key))
 
 
-class YDict(dict):
+class YDict(dict[Any, Any]):  # YAML's keys: mostly strings, any scalar at all
     """A dict that knows its own position and each key's position."""
 
     file: str = "<string>"
     pos: tuple[int, int] = (0, 0)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, items: Mapping[Any, Any] | None = None) -> None:
+        super().__init__(items or {})
         self.key_pos: dict[Any, tuple[int, int]] = {}
 
     def location(self, key: Any = None) -> Location:
@@ -44,14 +45,14 @@ class YDict(dict):
         return Location(self.file, line, col)
 
 
-class YList(list):
+class YList(list[Any]):
     """A list that knows its own position and each item's position."""
 
     file: str = "<string>"
     pos: tuple[int, int] = (0, 0)
 
-    def __init__(self, *args: Any):
-        super().__init__(*args)
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        super().__init__(items)
         self.item_pos: list[tuple[int, int]] = []
 
     def location(self, index: int | None = None) -> Location:
@@ -184,7 +185,7 @@ def _all_secret(value: Any) -> Any:
     return value
 
 
-def locate(root: Any, path: tuple | list, fallback: Location | None = None) -> Location | None:
+def locate(root: Any, path: Sequence[int | str], fallback: Location | None = None) -> Location | None:
     """The location of the element at `path` (keys and indexes) under `root`.
 
     Walks as deep as the path exists and returns the deepest known position, so

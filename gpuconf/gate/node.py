@@ -19,18 +19,19 @@ import glob
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gpuconf.facts.base import FactUnavailable, Output
 from gpuconf.facts.kernel_log import grep_records
+from gpuconf.facts.local import run_local
 from gpuconf.facts.nvidia import parse_query_csv
 from gpuconf.files.bounded import write_atomic
 from gpuconf.gate.judge import FAILING, Signals, judge, overall, reason
-from gpuconf.scheduler.slurm import SCONTROL_TIMEOUT, parse_show_node
+from gpuconf.scheduler.interface import SchedulerError
+from gpuconf.scheduler.slurm import SCONTROL_TIMEOUT, Slurm
 from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
 from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
@@ -49,23 +50,12 @@ def run(argv: list[str], timeout: float) -> Output:
     """A program, no shell, in its own process group, killed whole at its timeout."""
     env = dict(os.environ, LC_ALL="C", LANG="C", PATH=os.environ.get("PATH", "") + ":" + PATH)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, start_new_session=True)
+        ran = run_local(argv, timeout, env=env)
     except OSError as exc:
         return Output("", f"{argv[0]}: {exc.strerror}", 127 if isinstance(exc, FileNotFoundError) else 126,
                       timeout=timeout, argv=tuple(argv))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            out, err = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:  # stuck in the kernel: abandoned, never waited for
-            out, err = b"", b""
-        return Output(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), -9, True, timeout, tuple(argv))
-    return Output(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode, False, timeout,
-                  tuple(argv))
+    return Output(ran.out.decode("utf-8", "replace"), ran.err.decode("utf-8", "replace"), ran.rc, ran.timed_out,
+                  timeout, tuple(argv))
 
 
 def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[Any, Any]:
@@ -127,44 +117,56 @@ def read_signals(smi_timeout: float = SMI_TIMEOUT) -> Signals:
 
 
 def drain(node: str, why: str) -> dict[str, str]:
-    """Drain the node with gpuconf's reason, unless it is drained already (someone else's reason is kept)."""
-    shown = run(["scontrol", "show", "node", node], SCONTROL_TIMEOUT)
-    if shown.rc != 0 or shown.timed_out:
-        return {"action": "error", "reason": why, "error": _said(shown, "scontrol show node")}
+    """Drain the node with gpuconf's reason, unless it is drained already (someone else's reason is
+    kept): through the one Slurm client (gpuconf/scheduler/slurm.py), scontrol run here."""
+    slurm = Slurm(scontrol, SCONTROL_TIMEOUT)
     try:
-        state = parse_show_node(shown.stdout)
-    except ValueError as exc:
+        state = slurm.nodes([node]).get(node)
+        if state is None:
+            return {"action": "error", "reason": why, "error": f"slurm has no node '{node}'"}
+        if state.drained:
+            return {"action": "kept", "reason": state.reason or ""}
+        slurm.drain(node, why)
+    except (SchedulerError, ValueError) as exc:
         return {"action": "error", "reason": why, "error": str(exc)}
-    if state.drained:
-        return {"action": "kept", "reason": state.reason or ""}
-    done = run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why}"], SCONTROL_TIMEOUT)
-    if done.rc != 0 or done.timed_out:
-        return {"action": "error", "reason": why, "error": _said(done, "scontrol update")}
     return {"action": "drain", "reason": why}
 
 
-def _said(out: Output, what: str) -> str:
+def scontrol(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """Slurm's client on this node, as the gate runs a program (its group killed at the timeout)."""
+    out = run(argv, timeout)
     if out.timed_out:
-        return f"{what}: no answer within {out.timeout or SCONTROL_TIMEOUT:g} s"
-    lines = (out.stderr or out.stdout).strip().splitlines()
-    return f"{what} failed (exit {out.rc}): {lines[-1] if lines else 'no message'}"
+        raise SchedulerError(f"{' '.join(argv[:3])}: no answer within {out.timeout or timeout:g} s")
+    return out.rc, out.stdout, out.stderr
 
 
-def main(args: Any) -> int:
+@dataclass(frozen=True)
+class GateOptions:
+    """What `gpuconf gate` is asked (gpuconf/cli/verbs.py builds it)."""
+
+    node: str  # the Slurm node name
+    driver_version: str | None = None  # the pinned driver version (None: any)
+    nvidia_smi_timeout: float = 10.0
+    slurm: bool = False  # a failing gate drains the node first
+    report: str | None = None  # also write the JSON verdict here
+    pretty: bool = False
+
+
+def main(options: GateOptions) -> int:
     """0 when the node may run the job (PASS, INFO, WARNING); 1 when it may not (CRITICAL, UNKNOWN)."""
     started = time.monotonic()
-    signals = read_signals(args.nvidia_smi_timeout)
-    findings = judge(signals, args.driver_version)
+    signals = read_signals(options.nvidia_smi_timeout)
+    findings = judge(signals, options.driver_version)
     verdict = overall(findings)
-    report: dict[str, Any] = {"verdict": verdict, "node": args.node, "boot_id": signals.boot_id,
+    report: dict[str, Any] = {"verdict": verdict, "node": options.node, "boot_id": signals.boot_id,
                               "findings": [f.as_dict() for f in findings]}
     why = reason(findings)
-    if args.slurm and why is not None:
-        report["slurm"] = drain(args.node, why)
+    if options.slurm and why is not None:
+        report["slurm"] = drain(options.node, why)
     report["duration_s"] = round(time.monotonic() - started, 3)
-    text = json.dumps(report, indent=2 if args.pretty else None, sort_keys=True)
-    if args.report:
-        write_report(args.report, text)
+    text = json.dumps(report, indent=2 if options.pretty else None, sort_keys=True)
+    if options.report:
+        write_report(options.report, text)
     print(text)
     sys.stdout.flush()
     return 1 if verdict in FAILING else 0

@@ -71,7 +71,7 @@ class Inventory:
             group.parents.add(parent)
         return group
 
-    def add_host(self, name: str, group: str = "ungrouped", vars: dict | None = None) -> Host:
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, Any] | None = None) -> Host:
         host = self.hosts.setdefault(name, Host(name))
         host.vars.update(vars or {})
         host.groups.add(group)
@@ -360,7 +360,8 @@ def load_vars_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise InventoryError("a variables file must be a mapping of names to values", Location(str(path), 1, 1))
-    return yamlsrc.plain(data)
+    values: dict[str, Any] = yamlsrc.plain(data)
+    return values
 
 
 def _key_values(item: str) -> list[str]:

@@ -9,9 +9,10 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -25,6 +26,7 @@ from gpuconf.playbook.models import (
     INCLUDE_KEYWORDS,
     Condition,
     Play,
+    Playbook,
     RoleRef,
     TaskDef,
     TaskKeywords,
@@ -34,9 +36,32 @@ from gpuconf.playbook.roles import RoleCall, load_role
 from gpuconf.release.library import find_playbook
 from gpuconf.templating.render import is_template
 
-# `loader` below is the playbook's Loader (gpuconf/playbook/loader.py), typed Any: the loader
-# imports this module, and an import back would be a circle (tests/unit/test_layers.py).
-Loader = Any
+
+class Loader(Protocol):
+    """What these functions use of the playbook's Loader (gpuconf/playbook/loader.py), which imports
+    this module: a protocol here, where an import back would be a circle (tests/unit/test_layers.py)."""
+
+    @property
+    def playbook(self) -> Path: ...
+
+    stack: tuple[Path, ...]  # the files being read (no cycles): extended around an included file
+
+    @property
+    def block_ids(self) -> Iterator[int]: ...
+
+    @property
+    def included_handlers(self) -> list[TaskDef]: ...
+
+    def nested(self, playbook: Path) -> Loader: ...
+
+    def load(self) -> Playbook: ...
+
+    def _tasks(self, items: Any, parent: yamlsrc.YDict, key: str, tags: set[str], search: list[Path],
+               handler: bool = False, role: str | None = None, here: Path | None = None,
+               blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]: ...
+
+    def render_static(self, value: str, what: str, where: Location) -> str: ...
+
 INCLUDES = ("import_tasks", "include_tasks", "import_role", "include_role")
 
 

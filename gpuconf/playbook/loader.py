@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,8 +38,10 @@ from gpuconf.release.library import find_playbook, playbook_names, shipped_roles
 from gpuconf.tasks.registry import TASK_TYPES, static_param_errors
 from gpuconf.templating.render import Vars, is_template, render
 
+Model = TypeVar("Model", bound=BaseModel)
 
-def _validate(model: type[BaseModel], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Any:
+
+def _validate(model: type[Model], data: Any, node: Any, allowed: tuple[str, ...], what: str) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:

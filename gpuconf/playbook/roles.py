@@ -82,12 +82,14 @@ def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
         data = dict(item)
         if "role" not in data and "name" in data:
             data["role"] = data.pop("name")
-        return validate(RoleRef, data, node, ROLE_KEYS, "role")
+        ref: RoleRef = validate(RoleRef, data, node, ROLE_KEYS, "role")
+        return ref
     raise PlaybookError("a role is a name or a mapping with 'role:'", where)
 
 
 def find_role(loader: Loader, name: str, where: Location) -> Path:
-    for base in loader.role_dirs:
+    dirs: list[Path] = loader.role_dirs
+    for base in dirs:
         if (base / name).is_dir():
             return base / name
     available = [p.name for base in loader.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]

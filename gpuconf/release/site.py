@@ -74,7 +74,9 @@ def group_vars(model: Model) -> str:
             f"# CUDA: one toolkit at an exact version, held (CUDA 13 needs driver 580 or newer).\n"
             f"cuda_version: {_quoted(cuda)}\n"
             f"cuda_package_version: {_quoted(cuda_package)}\n\n"
-            f"{model.fabric}")
+            f"{model.fabric}\n"
+            f"# What the drift timer on each node checks (gpuconf-agent.yml installs the agent and the timer).\n"
+            f"drift_timer_playbook: {model.playbook}\n")
 
 
 def hosts_yml() -> str:

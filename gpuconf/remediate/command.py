@@ -14,14 +14,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuconf.connection.base import Connection
 from gpuconf.connection.lock import LOCK_PATH
+from gpuconf.connection.resolve import connect
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
 from gpuconf.errors import UsageError
-from gpuconf.files.state import bundles_dir, default_state_dir
+from gpuconf.files.state import bundles_dir
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
 from gpuconf.playbook.models import Playbook
@@ -101,13 +104,9 @@ class EngineHooks:
         return None
 
     @contextlib.contextmanager
-    def _connection(self, host: str) -> Iterator[Any]:
-        from gpuconf.connection.base import ConnectionSpec
-        from gpuconf.engine.runner import default_connection
-
-        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
-                                        {"connection": self.options.connection} if self.options.connection else None)
-        connection = default_connection(spec, self.options)
+    def _connection(self, host: str) -> Iterator[Connection]:
+        """The host's connection as the run's own (gpuconf/connection/resolve.py), closed after."""
+        connection = connect(self.inventory, host, self.options.reach)
         try:
             yield connection
         finally:
@@ -121,12 +120,7 @@ class EngineHooks:
         process on the node for as long as its channel lives: a controller that dies, or a node that
         reboots, frees it. Another remediate, whatever its state directory, finds it taken and leaves
         the node (HostBusy names the holder)."""
-        from gpuconf.connection.base import ConnectionSpec
-        from gpuconf.engine.runner import default_connection
-
-        spec = ConnectionSpec.from_vars(host, self.inventory.host_vars(host),
-                                        {"connection": self.options.connection} if self.options.connection else None)
-        connection = default_connection(spec, self.options)
+        connection = connect(self.inventory, host, self.options.reach)
         owner = f"gpuconf remediate pid {os.getpid()} on {socket.gethostname()}, state {self.state_dir}"
         try:
             lock = connection.hold_lock(REMEDIATE_LOCK, 0, owner)
@@ -182,8 +176,8 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
     if host.unreachable:
         return plan.Verdict(name, False, f"{PREFIX} unreachable: {plan.first_line(host.error or '')}",
                             unreachable=True)
-    warned = strict and host.warned
-    if not (host.failed or host.drifted or warned):
+    unclean = host.unclean(strict)
+    if not unclean:
         # NVIDIA's catalog calls the restart_app Xids (13, 31, 45, 94) warnings: they fail no check,
         # yet remediate reports them and escalates a repeat (restart_app.py)
         apps = [f for t in host.tasks if not t.ignored for f in t.findings
@@ -194,19 +188,19 @@ def verdict(host: HostResult | None, name: str, strict: bool) -> plan.Verdict:
         return plan.Verdict(name, False, f"{PREFIX} restart_app: {plan.first_line(app.finding)}", cause=FAULT,
                             decision=app, gpus=gpus_named(host))
     reason = drain_reason(host) or f"{PREFIX} health warning (--strict)"
-    cause = DRIFT if host.drifted and not (host.failed or warned) else FAULT
-    unclean = [t for t in host.tasks if not t.ignored and (t.status in (Status.FAILED, Status.UNKNOWN)
-                                                           or (warned and t.warnings))]
-    findings = [f for t in unclean for f in t.findings]
+    faults = [t for t in unclean if t.status != Status.WOULD_CHANGE]  # failed, or warned under --strict
+    cause = FAULT if faults else DRIFT
+    judged = [t for t in faults if not t.ignored]  # an ignored task's warnings count, its findings decide nothing
+    findings = [f for t in judged for f in t.findings]
     decision = decide_action(findings, strict)
     if decision is not None:  # the drain names the fault that decided, not the first task that failed
-        more = len(unclean) - 1
+        more = len(judged) - 1
         reason = reason_text(f"{PREFIX} failed: {plan.first_line(decision.finding)}"
                              + (f" (+{more} more)" if more > 0 else ""))
         if more > 0 and not reason.endswith(f"(+{more} more)"):
             reason = reason[: REASON_MAX - len(f"… (+{more} more)")] + f"… (+{more} more)"
     if decision is not None and decision.kind == APP and (host.drifted or any(
-            not any(f.action == "restart_app" for f in t.findings) for t in unclean)):
+            not any(f.action == "restart_app" for f in t.findings) for t in judged)):
         decision = None  # something else needs the apply: the node is remediated as for any failure
     changes = tuple(c.summary for t in host.tasks if t.status == Status.WOULD_CHANGE and not t.ignored
                     for c in visible_changes(t))
@@ -239,31 +233,45 @@ def scope(inventory: Inventory, playbook: Playbook) -> dict[str, str]:
     return {h: str(inventory.host_vars(h).get("slurm_node_name", h)) for h in hosts}
 
 
-def settings(args: Any) -> Settings:
-    if args.lemon_after < 0:
+@dataclass(frozen=True)
+class RemediateOptions:
+    """What `gpuconf remediate` is asked beyond the run's options (gpuconf/cli/verbs.py builds it)."""
+
+    settings: Settings
+    state_dir: Path
+    check: bool = False  # --check: each node's plan, nothing changed
+    report: Path | None = None
+
+
+def settings(*, max_unavailable: str, drain_timeout: str, lemon_after: int, lemon_window: str,
+             breaker: str | None, breaker_window: str, restart_app_window: str, hold_after_reboots: int,
+             reboot_window: str) -> Settings:
+    """The loop's settings from the command line's words (a bad one is a UsageError naming its option)."""
+    if lemon_after < 0:
         raise UsageError("--lemon-after must be 0 (never a lemon) or more")
-    if args.hold_after_reboots < 1:
-        raise UsageError(f"--hold-after-reboots {args.hold_after_reboots}: give 1 (the hold after the first reboot "
+    if hold_after_reboots < 1:
+        raise UsageError(f"--hold-after-reboots {hold_after_reboots}: give 1 (the hold after the first reboot "
                          "the fault survives) or more")
-    return Settings(budget=plan.parse_budget(args.max_unavailable),
-                    drain_timeout=plan.parse_duration(args.drain_timeout, "--drain-timeout"),
-                    lemon=LemonRule(args.lemon_after, plan.parse_duration(args.lemon_window, "--lemon-window")),
-                    breaker=parse_breaker(args.breaker, plan.parse_duration(args.breaker_window, "--breaker-window")),
-                    app_window=plan.parse_duration(args.restart_app_window, "--restart-app-window"),
-                    hold_after_reboots=args.hold_after_reboots,
-                    reboot_window=plan.parse_duration(args.reboot_window, "--reboot-window"),
+    return Settings(budget=plan.parse_budget(max_unavailable),
+                    drain_timeout=plan.parse_duration(drain_timeout, "--drain-timeout"),
+                    lemon=LemonRule(lemon_after, plan.parse_duration(lemon_window, "--lemon-window")),
+                    breaker=parse_breaker(breaker, plan.parse_duration(breaker_window, "--breaker-window")),
+                    app_window=plan.parse_duration(restart_app_window, "--restart-app-window"),
+                    hold_after_reboots=hold_after_reboots,
+                    reboot_window=plan.parse_duration(reboot_window, "--reboot-window"),
                     poll=float(os.environ.get("GPUCONF_REMEDIATE_POLL", "2")),
                     run_id=f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}")
 
 
-def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | None, options: RunOptions) -> int:
-    config = settings(args)
+def run(remediate: RemediateOptions, inventory: Inventory, playbook: Playbook, health: Playbook | None,
+        options: RunOptions) -> int:
+    config = remediate.settings
     hosts = scope(inventory, playbook)
-    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    state_dir = remediate.state_dir
     stop = threading.Event()
     scheduler = Slurm()
     hooks = EngineHooks(inventory, playbook, health, options, stop, state_dir)
-    if args.check:
+    if remediate.check:
         return check_only(hosts, hooks, scheduler, state_dir, config)
 
     def say(line: str) -> None:
@@ -290,8 +298,8 @@ def run(args: Any, inventory: Inventory, playbook: Playbook, health: Playbook | 
                 signal.signal(sig, handler)
     for line in summary.lines():
         print(line)
-    if args.report:
-        summary.write(Path(args.report))
+    if remediate.report is not None:
+        summary.write(remediate.report)
     return summary.exit_code
 
 
@@ -317,27 +325,26 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
     return (EXIT_DRIFT if unclean else 0) | (EXIT_UNREACHABLE if any(v.unreachable for v in unclean) else 0)
 
 
-def history(args: Any) -> int:
+def history(host: str, state_dir: Path, as_json: bool = False) -> int:
     """`gpuconf history HOST`: its remediations, newest last, with the journal's steps."""
-    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     if not (state_dir / FILE).exists():  # nothing was ever remediated with this state directory
-        print(json.dumps({"host": args.host, "remediations": []}) if args.format == "json" else
-              f"{args.host}: no remediation recorded (no history at {state_dir / FILE})")
+        print(json.dumps({"host": host, "remediations": []}) if as_json else
+              f"{host}: no remediation recorded (no history at {state_dir / FILE})")
         return 0
     store = History(state_dir, create=False)
     try:
-        judged = judge(store.records(args.host))
-        if args.format == "json":
+        judged = judge(store.records(host))
+        if as_json:
             data = [dict(dataclasses.asdict(j.record), lemon={"counted": j.counted, "why": j.why},
                          steps=[{"at": at, "step": step, "detail": detail}
                                 for at, step, detail in store.steps(j.record.id)])
                     for j in judged]
-            print(json.dumps({"host": args.host, "schema_version": store.version, "remediations": data}, indent=2))
+            print(json.dumps({"host": host, "schema_version": store.version, "remediations": data}, indent=2))
             return 0
     finally:
         store.close()
     if not judged:
-        print(f"{args.host}: no remediation in {store.path}")
+        print(f"{host}: no remediation in {store.path}")
         return 0
     rows = [("STARTED (UTC)", "OUTCOME", "STEP", "FINDING", "LEMON RULE", "DETAIL")]
     rows += [(_when(j.record.started), j.record.outcome or "open", j.record.step, j.record.finding, j.why,

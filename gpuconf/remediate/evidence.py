@@ -22,10 +22,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.evidence import parse_bug_report_header, parse_dmidecode, system_identity
+from gpuconf.facts.wire import Reply, Request
+
+if TYPE_CHECKING:
+    from gpuconf.connection.base import Connection
 
 MIB = 1024 * 1024
 CHUNK = 720 * 1024  # raw bytes per op: its base64 stays under the runner's 1 MiB output
@@ -133,17 +137,17 @@ def bundle_name(host: str, when: float) -> str:
     return f"{safe}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(when))}.tar.gz"
 
 
-def _run(connection: Any, commands: list[str], timeout: float) -> list[dict[str, Any]]:
-    ops = [{"op": "run", "cmd": cmd, "timeout": timeout, "check": False} for cmd in commands]
+def _run(connection: Connection, commands: list[str], timeout: float) -> list[Reply]:
+    ops: list[Request] = [{"op": "run", "cmd": cmd, "timeout": timeout, "check": False} for cmd in commands]
     return connection.call(ops, readonly=False, timeout=timeout * len(ops) + 30, become=True)
 
 
-def _failed(host: str, what: str, reply: dict[str, Any]) -> GpuconfError:
+def _failed(host: str, what: str, reply: Reply) -> GpuconfError:
     said = (reply.get("error") or reply.get("err") or reply.get("out") or "").strip().splitlines()
     return GpuconfError(f"{host}: {what} (exit {reply.get('rc')}): {said[-1] if said else 'no message'}")
 
 
-def collect(host: str, connection: Any, bundles: Path, max_bundle: int = MAX_BUNDLE,
+def collect(host: str, connection: Connection, bundles: Path, max_bundle: int = MAX_BUNDLE,
             items: tuple[Item, ...] = ITEMS) -> Bundle:
     """Build the bundle on `host`, bring it into `bundles`, remove the host's copy."""
     started = time.time()

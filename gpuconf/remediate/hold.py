@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuconf.facts.common import canonical_pci_address
+from gpuconf.facts.wire import Request
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.firmware import FIRMWARE
 from gpuconf.remediate.history import Hold
 from gpuconf.scheduler.interface import HARDWARE_PREFIX, reason_text
+
+if TYPE_CHECKING:
+    from gpuconf.connection.base import Connection
 
 SERIAL_QUERY = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
 SERIAL_TIMEOUT = 10.0
@@ -58,10 +62,10 @@ def hold_record(remediation: int, host: str, node: str, decision: Decision, reas
                 decision.count or 1, at, at, reason)
 
 
-def read_serials(connection: Any) -> dict[str, str]:
+def read_serials(connection: Connection) -> dict[str, str]:
     """The GPUs' serials, read on the host over the run's connection; {} when nvidia-smi cannot tell
     (the hold is set all the same: a hung GPU must not keep a broken node in service)."""
-    ops = [{"op": "run", "cmd": shlex.join(SERIAL_QUERY), "timeout": SERIAL_TIMEOUT, "check": False}]
+    ops: list[Request] = [{"op": "run", "cmd": shlex.join(SERIAL_QUERY), "timeout": SERIAL_TIMEOUT, "check": False}]
     try:
         reply = connection.call(ops, readonly=False, timeout=SERIAL_TIMEOUT + 30, become=True)[0]
     except Exception:  # noqa: BLE001 - an unreachable host or a hung nvidia-smi: the serial stays unknown

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from gpuconf.files.state import default_state_dir
 from gpuconf.remediate.breaker import state
 from gpuconf.remediate.history import FILE, RESET, History
 from gpuconf.remediate.hold import listing
 from gpuconf.scheduler.interface import SchedulerError
 
 
-def _state_dir(args: Any) -> Path:
-    return Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
-
-
-def hardware(args: Any) -> int:
-    """The nodes drained as hardware holds: serial, PCI address, Xid or SXid, count, first and last
-    seen, the evidence bundle; with --scheduler, whether each is still drained as one."""
-    path = _state_dir(args)
+def hardware(path: Path, as_json: bool = False, ask_scheduler: bool = False) -> int:
+    """The nodes drained as hardware holds in the state directory `path`: serial, PCI address, Xid
+    or SXid, count, first and last seen, the evidence bundle; `ask_scheduler` (--scheduler):
+    whether each is still drained as one."""
     if not (path / FILE).exists():
-        print('{"holds": []}' if args.format == "json" else f"no hardware hold recorded (no history at {path / FILE})")
+        print('{"holds": []}' if as_json else f"no hardware hold recorded (no history at {path / FILE})")
         return 0
     with History(path, create=False) as store:
         holds = store.holds()
     held_now = None
-    if args.scheduler and holds:
+    if ask_scheduler and holds:
         from gpuconf.scheduler.slurm import Slurm
 
         try:
@@ -34,13 +28,13 @@ def hardware(args: Any) -> int:
         except SchedulerError as exc:
             raise SchedulerError(f"{exc} (gpuconf hardware lists the history without --scheduler)") from None
         held_now = {name: node.hardware_hold for name, node in nodes.items()}
-    print(listing(holds, held_now, args.format == "json"))
+    print(listing(holds, held_now, as_json))
     return 0
 
 
-def reset_breaker(args: Any) -> int:
-    """Close the circuit breaker: a person has looked at the cause. What failed before now no longer counts."""
-    path = _state_dir(args)
+def reset_breaker(path: Path) -> int:
+    """Close the circuit breaker of the state directory `path`: a person has looked at the cause.
+    What failed before now no longer counts."""
     with History(path) as store:
         current = state(store.breaker_events())
         if current.tripped is None:  # a reset would also wipe the count towards the next trip

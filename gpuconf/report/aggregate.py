@@ -9,6 +9,7 @@ line. Both are pure functions of a `RunResult`; `text.py` prints them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuconf.report.hostlist import compress
@@ -75,7 +76,7 @@ def _key(result: TaskResult) -> tuple[Status, str, str, tuple[str, ...], tuple[s
 def group_tasks(run: RunResult) -> list[TaskGroup]:
     """Every result that says something (ignored failures and skips left out), grouped, failures first;
     within a status, the group with the most hosts first."""
-    groups: dict[tuple, TaskGroup] = {}
+    groups: dict[tuple[Status, str, str, tuple[str, ...], tuple[str, ...]], TaskGroup] = {}
     for host in run.hosts.values():
         for result in host.tasks:
             if result.status not in ORDER or result.ignored or not says_something(result):
@@ -124,7 +125,7 @@ class RecapLine:
 
 def group_recap(run: RunResult) -> list[RecapLine]:
     """Hosts with the same counts share a line; red lines first, then yellow, then green."""
-    lines: dict[tuple, RecapLine] = {}
+    lines: dict[tuple[tuple[tuple[str, int], ...], str, str], RecapLine] = {}
     for name, host in run.hosts.items():
         counts, state, reboot = recap_counts(run, host), host_state(host), reboot_note(host)
         key = (tuple(counts), state, reboot)
@@ -207,7 +208,8 @@ def summary(run: RunResult) -> str:
     if run.verb == "apply" and changed:
         parts[0] += f" ({len(changed)} changed)"
 
-    def listed(group: list[HostResult], reason=_first_reason, most: int = 5) -> str:
+    def listed(group: list[HostResult], reason: Callable[[HostResult], str] | None = _first_reason,
+               most: int = 5) -> str:
         items = [f"{h.host}: {reason(h)}" if reason else h.host for h in group[:most]]
         more = f", +{len(group) - most} more" if len(group) > most else ""
         return "; ".join(items) + more

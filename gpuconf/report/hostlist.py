@@ -13,7 +13,7 @@ NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 def _ranges(numbers: list[int], width: int) -> str:
     parts, start, previous = [], numbers[0], numbers[0]
-    for number in numbers[1:] + [None]:  # type: ignore[list-item]
+    for number in numbers[1:] + [None]:
         if number is not None and number == previous + 1:
             previous = number
             continue

@@ -57,7 +57,7 @@ def before_after(before: object, after: object) -> list[str]:
     return [f"{_shown(before)} → {_shown(after)}"]
 
 
-def _detail(task: TaskResult) -> dict:
+def _detail(task: TaskResult) -> dict[str, object]:
     changes = [{"summary": c.summary, **({"diff": c.diff} if c.diff and not task.secret else {}),
                 **({"values": before_after(c.before, c.after)}
                    if not c.diff and not task.secret and (c.before is not None or c.after is not None) else {})}
@@ -66,7 +66,7 @@ def _detail(task: TaskResult) -> dict:
                  **({"gpu": f.gpu} if f.gpu is not None else {})} for f in visible_findings(task)]
     # ignore_errors and a block's rescue both leave the result failed and `ignored`: the run went on
     status = "failed, ignored or rescued" if task.ignored else task.status.value
-    out: dict = {"task": task.task, "status": status}
+    out: dict[str, object] = {"task": task.task, "status": status}
     # a message that only joins the change summaries would say each change twice
     text = visible_error(task) or ("" if told_by_changes(task) else visible_message(task))
     for key, value in (("text", text), ("changes", changes), ("findings", findings)):
@@ -75,7 +75,7 @@ def _detail(task: TaskResult) -> dict:
     return out
 
 
-def to_data(run: RunResult) -> dict:
+def to_data(run: RunResult) -> dict[str, object]:
     """The report's data: roles, one row of state codes per host, and the tasks of each cell that
     say something (not in sync, or with a finding); in-sync tasks are only counted."""
     roles: list[str] = []
@@ -83,8 +83,8 @@ def to_data(run: RunResult) -> dict:
         for task in host.tasks:
             if task.task != "connect" and _role(task) not in roles:
                 roles.append(_role(task))
-    rows: list[list] = []
-    cells: dict[str, list[dict]] = {}
+    rows: list[list[object]] = []
+    cells: dict[str, list[dict[str, object]]] = {}
     for name, host in run.hosts.items():
         states, in_sync = _row(host, roles)
         rows.append([name, states, in_sync])

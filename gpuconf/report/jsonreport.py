@@ -80,7 +80,7 @@ def to_dict(run: RunResult) -> dict[str, Any]:
 def host_in_sync(run: RunResult, host: HostResult) -> bool:
     """check: nothing drifted, failed, unknown or unreachable; apply: converged with nothing failed.
     A host that SIGINT stopped before its work was done is neither."""
-    if host.unreachable or host.failed or host.interrupted or (run.strict and host.warned):
+    if host.unreachable or host.failed_under(run.strict) or host.interrupted:
         return False
     if run.verb == "check":
         return not host.drifted

@@ -44,7 +44,7 @@ def _name(task: TaskResult) -> str:
 def _failure(run: RunResult, task: TaskResult) -> tuple[str, str, str] | None:
     """(type, message, detail) when this task fails the testcase, else None."""
     findings = visible_findings(task)
-    bad = [f for f in findings if f.severity == "failure" or (run.strict and f.severity == "warning")]
+    bad = [f for f in findings if f.fails or (run.strict and f.severity == "warning")]
     if task.status == Status.UNREACHABLE:
         return "unreachable", visible_error(task) or "host unreachable", ""
     if task.status == Status.FAILED:

@@ -55,7 +55,7 @@ class LiveProgress:
         with self.lock:
             if result.status == Status.UNREACHABLE:
                 self.unreachable.add(result.host)
-            elif result.status in (Status.FAILED, Status.UNKNOWN) and not result.ignored:
+            elif result.failed:
                 self.failed.add(result.host)
             elif result.status == Status.WOULD_CHANGE:
                 self.drifted.add(result.host)

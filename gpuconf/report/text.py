@@ -45,7 +45,7 @@ from gpuconf.report.redact import (
     visible_message,
     visible_output,
 )
-from gpuconf.results import RunResult, Section, Status, TaskResult
+from gpuconf.results import ChangeReport, RunResult, Section, Status, TaskResult
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -168,7 +168,7 @@ class TextReporter:
         if self.progress:
             self.progress.task_finished(result)
         with self.lock:
-            if result.status in (Status.FAILED, Status.UNKNOWN, Status.UNREACHABLE) and not result.ignored:
+            if result.failed or result.status == Status.UNREACHABLE:
                 self.failed.add(result.host)
             elif result.status == Status.WOULD_CHANGE:
                 self.drifted.add(result.host)
@@ -228,7 +228,7 @@ class TextReporter:
             return False
         return says_something(result) or (result.type == "debug" and result.status == Status.OK)
 
-    def _diff(self, change) -> None:
+    def _diff(self, change: ChangeReport) -> None:
         if change.diff:
             for line in change.diff.splitlines():
                 style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")

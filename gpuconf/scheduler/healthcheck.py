@@ -29,7 +29,7 @@ RESUME_AFTER = 2  # healthy runs in a row before the check resumes its own drain
 
 def drain_reason(host: HostResult) -> str | None:
     """`gpuconf: <what>`, short, or None when the host is in sync."""
-    failed = [t for t in host.tasks if t.status in (Status.FAILED, Status.UNKNOWN) and not t.ignored]
+    failed = [t for t in host.tasks if t.failed]
     drifted = [t for t in host.tasks if t.status == Status.WOULD_CHANGE]
     if failed:
         first = failed[0]
@@ -75,7 +75,7 @@ def failure_reason(host: HostResult, complete: bool, drift_drains: bool) -> str 
         if task.status == Status.WOULD_CHANGE:
             return drift_drains
         if task.status == Status.UNKNOWN:
-            return task.not_run is None and (complete or any(f.severity == "failure" for f in task.findings))
+            return task.not_run is None and (complete or task.unhealthy)
         return True
     return drain_reason(HostResult(host.host, [t for t in host.tasks if counts(t)]))
 

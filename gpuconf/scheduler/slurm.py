@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections.abc import Iterable
 
+from gpuconf.facts.local import run_local as run_program
 from gpuconf.scheduler.interface import Command, Node, SchedulerError, reason_text
 
 # Slurm 22.05's slurmd kills a HealthCheckProgram after 60 s (run_script_health_check: max_wait
@@ -41,15 +41,18 @@ REBOOT_WORDS = ("reboot issued", "reboot complete", "reboot timed out")
 
 
 def run_local(argv: list[str], timeout: float) -> tuple[int, str, str]:
-    """A Slurm client command on this machine, bounded in time."""
+    """A Slurm client command on this machine, bounded in time (its process group killed at the
+    timeout: gpuconf/facts/local.py)."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = run_program(argv, timeout)
     except FileNotFoundError:
         raise SchedulerError(f"{argv[0]} not found: gpuconf remediate runs where the Slurm client commands work "
                              "(install slurm-client; SLURM_CONF names the cluster)") from None
-    except subprocess.TimeoutExpired:
-        raise SchedulerError(f"{shlex.join(argv)}: no answer within {timeout:g} s (is slurmctld up?)") from None
-    return done.returncode, done.stdout, done.stderr
+    except OSError as exc:
+        raise SchedulerError(f"{argv[0]}: {exc.strerror or exc}") from None
+    if done.timed_out:
+        raise SchedulerError(f"{shlex.join(argv)}: no answer within {timeout:g} s (is slurmctld up?)")
+    return done.rc, done.out.decode("utf-8", "replace"), done.err.decode("utf-8", "replace")
 
 
 class Slurm:

@@ -25,6 +25,7 @@ from gpuconf.engine.after import Call, OpenHosts
 from gpuconf.engine.processors import NoEvents
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import check_read_only
+from gpuconf.facts.wire import Reply
 from gpuconf.results import EXIT_FAILED, EXIT_OK, Final, HostResult, RecapLine, RunResult
 from gpuconf.scheduler.healthcheck import FORGET, RESUME_AFTER, Memory, failure_reason, settle
 from gpuconf.scheduler.interface import Command, Scheduler, SchedulerError, reason_text
@@ -130,14 +131,15 @@ def host_command(call: Call) -> Command:
     return run
 
 
-def read_memory(reply: dict[str, Any], node: str) -> Memory:
+def read_memory(reply: Reply, node: str) -> Memory:
     """The remembered drain from a `stat` reply of the state file; nothing remembered when the file
     is missing, unreadable, of another version or of another node name (the safe side: a drain
     the check cannot prove it set is never resumed)."""
-    if not reply.get("exists") or "content_b64" not in reply:
+    content = reply.get("content_b64")
+    if not reply.get("exists") or content is None:
         return FORGET
     try:
-        data = json.loads(base64.b64decode(reply["content_b64"]).decode("utf-8"))
+        data = json.loads(base64.b64decode(content).decode("utf-8"))
         if data.get("version") != STATE_VERSION or data.get("node") != node:
             return FORGET
         return Memory(data.get("reason"), data.get("stamp"), int(data.get("healthy", 0)))

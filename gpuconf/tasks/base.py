@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuconf.facts.base import Fact, FactUnavailable, Output
+from gpuconf.facts.base import Fact, FactUnavailable, Output, Parsed
 from gpuconf.facts.platform import Platform, PlatformUnknown
 from gpuconf.facts.wire import MkdirRequest, RemoveRequest, Request, RunRequest, SymlinkRequest, WriteRequest
 
@@ -190,13 +190,14 @@ class Facts:
             raise LookupError("the host's platform was not resolved before the task ran")
         return self._platform
 
-    def __getitem__(self, fact: Fact) -> Any:
+    def __getitem__(self, fact: Fact[Parsed]) -> Parsed:
         if fact.key not in self._declared:
             raise LookupError(f"fact {fact.key!r} was read but not declared by reads()")
         value = self._values.get(fact.key, FactUnavailable(f"{fact.key}: not read"))
         if isinstance(value, FactUnavailable):
             raise value
-        return value
+        parsed: Parsed = value  # the cache holds what this fact's parse returned
+        return parsed
 
 
 class Resolver(Protocol):

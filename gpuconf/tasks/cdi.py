@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from gpuconf.errors import TaskError
-from gpuconf.facts.base import file_state
+from gpuconf.facts.base import Fact, file_state
 from gpuconf.facts.cdi import CdiSpecError, parse_cdi_generate_log, parse_cdi_spec
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, TaskType, Verdict, drift, in_sync, run
@@ -38,7 +38,7 @@ class CdiSpec(TaskType):
     name = "cdi_spec"
     Params = CdiSpecParams
 
-    def reads(self, params: CdiSpecParams):
+    def reads(self, params: CdiSpecParams) -> list[Fact]:
         return [file_state(params.path, follow=True), PROC_VERSION]
 
     def check(self, params: CdiSpecParams, facts: Facts) -> Verdict:

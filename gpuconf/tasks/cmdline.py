@@ -5,7 +5,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from gpuconf.facts.base import FactUnavailable, Output, command
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.kernel import BootEntry, parse_grubby_info
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift, in_sync, run
 
@@ -42,7 +42,7 @@ class KernelCmdline(TaskType):
     name = "kernel_cmdline"
     Params = CmdlineParams
 
-    def reads(self, params: CmdlineParams):
+    def reads(self, params: CmdlineParams) -> list[Fact]:
         return [BOOT_ENTRIES]
 
     def check(self, params: CmdlineParams, facts: Facts) -> Verdict:

@@ -7,7 +7,20 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from gpuconf.facts.base import Fact, Output, file_state, user_command
-from gpuconf.tasks.base import Change, Facts, Params, Refused, Resolver, TaskType, Unknown, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import (
+    ApplyContext,
+    Change,
+    Facts,
+    Params,
+    Refused,
+    Resolver,
+    TaskType,
+    Unknown,
+    Verdict,
+    drift,
+    in_sync,
+    run,
+)
 
 
 class CommandParams(Params):
@@ -33,7 +46,7 @@ def _shell_text(command: str | list[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def _unless_fact(params: CommandParams) -> Fact:
+def _unless_fact(params: CommandParams) -> Fact[Output]:
     return user_command(_shell_text(params.unless or ""), lambda out: out, timeout=60)
 
 
@@ -49,8 +62,8 @@ class Command(TaskType):
     reads_when_told = True
     Params = CommandParams
 
-    def reads(self, params: CommandParams):
-        facts = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
+    def reads(self, params: CommandParams) -> list[Fact]:
+        facts: list[Fact] = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
         if params.unless:
             facts.append(_unless_fact(params))
         return facts
@@ -76,7 +89,7 @@ class Command(TaskType):
                             [run(text, params.timeout, stdin=params.stdin,
                                  description=f"run: {_shell_text(params.cmd)}")], verify=guarded))
 
-    def apply(self, ctx, params: CommandParams, changes: list[Change]) -> dict:
+    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, Any]:
         outputs = ctx.execute([op for change in changes for op in change.ops])
         last = outputs[-1] if outputs else Output("")
         return {"stdout": last.stdout, "stderr": last.stderr, "rc": last.rc}

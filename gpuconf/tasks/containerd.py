@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gpuconf.facts.base import file_state
+from gpuconf.facts.base import Fact, file_state
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync, run
 
 CONTAINERD = "/usr/bin/containerd"
@@ -67,7 +67,7 @@ class ContainerdNvidiaRuntime(TaskType):
     name = "containerd_nvidia_runtime"
     Params = ContainerdRuntimeParams
 
-    def reads(self, params: ContainerdRuntimeParams):
+    def reads(self, params: ContainerdRuntimeParams) -> list[Fact]:
         return [file_state(CONTAINERD), file_state(CONFIG), file_state(DROP_IN)]
 
     def check(self, params: ContainerdRuntimeParams, facts: Facts) -> Verdict:

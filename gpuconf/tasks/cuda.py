@@ -31,7 +31,7 @@ import re
 from pydantic import field_validator
 
 from gpuconf.driver import catalog
-from gpuconf.facts.base import Fact, FileState, command, file_glob, file_state
+from gpuconf.facts.base import Fact, FileState, Output, command, file_glob, file_state
 from gpuconf.facts.nvidia import parse_nvcc_version
 from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
 
@@ -112,13 +112,13 @@ class NvccVersion(TaskType):
         path = params.path or f"/usr/local/cuda-{params.release}/bin/nvcc"
         return path, posixpath.join(posixpath.dirname(posixpath.dirname(path)), "version.json")
 
-    def _facts(self, params: NvccParams) -> tuple[Fact, Fact, Fact]:
+    def _facts(self, params: NvccParams) -> tuple[Fact[FileState], Fact[bool], Fact[Output]]:
         path, version_json = self._paths(params)
         return (file_state(version_json, follow=True),
                 file_glob([path], lambda files: bool(files), what="name", key=f"glob:name:{path}"),
                 command([path, "--version"], lambda out: out, timeout=30, unless_exists=version_json))
 
-    def reads(self, params: NvccParams):
+    def reads(self, params: NvccParams) -> list[Fact]:
         return list(self._facts(params))
 
     def check(self, params: NvccParams, facts: Facts) -> Verdict:

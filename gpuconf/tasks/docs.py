@@ -20,7 +20,7 @@ def list_types() -> str:
     return "\n".join(lines) + "\n\n`gpuconf tasks NAME` shows a task type's parameters."
 
 
-def _type_name(annotation) -> str:
+def _type_name(annotation: object) -> str:
     text = str(annotation).replace("typing.", "")
     return text.replace("<class '", "").replace("'>", "")
 

@@ -28,9 +28,9 @@ from gpuconf.facts.driver_stack import (
     dnf_offered,
     enabled_stream,
 )
-from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, package_set
+from gpuconf.facts.installed import INSTALLED, Installed, PackageSet
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, Verdict, run
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, Refused, Verdict, run
 from gpuconf.tasks.packages import (
     AptBackend,
     Backend,
@@ -38,7 +38,7 @@ from gpuconf.tasks.packages import (
     JoinsTransactions,
     apply_ops,
     backend_for,
-    repair_changes,
+    package_host,
 )
 
 VERSION = r"^\d{3}\.\d+(\.\d+)?$"
@@ -120,7 +120,8 @@ class DriverStack(JoinsTransactions):
         if refusal:
             raise Refused(refusal)
         assert branch is not None and flavour != "auto"
-        packages = package_set(facts, facts.platform)
+        host = package_host(facts, params.lock_timeout)
+        packages = host.packages
         running = {facts.host["kernel"]} if facts.host.get("kernel") else set()
         kernels = sorted(set(facts[INSTALLED_KERNELS]) | running)
         naming = facts.platform.driver_names
@@ -132,7 +133,7 @@ class DriverStack(JoinsTransactions):
         drivers = _driver_packages(packages.packages)
         findings = self._findings(drivers, branch, facts, gpus, params.version)
         self._secure_boot(params, facts, naming)
-        changes = [*repair_changes(packages, params.lock_timeout),   # apt and dnf refuse to start until it is done
+        changes = [*host.repair,   # apt and dnf refuse to start until it is done
                    *self._changes(want, packages, drivers, facts, params)]
         if not changes:
             held = " held," if params.hold else ""
@@ -271,7 +272,7 @@ class DriverStack(JoinsTransactions):
             return None
         return super().batch_ops(params, changes)
 
-    def apply(self, ctx, params: DriverStackParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: DriverStackParams, changes: list[Change]) -> None:
         """The ops in order; when the package transaction fails after a dnf stream switch, the old
         stream is enabled again, so the host is left as it was (its packages never changed)."""
         ops = [op for change in changes for op in change.ops]

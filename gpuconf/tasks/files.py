@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from gpuconf.facts.base import FileState, file_state
+from gpuconf.facts.base import Fact, FileState, file_state
 from gpuconf.tasks.base import (
     Change,
     Facts,
@@ -109,7 +109,7 @@ class File(TaskType):
     name = "file"
     Params = FileParams
 
-    def reads(self, params: FileParams):
+    def reads(self, params: FileParams) -> list[Fact]:
         return [file_state(params.path)]
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
@@ -160,7 +160,7 @@ class Directory(TaskType):
     name = "directory"
     Params = DirectoryParams
 
-    def reads(self, params: DirectoryParams):
+    def reads(self, params: DirectoryParams) -> list[Fact]:
         return [file_state(params.path, with_content=False)]
 
     def check(self, params: DirectoryParams, facts: Facts) -> Verdict:
@@ -231,7 +231,7 @@ class Line(TaskType):
     name = "line"
     Params = LineParams
 
-    def reads(self, params: LineParams):
+    def reads(self, params: LineParams) -> list[Fact]:
         return [file_state(params.path)]
 
     def check(self, params: LineParams, facts: Facts) -> Verdict:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuconf.facts.base import file_state
+from gpuconf.facts.base import Fact, file_state
 from gpuconf.facts.nvidia import parse_proc_driver_version
 from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Verdict, drift, in_sync, remove, write_file
 from gpuconf.tasks.nvidia import wanted_flavour
@@ -37,7 +37,7 @@ class GspFirmware(TaskType):
     Params = GspParams
     host_facts = frozenset({"gpus"})   # the catalog's flavour for `auto`
 
-    def reads(self, params: GspParams):
+    def reads(self, params: GspParams) -> list[Fact]:
         return [file_state(params.path), PROC_VERSION]
 
     def check(self, params: GspParams, facts: Facts) -> Verdict:

@@ -24,7 +24,7 @@ def parse_ports(files: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     return ports
 
 
-def ports_fact() -> Fact:
+def ports_fact() -> Fact[dict[str, tuple[str, str, str]]]:
     return file_glob([PORT + "state", PORT + "phys_state", PORT + "rate"], parse_ports, key="ib:ports")
 
 
@@ -44,10 +44,10 @@ class IbPorts(TaskType):
     name = "ib_ports"
     Params = IbPortsParams
 
-    def reads(self, params: IbPortsParams):
+    def reads(self, params: IbPortsParams) -> list[Fact]:
         return [ports_fact()]
 
-    def _problems(self, params: IbPortsParams, ports) -> list[str]:
+    def _problems(self, params: IbPortsParams, ports: dict[str, tuple[str, str, str]]) -> list[str]:
         problems = []
         if len(ports) < params.min_ports:
             problems.append(f"{len(ports)} InfiniBand port(s) found, want at least {params.min_ports}")

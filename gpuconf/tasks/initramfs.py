@@ -16,10 +16,10 @@ from gpuconf.facts.initramfs import initramfs_members
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift, in_sync, run
 
 
-def initramfs_fact(kernel: str | None) -> Fact:
+def initramfs_fact(kernel: str | None) -> Fact[dict[str, str] | None]:
     """The modprobe.d files inside the initramfs of `kernel` (None: the running one), or None
     when it does not exist; read by the remote runner itself: no zcat, no cpio process."""
-    return initramfs_members(f"initramfs:{kernel or '@running'}", kernel, "etc/modprobe.d/*")
+    return initramfs_members(f"initramfs:{kernel or '@running'}", kernel, "etc/modprobe.d/*", dict)
 
 
 class InitramfsParams(Params):
@@ -37,7 +37,7 @@ class Initramfs(TaskType):
     Params = InitramfsParams
     host_facts = frozenset({"kernel"})
 
-    def reads(self, params: InitramfsParams):
+    def reads(self, params: InitramfsParams) -> list[Fact]:
         return [initramfs_fact(params.kernel)]
 
     def check(self, params: InitramfsParams, facts: Facts) -> Verdict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuconf.facts.base import file_state
+from gpuconf.facts.base import Fact, file_state
 from gpuconf.tasks.base import Change, Facts, Refused, TaskType, Verdict, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
 
@@ -33,7 +33,7 @@ class JsonMerge(TaskType):
     name = "json_merge"
     Params = JsonMergeParams
 
-    def reads(self, params: JsonMergeParams):
+    def reads(self, params: JsonMergeParams) -> list[Fact]:
         return [file_state(params.path)]
 
     def check(self, params: JsonMergeParams, facts: Facts) -> Verdict:
@@ -42,7 +42,7 @@ class JsonMerge(TaskType):
         current: Any = {}
         if state.exists and (before_text or "").strip():
             try:
-                current = json.loads(before_text)
+                current = json.loads(before_text or "")
             except json.JSONDecodeError as exc:
                 raise Refused(f"{params.path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
                               "refusing to overwrite it") from None

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from gpuconf.facts.base import FileState, file_state
+from gpuconf.facts.base import Fact, FileState, file_state
 from gpuconf.facts.gather import LSMOD, MODULE_FACTS, PROC_MODULES, loaded_modules
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync, remove, run, write_file
 
@@ -53,7 +53,7 @@ class KernelModule(TaskType):
     def _paths(self, params: KernelModuleParams) -> tuple[str, str]:
         return f"/etc/modules-load.d/{params.module}.conf", f"/etc/modprobe.d/{params.module}.conf"
 
-    def reads(self, params: KernelModuleParams):
+    def reads(self, params: KernelModuleParams) -> list[Fact]:
         load_path, options_path = self._paths(params)
         return [*MODULE_FACTS, file_state(load_path), file_state(options_path)]
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gpuconf.facts.base import FileState, Output, command, file_state
+from gpuconf.facts.base import Fact, FileState, Output, command, file_state
 from gpuconf.facts.mounts import (
     FINDMNT,
     Mount,
@@ -92,7 +92,7 @@ class MountTask(TaskType):
     name = "mount"
     Params = MountParams
 
-    def reads(self, params: MountParams):
+    def reads(self, params: MountParams) -> list[Fact]:
         return [TABLE, file_state(FSTAB), MEMINFO]
 
     def check(self, params: MountParams, facts: Facts) -> Verdict:

@@ -9,19 +9,31 @@ from typing import Literal
 from pydantic import Field
 
 from gpuconf.driver import catalog
-from gpuconf.facts.base import Fact, command, file_state
-from gpuconf.facts.dkms import parse_dkms_status
+from gpuconf.facts.base import Fact, Output, command, file_state
+from gpuconf.facts.dkms import DkmsStatus, parse_dkms_status
 from gpuconf.facts.driver_stack import INSTALLED_KERNELS
-from gpuconf.facts.installed import INSTALLED, package_set
-from gpuconf.facts.nvidia import parse_proc_driver_version
+from gpuconf.facts.installed import INSTALLED
+from gpuconf.facts.nvidia import QueryCsv, parse_proc_driver_version
 from gpuconf.facts.nvidia_smi import gpu_query, not_installed
-from gpuconf.tasks.base import Change, Facts, Op, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import (
+    ApplyContext,
+    Change,
+    Facts,
+    Op,
+    Params,
+    Refused,
+    TaskType,
+    Unknown,
+    Verdict,
+    drift,
+    in_sync,
+    run,
+)
 from gpuconf.tasks.packages import (
     AptBackend,
     JoinsTransactions,
     apply_ops,
-    backend_for,
-    repair_changes,
+    package_host,
     version_matches,
 )
 
@@ -41,7 +53,7 @@ class DkmsModuleParams(Params):
     kernel: str | None = None   # one kernel only; default: every installed kernel and the running one
 
 
-def dkms_fact(module: str) -> Fact:
+def dkms_fact(module: str) -> Fact[tuple[DkmsStatus, Output]]:
     return command(["dkms", "status", "-m", module], lambda out: (parse_dkms_status(out.stdout), out), timeout=30,
                    key=f"dkms:{module}")
 
@@ -56,7 +68,7 @@ class DkmsModule(TaskType):
     Params = DkmsModuleParams
     host_facts = frozenset({"kernel"})
 
-    def reads(self, params: DkmsModuleParams):
+    def reads(self, params: DkmsModuleParams) -> list[Fact]:
         return [dkms_fact(params.module), INSTALLED_KERNELS]
 
     def check(self, params: DkmsModuleParams, facts: Facts) -> Verdict:
@@ -108,10 +120,10 @@ class NvidiaModule(TaskType):
     host_facts = frozenset({"gpus"})   # the catalog's flavour for `auto`
     Params = NvidiaModuleParams
 
-    def _smi(self, params: NvidiaModuleParams) -> Fact:
+    def _smi(self, params: NvidiaModuleParams) -> Fact[QueryCsv]:
         return gpu_query("index", "driver_version", timeout=params.timeout)
 
-    def reads(self, params: NvidiaModuleParams):
+    def reads(self, params: NvidiaModuleParams) -> list[Fact]:
         return [file_state("/proc/driver/nvidia/version"), self._smi(params)]
 
     def check(self, params: NvidiaModuleParams, facts: Facts) -> Verdict:
@@ -154,10 +166,10 @@ class PersistenceMode(TaskType):
     name = "persistence_mode"
     Params = PersistenceParams
 
-    def _fact(self, params: PersistenceParams):
+    def _fact(self, params: PersistenceParams) -> Fact[QueryCsv]:
         return gpu_query("index", "pci.bus_id", "persistence_mode", timeout=params.timeout)
 
-    def reads(self, params: PersistenceParams):
+    def reads(self, params: PersistenceParams) -> list[Fact]:
         return [self._fact(params)]
 
     def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
@@ -186,11 +198,11 @@ class PowerLimit(TaskType):
     name = "gpu_power_limit"
     Params = PowerLimitParams
 
-    def _fact(self, params: PowerLimitParams):
+    def _fact(self, params: PowerLimitParams) -> Fact[QueryCsv]:
         return gpu_query("index", "pci.bus_id", "power.limit", "power.min_limit", "power.max_limit",
                          timeout=params.timeout)
 
-    def reads(self, params: PowerLimitParams):
+    def reads(self, params: PowerLimitParams) -> list[Fact]:
         return [self._fact(params)]
 
     def check(self, params: PowerLimitParams, facts: Facts) -> Verdict:
@@ -202,14 +214,15 @@ class PowerLimit(TaskType):
             raise Unknown(f"nvidia-smi: {result.failure.message}")
         changes = []
         for row in result.rows:
-            index = int(row["index"])
+            index = int(str(row["index"]))
             if params.gpus is not None and index not in params.gpus:
                 continue
-            low, high = row.get("power.min_limit"), row.get("power.max_limit")
-            if low is not None and high is not None and not low <= params.watts <= high:
+            # a value nvidia-smi cannot give ([N/A], a word) is not a number: no limit to refuse by
+            low, high, limit = row.get("power.min_limit"), row.get("power.max_limit"), row.get("power.limit")
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not low <= params.watts <= high:
                 raise Refused(f"{params.watts:g} W is outside GPU {index} ({row['pci.bus_id']}) limits "
                               f"{low:g}-{high:g} W")
-            if row.get("power.limit") is None or abs(float(row["power.limit"]) - params.watts) > 0.5:
+            if not isinstance(limit, (int, float)) or abs(limit - params.watts) > 0.5:
                 changes.append(Change(f"GPU {index} power limit {row.get('power.limit')} W -> {params.watts:g} W",
                                       [run(["nvidia-smi", "-i", str(index), "-pl", f"{params.watts:g}"])]))
         return drift(*changes) if changes else in_sync(f"power limit {params.watts:g} W on every GPU")
@@ -230,19 +243,18 @@ class DriverCompanion(JoinsTransactions):
     name = "nvidia_driver_companion"
     Params = CompanionParams
 
-    def reads(self, params: CompanionParams):
+    def reads(self, params: CompanionParams) -> list[Fact]:
         return INSTALLED
 
     def check(self, params: CompanionParams, facts: Facts) -> Verdict:
-        packages = package_set(facts, facts.platform)
+        host = package_host(facts)
+        backend, repair = host.backend, host.repair   # an interrupted dpkg or rpm first
         naming = facts.platform.driver_names
         name = naming.companion(params.package, params.branch)
         version = naming.package_version(params.version)
-        backend = backend_for(packages)
-        current = packages.installed(name)
+        current = host.packages.installed(name)
         install = [backend.install([backend.spec(name, version)], True)]
         hold = [backend.hold([name], True, {name: version})] if params.hold else []
-        repair = repair_changes(packages)   # an interrupted dpkg or rpm first: nothing installs until it is done
         if current is None:
             return drift(*repair, Change(f"install {name} {version} (the driver's version)", install + hold))
         if not version_matches(current.version, version):
@@ -254,5 +266,5 @@ class DriverCompanion(JoinsTransactions):
             return drift(*repair)
         return in_sync(f"{name} {current.version} matches the driver" + (", held" if current.held else ""))
 
-    def apply(self, ctx, params: CompanionParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: CompanionParams, changes: list[Change]) -> None:
         apply_ops(ctx, [op for change in changes for op in change.ops], AptBackend.LOCK_TIMEOUT)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuconf.errors import TaskError
+from gpuconf.facts.base import Fact
 from gpuconf.facts.dnf import parse_dnf_error
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
@@ -287,6 +288,26 @@ def backend_for(packages: PackageSet) -> Backend:
     return DnfBackend() if packages.backend == "dnf" else AptBackend()
 
 
+@dataclass(frozen=True)
+class PackageHost:
+    """Where every package task starts (package, nvidia_driver_stack, nvidia_driver_companion): the
+    host's installed packages, its package manager, and the change that finishes an interrupted
+    transaction, which goes first (apt and dnf refuse to start another until it is done)."""
+
+    packages: PackageSet
+    backend: Backend
+    repair: list[Change]
+
+
+def package_host(facts: Facts, lock_timeout: float | None = None, backend: str = "auto") -> PackageHost:
+    """The host's packages as read by INSTALLED; `backend` apt or dnf overrides the host's own."""
+    packages = package_set(facts, facts.platform)
+    chosen: Backend = (AptBackend() if backend == "apt" else DnfBackend() if backend == "dnf"
+                       else backend_for(packages))
+    wait = AptBackend.LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+    return PackageHost(packages, chosen, repair_changes(packages, wait))
+
+
 def repair_changes(packages: PackageSet, lock_timeout: float = AptBackend.LOCK_TIMEOUT) -> list[Change]:
     """The change that finishes an interrupted package manager's work, or none. Every task that
     runs a package transaction puts it first: apt and dnf refuse to start one until it is done."""
@@ -356,15 +377,14 @@ class Package(JoinsTransactions):
     name = "package"
     Params = PackageParams
 
-    def reads(self, params: PackageParams):
+    def reads(self, params: PackageParams) -> list[Fact]:
         return INSTALLED
 
     def check(self, params: PackageParams, facts: Facts) -> Verdict:
-        packages = package_set(facts, facts.platform)
-        backend: Backend = (AptBackend() if params.backend == "apt" else DnfBackend() if params.backend == "dnf"
-                            else backend_for(packages))
+        host = package_host(facts, params.lock_timeout, params.backend)
+        packages, backend = host.packages, host.backend
         states = {name: packages.get(name) for name in params.names}
-        changes = repair_changes(packages, params.lock_timeout)
+        changes = list(host.repair)
         allow_held = bool(params.hold)
         if params.state == "present":
             wanted = []
@@ -399,7 +419,7 @@ class Package(JoinsTransactions):
             return drift(*changes)
         return in_sync(self._describe(params, states))
 
-    def apply(self, ctx, params: PackageParams, changes: list[Change]) -> None:
+    def apply(self, ctx: ApplyContext, params: PackageParams, changes: list[Change]) -> None:
         apply_ops(ctx, [op for change in changes for op in change.ops], params.lock_timeout)
 
     @staticmethod

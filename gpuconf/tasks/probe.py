@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from gpuconf.facts.base import Output, user_command
+from gpuconf.facts.base import Fact, Output, user_command
 from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
 
 
@@ -38,10 +38,10 @@ class Probe(TaskType):
     name = "probe"
     Params = ProbeParams
 
-    def _fact(self, params: ProbeParams):
+    def _fact(self, params: ProbeParams) -> Fact[Output]:
         return user_command(params.command, lambda out: out, timeout=params.timeout)
 
-    def reads(self, params: ProbeParams):
+    def reads(self, params: ProbeParams) -> list[Fact]:
         return [self._fact(params)]
 
     def check(self, params: ProbeParams, facts: Facts) -> Verdict:

@@ -1,9 +1,11 @@
 """Reboot a host and wait for it to come back with a new boot id."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
-from gpuconf.tasks.base import Change, Facts, Params, TaskType, Verdict, drift, in_sync
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, TaskType, Verdict, drift, in_sync
 
 
 class RebootParams(Params):
@@ -28,6 +30,6 @@ class Reboot(TaskType):
         why = ", ".join(facts.reboot_pending) or "requested"
         return drift(Change(f"reboot ({why})", verify=False))
 
-    def apply(self, ctx, params: RebootParams, changes: list[Change]) -> dict:
+    def apply(self, ctx: ApplyContext, params: RebootParams, changes: list[Change]) -> dict[str, Any]:
         seconds = ctx.reboot(params.command, params.timeout)
         return {"elapsed": seconds}

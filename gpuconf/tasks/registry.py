@@ -50,6 +50,8 @@ TASK_MODULES: dict[str, str] = {
     "cdi_spec": "gpuconf.tasks.cdi:CdiSpec",
     "containerd_nvidia_runtime": "gpuconf.tasks.containerd:ContainerdNvidiaRuntime",
     "ib_ports": "gpuconf.tasks.infiniband:IbPorts",
+    "gpuconf_agent": "gpuconf.tasks.agent:GpuconfAgent",
+    "slurm_settings": "gpuconf.tasks.slurm:SlurmSettings",
     "imex_channel": "gpuconf.tasks.imex:ImexChannel",
     "health_gpu_count": "gpuconf.tasks.health.hardware:GpuCountMatches",
     "health_driver": "gpuconf.tasks.health.hardware:DriverLoaded",
@@ -125,7 +127,7 @@ def param_names(type_name: str) -> list[str]:
     return names
 
 
-def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple, str] | None:
+def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple[int | str, ...], str] | None:
     """Errors knowable before templating: unknown params, wrong literal types."""
     model = TASK_TYPES[type_name].Params
     names = param_names(type_name)
@@ -142,7 +144,7 @@ def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple, str
     return None
 
 
-def _literal_errors(model: Any, raw: dict, templated: set[str]) -> list[Any]:
+def _literal_errors(model: Any, raw: dict[str, Any], templated: set[str]) -> list[Any]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
         model.model_validate(static)
@@ -151,11 +153,11 @@ def _literal_errors(model: Any, raw: dict, templated: set[str]) -> list[Any]:
     return []
 
 
-def _literal_errors_ok(model: Any, raw: dict, templated: set[str]) -> bool:
+def _literal_errors_ok(model: Any, raw: dict[str, Any], templated: set[str]) -> bool:
     return not _literal_errors(model, raw, templated)
 
 
-def _first_literal_error(model: Any, raw: dict, templated: set[str]) -> tuple[tuple, str]:
+def _first_literal_error(model: Any, raw: dict[str, Any], templated: set[str]) -> tuple[tuple[int | str, ...], str]:
     error = _literal_errors(model, raw, templated)[0]
     loc = tuple(error["loc"])
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"

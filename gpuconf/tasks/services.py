@@ -56,7 +56,7 @@ def _block_of(reply: Reply, units: tuple[str, ...]) -> Reply:
     return {**reply, "out": block + ("\n" if ends_whole else "")}
 
 
-def unit_fact(name: str) -> Fact:
+def unit_fact(name: str) -> Fact[tuple[dict[str, str], Output]]:
     """`systemctl show NAME`: one `systemctl show` for every unit of the batch (gpuconf/facts/merge.py)."""
     def parse(reply: Reply) -> tuple[dict[str, str], Output]:
         output = reply_output(reply)
@@ -90,7 +90,7 @@ class Service(TaskType):
     name = "service"
     Params = ServiceParams
 
-    def reads(self, params: ServiceParams):
+    def reads(self, params: ServiceParams) -> list[Fact]:
         return [unit_fact(params.name)]
 
     def check(self, params: ServiceParams, facts: Facts) -> Verdict:

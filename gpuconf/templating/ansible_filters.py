@@ -57,12 +57,12 @@ def items2dict(value: list[Mapping[str, Any]], key_name: str = "key", value_name
     return {item[key_name]: item[value_name] for item in value}
 
 
-def to_nice_yaml(value: Any, indent: int = 4, **kwargs: Any) -> str:
-    return yaml.safe_dump(value, indent=indent, allow_unicode=True, default_flow_style=False, **kwargs)
+def to_nice_yaml(value: Any, indent: int = 4, **dump_options: Any) -> str:
+    return str(yaml.safe_dump(value, indent=indent, allow_unicode=True, default_flow_style=False, **dump_options))
 
 
-def to_yaml(value: Any, **kwargs: Any) -> str:
-    return yaml.safe_dump(value, allow_unicode=True, **kwargs)
+def to_yaml(value: Any, **dump_options: Any) -> str:
+    return str(yaml.safe_dump(value, allow_unicode=True, **dump_options))
 
 
 def b64encode(value: Any, encoding: str = "utf-8") -> str:
@@ -123,7 +123,7 @@ def password_hash(value: Any, scheme: str = "sha512", salt: str | None = None, r
     if crypt is not None:
         return str(crypt.crypt(str(value), prefix + salt))
     try:
-        from passlib import hash as passlib_hash  # type: ignore[import-not-found]
+        from passlib import hash as passlib_hash
     except ImportError:
         raise GpuconfError("password_hash needs crypt(3) (Python's crypt module) or passlib "
                            "(pip install passlib)") from None

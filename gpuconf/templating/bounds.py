@@ -124,7 +124,7 @@ def _bounded_filters(filters: dict[str, Any]) -> dict[str, Any]:
         passed = 1 if _PassArg.from_obj(original) else 0  # Jinja's eval context (or environment) first
 
         @functools.wraps(original)  # keeps that mark: Jinja still passes it
-        def bounded(*args: Any, **kwargs: Any) -> Any:
+        def bounded(*args: object, **kwargs: object) -> Any:
             check(*args[passed:], **kwargs)
             return original(*args, **kwargs)
         return bounded
@@ -132,11 +132,11 @@ def _bounded_filters(filters: dict[str, Any]) -> dict[str, Any]:
     def center(value: Any, width: int = 80) -> None:
         _check_size(f"center({width})", width if isinstance(width, int) else 0)
 
-    def indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> None:
+    def indent(value: Any, width: Any = 4, *args: object, **kwargs: object) -> None:
         per_line = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         _check_size(f"indent({width!r})", len(str(value)) + (str(value).count("\n") + 1) * per_line)
 
-    def format_(value: Any, *args: Any, **kwargs: Any) -> None:
+    def format_(value: Any, *args: object, **kwargs: object) -> None:
         _check_printf(str(value), args)
 
 
@@ -206,7 +206,7 @@ def bound_environment(env: jinja2.sandbox.SandboxedEnvironment) -> None:
         check_time()
         return call_binop(context, operator, left, right)
 
-    def bounded_call(context: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def bounded_call(context: Any, obj: Any, *args: object, **kwargs: object) -> Any:
         _check_method(obj, args, kwargs)
         check_time()
         return call(context, obj, *args, **kwargs)

@@ -24,7 +24,7 @@ def _to_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _version_key(text: str) -> list:
+def _version_key(text: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"[.\-+~:]", str(text)) if p]
 
 
@@ -48,7 +48,7 @@ ANSIBLE_TESTS = ("changed", "change", "failed", "failure", "succeeded", "success
 
 
 def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: object, **kwargs: object) -> Any:
         from gpuconf.templating import ansible_filters
         return getattr(ansible_filters, table)[name](*args, **kwargs)
     call.__name__ = name

@@ -50,7 +50,7 @@ def _undefined_name(exc: Exception) -> str:
     return match.group(1) if match else ""
 
 
-class Verbatim(Mapping):
+class Verbatim(Mapping[str, Any]):
     """A layer of data that is never rendered: facts and registered results come
     from the host, and a `{{` in a command's output is text, not a template."""
 
@@ -73,7 +73,7 @@ class Verbatim(Mapping):
 MISSING = object()  # what `Vars.lookup_raw` finds for a name that no layer has
 
 
-class Vars(Mapping):
+class Vars(Mapping[str, Any]):
     """Layered variables, highest precedence first, rendered on first lookup
     (except `Verbatim` layers)."""
 
@@ -186,7 +186,7 @@ def _run(template: jinja2.Template, variables: Mapping[str, Any]) -> jinja2.runt
     return context
 
 
-class _WithGlobals(Mapping):
+class _WithGlobals(Mapping[str, Any]):
     def __init__(self, base: Mapping[str, Any]):
         self.base = base
 
@@ -198,7 +198,7 @@ class _WithGlobals(Mapping):
     def __contains__(self, key: object) -> bool:
         return key in self.base or key in ENV.globals
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.base)
 
     def __len__(self) -> int:
@@ -242,8 +242,9 @@ _INTERPOLATION = re.compile(rf"\{{\{{\s*({_NAME}(?:\.{_NAME})*)\s*\}}\}}")
 _KEYWORDS = frozenset("true false none True False None and or not in is if else elif for recursive "
                       "block extends include import from with without context set endset macro call "
                       "filter raw".split())
-_REFERENCES: dict[str, Any] = {}
-_SEGMENTS: dict[str, Any] = {}
+_REFERENCES: dict[str, tuple[str, ...] | None] = {}
+Segments = list[str | tuple[str, ...]]  # literal text and dotted references, alternating
+_SEGMENTS: dict[str, Segments | None] = {}
 
 
 def _reference(expression: str) -> tuple[str, ...] | None:
@@ -255,10 +256,11 @@ def _reference(expression: str) -> tuple[str, ...] | None:
     return _REFERENCES[expression]
 
 
-def _segments(text: str) -> list | None:
+def _segments(text: str) -> Segments | None:
     """Literal text and references, alternating, when that is all the template is."""
     if text not in _SEGMENTS:
-        pieces, position, simple = [], 0, True
+        pieces: Segments = []
+        position, simple = 0, True
         for match in _INTERPOLATION.finditer(text):
             parts = _reference(match.group(1))
             if parts is None:
@@ -379,8 +381,10 @@ def _guard(text: str, func: Any) -> Any:
 def _file_template(text: str, path: str, env: jinja2.Environment | None = None) -> jinja2.Template:
     """A role's template file: compiled once (`_once`), with its path for the errors' lines."""
     env = env or ENV
-    return _once(("file" if env is ENV else "marked file", path, text),
-                 lambda: jinja2.Template.from_code(env, env.compile(text, filename=path), env.make_globals(None)))
+    template: jinja2.Template = _once(
+        ("file" if env is ENV else "marked file", path, text),
+        lambda: jinja2.Template.from_code(env, env.compile(text, filename=path), env.make_globals(None)))
+    return template
 
 
 def render_file(text: str, variables: Mapping[str, Any], path: str) -> str:

@@ -23,7 +23,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, ParamSpec
 
 import jinja2
 import jinja2.sandbox
@@ -31,6 +31,8 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator
 
 from gpuconf.files.yamlsrc import Secret
+
+Arguments = ParamSpec("Arguments")  # a wrapped filter's or method's own parameters
 
 
 class _State(threading.local):
@@ -128,11 +130,11 @@ class CountingEnvironment(_SANDBOX):
         return value
 
 
-def _marked_result(func: Callable[..., Any]) -> Callable[..., Any]:
+def _marked_result(func: Callable[Arguments, Any]) -> Callable[Arguments, Any]:
     """`func` (a filter, or a method of a secret), its result marked when an argument is."""
 
     @functools.wraps(func)  # keeps jinja_pass_arg: a filter that takes the context still gets it
-    def marking(*args: Any, **kwargs: Any) -> Any:
+    def marking(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Any:
         result = func(*args, **kwargs)
         if holds_secret(args) or holds_secret(kwargs):
             if isinstance(result, Iterator):  # map, select, reverse of a list: a generator
@@ -142,10 +144,10 @@ def _marked_result(func: Callable[..., Any]) -> Callable[..., Any]:
     return marking
 
 
-def _marked_method(method: Callable[..., Any]) -> Callable[..., Any]:
+def _marked_method(method: Callable[Arguments, Any]) -> Callable[Arguments, Any]:
     """A method of a secret: what it returns is made from the secret."""
 
-    def marking(*args: Any, **kwargs: Any) -> Any:
+    def marking(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Any:
         result = method(*args, **kwargs)
         return mark(list(result) if isinstance(result, Iterator) else result)
     return marking
@@ -209,7 +211,7 @@ class MarkingEnvironment(CountingEnvironment):
             return Secret(value)
         return value
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's own
+    def call(__self, __context: Any, __obj: Any, *args: object, **kwargs: object) -> Any:  # noqa: N805 - Jinja's own
         result = super().call(__context, __obj, *args, **kwargs)
         if holds_secret(args) or holds_secret(kwargs):  # `'{}'.format(token)`, `dict(key=token)`
             return mark(result)

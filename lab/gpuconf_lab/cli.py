@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--bmc-port", type=int, default=443, help="the BMCs' HTTPS port (default 443)")
     up.add_argument("--slurm-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="with --slurm, one more slurm.conf line, e.g. HealthCheckInterval=30 (repeatable)")
+    up.add_argument("--no-controller-copy", action="store_false", dest="controller_copy",
+                    help="the nodes see nothing of this machine's gpuconf (its checkout and Python environments are "
+                         "masked): only what gpuconf-agent.yml installs runs gpuconf in a node")
     down = command("down", "stop the lab and remove every process, mount and file it made")
     down.add_argument("--purge-image", action="store_true", help="also remove the cached image layer")
     command("status", "list the nodes and whether each is up")
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         if args.slurm_conf and not args.slurm:
             raise LabError("--slurm-conf needs --slurm")
         lab.up(parse_profiles(args.profile, args.nodes, args.node_os), timeout=args.timeout, slurm=args.slurm,
-               slurm_settings=parse_settings(args.slurm_conf), bmc=args.bmc, bmc_port=args.bmc_port)
+               slurm_settings=parse_settings(args.slurm_conf), bmc=args.bmc, bmc_port=args.bmc_port,
+               controller_copy=args.controller_copy)
         print(f"inventory: {lab.inventory_path}")
         print(f"ssh:       ssh -F {lab.paths.ssh_config} {lab.nodes[0].name}")
         return 0

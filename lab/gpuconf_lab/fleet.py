@@ -42,6 +42,7 @@ from gpuconf_lab.runtime import (
     require_root_linux,
     require_tools,
 )
+from gpuconf_lab.runtime import controller_copy as runtime_controller_copy
 
 RUNTIME_FAULTS = ("sshd-down", "sshd-up", "reboot-hang", "clear")
 
@@ -140,7 +141,7 @@ class Lab:
     # -- up -------------------------------------------------------------------------------------
     def up(self, profiles: dict[str, int] | None = None, *, timeout: float = 60.0, slurm: bool = False,
            slurm_settings: dict[str, str] | None = None, bmc: bool = False, bmc_port: int = bmc_control.PORT,
-           bmc_task_seconds: float = 2.0) -> Lab:
+           bmc_task_seconds: float = 2.0, controller_copy: bool = True) -> Lab:
         """Start the nodes (all at once), pin their host keys, write the inventory. With `slurm`,
         also the lab's Slurm cluster: slurmctld on the machine, slurmd in every node, with
         `slurm_settings` as extra slurm.conf lines (what `slurm_config` changes later). With `bmc`,
@@ -172,7 +173,8 @@ class Lab:
             self._state = {"name": self.name, "slot": int(specs[0].address.split(".")[2]), "port": self.port,
                            "boot_delay": self.boot_delay, "nodes": [spec.to_json() for spec in specs],
                            "inventory": str(project / "inventories" / self.name / "hosts.yml"),
-                           "shared": controller_paths(project), "slurm": slurm,
+                           "shared": controller_paths(project) if controller_copy else [],
+                           "masked": [] if controller_copy else runtime_controller_copy(project), "slurm": slurm,
                            "bmc": {"port": bmc_port, "task_seconds": bmc_task_seconds} if bmc else None}
             self.paths.root.mkdir(parents=True)
             write_text(self.paths.state, json.dumps(self._state, indent=2) + "\n")
@@ -198,7 +200,8 @@ class Lab:
         public_key = self.paths.client_key.with_suffix(".pub").read_text()
         self._wait_keygens([node.prepare(self.paths.node(spec.name), spec, self.name, self.port, public_key,
                                          self.paths.fabric, ":".join(map(str, self.paths.lowers(spec.os))),
-                                         self.boot_delay, specs, self.state["shared"])
+                                         self.boot_delay, specs, self.state["shared"],
+                                         self.state.get("masked", []))
                             for spec in specs])
         if self.slurm_enabled:
             self._start_slurm_controller(specs, timeout, settings)

@@ -73,9 +73,11 @@ def generate_key(path: Path, comment: str) -> subprocess.Popen:
 
 
 def prepare(paths: NodePaths, spec: NodeSpec, lab: str, port: int, public_key: str, fabric: Path, image: Path | str,
-            boot_delay: float, peers: list[NodeSpec], shared: list[str]) -> subprocess.Popen | None:
+            boot_delay: float, peers: list[NodeSpec], shared: list[str],
+            masked: list[str] | None = None) -> subprocess.Popen | None:
     """Create the node's directories and config; returns the host-key generator, if one was started.
-    `image` is the overlay's lower layers above the machine's `/` (colon-separated)."""
+    `image` is the overlay's lower layers above the machine's `/` (colon-separated); `masked`, the
+    controller's own copy of gpuconf (runtime.controller_copy), gets an empty tmpfs like the lab's state."""
     for directory in (paths.upper, paths.work, paths.mnt, paths.runtime):
         directory.mkdir(parents=True, exist_ok=True)
     write_atomically(paths.runtime / "hosts", hosts_text(peers))
@@ -88,7 +90,8 @@ def prepare(paths: NodePaths, spec: NodeSpec, lab: str, port: int, public_key: s
     config = {
         "name": spec.name, "lab": lab, "address": spec.address, "port": port, "boot_delay": boot_delay,
         "image": str(image), "upper": str(paths.upper), "work": str(paths.work), "mnt": str(paths.mnt),
-        "runtime": str(paths.runtime), "fabric": str(fabric), "hide": hidden_dirs(), "shared": shared,
+        "runtime": str(paths.runtime), "fabric": str(fabric), "hide": hidden_dirs() + list(masked or []),
+        "shared": shared,
         "pid_file": str(paths.pid_file), "drop_caps": list(DROPPED_CAPS),
     }
     write_atomically(paths.config, json.dumps(config, indent=2) + "\n")

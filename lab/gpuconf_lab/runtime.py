@@ -296,6 +296,19 @@ def controller_paths(project: Path) -> list[str]:
                    if not any(other in path.parents for other in needed)})
 
 
+def controller_copy(project: Path) -> list[str]:
+    """Where the controller's gpuconf lives on the machine: its checkout and the Python environments
+    it runs from (the interpreter's own prefix too, unless it is the system's). A lab that lends
+    nothing (`lab up --no-controller-copy`) masks each with an empty tmpfs in every node, so that
+    what runs gpuconf there is what gpuconf_agent installed."""
+    import gpuconf
+
+    candidates = [project, Path(sys.prefix), Path(sys.base_prefix), Path(gpuconf.__file__).resolve().parents[1]]
+    system = {Path("/"), Path("/usr"), Path("/usr/local")}
+    found = {Path(os.path.abspath(path)) for path in candidates if path.is_dir() and Path(path) not in system}
+    return sorted(str(path) for path in found if not any(other in path.parents for other in found))
+
+
 def find_project_root(start: Path | None = None) -> Path:
     """The directory holding pyproject.toml above `start`, else `start` (the cwd). The lab's own
     distribution (lab/ of a gpuconf checkout) is not a project: its inventories are the checkout's."""

@@ -143,7 +143,8 @@ SEED: dict[str, str] = {
 
 CONNECTION_FILE = "inventory/group_vars/all/connection.yml"
 # Never in a mutation: any of these could make a case reach a real host or run locally.
-FORBIDDEN = ("connection", "address", "ansible_", "jump_host", "python", "known_hosts", "ssh_config")
+FORBIDDEN = ("connection", "address", "ansible_", "jump_host", "proxy_command", "python", "known_hosts",
+             "ssh_config")
 
 TOKENS = [":", ": ", "- ", "-", "{", "}", "[", "]", ",", "\"", "'", "#", "&a ", "*a", "<<: *a", "!secret ",
           "!!python/object:os.system ", "!!binary ", "%", "@", "`", "|", ">", "? ", "\t", "\n", "  ", "{{", "}}",

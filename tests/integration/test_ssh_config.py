@@ -1,7 +1,7 @@
 """~/.ssh/config as operators have it: an inventory that names only ssh aliases reaches lab
 nodes over real SSH through the config's HostName, Port, User, IdentityFile and
-UserKnownHostsFile (host keys strictly checked), and through a ProxyJump bastion; inventory
-variables win over the config."""
+UserKnownHostsFile (host keys strictly checked at every hop), through a ProxyJump bastion, a
+chain of two and a ProxyCommand; Include and Match are read; inventory variables win over the config."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpuconf.connection.base import ConnectionSpec
-from gpuconf.connection.sshconfig import lookup
+from gpuconf.connection.sshconfig import Hop, hops, lookup
 from gpuconf.errors import InventoryError
 
 PLAYBOOK = [{"name": "who", "hosts": "all", "gather_facts": True,
@@ -39,18 +39,39 @@ def test_the_config_fills_what_the_inventory_leaves_out(tmp_path):
     assert lookup("other", path) == {}
 
 
-def test_a_missing_config_file_and_a_multi_hop_jump_are_clear_errors(tmp_path):
+def test_a_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(InventoryError, match="does not exist"):
         ConnectionSpec.from_vars("a", {"ssh_config_file": str(tmp_path / "none")})
-    path = config(tmp_path, "Host a\n  ProxyJump one,two\n\nHost b\n  ProxyCommand nc %h %p\n")
-    with pytest.raises(InventoryError, match="several hops"):
-        ConnectionSpec.from_vars("a", {"ssh_config_file": str(path)})
-    with pytest.raises(InventoryError, match="ProxyCommand is not supported; use ProxyJump"):
-        ConnectionSpec.from_vars("b", {"ssh_config_file": str(path)})
 
 
-def run_check(tmp_path: Path, hosts: dict, ssh_config: Path) -> tuple[int, dict, str]:
-    (tmp_path / "site.yml").write_text(yaml.safe_dump(PLAYBOOK))
+def test_proxyjump_chains_and_proxycommand_are_followed_as_ssh_follows_them(tmp_path):
+    path = config(tmp_path, "Host a\n  ProxyJump ops@one,two:2222\n\nHost two\n  HostName 10.0.0.2\n  User hop\n\n"
+                            "Host b\n  HostName 10.0.0.9\n  ProxyCommand ssh -W %h:%p bastion\n")
+    spec = ConnectionSpec.from_vars("a", {"ssh_config_file": str(path), "user": "root"})
+    assert spec.jump_host == "ops@one,two:2222" and spec.proxy_command is None
+    assert hops(spec.jump_host, path, spec.user) == [Hop("one", 22, "ops"), Hop("10.0.0.2", 2222, "hop")]
+    spec = ConnectionSpec.from_vars("b", {"ssh_config_file": str(path)})
+    assert (spec.address, spec.proxy_command, spec.jump_host) == ("10.0.0.9", "ssh -W 10.0.0.9:22 bastion", None)
+    # the inventory's way through wins over the config's, whole
+    spec = ConnectionSpec.from_vars("b", {"ssh_config_file": str(path), "jump_host": "gw"})
+    assert (spec.jump_host, spec.proxy_command) == ("gw", None)
+
+
+def test_include_and_match_blocks_are_read(tmp_path):
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "10-gpu.conf").write_text("Host gpu-07\n  HostName 10.2.0.7\n")
+    (tmp_path / "conf.d" / "20-users.conf").write_text("Match host 10.2.0.*\n  User ops\n  Port 2207\n")
+    path = config(tmp_path, f"Include {tmp_path}/conf.d/*.conf\n\nHost *\n  User nobody\n")
+    spec = ConnectionSpec.from_vars("gpu-07", {"ssh_config_file": str(path)})
+    assert (spec.address, spec.user, spec.port) == ("10.2.0.7", "ops", 2207)
+    assert ConnectionSpec.from_vars("other", {"ssh_config_file": str(path)}).user == "nobody"
+    config(tmp_path, f"Include {tmp_path}/ssh_config\n")  # includes itself
+    with pytest.raises(InventoryError, match="Include nested deeper than 16"):
+        ConnectionSpec.from_vars("x", {"ssh_config_file": str(path)})
+
+
+def run_check(tmp_path: Path, hosts: dict, ssh_config: Path, playbook: list | None = None) -> tuple[int, dict, str]:
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(playbook or PLAYBOOK))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "gpuconf", "check", str(tmp_path / "site.yml"), "-i",
@@ -92,3 +113,33 @@ def test_an_unknown_host_key_is_refused_even_through_the_config(lab, tmp_path):
                                   "  StrictHostKeyChecking no\n")
     code, report, output = run_check(tmp_path, {"lab-first": {}}, ssh_config)
     assert code == 8 and "host key" in output.lower(), output
+
+
+def test_a_proxyjump_chain_and_a_proxycommand_reach_a_node_through_jump_nodes(lab, tmp_path):
+    """a100-02 and t4-01 resolve only inside the lab: the chain's second hop and the target are
+    reached from the hop before them. Every hop's key is checked: a hop whose key is unknown fails."""
+    first, middle, last = lab.node("a100-01"), lab.node("a100-02"), lab.node("t4-01")
+    lines = lab.known_hosts.read_text().splitlines()
+    inside = [next(line for line in lines if line.startswith(f"[{node.address}]:{node.port} ")).replace(
+        f"[{node.address}]", f"[{node.name}]", 1) for node in (middle, last)]
+    known = tmp_path / "known_hosts"
+    known.write_text("\n".join([*lines, *inside]) + "\n")
+    common = f"  User gpuadmin\n  IdentityFile {lab.client_key}\n  UserKnownHostsFile {known}\n"
+    proxy = (f"ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={known} "
+             f"-i {lab.client_key} -p {first.port} gpuadmin@{first.address} -W %h:%p")
+    ssh_config = config(tmp_path, (
+        f"Host lab-first\n  HostName {first.address}\n  Port {first.port}\n{common}\n"
+        f"Host lab-middle\n  HostName {middle.name}\n  Port {middle.port}\n{common}\n"
+        f"Host lab-chain\n  HostName {last.name}\n  Port {last.port}\n{common}  ProxyJump lab-first,lab-middle\n\n"
+        f"Host lab-proxied\n  HostName {last.name}\n  Port {last.port}\n{common}  ProxyCommand {proxy}\n"))
+    said = [*PLAYBOOK[0]["tasks"], {"name": "say", "debug": {"msg": "{{ me.stdout | trim }}"}}]
+    code, report, output = run_check(tmp_path, {"lab-chain": {}, "lab-proxied": {}}, ssh_config,
+                                     [dict(PLAYBOOK[0], tasks=said)])
+    assert code == 0, output
+    for alias in ("lab-chain", "lab-proxied"):
+        probe, say = report["hosts"][alias]["tasks"]
+        assert probe["status"] == say["status"] == "ok", (probe, say)
+        assert say["message"] == last.name, say  # the hostname the target itself printed
+    known.write_text("\n".join([*lines, inside[1]]) + "\n")  # the middle hop's key is no longer known
+    code, report, output = run_check(tmp_path, {"lab-chain": {}}, ssh_config)
+    assert code == 8 and f"host key for [{middle.name}]:{middle.port} is not known" in output, output

@@ -59,7 +59,7 @@ def test_the_product_installs_no_simulator(gpuconf_wheel):
 def test_the_wheel_carries_the_gpu_library_and_the_licence(gpuconf_wheel):
     names = set(wheel_names(gpuconf_wheel))
     shipped = {name.removeprefix("gpuconf/library/") for name in names if name.startswith("gpuconf/library/")}
-    in_git = {path.relative_to(ROOT).as_posix() for top in ("roles", "playbooks")
+    in_git = {path.relative_to(ROOT).as_posix() for top in ("roles", "playbooks", "inventories/image")
               for path in (ROOT / top).rglob("*") if path.is_file() and "__pycache__" not in path.parts
               and path.suffix not in (".pyc", ".retry")}
     assert shipped == in_git   # every role and playbook, and nothing else, one copy in git

@@ -7,7 +7,7 @@ import threading
 import time
 
 from gpuconf.connection.remote.initramfs import op_cpio
-from gpuconf.connection.remote.process import emit
+from gpuconf.connection.remote.process import MYPY, emit
 from gpuconf.connection.remote.reads import (
     OS_RELEASE_IDS,
     exec_argvs,
@@ -163,6 +163,10 @@ def serve():
         if line.strip():
             main(json.loads(line.decode("utf-8")))
 
+
+if MYPY:
+    from typing import Optional  # noqa: F401, UP035 - for the type comments (Python 3.6)
+    REQUEST = None  # type: Optional[str]  # injected by the bootstrap: the one request, or None to serve
 
 if __name__ == "gpuconf_remote":  # run by the bootstrap (gpuconf/connection/base.py), not imported by a test
     if REQUEST is None:  # noqa: F821 - REQUEST is injected by the bootstrap

@@ -6,7 +6,11 @@ import json
 import os
 import subprocess
 
+from gpuconf.connection.remote.process import MYPY
 from gpuconf.connection.remote.writes import replace_file
+
+if MYPY:
+    from typing import Dict  # noqa: F401, UP035 - for the type comments (Python 3.6)
 
 
 def newc_members(data, pattern, found, names_only=False):
@@ -102,7 +106,7 @@ def op_cpio(op):
             continue
     if data is None:
         return {"exists": False, "path": paths[0]}
-    found, pos = {}, 0
+    found, pos = {}, 0  # type: Dict[str, bytes], int
     while pos < len(data):
         rest = data[pos:]
         if rest[:6] in (b"070701", b"070702"):

@@ -14,12 +14,19 @@ import sys
 import threading
 import time
 
+# Types are checked by mypy for Python 3.6 (make lint): type comments only, and typing never
+# imported on a host; mypy takes `if MYPY:` as true.
+MYPY = False
+if MYPY:
+    from typing import List  # noqa: F401, UP035 - for the type comments (Python 3.6)
+
 MAX_CONTENT = 4 * 1024 * 1024
 MAX_OUTPUT = 1024 * 1024
 EMIT_LOCK = threading.Lock()
 FLUSH_EVERY = 0.05
 FLUSH_WANTED = threading.Event()
-PENDING, FLUSHER = [], []  # a line is waiting for the flusher; the flusher thread, once started
+# a line is waiting for the flusher; the flusher thread, once started
+PENDING, FLUSHER = [], []  # type: List[bool], List[threading.Thread]
 ENV = dict(os.environ, LC_ALL="C", LANG="C", PYTHONDONTWRITEBYTECODE="1")
 ENV["PATH"] = ENV.get("PATH", "/usr/bin:/bin") + ":/usr/local/sbin:/usr/sbin:/sbin"
 

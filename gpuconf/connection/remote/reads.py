@@ -11,10 +11,15 @@ import shutil
 import stat
 import time
 
-from gpuconf.connection.remote.process import ENV, MAX_CONTENT, run_argv, run_shell, text
+from gpuconf.connection.remote.process import ENV, MAX_CONTENT, MYPY, run_argv, run_shell, text
+
+if MYPY:
+    # for the type comments (Python 3.6)
+    from typing import Dict, List, Optional, Pattern, Set, Tuple  # noqa: F401, UP035
 
 # programs an exec in a read-only request may start (gpuconf/facts/base.py READ_ONLY_PROGRAMS)
-READ_ONLY_PROGRAMS = {}  # filled in by gpuconf/connection/base.py when the runner is sent
+# filled in by gpuconf/connection/base.py when the runner is sent
+READ_ONLY_PROGRAMS = {}  # type: Dict[str, Optional[Tuple[Tuple[str, ...], ...]]]
 
 
 def run_user_command(op):
@@ -35,7 +40,8 @@ def read_only_argv(argv):
     return allowed is None or any(tuple(argv[1:1 + len(prefix)]) == tuple(prefix) for prefix in allowed)
 
 
-OS_RELEASE_IDS = []  # read once per request: every op guarded by `if_os` asks the same question
+# read once per request: every op guarded by `if_os` asks the same question
+OS_RELEASE_IDS = []  # type: List[Set[str]]
 
 
 def os_release_ids():
@@ -113,7 +119,7 @@ RECORD_START = re.compile(r"(?:\[|\d|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |[a-z0
 def log_records(text):
     """The lines of a kernel log in records: an indented line, or one without a prefix in a log
     whose lines have one, continues the record before it (one printk printed on several lines)."""
-    groups, prefixed = [], False
+    groups, prefixed = [], False  # type: List[List[str]], bool
     for line in text.splitlines(True):
         starts = bool(RECORD_START.match(line))
         if groups and (line[:1] in (" ", "\t") or (prefixed and not starts)):
@@ -152,7 +158,7 @@ def drop_refused(argv, result, rule, deadline):
     names the refusal (`refused`, a pattern whose first group is the item: gpuconf/facts/
     nvidia_smi.py); the reruns stay here, in the same round trip. The items dropped are in the
     result."""
-    refused, dropped = re.compile(rule["refused"], re.MULTILINE), []
+    refused, dropped = re.compile(rule["refused"], re.MULTILINE), []  # type: Pattern[str], List[str]
     while not result["timed_out"] and len(dropped) < int(rule.get("max", 8)):
         found = refused.search(result["out"]) or refused.search(result["err"])
         position = next((n for n, arg in enumerate(argv) if arg.startswith(rule["prefix"])), None)

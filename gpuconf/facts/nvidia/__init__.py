@@ -122,5 +122,5 @@ _SUBMODULES = {
     "topology": ("GpuAffinity", "Topology", "parse_topology"),
 }
 _WHERE = {name: f"{__name__}.{module}" for module, names in _SUBMODULES.items() for name in names}
-__all__ = sorted(_WHERE)
+__all__ = sorted(_WHERE)  # mypy reads the TYPE_CHECKING imports above (pyproject.toml: implicit_reexport)
 __getattr__ = lazy_exports(globals(), _WHERE)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuconf.facts.common import canonical_pci_address, normalise_quotes, reads_whole_lines
 
@@ -212,7 +213,7 @@ def parse_fabric_manager_log(text: str) -> FabricManagerLog:
     """Summarise a fabric manager log file or its journal (one state machine knows both). Never raises."""
     machine = _Machine()
     errors: list[NvswitchError] = []
-    extra: dict = {"gpu_probes": 0, "multicast_teams": 0}
+    extra: dict[str, Any] = {"gpu_probes": 0, "multicast_teams": 0}
     for line in normalise_quotes(text).splitlines():
         _nvl5(line, extra)
         machine.line(line, extra.get("system"))
@@ -244,7 +245,7 @@ def _refusal(line: str, system: str | None) -> FabricManagerRefusal | None:
     return None
 
 
-def _nvl5(line: str, found: dict) -> None:
+def _nvl5(line: str, found: dict[str, Any]) -> None:
     """The NVLink5 start script's, nvlsm's and the multicast lines of one log line."""
     if "Detected Pre-NVL5 system" in line:
         found["system"] = "pre-NVL5"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpuconf.facts.common import reads_whole_lines
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
@@ -86,7 +87,7 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         return NvlinkStatus(gpus=(), failure=failure)
     gpus: list[GpuNvlinks] = []
     problems: list[str] = []
-    current: dict | None = None
+    current: dict[str, Any] | None = None
 
     def flush() -> None:
         if current is None:
@@ -142,7 +143,7 @@ _INFO_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
 
 @reads_whole_lines
 def parse_nvlink_info(text: str) -> NvlinkInfoReport:
-    gpus: list[list] = []
+    gpus: list[list[Any]] = []
     complete = True
     in_firmware = False
     for line in text.splitlines():

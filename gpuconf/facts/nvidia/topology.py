@@ -94,7 +94,7 @@ def parse_topology(text: str) -> Topology:
             links[(row, column)] = value
         rest = values[len(devices):]
         if rest and extra:
-            padded = rest + [None] * (len(extra) - len(rest))  # type: ignore[list-item]
+            padded = rest + [None] * (len(extra) - len(rest))
             named = dict(zip(extra, padded))
             affinity[row] = GpuAffinity(named.get("CPU Affinity"), named.get("NUMA Affinity"),
                                         named.get("GPU NUMA ID"))

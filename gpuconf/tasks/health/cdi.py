@@ -23,7 +23,7 @@ class CdiDevicesParams(Params):
     timeout: float = Field(30, gt=0, description="seconds nvidia-ctk cdi list may take")
 
 
-def cdi_list_fact(timeout: float) -> Fact:
+def cdi_list_fact(timeout: float) -> Fact[tuple[str, ...] | str]:
     def parse(out: Output) -> tuple[str, ...] | str:
         """The device names, or why there are none (the program is missing or failed)."""
         if out.timed_out:
@@ -49,7 +49,7 @@ class CdiDevicesResolve(HealthProbe):
     probe = "cdi_devices"
     Params = CdiDevicesParams
 
-    def reads(self, params: CdiDevicesParams):
+    def reads(self, params: CdiDevicesParams) -> list[Fact]:
         return [cdi_list_fact(params.timeout)]
 
     def check(self, params: CdiDevicesParams, facts: Facts) -> Verdict:

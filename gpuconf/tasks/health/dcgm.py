@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuconf.facts.base import FactUnavailable, Output, command, file_state
+from gpuconf.facts.base import Fact, FactUnavailable, Output, command, file_state
 from gpuconf.facts.dcgm import DiagReport, parse_dcgmi_diag_json
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params, Unknown, Verdict
@@ -54,7 +54,7 @@ def parse_diag(out: Output) -> DiagReport:
     return report
 
 
-def diag_fact(params: DcgmDiagParams):
+def diag_fact(params: DcgmDiagParams) -> Fact[DiagReport]:
     return command(["dcgmi", "diag", "-r", str(params.level), "--json"], parse_diag,
                    timeout=params.timeout or DEFAULT_TIMEOUTS[params.level])
 
@@ -90,7 +90,7 @@ class DcgmDiag(HealthProbe):
     probe = "dcgm_diag"
     Params = DcgmDiagParams
 
-    def reads(self, params: DcgmDiagParams):
+    def reads(self, params: DcgmDiagParams) -> list[Fact]:
         return [diag_fact(params), gpu_readings(params.nvidia_smi_timeout), DCGMI]
 
     def check(self, params: DcgmDiagParams, facts: Facts) -> Verdict:

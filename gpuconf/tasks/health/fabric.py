@@ -64,7 +64,7 @@ class NvlinksActive(HealthProbe):
     probe = "nvlink"
     Params = NvlinkParams
 
-    def reads(self, params: NvlinkParams):
+    def reads(self, params: NvlinkParams) -> list[Fact]:
         return [PCI_FACT, gpu_readings(params.nvidia_smi_timeout), nvlink_status(params.nvidia_smi_timeout)]
 
     def judge(self, params: NvlinkParams, facts: Facts) -> list[Finding]:
@@ -103,7 +103,7 @@ REFUSAL_FIXES = {
 }
 
 
-def fabric_manager_journal(unit: str) -> Fact:
+def fabric_manager_journal(unit: str) -> Fact[FabricManagerRefusal | None]:
     """This boot's journal of the unit: the start script's and fabric manager's own refusals."""
     def parse(out: Output) -> FabricManagerRefusal | None:
         if out.rc != 0 or out.timed_out:
@@ -122,7 +122,7 @@ def refusal_finding(refusal: FabricManagerRefusal, state: str, service: str, pro
                    f"{refusal.line[-160:]}); fix: {fix}", value=refusal.name)
 
 
-def service_state(unit: str) -> Fact:
+def service_state(unit: str) -> Fact[str]:
     def parse(out: Output) -> str:
         state = parse_is_active(out.stdout)
         return state if isinstance(state, str) else (out.stdout.strip() or f"unknown (exit {out.rc})")
@@ -161,7 +161,7 @@ class FabricManagerReady(HealthProbe):
     probe = "fabric_manager"
     Params = FabricManagerParams
 
-    def reads(self, params: FabricManagerParams):
+    def reads(self, params: FabricManagerParams) -> list[Fact]:
         return [service_state(params.service), gpu_readings(params.nvidia_smi_timeout),
                 fabric_manager_journal(params.service)]
 

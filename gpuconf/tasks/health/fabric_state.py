@@ -90,7 +90,7 @@ def query_report(csv: QueryCsv) -> FabricReport:
     return FabricReport(gpus=tuple(gpus), failure=csv.failure)
 
 
-def fabric_query(timeout: float) -> Fact:
+def fabric_query(timeout: float) -> Fact[FabricReport]:
     def parse(out: Output) -> FabricReport:
         if out.timed_out:
             raise FactUnavailable(f"{DRIVER_UNRESPONSIVE}: nvidia-smi did not answer within "
@@ -162,7 +162,7 @@ class FabricStateCompleted(HealthProbe):
     probe = "fabric_state"
     Params = NvidiaSmiParams
 
-    def reads(self, params: NvidiaSmiParams):
+    def reads(self, params: NvidiaSmiParams) -> list[Fact]:
         return [PCI_FACT, fabric_query(params.nvidia_smi_timeout)]
 
     def check(self, params: NvidiaSmiParams, facts: Facts) -> Verdict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from gpuconf.facts import gather
-from gpuconf.facts.base import FactUnavailable, file_state
+from gpuconf.facts.base import Fact, FactUnavailable, file_state
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.kernel import ProcModules
 from gpuconf.facts.nvidia import LoadedDriver, parse_proc_driver_version
@@ -34,7 +34,7 @@ class GpuCountMatches(HealthProbe):
     probe = "gpu_count"
     Params = GpuCountParams
 
-    def reads(self, params: GpuCountParams):
+    def reads(self, params: GpuCountParams) -> list[Fact]:
         return [PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: GpuCountParams, facts: Facts) -> list[Finding]:
@@ -82,7 +82,7 @@ class DriverLoaded(HealthProbe):
     probe = "driver"
     Params = DriverParams
 
-    def reads(self, params: DriverParams):
+    def reads(self, params: DriverParams) -> list[Fact]:
         return [file_state(DRIVER_VERSION)]
 
     def judge(self, params: DriverParams, facts: Facts) -> list[Finding]:
@@ -128,7 +128,7 @@ class NouveauAbsent(HealthProbe):
     probe = "nouveau"
     Params = NouveauParams
 
-    def reads(self, params: NouveauParams):
+    def reads(self, params: NouveauParams) -> list[Fact]:
         return list(gather.MODULE_FACTS)
 
     def judge(self, params: NouveauParams, facts: Facts) -> list[Finding]:

@@ -35,7 +35,7 @@ class ImexDomainParams(Params):
                                               "their own daemons at about the same time)")
 
 
-def imex_domain_fact(timeout: float) -> Fact:
+def imex_domain_fact(timeout: float) -> Fact[ImexDomain | str | None]:
     def parse(out: Output) -> ImexDomain | str | None:
         """The domain; the daemon's complaint when it does not answer; None: no nvidia-imex-ctl."""
         if out.timed_out:

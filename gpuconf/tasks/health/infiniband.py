@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuconf.facts.base import file_glob
+from gpuconf.facts.base import Fact, file_glob
 from gpuconf.facts.infiniband import SysfsIbDevice, parse_sysfs_infiniband_files
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Params
@@ -59,7 +59,7 @@ class InfinibandPortsActive(HealthProbe):
     probe = "infiniband"
     Params = InfinibandParams
 
-    def reads(self, params: InfinibandParams):
+    def reads(self, params: InfinibandParams) -> list[Fact]:
         return [IB_SYSFS]
 
     def judge(self, params: InfinibandParams, facts: Facts) -> list[Finding]:

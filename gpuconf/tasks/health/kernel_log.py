@@ -17,6 +17,7 @@ first line of a record whose last line says it fell off the bus).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pydantic import Field
 
@@ -78,7 +79,7 @@ def parse_kernel_log(out: Output) -> KernelLog:
     return KernelLog("", source, out.stdout)  # as printed: a last line without its newline may be cut
 
 
-def kernel_log() -> Fact:
+def kernel_log() -> Fact[KernelLog]:
     return command(["dmesg"], parse_kernel_log, timeout=20, key="health:kernel-log", alternatives=[JOURNAL],
                    grep=CANDIDATES, tail=5000, records=True)
 
@@ -89,7 +90,7 @@ def _boot_id(state: FileState) -> str:
 
 def read_log(facts: Facts, probe: str, findings: list[Finding] | None = None) -> KernelLog:
     """This boot's log, or `Unknown` (with a failure finding) when neither source is readable."""
-    log = facts[kernel_log()]
+    log: KernelLog = facts[kernel_log()]
     if log.source == "none":
         message = (f"cannot read this boot's kernel log (dmesg, journalctl -k -b 0): {log.error or 'denied'} "
                    "(set become: true)")
@@ -221,7 +222,7 @@ class NoXidErrors(HealthProbe):
     probe = "xid"
     Params = XidParams
 
-    def reads(self, params: XidParams):
+    def reads(self, params: XidParams) -> list[Fact]:
         return [*LOG_READS, PCI_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
     def check(self, params: XidParams, facts: Facts) -> Verdict:
@@ -251,7 +252,7 @@ def judge_taint(taint_text: str | None, expected: str, probe: str = "kernel_tain
 
 
 def judge_lockups(log_text: str, probe: str = "kernel_lockup") -> list[Finding]:
-    found: dict[str, list] = {}
+    found: dict[str, list[Any]] = {}
     for lockup in find_lockups(log_text):
         found.setdefault(lockup.kind, []).append(lockup)
     if not found:
@@ -270,7 +271,7 @@ class KernelClean(HealthProbe):
     probe = "kernel"
     Params = KernelParams
 
-    def reads(self, params: KernelParams):
+    def reads(self, params: KernelParams) -> list[Fact]:
         return [file_state("/proc/sys/kernel/tainted"), *LOG_READS]
 
     def check(self, params: KernelParams, facts: Facts) -> Verdict:

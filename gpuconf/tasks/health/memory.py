@@ -6,9 +6,8 @@ from typing import Any
 from pydantic import Field
 
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Facts
-from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
-from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
+from gpuconf.tasks.health.common import FAILURE, OK, WARNING, NvidiaSmiParams
+from gpuconf.tasks.health.readings import GpuReading, GpuReadingsProbe
 
 
 class EccParams(NvidiaSmiParams):
@@ -42,7 +41,7 @@ def judge_ecc(gpus: tuple[GpuReading, ...], params: EccParams, probe: str = "ecc
     return findings
 
 
-class NoEccErrors(HealthProbe):
+class NoEccErrors(GpuReadingsProbe):
     """No GPU has uncorrected ECC errors since the driver loaded
     (`ecc.errors.uncorrected.volatile.total` above `max_uncorrected_volatile`, 0), a
     pending or failed row remap (`remapped_rows.pending`/`failure`, Ampere and later)
@@ -53,11 +52,8 @@ class NoEccErrors(HealthProbe):
     probe = "ecc"
     Params = EccParams
 
-    def reads(self, params: EccParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: EccParams, facts: Facts) -> list[Finding]:
-        return judge_ecc(require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)
+    def judge_gpus(self, params: EccParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        return judge_ecc(gpus, params, self.probe)
 
 
 class MemoryUseParams(NvidiaSmiParams):
@@ -80,7 +76,7 @@ def judge_memory(gpus: tuple[GpuReading, ...], params: MemoryUseParams, probe: s
     return findings
 
 
-class MemoryUse(HealthProbe):
+class MemoryUse(GpuReadingsProbe):
     """Reports each GPU's memory in use (`memory.used` / `memory.total`): a warning above
     `warn_percent` (90 %), since a nearly full GPU cannot take a new job."""
 
@@ -88,8 +84,5 @@ class MemoryUse(HealthProbe):
     probe = "memory"
     Params = MemoryUseParams
 
-    def reads(self, params: MemoryUseParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: MemoryUseParams, facts: Facts) -> list[Finding]:
-        return judge_memory(require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus, params, self.probe)
+    def judge_gpus(self, params: MemoryUseParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        return judge_memory(gpus, params, self.probe)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from gpuconf.facts.base import Fact
 from gpuconf.facts.gather import PCI_FACT
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
@@ -91,7 +92,7 @@ class PcieLinkAtMax(HealthProbe):
     probe = "pcie_link"
     Params = PcieParams
 
-    def reads(self, params: PcieParams):
+    def reads(self, params: PcieParams) -> list[Fact]:
         return [PCI_FACT, LINK_FACT, gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: PcieParams, facts: Facts) -> list[Finding]:

@@ -21,6 +21,7 @@ one timeout, not one per nvidia-smi call.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address, incomplete
@@ -38,7 +39,7 @@ from gpuconf.facts.nvidia.failure import DRIVER_NOT_LOADED, DRIVER_UNRESPONSIVE,
 from gpuconf.facts.nvidia_smi import query_fields
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts, Unknown
-from gpuconf.tasks.health.common import FAILURE, gpu_name
+from gpuconf.tasks.health.common import FAILURE, HealthProbe, NvidiaSmiParams, gpu_name
 
 REASONS_FIELD = "clocks_event_reasons.active"
 OLD_REASONS_FIELD = "clocks_throttle_reasons.active"
@@ -106,7 +107,7 @@ class GpuReadings:
         return {g.bus_id: g for g in self.gpus if g.bus_id}
 
 
-def _yes(value) -> bool | None:
+def _yes(value: object) -> bool | None:
     if value is None:
         return None
     text = str(value).strip().lower()
@@ -114,15 +115,15 @@ def _yes(value) -> bool | None:
         else None
 
 
-def _int(value) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def _number(value) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _text(value) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
@@ -180,7 +181,7 @@ def parse_readings(out: Output, timeout: float) -> GpuReadings | NvidiaSmiFailur
     return readings_from_csv(csv)
 
 
-def gpu_readings(timeout: float = 10.0) -> Fact:
+def gpu_readings(timeout: float = 10.0) -> Fact[GpuReadings | NvidiaSmiFailure]:
     """The shared fact. The key has no timeout in it: every probe shares one call."""
     return query_fields(HEALTH_FIELDS, lambda out: parse_readings(out, timeout), timeout=timeout,
                         key="health:nvidia-smi", renames=RENAMED, most=MAX_RETRIES)
@@ -193,7 +194,7 @@ def parse_nvlink(out: Output, timeout: float) -> NvlinkStatus:
     return parse_nvlink_status(text)
 
 
-def nvlink_status(timeout: float = 10.0) -> Fact:
+def nvlink_status(timeout: float = 10.0) -> Fact[NvlinkStatus]:
     """`nvidia-smi nvlink -s`: every GPU's NVLinks (NVSwitch systems)."""
     return command(["nvidia-smi", "nvlink", "-s"], lambda out: parse_nvlink(out, timeout), timeout=timeout,
                    key="health:nvlink")
@@ -204,7 +205,7 @@ def require_readings(facts: Facts, probe: str, timeout: float,
     """The readings, or `Unknown` with a failure finding naming why (`driver_unresponsive`,
     `driver_not_loaded`, ...). `findings` already made by the probe are kept."""
     try:
-        value = facts[gpu_readings(timeout)]
+        value: GpuReadings | NvidiaSmiFailure = facts[gpu_readings(timeout)]
     except FactUnavailable as exc:
         raise unknown_finding(probe, str(exc), findings) from None
     if isinstance(value, NvidiaSmiFailure):
@@ -238,3 +239,21 @@ def optional_readings(facts: Facts, timeout: float) -> GpuReadings | None:
 def smi_indexes(readings: GpuReadings | None) -> dict[str, int]:
     """Bus id -> nvidia-smi index."""
     return {g.bus_id: g.index for g in readings.gpus if g.bus_id} if readings else {}
+
+
+class GpuReadingsProbe(HealthProbe):
+    """A probe judged on the GPUs' readings of the one merged nvidia-smi query: it reads them,
+    requires them (`unknown` with a failure finding when nvidia-smi cannot tell: require_readings)
+    and judges the GPUs (`judge_gpus`). The shape six probes had each spelled out."""
+
+    def reads(self, params: NvidiaSmiParams) -> list[Fact]:
+        return [gpu_readings(params.nvidia_smi_timeout)]
+
+    def readings(self, params: NvidiaSmiParams, facts: Facts) -> GpuReadings:
+        return require_readings(facts, self.probe, params.nvidia_smi_timeout)
+
+    def judge(self, params: Any, facts: Facts) -> list[Finding]:
+        return self.judge_gpus(params, self.readings(params, facts).gpus)
+
+    def judge_gpus(self, params: Any, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        raise NotImplementedError

@@ -5,9 +5,8 @@ from pydantic import Field, model_validator
 
 from gpuconf.facts.nvidia import CLOCK_EVENT_REASON_BITS
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Facts
-from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams
-from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
+from gpuconf.tasks.health.common import FAILURE, OK, WARNING, NvidiaSmiParams
+from gpuconf.tasks.health.readings import GpuReading, GpuReadingsProbe
 
 
 class TemperatureParams(NvidiaSmiParams):
@@ -41,7 +40,7 @@ def judge_temperature(gpus: tuple[GpuReading, ...], params: TemperatureParams, p
     return findings
 
 
-class TemperatureBelowLimit(HealthProbe):
+class TemperatureBelowLimit(GpuReadingsProbe):
     """Each GPU's temperature (`temperature.gpu`) is below `fail_c` (85 °C): a failure at
     or above it, a warning from `warn_c` (80 °C)."""
 
@@ -49,12 +48,8 @@ class TemperatureBelowLimit(HealthProbe):
     probe = "temperature"
     Params = TemperatureParams
 
-    def reads(self, params: TemperatureParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: TemperatureParams, facts: Facts) -> list[Finding]:
-        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
-        return judge_temperature(readings.gpus, params, self.probe)
+    def judge_gpus(self, params: TemperatureParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        return judge_temperature(gpus, params, self.probe)
 
 
 REASON_NAMES = tuple(CLOCK_EVENT_REASON_BITS)
@@ -99,7 +94,7 @@ def judge_clocks(gpus: tuple[GpuReading, ...], params: ClockParams, probe: str =
     return findings
 
 
-class ClocksNotThrottled(HealthProbe):
+class ClocksNotThrottled(GpuReadingsProbe):
     """No GPU's clocks are held down for a bad reason (`clocks_event_reasons.active`,
     `clocks_throttle_reasons.active` on drivers before the rename). Idle and the
     software power cap are normal; HW slowdown, HW/SW thermal slowdown and the HW power
@@ -110,9 +105,5 @@ class ClocksNotThrottled(HealthProbe):
     probe = "clock_events"
     Params = ClockParams
 
-    def reads(self, params: ClockParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: ClockParams, facts: Facts) -> list[Finding]:
-        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
-        return judge_clocks(readings.gpus, params, self.probe)
+    def judge_gpus(self, params: ClockParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+        return judge_clocks(gpus, params, self.probe)

@@ -4,10 +4,11 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from gpuconf.facts import gather
+from gpuconf.facts.base import Fact
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, NvidiaSmiParams, Severity, verdict
-from gpuconf.tasks.health.readings import GpuReading, gpu_readings, require_readings
+from gpuconf.tasks.health.readings import GpuReading, GpuReadingsProbe, gpu_readings, require_readings
 
 
 class PersistenceParams(NvidiaSmiParams):
@@ -24,7 +25,7 @@ def judge_persistence(gpus: tuple[GpuReading, ...], severity: str, probe: str = 
     return findings
 
 
-class PersistenceEnabled(HealthProbe):
+class PersistenceEnabled(GpuReadingsProbe):
     """Persistence mode is Enabled on every GPU (`persistence_mode`). Without it the
     driver tears down and re-initialises the GPUs between jobs, and settings such as
     power limits are lost. Remedy (`remedy: true`, apply only): `nvidia-smi -pm 1`."""
@@ -33,11 +34,8 @@ class PersistenceEnabled(HealthProbe):
     probe = "persistence"
     Params = PersistenceParams
 
-    def reads(self, params: PersistenceParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
     def check(self, params: PersistenceParams, facts: Facts) -> Verdict:
-        readings = require_readings(facts, self.probe, params.nvidia_smi_timeout)
+        readings = self.readings(params, facts)
         findings = judge_persistence(readings.gpus, params.severity, self.probe)
         off = [g.label for g in readings.gpus if g.persistence is False]
         changes = []
@@ -52,7 +50,7 @@ class UtilizationParams(NvidiaSmiParams):
     pass
 
 
-class Utilization(HealthProbe):
+class Utilization(GpuReadingsProbe):
     """Reports each GPU's utilization (`utilization.gpu`, percent) as a finding with
     severity ok: reported for dashboards, not judged."""
 
@@ -60,14 +58,11 @@ class Utilization(HealthProbe):
     probe = "utilization"
     Params = UtilizationParams
 
-    def reads(self, params: UtilizationParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: UtilizationParams, facts: Facts) -> list[Finding]:
+    def judge_gpus(self, params: UtilizationParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
         return [Finding(self.probe, OK, f"{g.label}: utilization " + (f"{g.utilization_percent:g} %" if
                         g.utilization_percent is not None else "not reported"), gpu=g.index, bus_id=g.bus_id,
                         value=g.utilization_percent)
-                for g in require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus]
+                for g in gpus]
 
 
 class PowerParams(NvidiaSmiParams):
@@ -83,7 +78,7 @@ def describe_power(gpu: GpuReading) -> str:
     return f"{gpu.label}: drawing {gpu.power_draw_w:g} W of its {gpu.power_limit_w:g} W limit ({share:.0f} %)"
 
 
-class PowerDraw(HealthProbe):
+class PowerDraw(GpuReadingsProbe):
     """Reports each GPU's power draw against its limit (`power.draw`, `power.limit`) as a
     finding with severity ok (value: watts drawn): reported, not judged."""
 
@@ -91,12 +86,9 @@ class PowerDraw(HealthProbe):
     probe = "power"
     Params = PowerParams
 
-    def reads(self, params: PowerParams):
-        return [gpu_readings(params.nvidia_smi_timeout)]
-
-    def judge(self, params: PowerParams, facts: Facts) -> list[Finding]:
+    def judge_gpus(self, params: PowerParams, gpus: tuple[GpuReading, ...]) -> list[Finding]:
         return [Finding(self.probe, OK, describe_power(g), gpu=g.index, bus_id=g.bus_id, value=g.power_draw_w)
-                for g in require_readings(facts, self.probe, params.nvidia_smi_timeout).gpus]
+                for g in gpus]
 
 
 class HostSizingParams(NvidiaSmiParams):
@@ -153,7 +145,7 @@ class HostSizing(HealthProbe):
     probe = "host_sizing"
     Params = HostSizingParams
 
-    def reads(self, params: HostSizingParams):
+    def reads(self, params: HostSizingParams) -> list[Fact]:
         return [gather.HOST, MEMINFO, gpu_readings(params.nvidia_smi_timeout)]
 
     def judge(self, params: HostSizingParams, facts: Facts) -> list[Finding]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from gpuconf.facts import gather
-from gpuconf.facts.base import file_glob
+from gpuconf.facts.base import Fact, file_glob
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Params, Verdict, run
 from gpuconf.tasks.health.common import FAILURE, OK, WARNING, HealthProbe, Severity, verdict
@@ -51,7 +51,7 @@ class UvmReady(HealthProbe):
     probe = "uvm"
     Params = UvmParams
 
-    def reads(self, params: UvmParams):
+    def reads(self, params: UvmParams) -> list[Fact]:
         # the processes are read only when a remedy may reload the module
         return list(gather.MODULE_FACTS) + ([OPEN_FILES, COMMANDS] if params.remedy else [])
 

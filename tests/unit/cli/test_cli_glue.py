@@ -54,3 +54,15 @@ def test_an_adhoc_pattern_outside_the_limit_says_so(project, capsys):
     code = main(["run", "a", "-a", "true", "-i", str(project / "hosts.yml"), "-c", "local", "-l", "b"])
     err = capsys.readouterr().err
     assert code == 1 and "'a' matches no host of" in err and "within --limit" in err, err
+
+
+def test_every_subcommand_has_its_verb():
+    """main() dispatches through one table (cli/verbs.py VERBS), not by attribute lookup: each
+    subcommand the parser knows has its function there (`lab` is its own program)."""
+    import argparse
+
+    from gpuconf.cli.verbs import VERBS
+
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) - {"lab"} == set(VERBS)

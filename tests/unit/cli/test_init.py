@@ -38,6 +38,7 @@ def test_init_writes_a_site_that_validates_from_its_own_directory(tmp_path, monk
             {k: driver[k] for k in ("nvidia_driver_branch", "nvidia_driver_version", "nvidia_driver_flavour")}
         assert (pins["cuda_version"], pins["cuda_package_version"]) == (cuda["cuda_version"],
                                                                          cuda["cuda_package_version"])
+        assert pins["drift_timer_playbook"] == model.playbook   # what each node's drift timer checks
         # the site's playbook is the shipped one, which sets no play vars: the group_vars are what runs
         plays = load_playbook(site / "playbooks" / f"{model.group}.yml").plays
         assert len(plays) == 1 and plays[0].hosts == model.group and plays[0].vars == {}, model.group

@@ -40,7 +40,8 @@ def test_show_prints_the_service_and_timer_the_role_installs(capsys):
     assert argv[1:4] == ["check", "-c", "local"]
     assert argv[argv.index("--limit") + 1] == "node07"
     assert argv[argv.index("--prometheus") + 1] == "/var/lib/node_exporter/textfile_collector/gpuconf.prom"
-    assert argv[4] == "/var/lib/gpuconf/checkout/playbooks/h100-node.yml"
+    assert argv[4] == "playbooks/h100-node.yml"   # the node's gpuconf finds the shipped playbook by name
+    assert argv[argv.index("-i") + 1] == "/etc/gpuconf/inventory.yml"
     assert argv[-1] == "--slurm" and service["Type"] == "oneshot"
 
 

@@ -46,7 +46,7 @@ def project(tmp_path):
 def garbled_on_bad(monkeypatch):
     def connect(spec, options):
         return GarbledStat(spec) if spec.host == "bad" else LocalConnection(spec)
-    monkeypatch.setattr(runner, "default_connection", connect)
+    monkeypatch.setattr(runner, "open_connection", connect)
 
 
 @pytest.mark.parametrize("path, task", [("/proc/meminfo", "gather facts")])

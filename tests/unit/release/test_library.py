@@ -85,3 +85,10 @@ def test_roles_lists_the_shipped_roles_and_playbooks_from_any_directory(tmp_path
     assert {line.split()[0] for line in out.splitlines() if line.strip()} >= {"nvidia_driver", "cuda", "drift_timer"}
     assert f"roles path: {ROOT / 'roles'}" in out
     assert "playbooks shipped with gpuconf" in out and "a100-node.yml, " in out
+
+
+def test_the_image_inventory_is_found_from_any_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)   # an image build runs `gpuconf apply a100-node.yml -i image` anywhere
+    code, out, err = run(capsys, "check", "a100-node.yml", "-i", "image", "--list-hosts")
+    assert code == 0, err
+    assert "localhost" in out

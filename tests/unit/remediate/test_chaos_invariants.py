@@ -54,3 +54,10 @@ def test_scenarios_come_from_their_seed_and_shrink_one_dimension_at_a_time():
     assert all(not c.sticky for c in simpler(busy) if not c.fault)
     smallest = minimise(busy, lambda s: s.operator == "reset")  # only the operator's step matters
     assert smallest == Scenario(5, operator="reset")
+
+
+def test_a_drain_of_remediate_in_the_milliseconds_of_the_persons_is_the_named_race():
+    person = "admin: RMA"
+    raced = seen(operator_reason=person, operator_at=150.0, reason="gpuconf: hardware: Xid 79 GPU S 0000:3b:00.0",
+                 lines=[Line(149.997, "main", f"{NODE}: drain: gpuconf: hardware: Xid 79 GPU S 0000:3b:00.0")])
+    assert numbers(raced) == []
