@@ -150,7 +150,8 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
     allowed = call.allow_duplicates if call.allow_duplicates is not None else bool((meta or {}).get("allow_duplicates"))
     if identity in loader.loaded_roles and not allowed:
-        return loader.loaded_roles[identity]
+        loaded: Loaded = loader.loaded_roles[identity]
+        return loaded
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
