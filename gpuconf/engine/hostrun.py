@@ -111,7 +111,8 @@ class PlayOnHost:
                 continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
             step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
-            if step == Next.FAIL_HOST:   # no rescue takes it
+            if step == Next.FAIL_HOST:   # no rescue takes it; any_errors_fatal still tells the batch
+                self._fatal(task, index, results, nested)
                 return Outcome(failures=results, stop=True, fatal=True)
             if step == Next.CLEAR_ERRORS:
                 blocks.clear()

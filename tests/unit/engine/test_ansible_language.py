@@ -114,6 +114,20 @@ def test_any_errors_fatal_fails_every_host_where_one_failed_and_rescue_recovers_
         assert [s["msg"] for s in shown(hosts[host])] == ["rescued", "recovered", "always"]
 
 
+
+def test_any_errors_fatal_ends_every_host_where_a_dynamic_include_cannot_be_read(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - include_role: {name: no-such-role}
+              when: inventory_hostname == 'h2'
+            - debug: {msg: never}
+        """, "-c", "local", inventory="h1,h2,")
+    assert code & 4
+    assert [s["msg"] for s in shown(hosts["h1"]) + shown(hosts["h2"])] == []
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
