@@ -19,7 +19,7 @@ from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.delegate import Delegates
 from gpuconf.engine.entry import Entries
 from gpuconf.engine.executor import HostUnreachable, TaskExecutor
-from gpuconf.engine.flow import BlockRun
+from gpuconf.engine.flow import BlockRun, failed_task_vars
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.includes import DYNAMIC, Includes, Outcome, tasks_need_host
 from gpuconf.engine.meta import Next, run_meta
@@ -51,6 +51,7 @@ class PlayOnHost:
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
+        self.failed_task: tuple[TaskDef, TaskResult] | None = None   # the last failure (ansible_failed_task)
         self.failed_by_batch = False   # any_errors_fatal: another host's failure ended this one's play
 
     def run(self) -> list[TaskResult]:
@@ -118,6 +119,10 @@ class PlayOnHost:
                 blocks.clear()
             # A health probe that found a failure has still run fine: the other probes go on.
             failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
+            if failures and task.type not in DYNAMIC:
+                self.failed_task = (task, failures[0])   # the failure itself (an include passes it on)
+            if failures and self.failed_task is not None and blocks.rescuing(task):
+                self.planner.registered.update(failed_task_vars(*self.failed_task))
             met = self._fatal(task, index, failures, nested)
             if met is False:
                 return Outcome(stop=True)

@@ -128,6 +128,30 @@ def test_any_errors_fatal_ends_every_host_where_a_dynamic_include_cannot_be_read
     assert code & 4
     assert [s["msg"] for s in shown(hosts["h1"]) + shown(hosts["h2"])] == []
 
+
+def test_a_rescue_sees_the_failed_task_and_its_result(tmp_path):
+    (tmp_path / "inner.yml").write_text("- name: inner fail\n  fail: {msg: deep}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - block:
+                - name: boom
+                  ansible.builtin.fail: {msg: boom}
+              rescue:
+                - debug: {msg: "{{ ansible_failed_task.name }} {{ ansible_failed_task.action }} {{ ansible_failed_result.msg }}"}
+            - block:
+                - block:
+                    - include_tasks: inner.yml
+                  always:
+                    - debug: {msg: "always: {{ ansible_failed_task is defined }}"}
+              rescue:
+                - debug: {msg: "{{ ansible_failed_task.name }} {{ ansible_failed_result.failed }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == [
+        "boom ansible.builtin.fail boom", "always: True", "inner fail True"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
