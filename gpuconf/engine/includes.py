@@ -110,7 +110,10 @@ class Includes:
             brought = includes.include_tasks(task, str(params["file"]))
             shown = f"included: {params['file']} for {self.planner.host}"
         else:
-            brought = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            brought, exposed = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            if exposed is not None:   # public: its vars and defaults are this host's play's from now on
+                self.planner.public_vars.update(exposed["vars"])
+                self.planner.public_defaults.update(exposed["defaults"])
             shown = f"included: {params['name']} for {self.planner.host}"
         self.executor.notifications.add(includes.handlers)
         return brought, shown

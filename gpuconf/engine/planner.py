@@ -57,6 +57,9 @@ class HostPlanner:
         self.play, self.host, self.options = play, host, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.included: dict[str, Any] = {} if included is None else included  # what include_vars set
+        # what the roles an include_role made public on this host expose (beside the play's public roles)
+        self.public_vars: dict[str, Any] = {}
+        self.public_defaults: dict[str, Any] = {}
         # what this host's output must not show; its templates add what they make from a secret
         self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults,
                                                 play.role_vars]))
@@ -85,7 +88,7 @@ class HostPlanner:
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
             self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars, self.secrets, self.included)
+                              self.host_vars, self.secrets, self.included, (self.public_vars, self.public_defaults))
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""

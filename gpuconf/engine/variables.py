@@ -166,16 +166,18 @@ def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[st
 
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
                    task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None,
-                   included: Mapping[str, Any] | None = None) -> Vars:
+                   included: Mapping[str, Any] | None = None,
+                   public: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})) -> Vars:
     """The layers of one task on one host, highest precedence first: Ansible's 22 levels
     (docs/variables.md). `magic` is verbatim (never rendered as a template): build it once per host
     and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
-    a template makes from a secret. `included`: what include_vars set on the host."""
+    a template makes from a secret. `included`: what include_vars set on the host; `public`: the
+    vars and defaults of the roles an include_role made public there."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
     own: dict[str, Any] = {"role_name": task.role, "role_path": task.role_path} if task.role else {}
     told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
     if told is not None:
         own["ansible_check_mode"] = told
     return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
-                registered, included or {}, task.keywords.vars, task.role_vars, play.role_vars, play.vars,
-                host_vars, task.role_defaults, play.role_defaults, secrets=secrets)
+                registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars, play.vars,
+                host_vars, task.role_defaults, public[1], play.role_defaults, secrets=secrets)

@@ -120,13 +120,15 @@ class IncludeLoader:
             self._keep(self.loader.included_handlers[before:])   # those of roles it imports
         return [self._brought(include, task) for task in tasks]
 
-    def include_role(self, include: TaskDef, params: dict[str, Any]) -> list[TaskDef]:
+    def include_role(self, include: TaskDef, params: dict[str, Any]) -> tuple[list[TaskDef], dict[str, Any] | None]:
+        """The role's tasks, and what it exposes with `public: true` (its vars and defaults, for the
+        later tasks of the host that ran it: the engine's to keep, per host), else None."""
         context = include.context
         public = params.get("public", False) in (True, "yes", "true", "True")
         call = RoleCall(set(context.tags), tasks_from=str(params.get("tasks_from", "main")),
                         vars_from=str(params.get("vars_from", "main")),
                         defaults_from=str(params.get("defaults_from", "main")),
-                        handlers_from=str(params.get("handlers_from", "main")), public=public,
+                        handlers_from=str(params.get("handlers_from", "main")), public=False,
                         allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
                         validate=str(params.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
                         parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
@@ -137,9 +139,10 @@ class IncludeLoader:
         handlers: list[TaskDef] = []
         with self.lock:
             before = len(self.loader.included_handlers)
-            load_role(self.loader, RoleRef(role=str(params["name"])), include.location, call, tasks, handlers)
+            loaded = load_role(self.loader, RoleRef(role=str(params["name"])), include.location, call, tasks, handlers)
             self._keep(handlers + self.loader.included_handlers[before:])
-        return [self._brought(include, task) for task in tasks]
+        exposed = {"vars": dict(loaded.exports), "defaults": dict(loaded.defaults)} if public else None
+        return [self._brought(include, task) for task in tasks], exposed
 
     def _keep(self, handlers: list[TaskDef]) -> None:
         """Handlers of the roles read while the play runs: a notify finds them from then on."""

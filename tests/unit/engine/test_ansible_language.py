@@ -152,6 +152,25 @@ def test_a_rescue_sees_the_failed_task_and_its_result(tmp_path):
     assert [s["msg"] for s in shown(hosts["localhost"])] == [
         "boom ansible.builtin.fail boom", "always: True", "inner fail True"]
 
+
+def test_a_public_include_role_exposes_its_vars_and_defaults_after_it_ran(tmp_path):
+    for name in ("pub", "priv"):
+        (tmp_path / "roles" / name / "vars").mkdir(parents=True)
+        (tmp_path / "roles" / name / "defaults").mkdir()
+        (tmp_path / "roles" / name / "vars" / "main.yml").write_text(f"{name}_var: v\n")
+        (tmp_path / "roles" / name / "defaults" / "main.yml").write_text(f"{name}_default: d\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ pub_var is defined }} {{ pub_default is defined }}"}
+            - include_role: {name: priv}
+            - include_role: {name: pub, public: true}
+            - debug: {msg: "{{ pub_var }} {{ pub_default }} {{ priv_var is defined }} {{ priv_default is defined }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["False False", "v d False False"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
