@@ -256,6 +256,11 @@ class Loader:
             if key in REFUSED_KEYWORDS:
                 raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
         written = next((str(k) for k in node if k not in TASK_KEYWORDS), "")
+        if is_template(written):   # Ansible resolves a module by its name when the task runs: it fails there
+            failing = yamlsrc.YDict({**{k: v for k, v in node.items() if k in TASK_KEYWORDS}, "fail": {
+                "msg": f"couldn't resolve module/action '{written}': a module's name is not a template"}})
+            failing.file, failing.pos, failing.key_pos = node.file, node.pos, node.key_pos
+            node, written = failing, "fail"
         node = translate_task(node, TASK_KEYWORDS)   # Ansible's module names and free-form arguments
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:

@@ -171,6 +171,24 @@ def test_a_public_include_role_exposes_its_vars_and_defaults_after_it_ran(tmp_pa
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["False False", "v d False False"]
 
+
+def test_a_templated_module_name_loads_and_fails_only_where_it_runs(tmp_path):
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {entire_task: {debug: {msg: x}}}
+          tasks:
+            - name: never run
+              action:
+                module: "{{ entire_task }}"
+              tags: [TAG]
+            - debug: {msg: after}
+        """
+    code, hosts = apply(tmp_path, play.replace("TAG", "never"), "-c", "local")
+    assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == ["after"]
+    code, hosts = apply(tmp_path, play.replace("TAG", "t"), "-c", "local")
+    assert code & 4 and "a module's name is not a template" in hosts["localhost"]["tasks"][0]["error"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
