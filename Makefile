@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos lab-down clean conformance
+.PHONY: test demo deps system-deps venv lint bench bench-gate fuzz chaos ansible-fuzz lab-down clean conformance
 
 system-deps:
 	@scripts/system-deps.sh
@@ -75,6 +75,12 @@ conformance: deps $(ANSIBLE_STAMP)
 FUZZ_CASES ?= 10000
 fuzz: venv
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
+
+# Generated programs through ansible-core (the oracle) and gpuconf, compared (tests/ansible_fuzz): prints
+# its seed (ANSIBLE_FUZZ_SEED replays a run); each divergence is shrunk into tests/ansible_fuzz/found/.
+ANSIBLE_FUZZ_PROGRAMS ?= 2000
+ansible-fuzz: venv $(ANSIBLE_STAMP)
+	$(BIN)/python -m tests.ansible_fuzz.main --programs $(ANSIBLE_FUZZ_PROGRAMS)
 
 # Generated fault scenarios for remediate on a lab with real Slurm, the five invariants of issue 35
 # checked after each (bench/chaos.py): prints its seed; CHAOS_SEED replays a run. Long (minutes a scenario).

@@ -63,6 +63,14 @@ class TemplateError(GpuconfError):
     """A Jinja2 template that does not render (undefined variable, syntax)."""
 
 
+class UndefinedVariable(TemplateError):
+    """A template used a variable that no layer defines: `name`."""
+
+    def __init__(self, name: str, message: str, location: Location | None = None):
+        super().__init__(message, location)
+        self.name = name
+
+
 class ConnectError(GpuconfError):
     """A host that cannot be reached. `transient` errors are retried."""
 

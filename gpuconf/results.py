@@ -136,6 +136,9 @@ class TaskResult(Final):
     not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed",
     # "interrupted" (SIGINT) (status unknown)
     data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
+    # how the recap counts it, as Ansible's does (a key of TALLIES): the engine decides, once per task
+    # (a loop's items count once, on the last); None: by its status alone
+    counts_as: str | None = None
     findings: list[Finding] = field(default_factory=list)
     traceback: str | None = None  # an internal error's traceback: JSON report and -vvv only
     ansible_name: str = ""  # as Ansible names the task: its `name`, else its module as written ("debug")
@@ -157,10 +160,42 @@ class TaskResult(Final):
         return self.status in (Status.FAILED, Status.UNKNOWN) and not self.ignored
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A value `register:` stored: the task, the variable, the task's type, and the value as the
+    tasks after it read it (None for a `no_log` task)."""
+
+    task: str
+    name: str
+    type: str
+    value: Any
+
+
+RECAP = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")  # Ansible's PLAY RECAP
+# what one counted task adds to the recap: Ansible's ok includes changed and ignored failures;
+# unknown and reboot_pending are gpuconf's own
+TALLIES: dict[str, tuple[str, ...]] = {
+    "ok": ("ok",), "changed": ("ok", "changed"), "failed": ("failed",), "skipped": ("skipped",),
+    "rescued": ("rescued",), "ignored": ("ok", "ignored"), "ignored changed": ("ok", "ignored", "changed"),
+    "unknown": ("unknown",), "reboot_pending": ("reboot_pending",), "": (),
+}
+
+
+def tally_of(task: TaskResult) -> str:
+    """How the recap counts a task whose count the engine did not decide (its status alone)."""
+    if task.counts_as is not None:
+        return task.counts_as
+    if task.status == Status.FAILED:
+        return "ignored" if task.ignored else "failed"
+    return {Status.OK: "ok", Status.CHANGED: "changed", Status.WOULD_CHANGE: "changed", Status.SKIPPED: "skipped",
+            Status.UNKNOWN: "unknown", Status.REBOOT_PENDING: "reboot_pending"}.get(task.status, "")
+
+
 @dataclass
 class HostResult(Final):
     host: str
     tasks: list[TaskResult] = field(default_factory=list)
+    registered: list[Registration] = field(default_factory=list)  # in the order they were stored
     unreachable: bool = False
     error: str | None = None
     reboot_required: bool = False
@@ -169,6 +204,17 @@ class HostResult(Final):
 
     def count(self, status: Status) -> int:
         return sum(1 for t in self.tasks if t.status == status)
+
+    def recap(self) -> dict[str, int]:
+        """The PLAY RECAP's counts as Ansible's: per task (a loop once), ok includes changed; a
+        failure that a block's rescue took is `rescued`, one ignored (ignore_errors) is ok and
+        `ignored`; then gpuconf's unknown and reboot_pending."""
+        counts = dict.fromkeys((*RECAP, "unknown", "reboot_pending"), 0)
+        for task in self.tasks:
+            for key in TALLIES[tally_of(task)]:
+                counts[key] += 1
+        counts["unreachable"] = int(self.unreachable)
+        return counts
 
     @property
     def failed(self) -> bool:
@@ -275,6 +321,7 @@ class RunResult(Final):
                 object.__setattr__(task, "findings", tuple(task.findings))
                 task._seal()
             object.__setattr__(host, "tasks", tuple(host.tasks))
+            object.__setattr__(host, "registered", tuple(host.registered))
             host._seal()
         for section in self.sections:
             if isinstance(section, Final):

@@ -23,7 +23,7 @@ WHERE = Location("<command line>")
 
 
 def adhoc_playbook(pattern: str, command: str, become: bool, timeout: float) -> Playbook:
-    task = TaskDef(name=command, type="command", params={"cmd": command, "timeout": timeout},
+    task = TaskDef(name=command, type="command", params={"cmd": command, "shell": True, "timeout": timeout},
                    keywords=TaskKeywords.model_validate({"name": command}), location=WHERE, become=become or None)
     keywords = PlayKeywords.model_validate({"hosts": pattern, "gather_facts": False, "become": become or None})
     play = Play(f"ad hoc: {command}", pattern, keywords, {}, [task], [], WHERE)

@@ -22,7 +22,9 @@ from gpuconf.facts.base import Fact, Output, Parsed
 from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveRequest, Request
 from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
-from gpuconf.templating.render import Vars, evaluate_when, is_template, render_file
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, is_template
+from gpuconf.templating.template_files import render_file
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -62,12 +64,13 @@ class Resolver:
     def template(self, name: str) -> str:
         path = find_file(name, self._search)
         text = _text(path)
-        return render_file(text, self.vars, str(path)) if is_template(text) else text
+        header = text.startswith("#jinja2:")  # its settings line is never written, as in Ansible
+        return render_file(text, self.vars, str(path), self._search) if is_template(text) or header else text
 
     def source(self, name: str) -> str:
         return _text(find_file(name, self._search))
 
-    def holds(self, condition: str) -> bool:
+    def holds(self, condition: str | bool) -> bool:
         return evaluate_when(condition, self.vars)
 
 

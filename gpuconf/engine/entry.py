@@ -10,14 +10,14 @@ from typing import Any
 
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.executor import TaskExecutor
-from gpuconf.engine.flow import item_task, loop_items, loop_registered
+from gpuconf.engine.flow import entry_tally, item_task, loop_items, loop_registered
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
-from gpuconf.errors import TaskError, TemplateError
+from gpuconf.engine.registered import registered_value, skipped_value
+from gpuconf.errors import TaskError, TemplateError, UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
-from gpuconf.templating.render import evaluate_when
 
 
 class Entries:
@@ -27,6 +27,7 @@ class Entries:
                  stop: Callable[[], bool], batch: Batch | None = None):
         self.planner, self.executor, self.log = planner, executor, log
         self.processors, self.stop, self.batch = processors, stop, batch
+        self.rescue_blocks: set[int] = set()  # the blocks (ids) that have a rescue: a failure inside one is `rescued`
 
     def run_entry(self, task: TaskDef, upcoming: list[TaskDef], index: int | None = None) -> list[TaskResult]:
         """One task of the list (the play's task `index`): once, once per loop item, or (run_once)
@@ -37,7 +38,7 @@ class Entries:
             if not first:
                 self.batch.wait_for(owner, done, self.stop)
                 planner.registered.update(shared)  # its register and set_fact, as Ansible gives them to the batch
-                result = log.result(task, Status.SKIPPED, message=f"run_once: ran on {owner}")
+                result = log.result(task, Status.SKIPPED, message=f"run_once: ran on {owner}", counts_as="")
                 log.finish(task, result, time.monotonic(), register=False)
                 return [result]
             try:
@@ -50,30 +51,59 @@ class Entries:
                 done.set()
         self.processors.task_started(planner.host, task.name)
         if planner.options.step is not None and not planner.options.step.allows(task):
-            result = log.result(task, Status.SKIPPED, message="not run: --step answered no")
+            result = log.result(task, Status.SKIPPED, message="not run: --step answered no", counts_as="")
             log.finish(task, result, time.monotonic(), register=False)
             return [result]
         if task.keywords.items is None:
-            return [self.executor.run_task(task, upcoming)]
+            return self.tally(task, [self.executor.run_task(task, upcoming)])
         started = time.monotonic()
         try:
             variables = planner.task_vars(task)
-            if task.role_when and not all(evaluate_when(c, variables) for c in task.role_when):
-                items: list[Any] = []  # the block's or role's condition is false: no item runs
-            else:
+            try:
                 items = loop_items(task, variables)
-            each = [item_task(task, item, index, variables) for index, item in enumerate(items)]
+            except UndefinedVariable:
+                # as Ansible: a loop over what is not defined is skipped whole when the task's
+                # conditions (judged without an item) are false, and fails when they hold
+                false = planner.false_condition(task, variables)
+                if false is None:
+                    raise
+                result = log.result(task, Status.SKIPPED, message="condition is false", data=skipped_value(false))
+                log.finish(task, result, started)
+                return self.tally(task, [result])
+            each = [item_task(task, item, index, variables, items) for index, item in enumerate(items)]
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = log.result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
+            result.ignored = planner.flag(task, "ignore_errors")
             log.finish(task, result, started)
-            return [result]
+            return self.tally(task, [result])
         # the items still to come are upcoming too: what they read rides on the round trip that
         # applies the item before them, not on a request of its own
         results = [self.executor.run_task(one, each[number + 1:] + upcoming) for number, one in enumerate(each)]
         if task.keywords.register:
-            control = task.keywords.loop_control
-            planner.registered[task.keywords.register] = loop_registered(
-                task.keywords.register, results, items, control.loop_var if control else "item")
+            log.register(task, loop_registered(task.keywords.register, task, results, items))
         if not items:
-            log.finish(task, log.result(task, Status.SKIPPED, message="no items"), started, register=False)
+            log.finish(task, log.result(task, Status.SKIPPED, message="no items", counts_as="skipped"), started,
+                       register=False)
+            return results
+        for result in results[:-1]:
+            result.counts_as = ""  # the loop counts once, on its last item
+        return self.tally(task, results, self.planner.registered.get(task.keywords.register or "")
+                          if task.keywords.register else None)
+
+    def tally(self, task: TaskDef, results: list[TaskResult], value: Any = None) -> list[TaskResult]:
+        """The task's results, the last one saying how the recap counts the task (engine/flow.py).
+        A failure a rescue takes is told to it, as Ansible tells it: `ansible_failed_task` and
+        `ansible_failed_result` (`value`: a loop's registered value)."""
+        ignored = any(r.ignored for r in results if r.status == Status.FAILED)  # ignore_errors, as judged
+        counts_as = entry_tally(results, ignored, self.rescuable(task))
+        results[-1].counts_as = counts_as
+        if counts_as == "rescued":
+            failed = next(r for r in reversed(results) if r.status == Status.FAILED)
+            self.planner.registered["ansible_failed_task"] = {"name": task.name, "action": task.type}
+            self.planner.registered["ansible_failed_result"] = value if value is not None else \
+                registered_value("ansible_failed_result", failed)
         return results
+
+    def rescuable(self, task: TaskDef) -> bool:
+        """A failure here is Ansible's `rescued`: the task is in the tasks of a block that has a rescue."""
+        return any(section == "block" and bid in self.rescue_blocks for bid, section in task.blocks)

@@ -17,14 +17,14 @@ from gpuconf.engine.actions import run_action
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.context import HostApply, read_facts
 from gpuconf.engine.delegate import Delegates, delegate_target, reads_elsewhere
-from gpuconf.engine.flow import judge
+from gpuconf.engine.flow import judge, retried_out, until_holds
 from gpuconf.engine.handlers import Notifications
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.inventory_actions import add_host, group_by
 from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
-from gpuconf.engine.registered import KnownOnlyAfterApply
+from gpuconf.engine.registered import KnownOnlyAfterApply, skipped_value
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, GpuconfError, RemoteError, TaskError, TemplateError
 from gpuconf.facts import gather
@@ -85,8 +85,32 @@ class TaskExecutor:
     # -- one task -------------------------------------------------------------
     def run_task(self, task: TaskDef, upcoming: list[TaskDef], is_handler: bool = False) -> TaskResult:
         """Run `task` (`upcoming`: the tasks after it, whose reads ride on its round trips) and
-        record its result; HostUnreachable when the host's connection is lost."""
+        record its result; HostUnreachable when the host's connection is lost. With `until` (or
+        `retries`) it runs again, every `delay` seconds, until that holds, as Ansible's does."""
         started = time.monotonic()
+        keywords = task.keywords
+        if keywords.until is None and keywords.retries is None:
+            outcome = self._attempt(task, upcoming, started)
+        else:
+            attempts = 1 + (max(0, keywords.retries) if keywords.retries is not None else 3)
+            for attempt in range(1, attempts + 1):
+                outcome = self._attempt(task, upcoming, started)
+                if attempts == 1:
+                    break
+                outcome.data["attempts"] = attempt
+                if until_holds(task, outcome, self.planner.task_vars(task)):
+                    break
+                if attempt < attempts:
+                    time.sleep(keywords.delay)
+            else:
+                retried_out(outcome, attempts - 1)
+        outcome.handler = is_handler or self.running_handlers
+        self.notify(task, outcome)
+        outcome.ignored = outcome.status == Status.FAILED and self.planner.flag(task, "ignore_errors")
+        self.log.finish(task, outcome, started)
+        return outcome
+
+    def _attempt(self, task: TaskDef, upcoming: list[TaskDef], started: float) -> TaskResult:
         self._seen = {}
         result = self.log.result
         try:
@@ -105,6 +129,8 @@ class TaskExecutor:
                              f"({task.location}) on host {self.planner.host}")
         except (Refused, TaskError) as exc:  # what it read or ran is still registered (a probe's output, an rc)
             outcome = result(task, Status.FAILED, error=str(exc), data={**self._seen, **exc.data})
+            if task.type == "command" and "rc" in exc.data:
+                outcome.data["changed"] = True  # it ran: Ansible's command has changed, whatever its exit
         except RemoteError as exc:
             outcome = result(task, Status.FAILED, error=str(exc))
         except Unknown as exc:
@@ -116,12 +142,8 @@ class TaskExecutor:
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, self.planner.host, task.name, task.role)
             outcome = result(task, Status.FAILED, error=error, traceback=trace)
-        outcome.handler = is_handler or self.running_handlers
         if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
             judge(task, outcome, self.planner.task_vars(task), self.options.check_mode)
-        self.notify(task, outcome)
-        outcome.ignored = outcome.status == Status.FAILED and self.planner.flag(task, "ignore_errors")
-        self.log.finish(task, outcome, started)
         return outcome
 
     def notify(self, task: TaskDef, result: TaskResult) -> None:
@@ -150,7 +172,7 @@ class TaskExecutor:
         if task.type in ENGINE_ACTIONS:
             rendered = self.planner.render_task(task)  # only `when`: the action renders its own values
             if rendered is None:
-                return self.log.result(task, Status.SKIPPED, message="condition is false")
+                return self._skipped(task)
             play = self.planner.play
             if task.type in ("group_by", "add_host"):
                 params = render(task.params, rendered[0])
@@ -163,7 +185,7 @@ class TaskExecutor:
             return self.log.result(task, Status.OK, message=message, data=data)
         prepared = self.planner.prepare(task)
         if prepared is None:
-            return self.log.result(task, Status.SKIPPED, message="condition is false")
+            return self._skipped(task)
         _, params = prepared
         task_type = TASK_TYPES[task.type]
         verdict = self._check(task, params)
@@ -173,10 +195,15 @@ class TaskExecutor:
         if (self.options.check_mode or reads_elsewhere(task)) and told is False and task_type.reads_when_told:
             return self._read_command(task, verdict)  # a read: in check mode, or delegated to another host
         if self.options.check_mode or told is True:
+            pending = task_type.check_mode_data(params)
+            if pending is not None and pending.pop("skipped", False):
+                return self.log.result(task, Status.SKIPPED, message=pending["msg"], data=pending)
             reboot = any(change.reboot for change in verdict.changes)
             if reboot:
                 self._mark_reboot(task.name)
-            return self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
+            result = self._done(task, Status.WOULD_CHANGE, verdict, reboot=reboot)
+            result.data.update(pending or {})
+            return result
         if task_type.reboots and self._reboot_held():
             result = self._done(task, Status.REBOOT_PENDING, verdict, reboot=True)  # the host still needs it
             result.message = f"{verdict.message}: not done in local mode (an image build); --reboot allows it"
@@ -195,6 +222,11 @@ class TaskExecutor:
         data = task_type.apply(self._host_apply(task, [(task, params)], upcoming), params,
                                list(verdict.changes)) or {}
         return self._applied_result(task, params, verdict, data)
+
+    def _skipped(self, task: TaskDef) -> TaskResult:
+        """`when` is false: skipped, registering which condition was (as Ansible does)."""
+        return self.log.result(task, Status.SKIPPED, message="condition is false",
+                               data=skipped_value(self.planner.false_condition(task, self.planner.task_vars(task))))
 
     def _read_command(self, task: TaskDef, verdict: Verdict) -> TaskResult:
         """`check_mode: false` on a command: its author says it only reads, so check mode runs it,

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuconf.engine.registered import registered_value
-from gpuconf.errors import TaskError, TemplateError
-from gpuconf.playbook.models import TaskDef
+from gpuconf.errors import GpuconfError, TaskError, TemplateError
+from gpuconf.playbook.models import LOOP_KEYWORDS, LookupLoop, TaskDef
 from gpuconf.results import Status, TaskResult
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.lookups import loop_lookup
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class BlockRun:
@@ -92,8 +94,14 @@ class BlockRun:
 
 
 def loop_items(task: TaskDef, variables: Vars) -> list[Any]:
-    """The items of `loop:`/`with_items:`, rendered; a list, or a TaskError that says what it was."""
+    """The items of `loop:` or `with_NAME:`, rendered; a list, or a TaskError that says what it was."""
     items = task.keywords.items
+    if isinstance(items, LookupLoop):  # with_NAME: the lookup of the templated terms, as Ansible's
+        terms = render(items.terms, variables)
+        try:
+            return loop_lookup(items.name, terms, task.search_paths)
+        except GpuconfError as exc:
+            raise TaskError(f"with_{items.name}: {exc.message}") from None
     value = render(items, variables)
     if isinstance(value, str) and value.strip() and not isinstance(items, list):
         raise TaskError(f"loop: '{items}' rendered to the string {value!r}, not a list")
@@ -103,30 +111,92 @@ def loop_items(task: TaskDef, variables: Vars) -> list[Any]:
     return list(value)
 
 
-def item_task(task: TaskDef, item: Any, index: int, variables: Vars) -> TaskDef:
-    """The task for one item: `item` (or loop_control.loop_var) set, named by its label."""
+def item_task(task: TaskDef, item: Any, index: int, variables: Vars, items: list[Any] | None = None) -> TaskDef:
+    """The task for one item: `item` (or loop_control.loop_var) set, with index_var and, with
+    `extended`, Ansible's `ansible_loop`; named by its label."""
     control = task.keywords.loop_control
     loop_var = control.loop_var if control else "item"
-    item_vars = {loop_var: item, "ansible_loop_var": loop_var,
-                 "ansible_loop": {"index": index + 1, "index0": index}}
+    item_vars: dict[str, Any] = {loop_var: item, "ansible_loop_var": loop_var}
+    if control and control.index_var:
+        item_vars.update({control.index_var: index, "ansible_index_var": control.index_var})
+    if control and control.extended:
+        every = list(items or [])
+        item_vars["ansible_loop"] = extended_loop(every, index, control.extended_allitems)
     label: Any = item
     if control and control.label is not None:
         label = render(control.label, variables.child(Verbatim(item_vars)))
-    keywords = task.keywords.model_copy(update={"loop": None, "with_items": None, "with_dict": None, "register": None,
-                                                "run_once": False})
+    keywords = task.keywords.model_copy(update={**dict.fromkeys(LOOP_KEYWORDS), "register": None, "run_once": False})
     return dataclasses.replace(task, name=f"{task.name} (item={label})", keywords=keywords,
                                item_vars={**task.item_vars, **item_vars})
 
 
-def loop_registered(name: str, results: list[TaskResult], items: list[Any], loop_var: str) -> dict[str, Any]:
-    """What `register:` holds after a loop: Ansible's `results` list and the totals."""
-    each = [{**registered_value(name, r), loop_var: item, "item": item} for r, item in zip(results, items)]
-    return {"results": each, "changed": any(r["changed"] for r in each), "failed": any(r["failed"] for r in each),
-            "skipped": bool(each) and all(r["skipped"] for r in each), "msg": f"{len(each)} items"}
+def extended_loop(items: list[Any], index: int, allitems: bool) -> dict[str, Any]:
+    """`loop_control: {extended: true}`: ansible_loop as Ansible's task executor makes it."""
+    count = len(items)
+    loop: dict[str, Any] = {"index": index + 1, "index0": index, "first": index == 0, "last": index + 1 == count,
+                            "length": count, "revindex": count - index, "revindex0": count - index - 1}
+    if allitems:
+        loop["allitems"] = items
+    if index + 1 < count:
+        loop["nextitem"] = items[index + 1]
+    if index > 0:
+        loop["previtem"] = items[index - 1]
+    return loop
+
+
+def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: list[Any]) -> dict[str, Any]:
+    """What `register:` holds after a loop, as Ansible's: each item's result with the item (under
+    its loop_var), `results`, and the totals; a loop with no items is skipped."""
+    if not items:
+        return {"changed": False, "skipped": True, "skipped_reason": "No items in the list", "results": []}
+    control = task.keywords.loop_control
+    loop_var = control.loop_var if control else "item"
+    each = []
+    for index, (result, item) in enumerate(zip(results, items)):
+        value = {**registered_value(name, result), loop_var: item, "ansible_loop_var": loop_var}
+        if control and control.index_var:
+            value.update({control.index_var: index, "ansible_index_var": control.index_var})
+        if control and control.extended:
+            value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
+        each.append(value)
+    skipped = all(r.get("skipped") for r in each)
+    aggregate: dict[str, Any] = {"changed": any(r.get("changed") for r in each), "msg": "All items completed",
+                                 "results": each, "skipped": skipped}
+    if any(r.get("failed") for r in each):
+        aggregate.update(failed=True, msg="One or more items failed")
+    elif skipped:
+        aggregate["msg"] = "All items skipped"
+    return aggregate
+
+
+def entry_tally(results: list[TaskResult], ignore_errors: bool, rescuable: bool) -> str:
+    """How Ansible's recap counts one task on a host (a loop once, over its items): a failure is
+    `ignored` with ignore_errors, `rescued` inside a block that has a rescue, else failed; an
+    empty loop and a loop whose items were all skipped are skipped (gpuconf/results.py TALLIES)."""
+    statuses = {r.status for r in results}
+    if not results:
+        return "skipped"
+    if Status.UNREACHABLE in statuses:
+        return ""  # the host is unreachable: counted once, by the host
+    changed = bool(statuses & {Status.CHANGED, Status.WOULD_CHANGE}) or any(
+        r.status == Status.FAILED and r.data.get("changed") for r in results)
+    if Status.FAILED in statuses:
+        if ignore_errors:
+            return "ignored changed" if changed else "ignored"
+        return "rescued" if rescuable else "failed"
+    if Status.UNKNOWN in statuses:
+        return "unknown"
+    if statuses == {Status.SKIPPED}:
+        return "skipped"
+    if Status.REBOOT_PENDING in statuses:
+        return "reboot_pending"
+    return "changed" if changed else "ok"
 
 
 def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) -> None:
-    """`failed_when` and `changed_when`, over the task's variables and its own registered result."""
+    """`changed_when`, then `failed_when`, as Ansible judges them: over the task's variables and
+    its own registered result; a failed result keeps whether it changed (`data["changed"]`: a
+    command that ran and failed has changed) and `failed_when_result` is registered."""
     keywords = task.keywords
     if keywords.failed_when is None and keywords.changed_when is None:
         return
@@ -134,25 +204,60 @@ def judge(task: TaskDef, result: TaskResult, variables: Vars, check_mode: bool) 
         return
     own = {keywords.register: registered_value(keywords.register, result)} if keywords.register else {}
     scope = variables.child(Verbatim(own)) if own else variables
+    failed = result.status == Status.FAILED
+    changed = result.status in (Status.CHANGED, Status.WOULD_CHANGE) or bool(failed and result.data.get("changed"))
+    which = "changed"
     try:
-        if keywords.failed_when is not None:
-            if evaluate_when(keywords.failed_when, scope):
-                if result.status != Status.FAILED:
-                    result.status, result.error = Status.FAILED, f"failed_when: {keywords.failed_when}"
-            elif result.status == Status.FAILED:
-                ran = result.data.get("rc") is not None and not check_mode  # a command that ran: it changed
-                result.status = Status.CHANGED if ran else Status.OK
-                result.message = result.message or f"not failed (failed_when: {keywords.failed_when})"
-                result.error = None
-        if keywords.changed_when is not None and result.status != Status.FAILED:
+        if keywords.changed_when is not None:
             changed = evaluate_when(keywords.changed_when, scope)
-            if not changed:
-                result.status = Status.OK
-            elif result.status == Status.OK:
-                result.status = Status.WOULD_CHANGE if check_mode else Status.CHANGED
+        which = "failed"
+        if keywords.failed_when is not None:
+            failed = evaluate_when(keywords.failed_when, scope)
+            result.data["failed_when_result"] = failed
+    except TemplateError as exc:  # as Ansible: the task fails, and keeps what it was otherwise
+        if type(exc).__name__ == "KnownOnlyAfterApply":
+            result.status, result.error = Status.UNKNOWN, f"{exc.message} (in {which}_when)"
+            return
+        result.data[f"{which}_when_result"] = exc.message
+        result.data["changed"] = changed
+        result.status, result.error = Status.FAILED, f"{exc.message} (in {which}_when)"
+        return
+    if failed:
+        if result.status != Status.FAILED:
+            result.status, result.error = Status.FAILED, f"failed_when: {keywords.failed_when}"
+        result.data["changed"] = changed
+        return
+    if result.status == Status.FAILED:
+        result.message = result.message or f"not failed (failed_when: {keywords.failed_when})"
+        result.error = None
+    result.data.pop("changed", None)
+    result.status = (Status.WOULD_CHANGE if check_mode else Status.CHANGED) if changed else Status.OK
+
+
+def until_holds(task: TaskDef, result: TaskResult, variables: Vars) -> bool:
+    """`until` (without it: the task did not fail), over the task's own registered result."""
+    keywords = task.keywords
+    if result.status in (Status.UNREACHABLE, Status.UNKNOWN):
+        return True
+    if keywords.until is None:
+        return result.status != Status.FAILED
+    own = {keywords.register: registered_value(keywords.register, result)} if keywords.register else {}
+    try:
+        return evaluate_when(keywords.until, variables.child(Verbatim(own)) if own else variables)
     except TemplateError as exc:
-        kind = Status.UNKNOWN if type(exc).__name__ == "KnownOnlyAfterApply" else Status.FAILED
-        result.status, result.error = kind, f"{exc.message} (in changed_when/failed_when)"
+        result.status, result.error = Status.FAILED, f"{exc.message} (in until)"
+        return True
+
+
+def retried_out(result: TaskResult, attempts: int) -> None:
+    """Every attempt made and `until` still false: failed, as Ansible's (its `attempts` one short,
+    as Ansible registers it), the last attempt's values kept."""
+    if result.status != Status.FAILED:
+        result.data.setdefault("msg", registered_value("until", result).get("msg", ""))
+        result.data["changed"] = result.status in (Status.CHANGED, Status.WOULD_CHANGE)
+        result.status = Status.FAILED
+        result.error = f"until: still false after {attempts + 1} attempts"
+    result.data["attempts"] = attempts
 
 
 class StepGate:

@@ -10,9 +10,9 @@ from typing import Any
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
 from gpuconf.engine.registered import registered_value
-from gpuconf.engine.secrets import mark_known, redact_result
+from gpuconf.engine.secrets import mark_known, redact_result, redact_value
 from gpuconf.playbook.models import TaskDef
-from gpuconf.results import Status, TaskResult
+from gpuconf.results import Registration, Status, TaskResult
 
 
 def ansible_name(task: TaskDef) -> str:
@@ -26,6 +26,7 @@ class HostLog:
     def __init__(self, planner: HostPlanner, processors: Processors):
         self.planner, self.processors = planner, processors
         self.results: list[TaskResult] = []
+        self.registrations: list[Registration] = []  # each value `register:` stored, in order (the JSON report's)
 
     def result(self, task: TaskDef | None, status: Status, **fields: Any) -> TaskResult:
         """A result of `task` on this host (None: the connection itself)."""
@@ -39,9 +40,15 @@ class HostLog:
         """`task` is done: its duration, its registered value, then the result recorded."""
         result.duration = round(time.monotonic() - started, 3)
         if task.keywords.register and register:
-            self.planner.registered[task.keywords.register] = mark_known(
-                registered_value(task.keywords.register, result), self.planner.secrets)
+            self.register(task, registered_value(task.keywords.register, result))
         self.add(result)
+
+    def register(self, task: TaskDef, value: dict[str, Any]) -> None:
+        """`register:` stores the task's result for the tasks after it (and the report)."""
+        name = str(task.keywords.register)
+        self.planner.registered[name] = mark_known(value, self.planner.secrets)
+        shown = None if task.keywords.no_log else redact_value(dict(value), self.planner.secrets)
+        self.registrations.append(Registration(task.name, name, task.type, shown))
 
     def add(self, result: TaskResult) -> None:
         result = redact_result(result, self.planner.secrets)

@@ -96,6 +96,7 @@ class PlayOnHost:
             self.scope.open_host(self.session)   # what the include brought reads or writes here
         applied = self.executor.applied
         blocks = BlockRun(tasks)
+        self.entries.rescue_blocks |= blocks.has_rescue
         for index, task in enumerate(tasks):
             if index and task.section != tasks[index - 1].section and not nested and self.flush_handlers():
                 return Outcome(stop=True)   # the end of pre_tasks, or of roles and tasks: a handler failed
@@ -164,8 +165,10 @@ class PlayOnHost:
         """One task of a list: what comes next, and its results."""
         if task.role_instance in self.ended_roles:
             return Next.GO_ON, []   # meta: end_role ended its role: Ansible shows nothing of the rest
-        if why is not None:  # never silently absent: a rescue that did not run says why
-            self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why), time.monotonic())
+        if why is not None:  # never silently absent: a rescue that did not run says why (Ansible never
+            # runs it: nothing is registered nor counted)
+            self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why, counts_as=""), time.monotonic(),
+                            register=False)
             return Next.GO_ON, []
         if task.type == "meta":
             try:

@@ -24,7 +24,8 @@ from gpuconf.facts.base import Fact
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, Verbatim, render
 
 UNKNOWABLE = Unknowable()  # stateless: one for every host, so that speculative plans can be shared
 
@@ -105,6 +106,16 @@ class HostPlanner:
         return all(evaluate_when(condition, variables) for condition in task.role_when) and (
             task.keywords.when is None or evaluate_when(task.keywords.when, variables))
 
+    @staticmethod
+    def false_condition(task: TaskDef, variables: Vars) -> Any:
+        """The first of the task's conditions that is false, as written (Ansible registers it)."""
+        conditions = [*task.role_when, *([task.keywords.when] if task.keywords.when is not None else [])]
+        for condition in conditions:
+            for one in condition if isinstance(condition, list) else [condition]:
+                if not evaluate_when(one, variables):
+                    return one
+        return None
+
     def prepare(self, task: TaskDef, facts: Any = None) -> tuple[Vars, Any] | None:
         """Vars and rendered params, or None when `when` is false. Params are shared with the
         run's other hosts that look up the same objects (gpuconf/engine/plancache.py): the task
@@ -181,8 +192,8 @@ class HostPlanner:
         """The facts of every item of a loop whose items are known now (not from facts, when speculative)."""
         try:
             variables = self.task_vars(task, UNKNOWABLE if speculative else None)
-            items = [item_task(task, item, index, variables)
-                     for index, item in enumerate(loop_items(task, variables))]
+            every = loop_items(task, variables)
+            items = [item_task(task, item, index, variables, every) for index, item in enumerate(every)]
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if speculative:  # not through the plan cache: an item's task is a new object on every host

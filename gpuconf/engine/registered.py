@@ -1,9 +1,16 @@
-"""What `register:` stores: a task's result as Ansible users read it.
+"""What `register:` stores: a task's result shaped as Ansible's (ansible-core 2.19), so that a
+playbook reads it the same way (tests/ansible_fuzz compares them).
 
-Every registered result has `status`, `changed`, `failed`, `skipped`, `msg`, `rc`,
-`stdout`, `stdout_lines`, `stderr` and `stderr_lines`, plus what the task itself
-reported (a probe's output, a command's exit code). In check mode a task that would
-change has not run: what only running it yields is `PendingResult`'s to refuse.
+Every value has `changed` and, unless the task was skipped, `failed`. A task that `when` skipped
+has `skipped`, `skip_reason` and `false_condition`, and nothing else (no `rc`). A command has
+`rc`, `stdout`, `stderr` (each without its trailing newlines), `stdout_lines`, `stderr_lines`
+and `msg` ('' or 'non-zero return code'); debug its `msg` (or the variable), set_fact its
+`ansible_facts`, assert 'All assertions passed'; a failure's `msg` is its error. gpuconf's own
+task types also keep `status`, `msg` and `changes`, and what the task reported (a probe's output).
+A loop's value is built in flow.py (`results`, 'All items completed').
+
+In check mode a task that would change has not run: what only running it yields is
+`PendingResult`'s to refuse.
 """
 from __future__ import annotations
 
@@ -11,6 +18,10 @@ from typing import Any
 
 from gpuconf.errors import TemplateError
 from gpuconf.results import Status, TaskResult
+
+CONDITION_FALSE = "Conditional result was False"
+# gpuconf's task types whose registered value is Ansible's module's, key for key
+ANSIBLE_SHAPED = ("command", "debug", "set_fact", "assert", "file", "directory", "line")
 
 
 class KnownOnlyAfterApply(TemplateError):
@@ -32,32 +43,70 @@ class PendingResult(dict[str, Any]):
         raise KnownOnlyAfterApply(f"'{self._register}.{key}' is known only after apply runs task '{self._task}'")
 
 
-def _lines(text: Any) -> list[str]:
-    return str(text).splitlines() if text else []
-
-
-def _text(output: Any) -> str:
+def output_text(output: Any) -> str:
+    """A command's output as registered: without its trailing newlines (Ansible's strip_empty_ends)."""
     return str(output).rstrip("\r\n") if output else ""
+
+
+def output_lines(output: Any) -> list[str]:
+    return output_text(output).splitlines()
+
+
+def skipped_value(condition: Any) -> dict[str, Any]:
+    """A task that `when` skipped (its first condition that was false)."""
+    return {"changed": False, "false_condition": condition, "skip_reason": CONDITION_FALSE, "skipped": True}
 
 
 def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
     """The value `register: name` gives the later tasks."""
-    known: dict[str, Any] = {
-        "status": result.status.value, "changed": result.status in (Status.CHANGED, Status.WOULD_CHANGE),
-        "failed": result.status == Status.FAILED, "skipped": result.status == Status.SKIPPED,
-        "msg": result.message, "error": result.error, "changes": [c.summary for c in result.changes],
-    }
     data = dict(result.data)
+    failed = result.status == Status.FAILED
+    # a failed result says whether it changed (a command that ran and failed has)
+    changed = bool(data.pop("changed", False)) if failed else result.status in (Status.CHANGED, Status.WOULD_CHANGE)
+    if result.status == Status.SKIPPED:
+        return {"changed": False, **data, "skipped": True}
+    if result.type in ANSIBLE_SHAPED:
+        return _ansible_shaped(name, result, changed, failed, data)
+    known: dict[str, Any] = {
+        "status": result.status.value, "changed": changed, "failed": failed, "skipped": False,
+        "msg": result.error if failed and result.error else result.message,
+        "changes": [c.summary for c in result.changes],
+    }
     if result.status == Status.WOULD_CHANGE:
         # what the check itself read (a probe's output) is known; what running the task yields is not
         for key in ("stdout", "stderr"):
             if key in data:
-                data[f"{key}_lines"] = _lines(data[key])
-                data[key] = _text(data[key])
+                data[f"{key}_lines"] = output_lines(data[key])
+                data[key] = output_text(data[key])
         return PendingResult(name, result.task, {**known, **data})
     stdout = data.pop("stdout", result.stdout)
     stderr = data.pop("stderr", result.stderr)
-    value = {**known, "rc": 1 if result.status == Status.FAILED else 0, **data}
-    # as Ansible: a trailing newline is cut, so `r.stdout == 'debian'` and `{{ r.stdout }}-x` read as meant
-    value.update(stdout=_text(stdout), stdout_lines=_lines(stdout), stderr=_text(stderr), stderr_lines=_lines(stderr))
+    value = {**known, "rc": 1 if failed else 0, **data}
+    value.update(stdout=output_text(stdout), stdout_lines=output_lines(stdout), stderr=output_text(stderr),
+                 stderr_lines=output_lines(stderr))
+    return value
+
+
+def _ansible_shaped(name: str, result: TaskResult, changed: bool, failed: bool, data: dict[str, Any]) -> dict[str, Any]:
+    value: dict[str, Any] = {"changed": changed, "failed": failed}
+    if result.type == "command":
+        stdout, stderr = data.pop("stdout", result.stdout), data.pop("stderr", result.stderr)
+        rc = data.pop("rc", None)
+        if rc is None and not failed and result.status != Status.WOULD_CHANGE:
+            rc = 0
+        message = data.pop("msg", None)
+        if message is None:  # the module's own: only a command that could not run says why
+            message = ("non-zero return code" if rc != 0 else "") if rc is not None else \
+                (result.error or "") if failed else ""
+        value.update(msg=message, stdout=output_text(stdout), stdout_lines=output_lines(stdout),
+                     stderr=output_text(stderr), stderr_lines=output_lines(stderr))
+        if rc is not None:
+            value["rc"] = rc
+    elif result.type == "assert" and not failed:
+        value["msg"] = data.pop("msg", "All assertions passed")
+    elif failed:
+        value["msg"] = data.pop("msg", result.error or "")
+    value.update(data)
+    if result.status == Status.WOULD_CHANGE and result.type not in ("command", "debug", "set_fact", "assert"):
+        return PendingResult(name, result.task, value)
     return value

@@ -278,6 +278,7 @@ class Runner:
         on_host = PlayOnHost(self.planner(play, host, batch), session, self.scope, batch)
         results = on_host.run()
         host_result.tasks.extend(results)
+        host_result.registered.extend(on_host.log.registrations)
         if on_host.failed_by_batch:   # any_errors_fatal: another host's failure was this one's too
             return False
         if any(r.status == Status.UNREACHABLE for r in results):

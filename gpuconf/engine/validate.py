@@ -14,10 +14,11 @@ from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, 
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.models import ENGINE_ACTIONS, Playbook, TaskDef
+from gpuconf.playbook.models import ENGINE_ACTIONS, LookupLoop, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 class Unknowable:
@@ -127,8 +128,9 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
         variables = variables.child(Verbatim({control.loop_var if control else "item": UNKNOWABLE,
                                               "ansible_loop": UNKNOWABLE}))
     try:
-        if task.keywords.items is not None:
-            render(task.keywords.items, variables)
+        items = task.keywords.items
+        if items is not None:
+            render(items.terms if isinstance(items, LookupLoop) else items, variables)
         for condition in task.role_when + ([task.keywords.when] if task.keywords.when is not None else []):
             evaluate_when(condition, variables)
         rendered = render(task.params, variables)

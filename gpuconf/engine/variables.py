@@ -25,7 +25,7 @@ from typing import Any
 
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.playbook.models import Play, TaskDef
-from gpuconf.templating.render import Vars, Verbatim, render
+from gpuconf.templating.render import OMIT, Vars, Verbatim, render
 
 
 class LazyGroups(Mapping[str, list[str]]):
@@ -139,6 +139,7 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
         "ansible_play_hosts_all": play_hosts,
         "ansible_check_mode": check_mode, "ansible_run_tags": run_tags, "ansible_skip_tags": skip_tags,
         "facts": facts, "ansible_facts": facts, **fact_aliases(facts),
+        "omit": OMIT,
     }
 
 

@@ -103,7 +103,9 @@ class CpioRequest(TypedDict):
 
 class RunRequest(TypedDict):
     op: Literal["run"]
-    cmd: str  # run by sh
+    cmd: str  # run by sh; with argv, what is shown
+    argv: NotRequired[list[str]]  # run with no shell: each word's $VAR and ~ expanded on the host, as Ansible's command
+    prefix: NotRequired[str]  # sh text before the argv: `cd DIR && env K=V `
     timeout: NotRequired[float]  # 600
     check: NotRequired[bool]  # True: a failure skips the ops after it
     stdin: NotRequired[str]

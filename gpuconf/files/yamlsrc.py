@@ -30,6 +30,11 @@ class Secret(str):
         return Secret(str.__getitem__(self, key))
 
 
+class Unsafe(str):
+    """A string tagged `!unsafe` (Ansible's): text, never rendered as a template (a Prometheus
+    rule's `{{ $labels.job }}`)."""
+
+
 class YDict(dict[Any, Any]):  # YAML's keys: mostly strings, any scalar at all
     """A dict that knows its own position and each key's position."""
 
@@ -107,6 +112,7 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> YList:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_scalar(node)))  # type: ignore[arg-type]
+_Loader.add_constructor("!unsafe", lambda loader, node: Unsafe(loader.construct_scalar(node)))  # type: ignore[arg-type]
 
 
 def _construct_vault(loader: Any, node: Any) -> Secret:

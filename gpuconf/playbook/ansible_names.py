@@ -37,6 +37,8 @@ def ansible_hint(name: str) -> str:
     return f" (Ansible's '{short}' is gpuconf's {ANSIBLE_MODULES[short]})" if short in ANSIBLE_MODULES else ""
 
 
+# gpuconf's own parameters of `command`, taken beside Ansible's under both names
+COMMAND_EXTRAS = {"unless": "unless", "env": "env", "timeout": "timeout"}
 PREFIXES = ("ansible.builtin.", "ansible.legacy.", "ansible.posix.", "community.general.")
 # Ansible's module -> (gpuconf's task type, {Ansible parameter: gpuconf parameter}); a parameter
 # missing from the table is refused with the list of those taken
@@ -60,9 +62,9 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
                           "quiet": "quiet"}),
     "fail": ("assert", {"msg": "fail_msg"}),
     "command": ("command", {"cmd": "cmd", "argv": "cmd", "creates": "creates", "removes": "removes",
-                            "chdir": "chdir", "stdin": "stdin", "_raw_params": "cmd"}),
+                            "chdir": "chdir", "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
     "shell": ("command", {"cmd": "cmd", "creates": "creates", "removes": "removes", "chdir": "chdir",
-                          "stdin": "stdin", "_raw_params": "cmd"}),
+                          "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
 }
 NATIVE = ("service", "package", "assert")   # gpuconf task types that Ansible also names
 FREE_FORM = ("command", "shell", "debug", "set_fact", "copy", "template", "file", "lineinfile", "apt", "dnf",
@@ -131,33 +133,31 @@ def _key_value(word: str) -> tuple[str, str] | None:
 
 
 def free_form(module: str, text: str) -> dict[str, Any]:
-    """`command: cat /x creates=/y` -> {_raw_params: [cat, /x], creates: /y}; `debug: msg=x` -> {msg: x}."""
+    """`command: cat /x creates=/y` -> {_raw_params: 'cat /x', creates: /y}; `debug: msg=x` -> {msg: x}.
+    A command's or shell's line stays text, as written, less the KEY=VALUE words of its own
+    parameters: the command splits it into words after it is templated, as Ansible's does."""
     words = split_words(text)
     params: dict[str, Any] = {}
-    raw: list[str] = []
     special = ("creates", "removes", "chdir", "stdin")
     for word in words:
         pair = _key_value(word)
-        if module in ("command", "shell") and (pair is None or pair[0] not in special):
-            raw.append(word)
+        if module in ("command", "shell"):
+            if pair is not None and pair[0] in special:
+                params[pair[0]] = pair[1]
         elif pair is None:
             raise AnsibleFormError(f"'{word}' is no KEY=VALUE argument of {module} "
                                    f"(write the parameters as a mapping: `{module}: {{KEY: VALUE}}`)")
         else:
             params[pair[0]] = pair[1]
-    if module == "shell":
-        params["_raw_params"] = _shell_part(text, special)
-    elif module == "command":
-        params["_raw_params"] = raw
+    if module in ("command", "shell"):
+        params["_raw_params"] = _command_part(text, special)
     return params
 
 
-def _shell_part(text: str, special: tuple[str, ...]) -> str:
-    """A shell line, kept as written, less Ansible's trailing creates=/removes=/chdir= words."""
-    words = text.split(" ")
-    while words and (pair := _key_value(words[-1])) is not None and pair[0] in special:
-        words.pop()
-    return " ".join(words).strip()
+def _command_part(text: str, special: tuple[str, ...]) -> str:
+    """A command line, kept as written, less Ansible's creates=/removes=/chdir=/stdin= words."""
+    kept = [word for word in text.split(" ") if (pair := _key_value(word)) is None or pair[0] not in special]
+    return " ".join(kept).strip()
 
 
 def translate(key: str, params: Any) -> tuple[str, Any] | None:
@@ -180,8 +180,8 @@ def translate(key: str, params: Any) -> tuple[str, Any] | None:
         params = free_form(module, params)
     if module == "file":
         return _file(params)
-    if module in ("debug", "set_fact", "reboot") or (module == "command" and not fqcn and not converted):
-        return (module, params) if fqcn or converted else None   # gpuconf's own command: a string runs in sh
+    if module in ("debug", "set_fact", "reboot"):
+        return (module, params) if fqcn or converted else None
     if module not in MODULES:
         if fqcn and module in ANSIBLE_MODULES:
             raise AnsibleFormError(f"Ansible's '{module}' has no gpuconf twin: use gpuconf's "
@@ -218,8 +218,8 @@ def _mapped(key: str, module: str, params: dict[str, Any],
             raise AnsibleFormError(f"{key}: parameter '{name}' is not supported (gpuconf's {task_type} takes "
                                    f"{taken} under Ansible's names; `gpuconf tasks {task_type}` lists its own)")
         result[names[name]] = value
-    if module == "command" and isinstance(result.get("cmd"), str):
-        result["cmd"] = split_words(result["cmd"])   # Ansible's command uses no shell: an argv
+    if module == "shell":
+        result["shell"] = True   # Ansible's command uses no shell in any form: its line is split into words
     if module == "fail":
         result = {"that": ["false"], "fail_msg": result.get("fail_msg", "Failed as requested from task")}
     if module in ("assert",):
@@ -299,6 +299,12 @@ def translate_task(node: Any, task_keywords: tuple[str, ...]) -> Any:
     mapped = yamlsrc.YDict(params if isinstance(params, dict) else {})
     mapped.file = getattr(original, "file", node.file)
     mapped.pos = getattr(original, "pos", node.key_pos.get(key, node.pos))
+    positions = getattr(original, "key_pos", {})
+    for name, value in mapped.items():  # each parameter keeps its place (under its new name too)
+        found = positions.get(name) or next((positions[old] for old in positions
+                                             if isinstance(original, dict) and original.get(old) is value), None)
+        if found is not None:
+            mapped.key_pos[name] = found
     translated = yamlsrc.YDict()
     translated.file, translated.pos = node.file, node.pos
     for name, value in node.items():

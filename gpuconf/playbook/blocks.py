@@ -24,6 +24,7 @@ from gpuconf.playbook.models import (
     DELEGATE_TO_CONTROLLER,
     DELEGATE_TO_HOST,
     INCLUDE_KEYWORDS,
+    LOOP_KEYWORDS,
     Condition,
     Play,
     Playbook,
@@ -106,7 +107,7 @@ class Wrapper(BaseModel):
 
 def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrapper:
     for key in node:
-        if key in ("loop", "with_items", "with_dict", "loop_control") and what in INCLUDES:
+        if key in (*LOOP_KEYWORDS, "loop_control") and what in INCLUDES:
             raise PlaybookError(f"{what} with {key} is not supported: gpuconf reads every included file once, "
                                 "when the playbook loads; put the loop on the tasks inside the file (with "
                                 "loop_control: {loop_var: NAME} where Ansible's include named one)", node.location(key))
@@ -277,7 +278,7 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
 
 def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """Keywords that only some tasks can take."""
-    given = [key for key in ("loop", "with_items", "with_dict") if getattr(keywords, key) is not None]
+    given = [key for key in LOOP_KEYWORDS if getattr(keywords, key) is not None]
     if len(given) > 1:
         raise PlaybookError(f"give one of {' and '.join(given)}, not both", node.location(given[1]))
     if keywords.loop_control is not None and keywords.items is None:

@@ -47,16 +47,31 @@ class LoopControl(BaseModel):
 
     loop_var: str = "item"
     label: str | None = None
+    index_var: str | None = None  # the item's index (from 0), under this name
+    extended: bool = False  # `ansible_loop`: index, index0, first, last, length, revindex, previtem, nextitem ...
+    extended_allitems: bool = True  # ... and allitems
 
-    @field_validator("loop_var")
+    @field_validator("loop_var", "index_var")
     @classmethod
-    def _identifier(cls, value: str) -> str:
-        if not IDENTIFIER.match(value):
+    def _identifier(cls, value: str | None) -> str | None:
+        if value is not None and not IDENTIFIER.match(value):
             raise ValueError(f"'{value}' is not a valid variable name")
         return value
 
 
 Condition = str | bool | list[str | bool] | None
+# the lookups a task's `with_NAME:` loops over (gpuconf/templating/ansible_filters.py has them)
+WITH_LOOKUPS = ("items", "dict", "list", "subelements", "nested", "together", "flattened", "indexed_items",
+                "sequence", "file", "env")
+LOOP_KEYWORDS = ("loop", *(f"with_{name}" for name in WITH_LOOKUPS))
+
+
+@dataclass(frozen=True)
+class LookupLoop:
+    """`with_NAME: TERMS`: the items are lookup NAME of the terms, once they are templated."""
+
+    name: str
+    terms: Any
 # `become_user`: a plain account name (sudo -u NAME), never a template
 UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")]
 
@@ -79,12 +94,24 @@ class TaskKeywords(BaseModel):
     vars: dict[str, Any] = Field(default_factory=dict)
     no_log: bool = False
     loop: str | list[Any] | None = None
-    with_items: str | list[Any] | None = None
-    with_dict: str | dict[str, Any] | None = None
+    with_items: Any = None
+    with_dict: Any = None
+    with_list: Any = None
+    with_subelements: Any = None
+    with_nested: Any = None
+    with_together: Any = None
+    with_flattened: Any = None
+    with_indexed_items: Any = None
+    with_sequence: Any = None
+    with_file: Any = None
+    with_env: Any = None
     loop_control: LoopControl | None = None
     changed_when: Condition = None
     failed_when: Condition = None
     check_mode: bool | None = None
+    until: Condition = None  # retried (retries, every delay seconds) until this holds, as Ansible's
+    retries: int | None = None
+    delay: float = Field(5, ge=0)
     run_once: bool | str = False
     delegate_to: str | None = Field(None, min_length=1)
     any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
@@ -95,16 +122,15 @@ class TaskKeywords(BaseModel):
     _flags = field_validator("ignore_errors", "run_once", mode="before")(lambda cls, v: _flag(v))
 
     @property
-    def items(self) -> str | list[Any] | None:
-        """`loop`, or its older spellings `with_items` and `with_dict` (each pair as {key, value})."""
-        if self.with_dict is not None:
-            if isinstance(self.with_dict, dict):
-                return [{"key": key, "value": value} for key, value in self.with_dict.items()]
-            expression = self.with_dict.strip()
-            if expression.startswith("{{") and expression.endswith("}}"):
-                expression = expression[2:-2]
-            return "{{ (" + expression + ") | dict2items }}"
-        return self.loop if self.loop is not None else self.with_items
+    def items(self) -> str | list[Any] | LookupLoop | None:
+        """`loop`, or `with_NAME: TERMS`: the items Ansible's lookup NAME makes of the terms."""
+        if self.loop is not None:
+            return self.loop
+        for name in WITH_LOOKUPS:
+            terms = getattr(self, f"with_{name}")
+            if terms is not None:
+                return LookupLoop(name, terms)
+        return None
 
     @field_validator("register")
     @classmethod
@@ -129,9 +155,6 @@ DELEGATE_TO_HOST = ("command", "probe")
 REFUSED_KEYWORDS = {
     "async": "every remote command has a timeout (`timeout:`); there are no background jobs",
     "poll": "every remote command has a timeout (`timeout:`); there are no background jobs",
-    "until": "use a probe, or a task's own wait (ib_ports `wait`)",
-    "retries": "use a probe, or a task's own wait (ib_ports `wait`)",
-    "delay": "use a probe, or a task's own wait (ib_ports `wait`)",
     "environment": "give `env:` to a command",
 }
 # Ansible play keys gpuconf does not take, and what to use instead

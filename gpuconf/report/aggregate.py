@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpuconf.report.hostlist import compress
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
-from gpuconf.results import HostResult, RunResult, Status, TaskResult
+from gpuconf.results import RECAP, HostResult, RunResult, Status, TaskResult
 
 # failures first, then what needs a person, then drift and changes
 ORDER = {Status.UNREACHABLE: 0, Status.FAILED: 1, Status.UNKNOWN: 2, Status.REBOOT_PENDING: 3,
@@ -91,15 +91,11 @@ def group_tasks(run: RunResult) -> list[TaskGroup]:
 
 
 def recap_counts(run: RunResult, host: HostResult) -> list[tuple[str, int]]:
-    ignored = sum(1 for t in host.tasks if t.ignored)
-    changed = ("would_change", Status.WOULD_CHANGE) if run.verb == "check" else ("changed", Status.CHANGED)
-    counts = [("ok", host.count(Status.OK)), (changed[0], host.count(changed[1])),
-              ("unreachable", int(host.unreachable)), ("failed", host.count(Status.FAILED) - ignored),
-              ("skipped", host.count(Status.SKIPPED)), ("unknown", host.count(Status.UNKNOWN)),
-              ("ignored", ignored)]
-    if run.verb == "apply":
-        counts.append(("reboot_pending", host.count(Status.REBOOT_PENDING)))
-    return counts
+    """Ansible's PLAY RECAP (HostResult.recap: ok includes changed; rescued, ignored), then gpuconf's
+    unknown and, for apply, reboot_pending; `gpuconf check` says would_change for changed."""
+    counts = host.recap()
+    names = [*RECAP, "unknown", *(["reboot_pending"] if run.verb == "apply" else [])]
+    return [("would_change" if name == "changed" and run.verb == "check" else name, counts[name]) for name in names]
 
 
 def host_state(host: HostResult) -> str:

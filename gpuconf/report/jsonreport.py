@@ -47,6 +47,7 @@ def _task(task: TaskResult) -> dict[str, Any]:
                       "code": str(f.code) if f.code else None, "count": f.count, "rule": f.rule}
                      for f in visible_findings(task)],
         "traceback": None if task.secret else task.traceback,
+        "data": None if task.secret else _plain(task.data),
         # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
         "ansible_name": task.ansible_name,
         "ignored": task.ignored,   # failed, and the run went on (ignore_errors, or a block's rescue)
@@ -65,7 +66,10 @@ def to_dict(run: RunResult) -> dict[str, Any]:
             "round_trips": host.round_trips, "connections": host.connects,
             "stats": {s.value: host.count(s) for s in Status if s != Status.UNREACHABLE}
             | {"unreachable": int(host.unreachable)},
+            "recap": host.recap(),
             "tasks": [_task(task) for task in host.tasks],
+            "registered": [{"task": r.task, "name": r.name, "type": r.type, "value": _plain(r.value)}
+                           for r in host.registered],
         }
     return {
         "schema_version": SCHEMA_VERSION, "gpuconf_version": __version__, "verb": run.verb,

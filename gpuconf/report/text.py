@@ -303,7 +303,7 @@ def _cut(text: str, most: int = 200) -> str:
 
 def _cells(counts: list[tuple[str, int]]) -> list[Part]:
     style = {"ok": "green", "would_change": "yellow", "changed": "yellow", "unreachable": "bold red",
-             "failed": "bold red", "skipped": "cyan", "unknown": "magenta", "ignored": "dim",
+             "failed": "bold red", "skipped": "cyan", "unknown": "magenta", "rescued": "green", "ignored": "dim",
              "reboot_pending": "bold yellow"}
     parts: list[Part] = []
     for key, value in counts:

@@ -62,6 +62,18 @@ def run(command: str | list[str], timeout: float = 600, check: bool = True, stdi
     return Op(request, description or ("run a command" if secret else f"run: {cmd}"))
 
 
+def run_argv(argv: list[str], prefix: str = "", timeout: float = 600, stdin: str | None = None,
+             description: str | None = None) -> Op:
+    """Run a program with its words as given (Ansible's command: no shell; the host expands each
+    word's $VAR and ~); `prefix` is sh text before it (`cd DIR && `)."""
+    cmd = prefix + shlex.join(argv)
+    request: RunRequest = {"op": "run", "cmd": cmd, "argv": list(argv), "prefix": prefix, "timeout": timeout,
+                           "check": True}
+    if stdin is not None:
+        request["stdin"] = stdin
+    return Op(request, description or f"run: {shlex.join(argv)}")
+
+
 def write_file(path: str, content: bytes | str, mode: int | None = None, owner: str | None = None,
                group: str | None = None, backup: bool = False) -> Op:
     data = content.encode() if isinstance(content, str) else content
@@ -208,7 +220,7 @@ class Resolver(Protocol):
 
     def source(self, name: str) -> str: ...
 
-    def holds(self, condition: str) -> bool: ...
+    def holds(self, condition: str | bool) -> bool: ...
 
 
 class ApplyContext(Protocol):
@@ -249,6 +261,12 @@ class TaskType:
     batch: ClassVar[str] = ""
     # It is judged on the controller alone (assert): a play of such tasks never connects to its hosts.
     controller_only: ClassVar[bool] = False
+
+    def check_mode_data(self, params: Any) -> dict[str, Any] | None:
+        """What check mode registers instead of running it (with `skipped: True` the task is skipped
+        there, as Ansible skips a command it cannot judge), or None: check mode reports what it
+        would change. A command that ran and failed has changed (Ansible's command)."""
+        return None
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
         """Rendered parameter values, completed from files or conditions before validation

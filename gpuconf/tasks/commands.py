@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from gpuconf.errors import TaskError
 from gpuconf.facts.base import Fact, Output, file_state, user_command
 from gpuconf.tasks.base import (
     ApplyContext,
@@ -20,11 +21,13 @@ from gpuconf.tasks.base import (
     drift,
     in_sync,
     run,
+    run_argv,
 )
 
 
 class CommandParams(Params):
     cmd: str | list[str]
+    shell: bool = False  # a string runs in /bin/sh (Ansible's `shell`), else it is split into words
     creates: str | None = None
     removes: str | None = None
     unless: str | list[str] | None = None
@@ -51,7 +54,9 @@ def _unless_fact(params: CommandParams) -> Fact[Output]:
 
 
 class Command(TaskType):
-    """Run a command. A list is quoted part by part; a string runs in /bin/sh.
+    """Run a command: a program and its words, no shell (each word's $VAR and ~ are expanded on the
+    host, as Ansible's command does; a line is split into words as a shell would, after it is
+    templated). With `shell: true` (Ansible's `shell:`) the line runs in /bin/sh.
 
     Check mode never runs `cmd`: it reports "would run". Guards make it
     idempotent: `creates` (skip if the path exists), `removes` (skip if it
@@ -61,6 +66,15 @@ class Command(TaskType):
     name = "command"
     reads_when_told = True
     Params = CommandParams
+
+    def check_mode_data(self, params: CommandParams) -> dict[str, Any] | None:
+        """Check mode never runs it: as Ansible's command, it says it would have run, and without a
+        guard (creates, removes, unless) that cannot say whether it is needed, it is skipped."""
+        data: dict[str, Any] = {"failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
+                                "stdout": "", "stdout_lines": [], "stderr": "", "stderr_lines": []}
+        if not (params.creates or params.removes or params.unless):
+            data["skipped"] = True
+        return data
 
     def reads(self, params: CommandParams) -> list[Fact]:
         facts: list[Fact] = [file_state(p, with_content=False) for p in (params.creates, params.removes) if p]
@@ -79,15 +93,22 @@ class Command(TaskType):
                 raise Unknown(f"the unless command timed out: {_shell_text(params.unless)}")
             if result.rc == 0:
                 return in_sync(f"unless command succeeded: {_shell_text(params.unless)}")
-        text = _shell_text(params.cmd)
-        if params.env:
-            text = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in params.env.items()) + " " + text
+        prefix = ""
         if params.chdir:
-            text = f"cd {shlex.quote(params.chdir)} && {text}"
+            prefix = f"cd {shlex.quote(params.chdir)} && "
+        if params.env:
+            prefix += "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in params.env.items()) + " "
         guarded = bool(params.creates or params.removes or params.unless)
-        return drift(Change(f"run: {_shell_text(params.cmd)}",
-                            [run(text, params.timeout, stdin=params.stdin,
-                                 description=f"run: {_shell_text(params.cmd)}")], verify=guarded))
+        description = f"run: {_shell_text(params.cmd)}"
+        if isinstance(params.cmd, str) and params.shell:
+            op = run(prefix + params.cmd, params.timeout, stdin=params.stdin, description=description)
+        else:  # no shell, as Ansible's command: a line is split into words as its module splits it
+            try:
+                argv = shlex.split(params.cmd) if isinstance(params.cmd, str) else params.cmd
+            except ValueError as exc:
+                raise TaskError(f"cannot split the command into words ({exc}): {params.cmd}") from None
+            op = run_argv(argv, prefix, params.timeout, params.stdin, description)
+        return drift(Change(description, [op], verify=guarded))
 
     def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, Any]:
         outputs = ctx.execute([op for change in changes for op in change.ops])
@@ -96,7 +117,7 @@ class Command(TaskType):
 
 
 class AssertParams(Params):
-    that: str | list[str]
+    that: str | bool | list[str | bool]
     fail_msg: str | None = None
     success_msg: str | None = None
 
@@ -110,13 +131,17 @@ class Assert(TaskType):
     controller_only = True
 
     def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
-        """The conditions are evaluated over the task's variables while it is rendered."""
+        """The conditions are evaluated over the task's variables while it is rendered; the first
+        that does not hold fails the task, registered as Ansible's assert registers it."""
         that = values.get("that")
         for condition in that if isinstance(that, list) else [that]:
-            if isinstance(condition, str) and not resolver.holds(condition):
-                raise Refused(values.get("fail_msg") or f"assertion failed: {condition}")
+            if isinstance(condition, (str, bool)) and not resolver.holds(condition):
+                shown = values.get("fail_msg") or "Assertion failed"
+                raise Refused(values.get("fail_msg") or f"assertion failed: {condition}",
+                              data={"msg": shown, "assertion": condition, "evaluated_to": False})
         return values
 
     def check(self, params: AssertParams, facts: Facts) -> Verdict:
         conditions = params.that if isinstance(params.that, list) else [params.that]
-        return in_sync(params.success_msg or f"all {len(conditions)} assertion(s) hold")
+        return in_sync(params.success_msg or f"all {len(conditions)} assertion(s) hold",
+                       msg=params.success_msg or "All assertions passed")

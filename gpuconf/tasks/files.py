@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any, Literal
 
@@ -23,23 +24,7 @@ from gpuconf.tasks.base import (
     run,
     write_file,
 )
-
-
-def parse_mode(value: str | int | None) -> int | None:
-    """`0644`, `"0644"`, `"644"` and YAML's octal int all mean rw-r--r--."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 0o7777):
-        raise ValueError(f"mode must be octal like '0644', not {value!r}")
-    if isinstance(value, int):
-        # YAML reads `mode: 644` as the decimal 644 (0o1204: sticky, -w-, r--), Ansible's old trap
-        if 0o777 < value < 1000 and set(str(value)) <= set("01234567"):
-            raise ValueError(f"mode {value} is a decimal number (octal {value:04o}); write '0{value}' or 0{value}")
-        return value
-    text = str(value).strip()
-    if not re.fullmatch(r"0?[0-7]{3,4}", text):
-        raise ValueError(f"mode must be octal like '0644', not '{value}'")
-    return int(text, 8)
+from gpuconf.tasks.modes import NEW_FILE, parse_mode, resolved
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -50,7 +35,7 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 class _Owned(Params):
     path: str
-    mode: int | None = None
+    mode: int | str | None = None  # octal, or symbolic (applied to the path's mode: gpuconf/tasks/modes.py)
     owner: str | None = None
     group: str | None = None
 
@@ -65,17 +50,18 @@ class _Owned(Params):
 
     @field_validator("mode", mode="before")
     @classmethod
-    def _mode(cls, value: str | int | None) -> int | None:
+    def _mode(cls, value: str | int | None) -> int | str | None:
         return parse_mode(value)
 
 
 def attribute_changes(params: _Owned, state: FileState) -> list[Change]:
     """Mode and ownership drift of an existing path."""
     changes = []
-    if params.mode is not None and state.mode != params.mode:
-        changes.append(Change(f"{params.path}: mode {state.mode:04o} -> {params.mode:04o}",
-                              [run(["chmod", f"{params.mode:04o}", params.path])],
-                              before=f"{state.mode:04o}", after=f"{params.mode:04o}"))
+    mode = resolved(params.mode, state.mode, state.kind == "directory")
+    if mode is not None and state.mode != mode:
+        changes.append(Change(f"{params.path}: mode {state.mode:04o} -> {mode:04o}",
+                              [run(["chmod", f"{mode:04o}", params.path])],
+                              before=f"{state.mode:04o}", after=f"{mode:04o}"))
     want_owner = params.owner if params.owner is not None else state.owner
     want_group = params.group if params.group is not None else state.group
     if (want_owner, want_group) != (state.owner, state.group):
@@ -91,6 +77,12 @@ class FileParams(_Owned):
     template: str | None = None
     src: str | None = None
     backup: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        """A mapping or a list is written as JSON, as Ansible's copy writes it."""
+        return json.dumps(value) if isinstance(value, (dict, list)) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> FileParams:
@@ -132,17 +124,17 @@ class File(TaskType):
         content = params.content
         if not state.exists:
             body = content or ""
+            mode = NEW_FILE if params.mode is None else resolved(params.mode, None, False)
             return drift(Change(f"create {params.path}",
-                                [write_file(params.path, body, params.mode if params.mode is not None else 0o644,
-                                            params.owner, params.group)],
+                                [write_file(params.path, body, mode, params.owner, params.group)],
                                 diff=unified_diff(params.path, "", body), before="absent", after="present"))
         if content is not None and state.text != content:
             if state.content is None:
                 raise Refused(f"{params.path} is too large to compare")
             # the write sets mode and owner too; unset ones keep the old file's
             return drift(Change(f"update content of {params.path}",
-                                [write_file(params.path, content, params.mode, params.owner, params.group,
-                                            params.backup)],
+                                [write_file(params.path, content, resolved(params.mode, state.mode, False),
+                                            params.owner, params.group, params.backup)],
                                 diff=unified_diff(params.path, state.text or "", content)))
         changes = attribute_changes(params, state)
         return drift(*changes) if changes else in_sync(f"{params.path} is as wanted")
@@ -171,7 +163,8 @@ class Directory(TaskType):
             return drift(Change(f"remove directory {params.path}", [remove(params.path, params.recursive)]))
         if not state.exists:
             return drift(Change(f"create directory {params.path}",
-                                [make_directory(params.path, params.mode, params.owner, params.group)]))
+                                [make_directory(params.path, resolved(params.mode, None, True), params.owner,
+                                                params.group)]))
         if state.kind != "directory":
             raise Refused(f"{params.path} exists and is a {state.kind}, not a directory")
         changes = attribute_changes(params, state)

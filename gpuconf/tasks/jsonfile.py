@@ -7,6 +7,7 @@ from typing import Any
 from gpuconf.facts.base import Fact, file_state
 from gpuconf.tasks.base import Change, Facts, Refused, TaskType, Verdict, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
+from gpuconf.tasks.modes import resolved
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:
@@ -54,7 +55,8 @@ class JsonMerge(TaskType):
         after = json.dumps(merged, indent=params.indent) + "\n"
         keys = ", ".join(k for k in params.merge if current.get(k) != merged.get(k))
         return drift(Change(f"merge {keys} into {params.path}",
-                            [write_file(params.path, after, params.mode if params.mode is not None else
+                            [write_file(params.path, after, resolved(params.mode, state.mode if state.exists else None,
+                                                                     False) if params.mode is not None else
                                         (None if state.exists else 0o644), params.owner, params.group,
                                         params.backup)],
                             diff=unified_diff(params.path, before_text or "", after)))

@@ -17,7 +17,6 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -57,12 +56,10 @@ def items2dict(value: list[Mapping[str, Any]], key_name: str = "key", value_name
     return {item[key_name]: item[value_name] for item in value}
 
 
-def to_nice_yaml(value: Any, indent: int = 4, **dump_options: Any) -> str:
-    return str(yaml.safe_dump(value, indent=indent, allow_unicode=True, default_flow_style=False, **dump_options))
-
-
-def to_yaml(value: Any, **dump_options: Any) -> str:
-    return str(yaml.safe_dump(value, allow_unicode=True, **dump_options))
+def to_nice_yaml(value: Any, indent: int = 4, *_args: Any, default_flow_style: bool = False, **kwargs: Any) -> str:
+    """Ansible's to_nice_yaml: PyYAML's dump, keys sorted, block style, indent 4, unicode kept."""
+    return str(yaml.dump(value, Dumper=yaml.SafeDumper, indent=indent, allow_unicode=True,
+                         default_flow_style=default_flow_style, **kwargs))
 
 
 def b64encode(value: Any, encoding: str = "utf-8") -> str:
@@ -202,34 +199,6 @@ FILTERS = {
     "symmetric_difference": symmetric_difference, "checksum": checksum, "sha1": checksum, "product": product,
     "md5": lambda value: hash_filter(value, "md5"),
 }
-
-
-def lookup(searched: list[Path], name: str, *terms: Any, wantlist: bool = False, **options: Any) -> Any:
-    """Ansible's lookup(): the plugins a node's configuration uses: file, env, items, list."""
-    values = query(searched, name, *terms, **options)
-    if wantlist or name in ("items", "list"):
-        return values
-    return ",".join(str(v) for v in values)
-
-
-def query(searched: list[Path], name: str, *terms: Any, **options: Any) -> list[Any]:
-    if name in ("items", "list", "flattened"):
-        return flatten(list(terms), levels=1 if name != "flattened" else None, skip_nulls=False)
-    if name == "env":
-        return [os.environ.get(str(term), options.get("default", "")) for term in terms]
-    if name == "file":
-        found = []
-        for term in terms:
-            path = Path(str(term))
-            candidates = [path] if path.is_absolute() else [base / path for base in searched]
-            match = next((c for c in candidates if c.is_file()), None)
-            if match is None:
-                raise GpuconfError(f"lookup('file'): '{term}' not found (looked in "
-                                   f"{', '.join(str(c.parent) for c in candidates)})")
-            text = match.read_text()
-            found.append(text.rstrip("\n") if options.get("rstrip", True) else text)
-        return found
-    raise GpuconfError(f"lookup plugin '{name}' is not supported (gpuconf has file, env, items, list)")
 
 
 def _result_flag(value: Any, key: str) -> bool:

@@ -199,7 +199,7 @@ def bound_environment(env: jinja2.sandbox.SandboxedEnvironment) -> None:
     env.globals["lipsum"] = _lipsum(env.globals["lipsum"])
     # intercepted operators are also not folded at compile time: `'x' * 10**9` was built by the compiler
     env.intercepted_binops = frozenset(env.intercepted_binops | {"*", "**", "%"})
-    call_binop, call, parse = env.call_binop, env.call, env._parse
+    call_binop, call = env.call_binop, env.call
 
     def bounded_binop(context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_binop(operator, left, right)
@@ -211,14 +211,23 @@ def bound_environment(env: jinja2.sandbox.SandboxedEnvironment) -> None:
         check_time()
         return call(context, obj, *args, **kwargs)
 
+    env.call_binop = bounded_binop  # type: ignore[method-assign]
+    env.call = bounded_call  # type: ignore[method-assign]
+    bound_parse(env)
+
+
+def bound_parse(env: jinja2.Environment) -> None:
+    """Every `{% for %}` of what `env` compiles iterates through the bounded loop. Its own, for an
+    overlay too (templating/template_files.py): an overlay copies its base's attributes, and
+    the parse must use the overlay's own settings (`#jinja2: trim_blocks: False`)."""
+    parse: Callable[[str, str | None, str | None], nodes.Template] = type(env)._parse.__get__(env)
+
     def bounded_parse(source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = parse(source, name, filename)
         for loop in tree.find_all(nodes.For):
             loop.iter = nodes.Filter(loop.iter, _LOOP, [], [], None, None, lineno=loop.iter.lineno)
         return tree
 
-    env.call_binop = bounded_binop  # type: ignore[method-assign]
-    env.call = bounded_call  # type: ignore[method-assign]
     env._parse = bounded_parse  # type: ignore[method-assign]
 
 

@@ -5,36 +5,31 @@ whose templates use none starts no slower; validate knows them by these names.""
 from __future__ import annotations
 
 import json
-import re
 import shlex
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
-from gpuconf.errors import TemplateError
+from gpuconf.templating.ansible_lexer import printed
 from gpuconf.templating.bounds import bound_environment
 from gpuconf.templating.secret_marks import CountingEnvironment
 
 
 def _to_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
-
-
-def _version_key(text: str) -> list[int | str]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-+~:]", str(text)) if p]
-
-
-def _version_test(value: Any, other: Any, op: str = "eq") -> bool:
-    a, b = _version_key(value), _version_key(other)
-    ops = {"eq": a == b, "==": a == b, "ne": a != b, "!=": a != b, "lt": a < b, "<": a < b,
-           "le": a <= b, "<=": a <= b, "gt": a > b, ">": a > b, "ge": a >= b, ">=": a >= b}
-    if op not in ops:
-        raise TemplateError(f"unknown version comparison '{op}'")
-    return ops[op]
+    """Ansible 2.19's `bool`: yes/on/true/1 (any case) and the int 1 are true; no/off/false/0 false;
+    anything else is `== 1` (so 'y' is false, as Ansible coerces it)."""
+    check: Any = value.lower() if isinstance(value, str) else str(value).lower() if isinstance(value, int) else value
+    try:
+        if check in ("yes", "on", "true", "1"):
+            return True
+        if check in ("no", "off", "false", "0"):
+            return False
+        return bool(check == 1)
+    except TypeError:
+        return False
 
 
 ANSIBLE_FILTERS = ("combine", "dict2items", "items2dict", "to_nice_yaml", "b64encode", "b64decode", "split",
@@ -45,26 +40,61 @@ ANSIBLE_MANAGED = "Ansible managed"
 
 
 ANSIBLE_TESTS = ("changed", "change", "failed", "failure", "succeeded", "success", "successful", "skipped", "skip")
+# the rest of ansible-core's (gpuconf/templating/core_filters.py), imported at first use too
+CORE_FILTERS = ("ternary", "mandatory", "comment", "subelements", "regex_escape", "from_yaml", "from_json",
+                "type_debug", "basename", "dirname", "expanduser", "expandvars", "realpath", "relpath", "splitext",
+                "normpath", "win_basename", "win_dirname", "path_join", "zip", "zip_longest", "combinations",
+                "permutations", "unique", "log", "pow", "root", "human_to_bytes", "json_query")
+CORE_TESTS = ("match", "search", "regex", "truthy", "falsy", "subset", "issubset", "superset", "issuperset",
+              "contains", "any", "all", "version", "version_compare", "nan")
 
 
-def _ansible_filter(name: str, table: str = "FILTERS") -> Any:
+def _ansible_filter(name: str, table: str = "FILTERS", module: str = "ansible_filters") -> Any:
     def call(*args: object, **kwargs: object) -> Any:
-        from gpuconf.templating import ansible_filters
-        return getattr(ansible_filters, table)[name](*args, **kwargs)
+        import importlib
+        return getattr(importlib.import_module(f"gpuconf.templating.{module}"), table)[name](*args, **kwargs)
     call.__name__ = name
     return call
 
 
+@jinja2.pass_environment
+def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) -> Any:
+    from gpuconf.templating.core_filters import extract
+    return extract(environment, item, container, morekeys)
+
+
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.templating.ansible_filters import lookup
-    return lookup(_lookup_paths(context), name, *terms, **options)
+    from gpuconf.templating.lookups import lookup
+    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
 
 
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
-    from gpuconf.templating.ansible_filters import query
-    return query(_lookup_paths(context), name, *terms, **options)
+    from gpuconf.templating.lookups import query
+    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+
+
+class _ContextVars(Mapping[str, Any]):
+    """A template's variables, for lookup('vars', NAME)."""
+
+    def __init__(self, context: Any):
+        self.context = context
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.context.resolve_or_missing(name)
+        if value is jinja2.utils.missing:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.context.resolve_or_missing(name) is not jinja2.utils.missing
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _lookup_paths(context: Any) -> list[Any]:
@@ -74,20 +104,34 @@ def _lookup_paths(context: Any) -> list[Any]:
     return [*folders, Path.cwd() / "files", Path.cwd()]
 
 
+def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **options: Any) -> str:
+    """Ansible's to_yaml: PyYAML's dump (keys sorted, flow style for the innermost collections), unicode kept."""
+    return str(yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
+                         **options))
+
+
+class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """An undefined value as Ansible's templar has it: an error wherever it is used, but
+    `x.y` of an undefined `x` is undefined too, so `r.rc | default(-1)` and `r.rc is defined`
+    work when `r` is not set at all."""
+
+
 def make_env() -> jinja2.Environment:
     # trim_blocks as Ansible's templar: a template ported from Ansible renders byte for byte the same
-    env = CountingEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-                              trim_blocks=True)
+    env = CountingEnvironment(undefined=ChainedUndefined, keep_trailing_newline=True, autoescape=False,
+                              trim_blocks=True, finalize=printed)
     env.filters.update({name: _ansible_filter(name) for name in ANSIBLE_FILTERS})
     env.globals.update(lookup=_ansible_lookup, query=_ansible_query, q=_ansible_query, ansible_managed=ANSIBLE_MANAGED)
     env.filters.update(
         bool=_to_bool,
         to_json=lambda v: json.dumps(v, default=str),  # as Ansible: in order; str: a value validate cannot know yet
         to_nice_json=lambda v: json.dumps(v, indent=4, sort_keys=True, default=str),  # as Ansible
-        to_yaml=lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=False),
+        to_yaml=_to_yaml,
         quote=lambda v: shlex.quote(str(v)),
     )
-    env.tests["version"] = _version_test
+    env.filters.update({name: _ansible_filter(name, "FILTERS", "core_filters") for name in CORE_FILTERS})
+    env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
+    env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env

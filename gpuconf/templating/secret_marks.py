@@ -31,6 +31,7 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator
 
 from gpuconf.files.yamlsrc import Secret
+from gpuconf.templating.ansible_lexer import escaping_lexer, printed
 
 Arguments = ParamSpec("Arguments")  # a wrapped filter's or method's own parameters
 
@@ -117,6 +118,11 @@ class CountingEnvironment(_SANDBOX):
     loop item's field, a registered output). Every `a.b` of every template comes here: the
     sandbox's own method is called directly, without super()'s lookup."""
 
+    @property
+    def lexer(self) -> Any:
+        """Jinja's lexer, escaping backslashes as Ansible's templar does (templating/ansible_lexer.py)."""
+        return escaping_lexer(self)
+
     def getattr(self, obj: Any, attribute: str) -> Any:
         value = _SANDBOX.getattr(self, obj, attribute)
         if value.__class__ is Secret:
@@ -168,7 +174,7 @@ def _collect(value: Any) -> Any:
     pieces = STATE.pieces
     if pieces is not None and holds_secret(value):
         pieces.append(value)
-    return value
+    return printed(value)
 
 
 class MarkingEnvironment(CountingEnvironment):

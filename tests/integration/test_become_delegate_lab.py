@@ -26,18 +26,18 @@ def test_become_user_and_delegate_to_over_ssh(lab, ssh, tmp_path):
           become: true
           tasks:
             - name: a command as nobody
-              command: {{cmd: "id -un > {WHO}", creates: {WHO}}}
+              shell: {{cmd: "id -un > {WHO}", creates: {WHO}}}
               become_user: nobody
             - name: a file as nobody
               file: {{path: {OWNED}, content: "x\\n"}}
               become_user: nobody
             - name: ask the other node
-              command: {{cmd: "hostname; id -un"}}
+              shell: {{cmd: "hostname; id -un"}}
               check_mode: false
               delegate_to: a100-02
               register: other
             - name: on the controller
-              command: {{cmd: "echo '{{{{ inventory_hostname }}}} asked {{{{ other.stdout_lines | join(' ') }}}}' > {local}",
+              shell: {{cmd: "echo '{{{{ inventory_hostname }}}} asked {{{{ other.stdout_lines | join(' ') }}}}' > {local}",
                          creates: "{local}"}}
               delegate_to: localhost
         """))

@@ -12,7 +12,7 @@ PLAYBOOK = f"""\
     - name: first file
       file: {{path: {DIR}/first, content: "one\\n"}}
     - name: slow command
-      command: {{cmd: "touch {DIR}/started && sleep 4", timeout: 30}}
+      shell: {{cmd: "touch {DIR}/started && sleep 4", timeout: 30}}
     - name: last file
       file: {{path: {DIR}/last, content: "three\\n"}}
 """

@@ -21,7 +21,7 @@ APPLY = """\
   gather_facts: false
   tasks:
     - name: a hung pipeline
-      command: {cmd: "sleep 4242 & nvidia-smi -q | cat; wait"}
+      shell: {cmd: "sleep 4242 & nvidia-smi -q | cat; wait"}
       timeout: 2
     - name: never reached
       command: {cmd: "true"}

@@ -25,7 +25,7 @@ REBOOTING = f"""\
   gather_facts: false
   tasks:
     - name: held here
-      command: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
+      shell: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
     - name: reboot
       reboot: {{timeout: REBOOT_TIMEOUT}}
 """
@@ -34,7 +34,7 @@ DRIVER = f"""\
   vars: {{nvidia_driver_branch: 580, nvidia_driver_version: "580.95.05"}}
   pre_tasks:
     - name: the boot it starts on
-      command: {{cmd: "cat /proc/sys/kernel/random/boot_id > {DIR}/driver-boot"}}
+      shell: {{cmd: "cat /proc/sys/kernel/random/boot_id > {DIR}/driver-boot"}}
   roles: [nouveau, nvidia_driver, reboot]
 """
 STACK = "One driver stack at the pinned version and flavour, held"

@@ -19,7 +19,7 @@ PLAYBOOK = f"""\
     - name: first file
       file: {{path: {DIR}/first, content: "one\\n"}}
     - name: slow command
-      command: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done; touch {DIR}/finished",
+      shell: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done; touch {DIR}/finished",
                  timeout: 120}}
     - name: last file
       file: {{path: {DIR}/last, content: "three\\n"}}
@@ -107,7 +107,7 @@ HANDLER_PLAYBOOK = f"""\
       file: {{path: {DIR}/config, content: "new\\n"}}
       notify: reload it
     - name: slow command
-      command: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
+      shell: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
     - name: never reached
       file: {{path: {DIR}/never, content: "x\\n"}}
   handlers:

@@ -25,7 +25,7 @@ APPLY = f"""\
     - name: first file
       file: {{path: {DIR}/first, content: "one\\n"}}
     - name: held here
-      command: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
+      shell: {{cmd: "touch {DIR}/started; while [ ! -e {DIR}/release ]; do sleep 0.1; done", timeout: 120}}
     - name: last file
       file: {{path: {DIR}/last, content: "three\\n"}}
 """

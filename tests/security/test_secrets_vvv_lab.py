@@ -32,7 +32,7 @@ PLAY = """\
 
 TASK = """\
     - name: copies of {name} echoed back by the node
-      command: {{cmd: "echo {{{{ {name} }}}} {{{{ {name} | upper }}}} {{{{ {name}[2:] }}}} {{{{ {name} | reverse | join }}}} {{{{ 'x' ~ {name} }}}}"}}
+      shell: {{cmd: "echo {{{{ {name} }}}} {{{{ {name} | upper }}}} {{{{ {name}[2:] }}}} {{{{ {name} | reverse | join }}}} {{{{ 'x' ~ {name} }}}}"}}
     - name: copies of {name} written on the node
       file: {{path: "{remote}-{name}", mode: "0600", content: "{{{{ {name} | upper }}}}\\n{{{{ {name}[2:] }}}}\\n{{{{ {name} | reverse | join }}}}\\n{{{{ 'x' ~ {name} }}}}\\n"}}
     - name: a debug of {name}
@@ -44,12 +44,12 @@ MORE = """\
       debug: {msg: "{{ item | upper }}"}
       loop: "{{ vault_list }}"
     - name: the node echoes a secret back
-      command: {cmd: "echo {{ tagged }}"}
+      shell: {cmd: "echo {{ tagged }}"}
       register: echoed
     - name: a copy of what the node said
       debug: {msg: "{{ echoed.stdout | upper }} {{ echoed.stdout[2:] }}"}
     - name: a command that fails with the copies in its output
-      command: {cmd: "echo {{ tagged | reverse | join }} {{ listed | upper }} >&2; echo {{ vault_token[2:] }}; exit 3"}
+      shell: {cmd: "echo {{ tagged | reverse | join }} {{ listed | upper }} >&2; echo {{ vault_token[2:] }}; exit 3"}
 """
 
 

@@ -5,6 +5,7 @@ import grp
 import json
 import os
 import pwd
+import shlex
 import shutil
 import stat
 import subprocess
@@ -21,9 +22,14 @@ def resolve_ids(owner, group):
 
 def op_run(op):
     """A command as the task wrote it, through sh; with `check` (the default) its failure skips
-    the ops after it (dispatch.py)."""
+    the ops after it (dispatch.py). An `argv` (Ansible's command) runs with no shell: only each
+    word's $VAR and ~ are expanded, here, as Ansible's run_command expands them."""
     stdin_data = op["stdin"].encode() if op.get("stdin") is not None else None
-    return run_shell(op["cmd"], op.get("timeout", 600), stdin_data)
+    command = op["cmd"]
+    if op.get("argv") is not None:
+        words = [os.path.expanduser(os.path.expandvars(word)) for word in op["argv"]]
+        command = op.get("prefix", "") + " ".join(shlex.quote(word) for word in words)
+    return run_shell(command, op.get("timeout", 600), stdin_data)
 
 
 def op_write(op):

@@ -16,7 +16,7 @@ PLAYBOOK = """\
   hosts: all
   gather_facts: false
   tasks:
-    - {name: say, command: {cmd: "echo out-line; echo err-line >&2"}, check_mode: false, changed_when: false}
+    - {name: say, shell: {cmd: "echo out-line; echo err-line >&2"}, check_mode: false, changed_when: false}
     - {name: tagged, debug: {msg: x}, tags: [t1]}
 - name: second
   hosts: gpu

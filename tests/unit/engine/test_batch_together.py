@@ -18,7 +18,7 @@ def test_max_fail_percentage_zero_stops_every_host_before_its_next_task(tmp_path
           max_fail_percentage: 0
           tasks:
             - name: h2 fails, late
-              command: {cmd: "sleep 1; test {{ inventory_hostname }} != h2"}
+              shell: {cmd: "sleep 1; test {{ inventory_hostname }} != h2"}
               check_mode: false
             - name: nobody goes on
               debug: {msg: went on}
@@ -59,7 +59,7 @@ def test_run_once_runs_on_the_first_host_and_its_set_fact_reaches_every_host(tmp
           gather_facts: false
           tasks:
             - name: the first host comes late
-              command: {cmd: "if [ {{ inventory_hostname }} = h1 ]; then sleep 1; fi"}
+              shell: {cmd: "if [ {{ inventory_hostname }} = h1 ]; then sleep 1; fi"}
               check_mode: false
             - name: once
               set_fact: {token: "from-{{ inventory_hostname }}"}

@@ -49,12 +49,12 @@ def test_become_user_runs_reads_and_writes_as_that_user_and_check_writes_nothing
           become_user: nobody
           tasks:
             - name: who
-              command: {{cmd: "id -un > {shared_dir}/who", creates: "{shared_dir}/who"}}
+              shell: {{cmd: "id -un > {shared_dir}/who", creates: "{shared_dir}/who"}}
             - name: a file
               file: {{path: "{shared_dir}/owned", content: "hi\\n"}}
             - block:
                 - name: root again
-                  command: {{cmd: "id -un > {shared_dir}/root", creates: "{shared_dir}/root"}}
+                  shell: {{cmd: "id -un > {shared_dir}/root", creates: "{shared_dir}/root"}}
               become_user: root
         """)
     code, data, _ = run(tmp_path, capsys, "check", playbook)
@@ -113,12 +113,12 @@ DELEGATED = """\
           probe: {command: "echo slurm-ok", contains: slurm-ok}
           delegate_to: "{{ groups.all | last }}"
         - name: read on h2
-          command: {cmd: "echo from-$((40 + 2))"}
+          shell: {cmd: "echo from-$((40 + 2))"}
           check_mode: false
           delegate_to: h2
           register: read2
         - name: controller step
-          command: {cmd: "echo {{ inventory_hostname }} > OUT", creates: OUT}
+          shell: {cmd: "echo {{ inventory_hostname }} > OUT", creates: OUT}
           delegate_to: localhost
         - set_fact: {seen: "{{ read2.stdout | trim }}"}
           delegate_to: 127.0.0.1
@@ -211,10 +211,10 @@ def test_an_unreachable_delegate_fails_the_task_and_the_host_goes_on(tmp_path, c
 def test_become_user_of_a_role_and_an_include_reaches_their_tasks(tmp_path, capsys, shared_dir):
     (tmp_path / "roles" / "whoami" / "tasks").mkdir(parents=True)
     write(tmp_path, "roles/whoami/tasks/main.yml", f"""\
-        - command: {{cmd: "id -un > {shared_dir}/role", creates: "{shared_dir}/role"}}
+        - shell: {{cmd: "id -un > {shared_dir}/role", creates: "{shared_dir}/role"}}
         """)
     write(tmp_path, "more.yml", f"""\
-        - command: {{cmd: "id -un > {shared_dir}/included", creates: "{shared_dir}/included"}}
+        - shell: {{cmd: "id -un > {shared_dir}/included", creates: "{shared_dir}/included"}}
         """)
     playbook = write(tmp_path, "site.yml", """\
         - hosts: all

@@ -202,7 +202,7 @@ def test_changed_when_failed_when_and_registered_output(tmp_path, capsys):
           gather_facts: false
           tasks:
             - name: grep finds nothing
-              command: {cmd: "echo hello; exit 1"}
+              shell: {cmd: "echo hello; exit 1"}
               check_mode: false
               register: found
               failed_when: found.rc not in [0, 1]
@@ -267,7 +267,7 @@ def test_run_once_runs_on_one_host_and_every_host_registers_its_result(tmp_path,
           gather_facts: false
           tasks:
             - name: once
-              command: {{cmd: "echo ran >> {counter}; echo token"}}
+              shell: {{cmd: "echo ran >> {counter}; echo token"}}
               check_mode: false
               run_once: true
               register: once

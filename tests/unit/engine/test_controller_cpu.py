@@ -16,7 +16,8 @@ import yaml
 from gpuconf.cli.main import main
 from gpuconf.driver import catalog
 from gpuconf.facts.common import snake_case
-from gpuconf.templating import render as templating
+from gpuconf.templating import compiled, conditions, render
+from gpuconf.templating import template_files as templating
 
 THREADS = 20
 
@@ -60,7 +61,7 @@ def test_a_template_file_is_compiled_once_for_every_host(monkeypatch):
         compiles.append(1)
         return real_compile(*args, **kwargs)
 
-    monkeypatch.setattr(templating, "_COMPILED", {})
+    monkeypatch.setattr(compiled, "_COMPILED", {})
     monkeypatch.setattr(templating.ENV, "compile", counting_compile)
     text = "export PATH={{ cuda_home }}/bin:$PATH\n{% for x in extra %}{{ x }}\n{% endfor %}"
     rendered = at_once(lambda: templating.render_file(text, {"cuda_home": "/usr/local/cuda", "extra": ["a"]},
@@ -87,22 +88,22 @@ def test_an_inline_template_and_a_condition_are_compiled_once_for_every_host(mon
         compiles.append(args[0])
         return real_compile(*args, **kwargs)
 
-    monkeypatch.setattr(templating, "_COMPILED", {})
+    monkeypatch.setattr(compiled, "_COMPILED", {})
     monkeypatch.setattr(templating.ENV, "compile", counting_compile)
     text, condition = "{{ branch | string + '-' + kind }}", "branch | int >= 580 and kind != 'legacy'"
     variables = {"branch": 580, "kind": "open"}
-    results = at_once(lambda: (templating.render(text, variables), templating.evaluate_when(condition, variables)))
+    results = at_once(lambda: (render.render(text, variables), conditions.evaluate_when(condition, variables)))
     assert set(results) == {("580-open", True)}
     assert len(compiles) == 2
     # an expression that does not compile is not kept: every host gets the error
     for _ in range(2):
         try:
-            templating.evaluate_when("branch >=", variables)
+            conditions.evaluate_when("branch >=", variables)
         except templating.TemplateError:
             pass
         else:
             raise AssertionError("a syntax error must be refused")
-    assert len(templating._COMPILED) == 2
+    assert len(compiled._COMPILED) == 2
 
 
 def test_snake_case_is_memoised_and_still_exact():

@@ -43,11 +43,11 @@ def build(tmp_path: Path) -> Path:
         {"name": "a line", "line": {"path": "{{ target }}/etc/modprobe.conf", "regexp": "^blacklist nouveau",
                                     "line": "blacklist nouveau"}},
         {"name": "stale file gone", "file": {"path": "{{ target }}/old.conf", "state": "absent"}},
-        {"name": "one-time setup", "command": {"cmd": "echo done > {{ target | quote }}/marker",
+        {"name": "one-time setup", "shell": {"cmd": "echo done > {{ target | quote }}/marker",
                                                "creates": "{{ target }}/marker"}},
     ]))
     (role / "handlers" / "main.yml").write_text(yaml.safe_dump([
-        {"name": "reload", "command": {"cmd": "echo reloaded >> {{ target | quote }}/handler.log"}}]))
+        {"name": "reload", "shell": {"cmd": "echo reloaded >> {{ target | quote }}/handler.log"}}]))
     (tmp_path / "site.yml").write_text(yaml.safe_dump([{
         "hosts": "all", "vars": {"gpus": ["a100", "a100"]}, "roles": ["gpu_node"],
     }]))
@@ -75,7 +75,8 @@ def test_check_apply_apply_check(tmp_path, capsys):
     before = digest(target)
     code, statuses = gpuconf(tmp_path, "check")
     assert code == 2
-    assert statuses == dict.fromkeys(tasks, "would_change") | {"reload": "would_change"}
+    # the handler (a shell line with no guard) is skipped in check mode, as Ansible skips it
+    assert statuses == dict.fromkeys(tasks, "would_change") | {"reload": "skipped"}
     assert digest(target) == before, "check modified the target"
 
     code, statuses = gpuconf(tmp_path, "apply", "--detailed-exitcodes")
@@ -103,24 +104,32 @@ def test_check_apply_apply_check(tmp_path, capsys):
     drifted = digest(target)
     code, statuses = gpuconf(tmp_path, "check", "--diff")
     assert code == 2 and statuses["config from a template"] == "would_change"
-    assert [t for t, s in statuses.items() if s == "would_change"] == ["config from a template", "reload"]
+    assert [t for t, s in statuses.items() if s == "would_change"] == ["config from a template"]
+    assert statuses["reload"] == "skipped"
     assert digest(target) == drifted
     assert "-# hand edited" in capsys.readouterr().out  # --diff shows the content change
 
 
-def test_a_result_that_only_apply_produces_is_unknown_in_check_not_failed(tmp_path, capsys):
+def test_check_mode_skips_a_command_and_registers_what_ansible_registers(tmp_path, capsys):
+    """Check mode never runs a command: with no guard it is skipped, registering Ansible's values
+    (rc 0, empty stdout, 'Command would have run if not in check mode'); apply runs it."""
     (tmp_path / "site.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
         {"name": "probe", "command": {"cmd": "echo 550"}, "register": "probe"},
         {"name": "uses it", "file": {"path": f"{tmp_path}/driver", "content": "{{ probe.stdout }}"},
-         "when": "probe.rc == 0"},
+         "when": "probe.rc == 0 and probe is skipped"},
     ]}]))
     argv = [str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local", "--report",
             str(tmp_path / "r.json")]
-    assert main(["check", *argv]) == 2 | 4
-    task = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]["tasks"][1]
-    assert task["status"] == "unknown" and "'probe.rc' is known only after apply" in task["error"]
+    assert main(["check", *argv]) == 2
+    report = json.loads((tmp_path / "r.json").read_text())["hosts"]["localhost"]
+    assert [t["status"] for t in report["tasks"]] == ["skipped", "would_change"]
+    assert report["registered"][0]["value"] == {
+        "changed": False, "failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
+        "skipped": True,
+        "stdout": "", "stdout_lines": [], "stderr": "", "stderr_lines": []}
     assert not (tmp_path / "driver").exists()
-    # a registered stdout loses its last newline, as Ansible's does (issue 29, finding 2)
+    # apply: it runs; a registered stdout loses its last newline, as Ansible's does (issue 29, finding 2)
+    (tmp_path / "site.yml").write_text((tmp_path / "site.yml").read_text().replace(" and probe is skipped", ""))
     assert main(["apply", *argv]) == 0 and (tmp_path / "driver").read_text() == "550"
 
 
@@ -131,3 +140,16 @@ def test_command_output_with_braces_is_text_not_a_template(tmp_path):
     ]}]))
     assert main(["apply", str(tmp_path / "site.yml"), "-i", local_inventory(tmp_path), "-c", "local"]) == 0
     assert (tmp_path / "out").read_text() == "{{ nope }}"
+
+
+def test_two_inventory_hosts_on_the_local_connection_share_the_one_run_lock(tmp_path):
+    """Both are this machine: the run takes its lock once (it waited for itself, then said 'busy')."""
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {
+        name: {"ansible_connection": "local", "python": sys.executable} for name in ("one", "two")}}}))
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "write", "copy": {"content": "x\n", "dest": f"{tmp_path}/out-{{{{ inventory_hostname }}}}"}},
+    ]}]))
+    code = main(["apply", str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), "--lock-wait", "2",
+                 "--no-retry-file"])
+    assert code == 0
+    assert (tmp_path / "out-one").read_text() == (tmp_path / "out-two").read_text() == "x\n"

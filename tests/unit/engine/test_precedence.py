@@ -39,7 +39,7 @@ def build_project(root: Path) -> None:
     (role / "defaults").mkdir(parents=True)
     (role / "tasks").mkdir()
     (role / "defaults" / "main.yml").write_text(dump(values_from(1)))
-    content = "".join(f"v{n}={{{{ v{n} }}}}\n" for n in range(1, len(LAYERS) + 1)) + "r={{ r.status }}\n"
+    content = "".join(f"v{n}={{{{ v{n} }}}}\n" for n in range(1, len(LAYERS) + 1)) + "r={{ r.msg }}\n"
     (role / "tasks" / "main.yml").write_text(dump([
         {"name": "register r", "assert": {"that": "true"}, "register": "r"},
         {"name": "write the values", "vars": dict(values_from(7), r="task"),
@@ -61,7 +61,7 @@ def test_each_layer_beats_the_ones_below(tmp_path):
     assert code == 0
     got = dict(line.split("=", 1) for line in (out / "inside.txt").read_text().splitlines())
     expected = {f"v{n}": layer for n, layer in enumerate(LAYERS, start=1)}
-    assert got == dict(expected, r="ok")  # and a registered result beats task vars
+    assert got == dict(expected, r="All assertions passed")  # and a registered result beats task vars
     # role defaults are one play-wide layer (as in Ansible); role parameters are the role's own
     assert (out / "outside.txt").read_text() == "v1=role-defaults v8=play\n"
 

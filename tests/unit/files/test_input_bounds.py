@@ -234,7 +234,8 @@ def test_a_template_file_bomb_names_the_file_and_line(tmp_path):
 
 
 def test_ordinary_templates_still_render():
-    from gpuconf.templating.render import Vars, render_file, render_string
+    from gpuconf.templating.render import Vars, render_string
+    from gpuconf.templating.template_files import render_file
     variables = Vars({"n": 3, "names": ["a", "b"]})
     assert render_string("{{ 'ab' * n }}", variables) == "ababab"
     assert render_string("{{ 2 ** 10 }}", variables) == 1024

@@ -95,7 +95,7 @@ def test_a_playbook_of_two_task_types_imports_those_two_and_nothing_it_does_not_
     assert result["code"] == 0
     modules = set(result["modules"])
     task_modules = {m for m in modules if m.startswith("gpuconf.tasks.")}
-    assert task_modules == {"gpuconf.tasks.base", "gpuconf.tasks.registry", "gpuconf.tasks.files",
+    assert task_modules == {"gpuconf.tasks.base", "gpuconf.tasks.registry", "gpuconf.tasks.files", "gpuconf.tasks.modes",
                             "gpuconf.tasks.services"}, sorted(task_modules)
     assert "gpuconf.tasks.health" not in modules
     # positive control: the same interpreter did load what it needed

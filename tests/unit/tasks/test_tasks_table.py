@@ -13,7 +13,8 @@ from gpuconf.facts.base import FactUnavailable, file_state
 from gpuconf.facts.gather import LSMOD, PROC_MODULES
 from gpuconf.tasks.base import Facts, Refused, Unknown
 from gpuconf.tasks.registry import TASK_TYPES, build_params
-from gpuconf.templating.render import Vars, evaluate_when
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars
 from tests.platforms import platform_for
 from tests.replies import parsed_replies
 

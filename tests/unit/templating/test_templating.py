@@ -2,14 +2,18 @@
 import pytest
 
 from gpuconf.errors import TemplateError
-from gpuconf.templating.render import Vars, Verbatim, evaluate_when, render
+from gpuconf.templating.conditions import evaluate_when
+from gpuconf.templating.render import Vars, Verbatim, render
 
 
 @pytest.mark.parametrize("text, expected", [
     ("{{ 8 }}", 8),
     ("{{ '8' }}", "8"),
     ("{{ n }}", 3),
-    (" {{ n * 2 }} ", 6),
+    (" {{ n * 2 }} ", " 6 "),          # text around it, a space included: a string, as in ansible-core 2.19
+    (" {{ [1, n] }}", " [1, 3]"),
+    ("[{{ none }}] {{ none }}", "[] "),  # None prints nothing
+    ("{{ none }}", None),
     ("{{ [1, n] }}", [1, 3]),
     ("{{ flag }}", False),
     ("{{ n }}{{ n }}", "33"),           # two expressions: a string
@@ -80,13 +84,26 @@ def test_syntax_error_is_a_template_error():
     ([False], False),
     ("missing is defined", False),
     ("missing is not defined", True),
-    ("word", False),                 # a variable holding the string 'no' is false, as YAML says
+    ("word | bool", False),          # a variable holding the string 'no' is false through `bool`
     ("facts.gpu_count == 8", True),
     ("'550.54.15' is version('550.40', '>=')", True),
 ])
 def test_when(condition, expected):
     variables = Vars({"n": 3, "name": "gpu", "word": "no", "facts": {"gpu_count": 8}})
     assert evaluate_when(condition, variables) is expected
+
+
+@pytest.mark.parametrize("condition", ["word", "n", "[1]", "name | length", "none"])
+def test_a_condition_that_is_not_a_boolean_is_an_error_as_in_ansible_core_2_19(condition):
+    variables = Vars({"n": 3, "name": "gpu", "word": "no"})
+    with pytest.raises(TemplateError, match="Conditionals must have a boolean result"):
+        evaluate_when(condition, variables)
+
+
+@pytest.mark.parametrize("value, expected", [("yes", True), ("Y", False), ("y", False), ("on", True), ("1", True),
+                                             (1, True), (1.0, True), ("true ", False), ("off", False), (None, False)])
+def test_bool_is_ansible_core_2_19s(value, expected):
+    assert render("{{ v | bool }}", Vars({"v": value})) is expected
 
 
 def test_when_with_an_undefined_variable_is_an_error_not_false():

@@ -1,0 +1,166 @@
+"""Ansible's lookups: `lookup()`/`query()` in templates, and the `with_NAME:` loops (a task's
+items are lookup NAME of its terms). Each returns what ansible-core 2.19's plugin returns
+(tests/ansible_fuzz compares them): items, list, flattened, dict, subelements, nested,
+together, indexed_items, sequence, file, env, vars."""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuconf.errors import GpuconfError
+
+LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
+           "file", "env", "vars")
+
+
+def flatten_once(terms: list[Any]) -> list[Any]:
+    found: list[Any] = []
+    for term in terms:
+        found.extend(term) if isinstance(term, (list, tuple)) else found.append(term)
+    return found
+
+
+def flatten_deep(terms: Any) -> list[Any]:
+    found: list[Any] = []
+    for term in terms if isinstance(terms, (list, tuple)) else [terms]:
+        if isinstance(term, (list, tuple)):
+            found.extend(flatten_deep(term))
+        elif term is not None:
+            found.append(term)
+    return found
+
+
+def loop_lookup(name: str, terms: Any, searched: list[Path]) -> list[Any]:
+    """The items of `with_NAME: TERMS` (terms already templated), as Ansible's loop makes them."""
+    if name != "dict" and not isinstance(terms, list):
+        terms = [terms]  # Ansible's listify_lookup_plugin_terms
+    return run(searched, name, terms, {}, None)
+
+
+def query(searched: list[Path], name: str, *terms: Any, variables: Mapping[str, Any] | None = None,
+          **options: Any) -> list[Any]:
+    return run(searched, name, list(terms), options, variables)
+
+
+def lookup(searched: list[Path], name: str, *terms: Any, wantlist: bool = False,
+           variables: Mapping[str, Any] | None = None, **options: Any) -> Any:
+    """`lookup()`: the values joined by commas, as Ansible's, unless wantlist (or items/list)."""
+    values = run(searched, name, list(terms), options, variables)
+    if wantlist or name in ("items", "list"):
+        return values
+    return ",".join(str(v) for v in values)
+
+
+def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
+        variables: Mapping[str, Any] | None) -> list[Any]:
+    if name == "items":
+        return flatten_once(terms)
+    if name == "list":
+        return list(terms)
+    if name == "flattened":
+        return flatten_deep(terms)
+    if name == "dict":
+        return [{"key": k, "value": v} for term in (terms if isinstance(terms, list) else [terms])
+                for k, v in _mapping(term).items()]
+    if name == "subelements":
+        return subelements(*terms)
+    if name == "nested":
+        return [list(combination) for combination in itertools.product(*[_as_list(t) for t in terms])]
+    if name == "together":
+        return [list(group) for group in itertools.zip_longest(*[_as_list(t) for t in terms])]
+    if name == "indexed_items":
+        return [[index, item] for index, item in enumerate(terms)]
+    if name == "sequence":
+        return [value for term in terms for value in sequence(str(term), options)]
+    if name == "env":
+        return [os.environ.get(str(term), options.get("default", "")) for term in terms]
+    if name == "vars":
+        return [_variable(variables, str(term), options) for term in terms]
+    if name == "file":
+        return [_file(searched, term, options) for term in terms]
+    raise GpuconfError(f"lookup plugin '{name}' is not supported (gpuconf has {', '.join(LOOKUPS)})")
+
+
+def _as_list(term: Any) -> list[Any]:
+    if not isinstance(term, (list, tuple)):
+        raise GpuconfError(f"expected a list, got {type(term).__name__}")
+    return list(term)
+
+
+def _mapping(term: Any) -> Mapping[str, Any]:
+    if not isinstance(term, Mapping):
+        raise GpuconfError(f"with_dict expects a dict, got {type(term).__name__}")
+    return term
+
+
+def _variable(variables: Mapping[str, Any] | None, name: str, options: dict[str, Any]) -> Any:
+    if variables is not None and name in variables:
+        return variables[name]
+    if "default" in options:
+        return options["default"]
+    raise GpuconfError(f"No variable named '{name}' was found")
+
+
+def _file(searched: list[Path], term: Any, options: dict[str, Any]) -> str:
+    path = Path(str(term))
+    candidates = [path] if path.is_absolute() else [base / path for base in searched]
+    match = next((c for c in candidates if c.is_file()), None)
+    if match is None:
+        raise GpuconfError(f"lookup('file'): '{term}' not found (looked in "
+                           f"{', '.join(str(c.parent) for c in candidates)})")
+    text = match.read_text()
+    return text.rstrip("\n") if options.get("rstrip", True) else text
+
+
+def subelements(items: Any, key: str, flags: Mapping[str, Any] | None = None) -> list[list[Any]]:
+    """`subelements`: each item paired with each element of its `key` list (dotted for nested)."""
+    skip_missing = bool((flags or {}).get("skip_missing", False))
+    found = []
+    for item in items.values() if isinstance(items, Mapping) else items:
+        value: Any = item
+        for part in key.split("."):
+            if isinstance(value, Mapping) and part in value:
+                value = value[part]
+            elif skip_missing:
+                value = None
+                break
+            else:
+                raise GpuconfError(f"could not find '{key}' key in iterated item '{item}'")
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            raise GpuconfError(f"the key {key} should point to a list, got '{value}'")
+        found += [[item, sub] for sub in value]
+    return found
+
+
+_SEQUENCE = re.compile(r"^(?:(?P<start>-?\w+)-)?(?P<end>-?\w+)(?:/(?P<stride>-?\w+))?(?::(?P<format>.+))?$")
+
+
+def sequence(term: str, options: dict[str, Any]) -> list[str]:
+    """`with_sequence: start=1 end=4 format=gpu%02d` (or `count=`, or the short `1-4/2:fmt`)."""
+    values: dict[str, Any] = {"start": 1, "stride": 1, "format": "%d", **options}
+    words = term.split()
+    if words and "=" not in words[0]:
+        short = _SEQUENCE.match(words.pop(0))
+        if short is None:
+            raise GpuconfError(f"can't parse the sequence '{term}'")
+        values.update({k: v for k, v in short.groupdict().items() if v is not None})
+    for word in words:
+        key, _, value = word.partition("=")
+        values[key] = value
+    start, stride = int(str(values["start"]), 0), int(str(values["stride"]), 0)
+    if "count" in values:
+        end = start + (int(str(values["count"]), 0) - 1) * stride
+    elif "end" in values:
+        end = int(str(values["end"]), 0)
+    else:
+        raise GpuconfError("must specify count or end in with_sequence")
+    if stride == 0:
+        return []
+    step = 1 if stride > 0 else -1
+    return [str(values["format"]) % number for number in range(start, end + step, stride)]

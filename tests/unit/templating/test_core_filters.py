@@ -1,0 +1,45 @@
+"""ansible-core's filters and tests that templates ported from Ansible use (templating/core_filters.py),
+with the values ansible-core 2.19.14 gives (the generated programs compare the rest with it:
+tests/ansible_fuzz)."""
+import pytest
+
+from gpuconf.errors import TemplateError
+from gpuconf.templating.render import Vars, render
+
+RECS = [{"name": "gpu0", "port": 5, "tags": ["x", "y"]}, {"name": "ib1", "port": 2, "tags": []}]
+
+
+@pytest.mark.parametrize("template, expected", [
+    ("{{ recs | json_query('[?port > `3`].name') }}", ["gpu0"]),
+    ("{{ recs | json_query('[].tags[]') }}", ["x", "y"]),
+    ("{{ 'managed' | comment }}", "#\n# managed\n#"),
+    ("{{ 'a\nb' | comment('c') }}", "//\n// a\n// b\n//"),
+    ("{{ 'x' | comment('xml') }}", "<!--\n -\n - x\n -\n-->"),
+    ("{{ none | ternary(1, 2, 3) }}", 3),
+    ("{{ 0 | ternary('yes', 'no') }}", "no"),
+    ("{{ '/a/b/c.conf' | basename }} {{ '/a/b/c.conf' | dirname }}", "c.conf /a/b"),
+    ("{{ 'c.tar.gz' | splitext }}", ["c.tar", ".gz"]),
+    ("{{ recs | subelements('tags') | map('last') | list }}", ["x", "y"]),
+    ("{{ ['a', 'b'] | map('extract', {'a': 1, 'b': 2}) | list }}", [1, 2]),
+    ("{{ '1.2.3-beta' is version('1.2.3', '<', version_type='semver') }}", True),
+    ("{{ '1.10' is version('1.9', '>') }}", True),
+    ("{{ '2.0' is version('2.0a1', '>', version_type='pep440') }}", True),
+    ("{{ 'gpu0' is match('gp') }} {{ 'gpu0' is match('pu') }} {{ 'gpu0' is search('pu') }}", "True False True"),
+    ("{{ [1] is subset([1, 2]) }} {{ [1, 2] is superset([2]) }} {{ [] is truthy }}", "True True False"),
+    ("{{ 'a.b' | regex_escape }}", "a\\.b"),
+])
+def test_a_filter_or_test_gives_what_ansible_core_gives(template, expected):
+    assert render(template, Vars({"recs": RECS, "none": None})) == expected
+
+
+def test_mandatory_names_the_variable_and_passes_a_defined_one():
+    assert render("{{ x | mandatory }}", Vars({"x": 1})) == 1
+    with pytest.raises(TemplateError, match="Mandatory variable 'missing' not defined"):
+        render("{{ missing | mandatory }}", Vars({}))
+    with pytest.raises(TemplateError, match="set it in group_vars"):
+        render("{{ missing | mandatory('set it in group_vars') }}", Vars({}))
+
+
+def test_omit_leaves_the_parameter_out():
+    from gpuconf.templating.render import OMIT
+    assert render({"a": "{{ x | default(omit) }}", "b": [1, "{{ omit }}"]}, Vars({"omit": OMIT})) == {"b": [1]}
