@@ -122,7 +122,9 @@ class PlayOnHost:
             failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
             if failures and task.type not in DYNAMIC:
                 self.failed_task = (task, failures[0])   # the failure itself (an include passes it on)
-            if failures and self.failed_task is not None and blocks.rescuing(task):
+            elif failures and self.failed_task is not None and blocks.rescuing(task):
+                # a failure inside a dynamic include that a block around the include rescues (a task
+                # of the list itself tells its rescue in its tally: engine/entry.py)
                 self.planner.registered.update(failed_task_vars(*self.failed_task))
             met = self._fatal(task, index, failures, nested)
             if met is False:
