@@ -98,9 +98,12 @@ class _ContextVars(Mapping[str, Any]):
 
 
 def _lookup_paths(context: Any) -> list[Any]:
-    """Where lookup('file') looks, as Ansible: beside the playbook (its files/), then the current folder."""
-    base = context.get("playbook_dir")
-    folders = [Path(base) / "files", Path(base)] if isinstance(base, str) else []
+    """Where lookup('file') looks, as Ansible: in the task's role (its files/, the role, its tasks/),
+    beside the playbook (its files/), then the current folder. Other lookups look in another
+    subfolder than files/ (lookup('template'): templates/)."""
+    role, base = context.get("role_path"), context.get("playbook_dir")
+    folders = [Path(role) / "files", Path(role), Path(role) / "tasks"] if isinstance(role, str) and role else []
+    folders += [Path(base) / "files", Path(base)] if isinstance(base, str) else []
     return [*folders, Path.cwd() / "files", Path.cwd()]
 
 
