@@ -94,6 +94,7 @@ ANSIBLE_FACTS = {
     "ansible_kernel": ("kernel",), "ansible_processor_vcpus": ("cpus",), "ansible_memtotal_mb": ("memory_mb",),
     "ansible_distribution_version": ("os", "version_id"),
 }
+FACT_NAMES = frozenset([*ANSIBLE_FACTS, "ansible_distribution", "ansible_os_family"])   # what fact_aliases gives
 
 
 def fact_aliases(facts: Any) -> dict[str, Any]:
@@ -168,12 +169,14 @@ def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[st
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
                    task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None,
                    included: Mapping[str, Any] | None = None,
-                   public: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})) -> Vars:
+                   public: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
+                   fact_names: Mapping[str, Any] | None = None) -> Vars:
     """The layers of one task on one host, highest precedence first: Ansible's 22 levels
     (docs/variables.md). `magic` is verbatim (never rendered as a template): build it once per host
     and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
     a template makes from a secret. `included`: what include_vars set on the host; `public`: the
-    vars and defaults of the roles an include_role made public there."""
+    vars and defaults of the roles an include_role made public there; `fact_names`: the facts'
+    ansible_ names (ansible_nodename, ...), at Ansible's level of host facts."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
     own: dict[str, Any] = {"role_name": task.role, "role_path": task.role_path} if task.role else {}
     told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
@@ -181,4 +184,4 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
         own["ansible_check_mode"] = told
     return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
                 registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars, play.vars,
-                host_vars, task.role_defaults, public[1], play.role_defaults, secrets=secrets)
+                fact_names or {}, host_vars, task.role_defaults, public[1], play.role_defaults, secrets=secrets)

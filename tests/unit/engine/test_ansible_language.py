@@ -189,6 +189,19 @@ def test_a_templated_module_name_loads_and_fails_only_where_it_runs(tmp_path):
     code, hosts = apply(tmp_path, play.replace("TAG", "t"), "-c", "local")
     assert code & 4 and "a module's name is not a template" in hosts["localhost"]["tasks"][0]["error"]
 
+
+def test_play_vars_and_set_fact_override_a_facts_ansible_name(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          vars: {ansible_os_family: from_play_vars}
+          tasks:
+            - debug: {msg: "{{ ansible_os_family }} {{ ansible_facts.os_family != 'from_play_vars' }}"}
+            - set_fact: {ansible_nodename: from_set_fact}
+            - debug: {msg: "{{ ansible_nodename }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["from_play_vars True", "from_set_fact"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
