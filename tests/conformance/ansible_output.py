@@ -64,6 +64,8 @@ def _line(host: str, result: dict[str, Any], verbosity: int) -> list[str]:
     shown = result.get("shown") or (result.get("data") if result["type"] == "debug" else None)
     if result["type"] == "debug" and isinstance(shown, dict):
         return [f"{word}: {at} => {_shown(shown)}"]
+    if result["type"] == "assert":   # as debug, Ansible's assert always shows its result
+        return [f"{word}: {at} => {_shown({'changed': False, 'msg': result.get('message') or 'All assertions passed'})}"]
     if verbosity >= 1:   # -v: the result, as far as the report has it
         detail: dict[str, Any] = {"changed": word == "changed"}
         for key in ("stdout", "stderr"):
