@@ -290,9 +290,8 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
 def check_delegation(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """delegate_to, the supported subset: controller-side steps on localhost, reads on another host."""
     target = str(keywords.delegate_to).strip()
-    if is_template(target) and (type_name in ("probe", "assert", "debug", "set_fact") or (
-            type_name == "command" and keywords.check_mode is False)):
-        return   # wherever it renders to, the task only reads there (or runs on the controller)
+    if is_template(target) and type_name in DELEGATE_TO_CONTROLLER:
+        return   # where it renders to is known when it runs: a write elsewhere is refused there (engine/delegate.py)
     if target in DELEGATE_LOCAL:
         if type_name not in DELEGATE_TO_CONTROLLER:
             raise PlaybookError(f"delegate_to: {target} is supported for {', '.join(DELEGATE_TO_CONTROLLER)} "
