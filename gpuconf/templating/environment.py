@@ -66,13 +66,15 @@ def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import lookup
-    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
+                  environment=context.environment, **options)
 
 
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import query
-    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
+                 environment=context.environment, **options)
 
 
 class _ContextVars(Mapping[str, Any]):

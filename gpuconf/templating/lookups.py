@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.errors import GpuconfError
+from gpuconf.templating.bounds import bound_parse
 
 LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
            "file", "env", "vars", "template", "first_found")
@@ -42,21 +43,21 @@ def loop_lookup(name: str, terms: Any, searched: list[Path]) -> list[Any]:
 
 
 def query(searched: list[Path], name: str, *terms: Any, variables: Mapping[str, Any] | None = None,
-          **options: Any) -> list[Any]:
-    return run(searched, name, list(terms), options, variables)
+          environment: Any = None, **options: Any) -> list[Any]:
+    return run(searched, name, list(terms), options, variables, environment)
 
 
 def lookup(searched: list[Path], name: str, *terms: Any, wantlist: bool = False,
-           variables: Mapping[str, Any] | None = None, **options: Any) -> Any:
+           variables: Mapping[str, Any] | None = None, environment: Any = None, **options: Any) -> Any:
     """`lookup()`: the values joined by commas, as Ansible's, unless wantlist (or items/list)."""
-    values = run(searched, name, list(terms), options, variables)
+    values = run(searched, name, list(terms), options, variables, environment)
     if wantlist or name in ("items", "list"):
         return values
     return ",".join(str(v) for v in values)
 
 
 def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
-        variables: Mapping[str, Any] | None) -> list[Any]:
+        variables: Mapping[str, Any] | None, environment: Any = None) -> list[Any]:
     if name == "items":
         return flatten_once(terms)
     if name == "list":
@@ -83,7 +84,7 @@ def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
     if name == "file":
         return [_file(searched, term, options) for term in terms]
     if name == "template":
-        return [_template(searched, term, options, variables) for term in terms]
+        return [_template(searched, term, options, variables, environment) for term in terms]
     if name == "first_found":
         return first_found(searched, terms, options)
     raise GpuconfError(f"lookup plugin '{name}' is not supported (gpuconf has {', '.join(LOOKUPS)})")
@@ -175,11 +176,15 @@ def _in_subfolder(searched: list[Path], subfolder: str) -> list[Path]:
     return [folder.parent / subfolder if folder.name == "files" else folder for folder in searched]
 
 
-def _template(searched: list[Path], term: Any, options: dict[str, Any], variables: Mapping[str, Any] | None) -> str:
+def _template(searched: list[Path], term: Any, options: dict[str, Any], variables: Mapping[str, Any] | None,
+              environment: Any) -> str:
     """lookup('template', NAME): the file (in templates/ folders) rendered with the task's variables
-    and `template_vars` over them."""
-    from gpuconf.templating.template_files import render_file
+    and `template_vars` over them, in the calling template's Jinja environment ({% include %} finds
+    templates beside it and in the other templates/ folders)."""
+    import jinja2
 
+    if environment is None:
+        raise GpuconfError("lookup('template') is available in a template only")
     folders = _in_subfolder(searched, "templates")
     path = Path(str(term))
     candidates = [path] if path.is_absolute() else [base / path for base in folders]
@@ -190,8 +195,15 @@ def _template(searched: list[Path], term: Any, options: dict[str, Any], variable
     extra = options.get("template_vars") or {}
     if not isinstance(extra, Mapping):
         raise GpuconfError(f"lookup('template'): template_vars must be a mapping, got {type(extra).__name__}")
-    scope: Mapping[str, Any] = _Over(extra, {} if variables is None else variables)
-    return render_file(match.read_text(), scope, str(match), [str(f) for f in folders if f.is_dir()])
+    search = list(dict.fromkeys([str(match.parent), *(str(f) for f in folders if f.is_dir())]))
+    # as Ansible's templar: an included template's last line break is dropped, the file's own kept
+    env = environment.overlay(loader=jinja2.FileSystemLoader(search), keep_trailing_newline=False)
+    bound_parse(env)   # its own parse, with its settings, its loops bounded
+    text = match.read_text()
+    template = env.from_string(text)
+    scope = _Over(extra, _Over({} if variables is None else variables, env.globals))
+    rendered = "".join(template.root_render_func(template.new_context(vars=scope, shared=True)))
+    return rendered + "\n" if text.endswith("\n") else rendered
 
 
 class _Over(Mapping[str, Any]):
