@@ -14,6 +14,7 @@ from gpuconf.engine.executor import TaskExecutor
 from gpuconf.engine.flow import loop_items
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
+from gpuconf.engine.registered import skipped_value
 from gpuconf.errors import GpuconfError, PlaybookError, TaskError, TemplateError
 from gpuconf.playbook.models import ENGINE_ACTIONS, TaskDef
 from gpuconf.results import Status, TaskResult
@@ -58,7 +59,8 @@ class Includes:
         try:
             variables = planner.task_vars(task)
             if not planner.holds(task, variables):   # registered as skipped, as Ansible registers it
-                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false"), started)
+                skipped = skipped_value(planner.false_condition(task, variables))
+                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false", data=skipped), started)
                 return Outcome()
             control = task.keywords.loop_control
             loop_var = control.loop_var if control else "item"

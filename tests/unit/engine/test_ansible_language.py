@@ -202,6 +202,21 @@ def test_play_vars_and_set_fact_override_a_facts_ansible_name(tmp_path):
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["from_play_vars True", "from_set_fact"]
 
+
+def test_an_include_skipped_by_when_registers_as_a_skipped_task(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks: nowhere.yml
+              loop: "{{ not_defined_at_all }}"
+              when: false
+              register: skipped_include
+            - debug: {msg: "{{ skipped_include.skip_reason }} {{ skipped_include.false_condition }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["Conditional result was False False"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
