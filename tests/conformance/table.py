@@ -49,7 +49,8 @@ def _reason(why: str) -> str:
     text = re.sub(r"\s+", " ", why)
     text = re.sub(r"/\S*/integration/targets/", "", text)
     text = re.sub(r"^gpuconf: error: ", "", text)
-    return text[:150].rstrip() + ("…" if len(text) > 150 else "")
+    text, _, settings = text.partition(" [Ansible settings")
+    return text[:150].rstrip() + ("…" if len(text) > 150 else "") + (f" [Ansible settings{settings}" if settings else "")
 
 
 def markdown(results: list[TargetResult]) -> str:
