@@ -182,6 +182,33 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
     told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
     if told is not None:
         own["ansible_check_mode"] = told
-    return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
-                registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars, play.vars,
-                fact_names or {}, host_vars, task.role_defaults, public[1], play.role_defaults, secrets=secrets)
+    every = AllVars()
+    own["vars"] = every   # Ansible's `vars`: every variable the task sees
+    variables = Vars(Verbatim(own), magic, extra_vars, item, task.include_params, task.role_params,
+                     registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars,
+                     play.vars, fact_names or {}, host_vars, task.role_defaults, public[1], play.role_defaults,
+                     secrets=secrets)
+    every.variables = variables
+    return variables
+
+
+class AllVars(Mapping[str, Any]):
+    """The `vars` magic variable: the task's own variables, looked up as its templates look them up."""
+
+    def __init__(self) -> None:
+        self.variables: Mapping[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.variables[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.variables
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.variables)
+
+    def __len__(self) -> int:
+        return len(self.variables)
+
+    def __repr__(self) -> str:
+        return "<every variable of the task>"

@@ -217,6 +217,19 @@ def test_an_include_skipped_by_when_registers_as_a_skipped_task(tmp_path):
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["Conditional result was False False"]
 
+
+def test_vars_holds_every_variable_the_task_sees(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {a: 1, b: "{{ a + 1 }}"}
+          tasks:
+            - debug: {msg: "{{ 'a' in vars }} {{ vars['b'] }} {{ vars[name] }} {{ 'nope' in vars }}"}
+              vars: {name: inventory_hostname}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 2 localhost False"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
