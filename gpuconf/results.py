@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+
+from gpuconf.files.values import JSONValue
 
 
 class Final:
@@ -32,15 +34,17 @@ def _sealed(cls: type) -> type:
         return cls
     twin = _SEALED.get(cls)
     if twin is None:
-        def refuse(self: Any, name: str, value: Any = None) -> None:
+        compared = fields(cls)
+
+        def refuse(self: object, name: str, value: object = None) -> None:
             raise AttributeError(f"{cls.__name__}.{name}: results are final once the run has ended")
 
-        def equal(self: Any, other: Any) -> Any:   # sealed or not, equal fields are equal results
+        def equal(self: object, other: object) -> object:   # sealed or not, equal fields are equal results
             if getattr(type(other), "_unsealed", type(other)) is not cls:
                 return NotImplemented
-            return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(cls) if f.compare)
+            return all(getattr(self, f.name) == getattr(other, f.name) for f in compared if f.compare)
 
-        def new(twin: type, *args: object, **kwargs: object) -> Any:   # a copy (replace, copy.copy) is not sealed
+        def new(twin: type, *args: object, **kwargs: object) -> object:   # a copy (replace, copy.copy) is not sealed
             return cls(*args, **kwargs) if args or kwargs else object.__new__(cls)
 
         twin = _SEALED[cls] = type(cls.__name__, (cls,), {
@@ -135,7 +139,8 @@ class TaskResult(Final):
     ignored: bool = False  # failed, but the task has ignore_errors: the play and the run go on
     not_run: str | None = None  # why the task never started: "deadline", "max_fail_percentage", "batch_failed",
     # "interrupted" (SIGINT) (status unknown)
-    data: dict[str, Any] = field(default_factory=dict[str, Any])  # extra values for `register` (rc, task-specific)
+    # extra values for `register` (rc, task-specific)
+    data: dict[str, object] = field(default_factory=dict[str, object])
     # how the recap counts it, as Ansible's does (a key of TALLIES): the engine decides, once per task
     # (a loop's items count once, on the last); None: by its status alone
     counts_as: str | None = None
@@ -168,7 +173,7 @@ class Registration:
     task: str
     name: str
     type: str
-    value: Any
+    value: object
 
 
 RECAP = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")  # Ansible's PLAY RECAP
@@ -277,7 +282,7 @@ class Section(Protocol):
         """The JSON report's field."""
         ...
 
-    def report(self) -> Any:
+    def report(self) -> JSONValue:
         """The field's value, as JSON types."""
         ...
 

@@ -13,9 +13,10 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from gpuconf.errors import GpuconfError
+from gpuconf.files.values import JSONValue, items_of
 
 DEFAULT_TIMEOUT = 20.0
 
@@ -42,7 +43,7 @@ class BmcEndpoint:
         return self.url
 
     @classmethod
-    def from_vars(cls, host: str, variables: Mapping[str, Any]) -> BmcEndpoint | None:
+    def from_vars(cls, host: str, variables: Mapping[str, object]) -> BmcEndpoint | None:
         """The endpoint a host's inventory variables describe (`bmc_address`, `bmc_user`,
         `bmc_password`, `bmc_ca_file`, `bmc_timeout`), or None when it has no `bmc_address`."""
         address = variables.get("bmc_address")
@@ -53,7 +54,8 @@ class BmcEndpoint:
             raise BmcError(f"{host}: bmc_address must be an https:// address (TLS is never turned off), not {url}")
         return cls(url.rstrip("/"), str(variables.get("bmc_user") or ""), str(variables.get("bmc_password") or ""),
                    str(variables["bmc_ca_file"]) if variables.get("bmc_ca_file") else None,
-                   float(variables.get("bmc_timeout") or DEFAULT_TIMEOUT))
+                   float(timeout) if isinstance(timeout := variables.get("bmc_timeout"), (int, float, str)) and timeout
+                   else DEFAULT_TIMEOUT)
 
     def verify_file(self) -> str:
         """The CA bundle the session verifies the BMC's certificate against: never none."""
@@ -68,6 +70,25 @@ class BmcEndpoint:
 
             bundle = certifi.where()
         return bundle
+
+
+# a multipart body, as the Redfish library sends one: (field, (file name, content, content type))
+Multipart = list[tuple[str, tuple[str | None, str | bytes, str]]]
+
+
+class Response(Protocol):
+    """What the Redfish library answers (its RestResponse): the JSON boundary."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def dict(self) -> JSONValue: ...
+
+    def getheaders(self) -> list[tuple[str, str]]: ...
 
 
 class Session:
@@ -88,35 +109,36 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - the library raises its own, requests' and ssl's
             raise BmcError(f"{endpoint.url}: cannot log in: {describe(exc)}") from None
 
-    def _call(self, method: str, path: str, **options: Any) -> Any:
+    def _call(self, method: str, path: str, **options: object) -> Response:
         """The Redfish library's GET or POST (its response object: the JSON boundary)."""
         try:
-            return getattr(self._client, method)(path, **options)
+            response: Response = getattr(self._client, method)(path, **options)
+            return response
         except Exception as exc:  # noqa: BLE001
             raise BmcError(f"{self.endpoint.url}: {method.upper()} {path}: {describe(exc)}") from None
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str) -> dict[str, JSONValue]:
         response = self._call("get", path)
         return _json(self.endpoint, "GET", path, response)
 
-    def post(self, path: str, body: Any, headers: dict[str, str] | None = None,
-             timeout: float | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def post(self, path: str, body: JSONValue | Multipart, headers: dict[str, str] | None = None,
+             timeout: float | None = None) -> tuple[int, dict[str, JSONValue], dict[str, str]]:
         """POST and the status, the JSON answer ({} for none) and the headers (`Location`)."""
-        kwargs: dict[str, Any] = {"body": body}
+        kwargs: dict[str, object] = {"body": body}
         if headers:
             kwargs["headers"] = headers
         if timeout:
             kwargs["timeout"] = timeout
         response = self._call("post", path, **kwargs)
         try:
-            payload = response.dict if response.text.strip() else {}
+            payload: JSONValue = response.dict if response.text.strip() else {}
         except Exception:  # noqa: BLE001
             payload = {}
         if response.status >= 400:
             raise BmcError(f"{self.endpoint.url}: POST {path}: HTTP {response.status}: {_extended(payload)}")
         return response.status, payload if isinstance(payload, dict) else {}, dict(response.getheaders())
 
-    def patch(self, path: str, body: dict[str, Any]) -> None:
+    def patch(self, path: str, body: Mapping[str, JSONValue]) -> None:
         response = self._call("patch", path, body=body)
         if response.status >= 400:
             try:
@@ -138,11 +160,11 @@ class ReadOnly:
     def __init__(self, session: Session):
         self._session = session
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str) -> dict[str, JSONValue]:
         return self._session.get(path)
 
 
-def _json(endpoint: BmcEndpoint, method: str, path: str, response: Any) -> dict[str, Any]:
+def _json(endpoint: BmcEndpoint, method: str, path: str, response: Response) -> dict[str, JSONValue]:
     if response.status >= 400:
         try:
             detail = _extended(response.dict)
@@ -150,7 +172,7 @@ def _json(endpoint: BmcEndpoint, method: str, path: str, response: Any) -> dict[
             detail = response.text[:200]
         raise BmcError(f"{endpoint.url}: {method} {path}: HTTP {response.status}: {detail}")
     try:
-        payload = json.loads(response.text)
+        payload: JSONValue = json.loads(response.text)
     except ValueError:
         raise BmcError(f"{endpoint.url}: {method} {path}: the answer is not JSON") from None
     if not isinstance(payload, dict):
@@ -158,11 +180,10 @@ def _json(endpoint: BmcEndpoint, method: str, path: str, response: Any) -> dict[
     return payload
 
 
-def _extended(payload: Any) -> str:
+def _extended(payload: JSONValue) -> str:
     """Redfish's `error.@Message.ExtendedInfo` messages, joined: what the BMC said was wrong."""
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        error = payload["error"]
-        infos = error.get("@Message.ExtendedInfo") or []
+    if isinstance(payload, dict) and isinstance(error := payload.get("error"), dict):
+        infos = items_of(error.get("@Message.ExtendedInfo"))
         text = "; ".join(f"{i.get('MessageId', '')}: {i.get('Message', '')}" for i in infos if isinstance(i, dict))
         return text or str(error.get("message", ""))
     return str(payload)[:200]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from gpuconf.facts.firmware import compare_versions
 from gpuconf.facts.redfish import BmcInventory
+from gpuconf.files.values import JSONValue
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def render(rows: list[Row], problems: dict[str, str], nodes: int) -> str:
     return "\n".join(lines)
 
 
-def as_json(rows: list[Row], problems: dict[str, str]) -> dict[str, Any]:
+def as_json(rows: list[Row], problems: dict[str, str]) -> dict[str, JSONValue]:
     return {"components": [{"component": r.component, "version": r.version, "nodes": r.nodes, "listed": r.listed,
                             "differ": [{"host": h, "version": v} for h, v in r.differ]} for r in rows],
             "unread": [{"host": h, "error": why} for h, why in sorted(problems.items())]}

@@ -4,7 +4,7 @@ each system's BIOS attributes, fetched through a read-only session and parsed by
 host: the engine's session gathers it beside the host's reads and caches it until a change."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from gpuconf.bmc.client import BmcEndpoint, BmcError, ReadOnly, Session
 from gpuconf.facts.base import Fact, FactUnavailable
@@ -17,9 +17,10 @@ from gpuconf.facts.redfish import (
     inventory,
     members,
 )
+from gpuconf.files.values import JSONValue, items_of
 
 
-def expand_query(root: dict[str, Any]) -> str | None:
+def expand_query(root: Mapping[str, JSONValue]) -> str | None:
     """The query that has the BMC inline a collection's members, when its service root says it
     can (`ProtocolFeaturesSupported.ExpandQuery`): one request instead of one per member (66 on
     a DGX H100, at about half a second each on its BMC)."""
@@ -32,14 +33,14 @@ def expand_query(root: dict[str, Any]) -> str | None:
     return "$expand=*($levels=1)" if expand.get("ExpandAll") else None
 
 
-def read_payloads(reader: ReadOnly) -> dict[str, Any]:
+def read_payloads(reader: ReadOnly) -> dict[str, JSONValue]:
     """Every payload an inventory needs, by path. A member that cannot be read is left out (the
     parse names it as a problem); the collection itself must be read. Members the BMC inlined
     (`$expand`) are taken from the collection; any it did not inline are read one by one."""
     query = expand_query(reader.get(SERVICE_ROOT))
     collection = reader.get(f"{FIRMWARE_INVENTORY}?{query}" if query else FIRMWARE_INVENTORY)
-    payloads: dict[str, Any] = {FIRMWARE_INVENTORY: collection}
-    for listed in collection.get("Members") or ():
+    payloads: dict[str, JSONValue] = {FIRMWARE_INVENTORY: collection}
+    for listed in items_of(collection.get("Members")):
         if isinstance(listed, dict) and listed.get("@odata.id") and "Id" in listed:
             payloads[str(listed["@odata.id"])] = listed
     for path in members(collection):
@@ -74,10 +75,9 @@ def inventory_fact(endpoint: BmcEndpoint) -> Fact[BmcInventory]:
         except BmcError as exc:
             return FactUnavailable(str(exc))
 
-    def parse(value: Any) -> BmcInventory:
-        if isinstance(value, FactUnavailable):
-            raise value
-        inventory: BmcInventory = value
-        return inventory
+    def parse(value: object) -> BmcInventory:
+        if isinstance(value, BmcInventory):
+            return value
+        raise value if isinstance(value, FactUnavailable) else FactUnavailable(f"the BMC's read gave {value!r}")
 
     return Fact(f"bmc:{endpoint.url}:inventory", {"op": "host"}, parse, controller=read)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from gpuconf.bmc.client import BmcError, Session
+from gpuconf.bmc.client import BmcError, Multipart, Session
 from gpuconf.facts.firmware import compress_names as compress
 from gpuconf.facts.redfish import (
     FIRMWARE_INVENTORY,
@@ -90,7 +90,7 @@ class Updater:
         elif service.multipart_push_uri:
             how, path = "multipart push", service.multipart_push_uri
             parameters = {"Targets": uris, "@Redfish.OperationApplyTime": "Immediate"}
-            body = [("UpdateParameters", (None, json.dumps(parameters), "application/json")),
+            body: Multipart = [("UpdateParameters", (None, json.dumps(parameters), "application/json")),
                     ("UpdateFile", (package.name, package.read_bytes(), "application/octet-stream"))]
             status, answer, headers = self.session.post(path, body, headers={"Content-Type": "multipart/form-data"},
                                                         timeout=600)
@@ -155,7 +155,9 @@ class Updater:
         """ComputerSystem.Reset with ResetType PowerCycle on the BMC's (first) system; what a
         baseboard's GPU, ERoT and CPLD images need to activate."""
         system = members(self.session.get(SYSTEMS))[0]
-        actions = self.session.get(system).get("Actions", {})
-        reset = actions.get("#ComputerSystem.Reset", {}).get("target") or f"{system}/Actions/ComputerSystem.Reset"
+        actions = self.session.get(system).get("Actions")
+        action = actions.get("#ComputerSystem.Reset") if isinstance(actions, dict) else None
+        target = action.get("target") if isinstance(action, dict) else None
+        reset = str(target or f"{system}/Actions/ComputerSystem.Reset")
         self.session.post(reset, {"ResetType": "PowerCycle"})
         self.log(f"{system}: PowerCycle sent")

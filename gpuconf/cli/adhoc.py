@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.runner import Runner
@@ -44,7 +44,7 @@ def run_adhoc(inventory: Inventory, pattern: str, command: str, options: RunOpti
 
 def print_grouped(result: RunResult, stream: TextIO) -> None:
     """One block per distinct result: the hosts that gave it, its status, rc and output."""
-    groups: dict[tuple[str, Any, str, str], list[str]] = defaultdict(list)
+    groups: dict[tuple[str, object, str, str], list[str]] = defaultdict(list)  # status, rc, output, status
     for name, host in result.hosts.items():
         task = host.tasks[-1] if host.tasks else None
         if task is None:

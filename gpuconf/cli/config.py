@@ -18,9 +18,9 @@ from __future__ import annotations
 import configparser
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpuconf.errors import UsageError, did_you_mean
 
@@ -39,11 +39,11 @@ class Config:
     vault_password_file: str | None = None
     source: str = "defaults"  # where the values came from, for messages
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> object:
         return getattr(self, name)
 
 
-def _flag(value: Any, where: str) -> bool:
+def _flag(value: object, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -52,13 +52,13 @@ def _flag(value: Any, where: str) -> bool:
     raise UsageError(f"{where}: expected true or false, not '{value}'")
 
 
-def _apply(config: Config, values: dict[str, Any], where: str, base: Path | None) -> None:
+def _apply(config: Config, values: Mapping[str, object], where: str, base: Path | None) -> None:
     for key, value in values.items():
         if key not in KEYS:
             raise UsageError(f"{where}: unknown setting '{key}'{did_you_mean(key, KEYS)} (known: {', '.join(KEYS)})")
         if key == "forks":
             try:
-                config.forks = int(value)
+                config.forks = int(value) if isinstance(value, (int, float)) else int(str(value))
             except (TypeError, ValueError):
                 raise UsageError(f"{where}: forks must be a whole number, not '{value}'") from None
             if config.forks < 1:
@@ -78,7 +78,7 @@ def _path(text: str, base: Path | None) -> Path:
     return path if path.is_absolute() or base is None else base / path
 
 
-def _file_values(cwd: Path) -> tuple[dict[str, Any], str, Path] | None:
+def _file_values(cwd: Path) -> tuple[Mapping[str, object], str, Path] | None:
     named = os.environ.get("GPUCONF_CONFIG")
     path = Path(named).expanduser() if named else cwd / "gpuconf.cfg"
     if named and not path.is_file():
@@ -106,7 +106,7 @@ def _config_text(path: Path) -> str:
     return read_source(path, UsageError).decode("utf-8", errors="replace")
 
 
-def _toml_values(path: Path) -> tuple[dict[str, Any], str, Path] | None:
+def _toml_values(path: Path) -> tuple[Mapping[str, object], str, Path] | None:
     try:
         data = tomllib.loads(_config_text(path))
     except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -6,7 +6,7 @@ import datetime
 import gc
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuconf.errors import UsageError
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # imported where used: a command that needs none of them (a g
     from gpuconf.cli.options import RunFlags, Sources, VaultOptions
     from gpuconf.engine.flow import StepGate
     from gpuconf.engine.options import RunOptions
+    from gpuconf.files.values import JSONValue
     from gpuconf.inventory.hosts import Inventory
     from gpuconf.playbook.models import Playbook
     from gpuconf.results import Verb
@@ -88,7 +89,7 @@ def unlock_vaults(vault: VaultOptions, config: Config) -> None:
         KEYRING.add(getpass.getpass("Vault password: "))
 
 
-def load_run(sources: Sources) -> tuple[Inventory, Playbook, dict[str, Any], Config]:
+def load_run(sources: Sources) -> tuple[Inventory, Playbook, dict[str, JSONValue], Config]:
     """The inventory (not yet narrowed by --limit), the playbook, -e's variables and the configuration."""
     from gpuconf.cli.config import load_config
     from gpuconf.inventory.hosts import load_inventory, parse_extra_vars
@@ -128,7 +129,7 @@ def become_password(ask: bool) -> str | None:
     return os.environ.get("GPUCONF_BECOME_PASSWORD")
 
 
-def run_options(flags: RunFlags, config: Config, verb: Verb = "check", extra_vars: dict[str, Any] | None = None,
+def run_options(flags: RunFlags, config: Config, verb: Verb = "check", extra_vars: dict[str, JSONValue] | None = None,
                 sources: Sources | None = None) -> RunOptions:
     """The one place where a command's options and the project configuration become the run's
     options: a command passes what it has, and what it does not have keeps its default."""

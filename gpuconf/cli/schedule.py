@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from gpuconf.errors import GpuconfError, UsageError
+from gpuconf.files.values import JSONValue, items_of
 from gpuconf.templating.render import Vars, render_string
 
 ROLE = "drift_timer"
@@ -23,19 +24,22 @@ TIME_SPAN = re.compile(r"^\s*(\d+(\.\d+)?\s*(us|ms|s|sec|second|seconds|m|min|mi
 
 
 def role_dir(project: Path | None = None) -> Path:
-    """The role in this project's roles/ (the current directory's), else the one shipped with gpuconf."""
-    from gpuconf.release.library import shipped_roles
+    """The role in this project's roles/ (the current directory's), else the one shipped with gpuconf:
+    looked up as a playbook in the project looks its roles up (gpuconf/playbook/loader.py)."""
+    from gpuconf.playbook.loader import roles_path
 
-    candidates = [(project or Path.cwd()) / "roles" / ROLE, shipped_roles() / ROLE]
+    here = project or Path.cwd()
+    candidates = [base / ROLE for base in roles_path(here / "playbook.yml", here)]
     for candidate in candidates:
         if (candidate / "tasks" / "main.yml").is_file():
             return candidate
     raise GpuconfError(f"role '{ROLE}' not found (looked in {', '.join(str(c) for c in candidates)})")
 
 
-def _yaml(path: Path) -> Any:
+def _yaml(path: Path) -> JSONValue:
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        data: JSONValue = yaml.safe_load(path.read_text()) or {}
+        return data
     except (OSError, yaml.YAMLError) as exc:
         raise GpuconfError(f"{path}: {exc}") from None
 
@@ -43,14 +47,14 @@ def _yaml(path: Path) -> Any:
 def unit_templates(role: Path) -> list[tuple[str, Path]]:
     """(installed path, template file) for each `file: {template: ...}` task of the role."""
     found = []
-    for task in _yaml(role / "tasks" / "main.yml"):
+    for task in items_of(_yaml(role / "tasks" / "main.yml")):
         params = task.get("file") if isinstance(task, dict) else None
         if isinstance(params, dict) and params.get("template"):
             found.append((str(params["path"]), role / "templates" / str(params["template"])))
     return found
 
 
-def check_options(options: dict[str, Any]) -> None:
+def check_options(options: Mapping[str, object]) -> None:
     for key in ("drift_timer_interval", "drift_timer_randomized_delay", "drift_timer_boot_delay"):
         value = options.get(key)
         if value is not None and not TIME_SPAN.match(str(value)):
@@ -61,18 +65,18 @@ def check_options(options: dict[str, Any]) -> None:
         raise UsageError(f"--deadline {deadline!r}: give a number of seconds above 0")
 
 
-def render_units(options: dict[str, Any], host: str | None = None,
+def render_units(options: Mapping[str, object], host: str | None = None,
                  project: Path | None = None) -> list[tuple[str, str]]:
     """(path, text) of every unit, rendered as the role renders them for `host`."""
     check_options(options)
     role = role_dir(project)
-    defaults = _yaml(role / "defaults" / "main.yml")
+    defaults = found if isinstance(found := _yaml(role / "defaults" / "main.yml"), dict) else {}
     magic = {"inventory_hostname": host or socket.gethostname()}
     variables = Vars({k: v for k, v in options.items() if v is not None}, magic, defaults)
     return [(path, str(render_string(template.read_text(), variables))) for path, template in unit_templates(role)]
 
 
-def show(options: dict[str, Any], host: str | None = None) -> str:
+def show(options: Mapping[str, object], host: str | None = None) -> str:
     parts = []
     for path, text in render_units(options, host):
         parts.append(f"# {path}\n{text.rstrip()}\n")

@@ -7,9 +7,9 @@ import json
 import math
 import sys
 from argparse import Namespace
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuconf.cli.load import (
     inventory_spec,
@@ -28,6 +28,9 @@ from gpuconf.errors import GpuconfError, UsageError
 if TYPE_CHECKING:
     from gpuconf.cli.options import PlaybookRun, Sources
     from gpuconf.connection.resolve import ConnectionKind
+    from gpuconf.facts.base import Fact
+    from gpuconf.facts.redfish import BmcInventory
+    from gpuconf.files.values import JSONValue
 
 
 def playbook_run(args: Namespace, *, reboot: bool = False, slurm: bool = False,
@@ -242,15 +245,16 @@ def facts(args: Namespace) -> int:
         values = {f.key: session.cache.get(f.key) for f in wanted}
     finally:
         connection.close()
-    result = gather.assemble(values) | subject_view(subjects, values)
+    view = subject_view(subjects, values)
     if "firmware" in subjects:
-        result["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
+        view["firmware"]["bmc"] = bmc_view(session.cache.get(bmc.key)) if bmc else \
             {"unavailable": "the host has no bmc_address"}
+    result = gather.assemble(values) | view
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
 
 
-def bmc_read(host: str, variables: dict[str, Any]) -> Any:
+def bmc_read(host: str, variables: Mapping[str, object]) -> Fact[BmcInventory] | None:
     """The BMC's inventory as a fact (read on this machine over Redfish), when the host names its BMC."""
     from gpuconf.bmc.client import BmcEndpoint
     from gpuconf.bmc.read import inventory_fact
@@ -259,11 +263,12 @@ def bmc_read(host: str, variables: dict[str, Any]) -> Any:
     return inventory_fact(endpoint) if endpoint else None
 
 
-def bmc_view(value: Any) -> dict[str, Any]:
+def bmc_view(value: object) -> dict[str, JSONValue]:
     from gpuconf.facts.firmware import describe_mixed, mixed_families
+    from gpuconf.facts.redfish import BmcInventory
     from gpuconf.facts.subjects import plain
 
-    if isinstance(value, Exception) or value is None:
+    if not isinstance(value, BmcInventory):   # an exception, or not read
         return {"unavailable": str(value)}
     return {"components": plain(value.components), "bios_attributes": value.bios.attributes if value.bios else None,
             "problems": list(value.problems),

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
@@ -18,6 +18,7 @@ from gpuconf.connection.sshconfig import config_path, lookup
 from gpuconf.errors import InventoryError, RemoteError
 from gpuconf.facts.base import READ_ONLY_PROGRAMS
 from gpuconf.facts.wire import BusyLine, CheckLock, Reply, Request, RunnerRequest
+from gpuconf.files.values import JSONValue
 
 BUSY = "busy: another gpuconf run holds"  # how a HostBusy message starts (a task's error says it so)
 
@@ -30,7 +31,7 @@ class RebootPending(HostBusy):
     """Another gpuconf run rebooted the host and it has not gone down yet (connection/lock.py):
     `boot_id` is the boot that is ending; the caller waits for a new one."""
 
-    def __init__(self, host: str, note: dict[str, Any]):
+    def __init__(self, host: str, note: Mapping[str, JSONValue]):
         self.boot_id = str(note.get("boot_id", ""))
         self.owner = str(note.get("owner", "unknown"))
         super().__init__(f"{host}: a reboot started by another gpuconf run ({self.owner}; "
@@ -131,14 +132,15 @@ class ConnectionSpec(BaseModel):
         return self
 
     @classmethod
-    def from_vars(cls, host: str, variables: dict[str, Any], overrides: dict[str, Any] | None = None) -> ConnectionSpec:
-        given: dict[str, Any] = {}
+    def from_vars(cls, host: str, variables: Mapping[str, object],
+                  overrides: Mapping[str, object] | None = None) -> ConnectionSpec:
+        given: dict[str, object] = {}
         for key, value in sorted(variables.items(), key=lambda item: item[0] in OLDER_NAMES):
             name = ALIASES.get(key, key)
             if name in CONNECTION_VARS:
                 given[name] = value
         given.update(overrides or {})
-        values: dict[str, Any] = {"host": host}
+        values: dict[str, object] = {"host": host}
         if given.get("connection", "ssh") == "ssh":
             # ~/.ssh/config below the inventory: its entry for the name ssh would be given
             path = config_path(str(given["ssh_config_file"]) if given.get("ssh_config_file") else None)

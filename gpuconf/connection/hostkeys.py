@@ -12,14 +12,15 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 import paramiko
 
 from gpuconf.errors import HostKeyError
 
 _lock = threading.Lock()
-_parsed: dict[tuple[Any, ...], paramiko.HostKeys] = {}
+Stamp: TypeAlias = tuple[str, int, int, int]  # a file as it was read: path, inode, size, mtime
+_parsed: dict[tuple[Stamp | None, ...], paramiko.HostKeys] = {}
 _parsed_lock = threading.Lock()
 
 
@@ -60,7 +61,7 @@ def load(files: list[Path]) -> paramiko.HostKeys:
     return keys
 
 
-def _stamp(path: Path) -> tuple[Any, ...] | None:
+def _stamp(path: Path) -> Stamp | None:
     try:
         st = path.stat()
     except FileNotFoundError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from gpuconf.connection.base import ALIASES, CONNECTION_VARS, Connection, ConnectionSpec
 from gpuconf.connection.local import LocalConnection
@@ -24,18 +24,18 @@ class Reach:
     """What a command says about reaching every host, beside each host's own variables."""
 
     connection: ConnectionKind | None = None  # -c
-    extra_vars: Mapping[str, Any] = field(default_factory=dict)  # -e: its connection variables win
+    extra_vars: Mapping[str, object] = field(default_factory=dict)  # -e: its connection variables win
     become: bool | None = None  # the project configuration's default, below the inventory's
     become_password: str | None = field(default=None, repr=False)  # -K or GPUCONF_BECOME_PASSWORD
     accept_new_host_keys: bool = False
     # the host's variables as the run sees them: its connection variables rendered where they are
     # templates (engine/variables.py connection_variables); None: the inventory's, as they are
-    variables: Callable[[Inventory, str], Mapping[str, Any]] | None = field(default=None, compare=False)
+    variables: Callable[[Inventory, str], Mapping[str, object]] | None = field(default=None, compare=False)
 
-    def overrides(self) -> dict[str, Any]:
+    def overrides(self) -> dict[str, object]:
         """The connection variables above the inventory's."""
-        found: dict[str, Any] = {ALIASES.get(k, k): v for k, v in self.extra_vars.items()
-                                 if ALIASES.get(k, k) in CONNECTION_VARS}
+        found: dict[str, object] = {ALIASES.get(k, k): v for k, v in self.extra_vars.items()
+                                    if ALIASES.get(k, k) in CONNECTION_VARS}
         if self.connection:
             found["connection"] = self.connection
         if self.become_password is not None:
@@ -52,7 +52,7 @@ def host_spec(inventory: Inventory, host: str, reach: Reach) -> ConnectionSpec:
 
 def local_spec(host: str, reach: Reach) -> ConnectionSpec:
     """This machine under the name `host` (delegate_to: localhost), with the run's become."""
-    values: dict[str, Any] = {"host": host, "connection": "local"}
+    values: dict[str, object] = {"host": host, "connection": "local"}
     if reach.become is not None:
         values["become"] = reach.become
     if reach.become_password is not None:

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import paramiko
 
@@ -56,6 +56,9 @@ def transport(sock: _SocketLike, *, gss_kex: bool = False, gss_deleg_creds: bool
     options.ciphers = gcm + tuple(c for c in options.ciphers if c not in gcm)
     return made
 
+
+# what a connection goes through: a ProxyCommand's pipe, a jump host's channel, or nothing (a TCP socket)
+Socket: TypeAlias = paramiko.ProxyCommand | paramiko.Channel | None
 
 TRANSIENT = (socket.timeout, ConnectionRefusedError, ConnectionResetError, EOFError,
              paramiko.ssh_exception.NoValidConnectionsError)
@@ -146,7 +149,7 @@ class SSHConnection(Connection):
                     raise
             time.sleep(backoff(attempt))
 
-    def _client(self, address: str, port: int, user: str | None, sock: Any = None,
+    def _client(self, address: str, port: int, user: str | None, sock: Socket = None,
                 key: str | None = None, known_hosts: str | None = None) -> paramiko.SSHClient:
         """A client connected to `address` (through `sock`: a hop's channel, a ProxyCommand), its
         host key checked against `known_hosts` and ~/.ssh/known_hosts, at every hop alike."""
@@ -188,7 +191,7 @@ class SSHConnection(Connection):
 
     def _connect(self) -> None:
         spec = self.spec
-        sock: Any = None
+        sock: Socket = None
         if spec.proxy_command:
             try:
                 sock = self.proxy = paramiko.ProxyCommand(spec.proxy_command)

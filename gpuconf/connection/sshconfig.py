@@ -18,7 +18,7 @@ import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import paramiko
 
@@ -104,23 +104,35 @@ def _parsed(path: Path) -> paramiko.SSHConfig:
         return parsed
 
 
-def _options(alias: str, path: Path) -> dict[str, Any]:
+def _options(alias: str, path: Path) -> paramiko.SSHConfigDict:
     try:
-        return dict(_parsed(path).lookup(alias))
+        return _parsed(path).lookup(alias)
     except InventoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - a Match exec that cannot run, a bad token
         raise InventoryError(f"ssh config {path}, host {alias}: {exc}") from None
 
 
-def lookup(alias: str, path: Path | None) -> dict[str, Any]:
+class Configured(TypedDict, total=False):
+    """What an ssh config says of a host, by gpuconf's connection variables."""
+
+    address: str
+    port: int
+    user: str
+    ssh_key: str
+    known_hosts_file: str
+    proxy_command: str
+    jump_host: str
+
+
+def lookup(alias: str, path: Path | None) -> Configured:
     """The connection variables an ssh config gives `alias` (gpuconf's names), empty without one:
     address, port, user, ssh_key, known_hosts_file, jump_host (the ProxyJump chain, as written)
     and proxy_command (expanded)."""
     if path is None:
         return {}
     found = _options(alias, path)
-    values: dict[str, Any] = {}
+    values = Configured()
     if found.get("hostname") and found["hostname"] != alias:
         values["address"] = found["hostname"]
     if "port" in found:

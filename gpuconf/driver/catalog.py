@@ -132,10 +132,12 @@ class Gpu:
         return f"GPU {self.pci_address} ({self.device_id}, {kind})"
 
 
-def gpus(host_gpus: list[dict[str, str]] | None) -> list[Gpu]:
+def gpus(host_gpus: object) -> list[Gpu]:
     """The host fact `gpus` (sysfs: address and device id) with each GPU's generation."""
     found = []
-    for gpu in host_gpus or []:
+    for gpu in host_gpus if isinstance(host_gpus, list) else []:
+        if not isinstance(gpu, dict):
+            continue
         device = str(gpu.get("device_id", "")).lower()
         generation = catalog().devices.get(device)
         grace = bool(generation and generation.startswith(GRACE))

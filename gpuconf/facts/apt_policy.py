@@ -21,8 +21,7 @@ Installed or Candidate line (output cut short, or a filtered paste) names them i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from gpuconf.facts.common import reads_whole_lines
 
@@ -86,37 +85,47 @@ def _whole_policy_line(line: str) -> bool:
         or bool(re.match(r"^[NWE]: ", line))
 
 
+@dataclass
+class _Block:
+    """One package's block while it is read: its label lines, then its version rows with their sources."""
+
+    package: str
+    fields: list[tuple[str, str]] = field(default_factory=list)
+    versions: list[tuple[str, int, bool, list[AptSource]]] = field(default_factory=list)
+    cut: bool = False
+
+
 @reads_whole_lines(row=_whole_policy_line)
 def parse_apt_cache_policy(text: str) -> tuple[AptPolicy, ...]:
     """Parse ``apt-cache policy PKG...`` (one block per package). Never raises."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[_Block] = []
     for line in text.splitlines():
         if not line.strip():
             continue
         if not line.startswith(" ") and line.rstrip().endswith(":"):
-            blocks.append({"package": line.strip()[:-1], "fields": [], "versions": []})
+            blocks.append(_Block(line.strip()[:-1]))
             continue
         if not blocks:
             continue
         block = blocks[-1]
         if match := _VERSION_ROW.match(line):
-            block["versions"].append([match.group(2), int(match.group(3)), match.group(1) == "***", []])
-        elif (match := _SOURCE_ROW.match(line)) and block["versions"]:
-            block["versions"][-1][3].append(AptSource(int(match.group(1)), match.group(2)))
-        elif re.match(r"^  \S", line) and ":" in line and not block["versions"]:
+            block.versions.append((match.group(2), int(match.group(3)), match.group(1) == "***", []))
+        elif (match := _SOURCE_ROW.match(line)) and block.versions:
+            block.versions[-1][3].append(AptSource(int(match.group(1)), match.group(2)))
+        elif re.match(r"^  \S", line) and ":" in line and not block.versions:
             label, _, value = line.strip().partition(":")
-            block["fields"].append((label.strip().lower(), value.strip()))
-    cut = bool(blocks) and not text.endswith("\n") and bool(blocks[-1]["versions"])
-    if cut and blocks[-1]["versions"][-1][3]:
-        last = blocks[-1]["versions"][-1][3][-1]
+            block.fields.append((label.strip().lower(), value.strip()))
+    cut = bool(blocks) and not text.endswith("\n") and bool(blocks[-1].versions)
+    if cut and blocks[-1].versions[-1][3]:
+        last = blocks[-1].versions[-1][3][-1]
         if not (last.origin.endswith(" Packages") or last.origin == "/var/lib/dpkg/status"):
-            blocks[-1]["versions"][-1][3].pop()  # a source cut mid-line is not a source
-            blocks[-1]["cut"] = True
+            blocks[-1].versions[-1][3].pop()  # a source cut mid-line is not a source
+            blocks[-1].cut = True
     return tuple(_policy(block) for block in blocks)
 
 
-def _policy(block: dict[str, Any]) -> AptPolicy:
-    fields = [(label, value) for label, value in block["fields"] if value]  # drop the table label
+def _policy(block: _Block) -> AptPolicy:
+    fields = [(label, value) for label, value in block.fields if value]  # drop the table label
     by_label = dict(fields)
     positional = [value for _, value in fields]
 
@@ -135,13 +144,13 @@ def _policy(block: dict[str, Any]) -> AptPolicy:
                         if not labels & known)
     else:  # another locale: by position
         missing = ("installed", "candidate")[len(positional):]
-    if block.get("cut"):
+    if block.cut:
         missing += ("sources",)
     return AptPolicy(
-        package=block["package"],
+        package=block.package,
         installed=pick(_INSTALLED, 0),
         candidate=pick(_CANDIDATE, 1),
         package_pin=pick(_PIN, 2),
-        versions=tuple(AptVersion(v, p, i, tuple(s)) for v, p, i, s in block["versions"]),
+        versions=tuple(AptVersion(v, p, i, tuple(s)) for v, p, i, s in block.versions),
         missing=missing,
     )

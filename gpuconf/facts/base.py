@@ -21,7 +21,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal
+from typing import Any, Generic, Literal, TypedDict
 
 from typing_extensions import TypeVar
 
@@ -280,14 +280,20 @@ def file_glob(patterns: Sequence[str], parse: Callable[[dict[str, str]], Parsed]
     return Fact(key or f"glob:{what}:" + "\0".join(patterns), request, parse_result)
 
 
-def host_info() -> Fact[dict[str, Any]]:
+class HostInfo(TypedDict):
+    hostname: str
+    architecture: str
+    cpus: int | None
+
+
+def host_info() -> Fact[HostInfo]:
     """The host name, machine and usable CPUs, from the remote runner itself (no process)."""
-    def parse(result: Reply) -> dict[str, Any]:
+    def parse(result: Reply) -> HostInfo:
         if result.get("error"):
             raise FactUnavailable(f"cannot read the host's identity: {result['error']}")
         cpus = result.get("cpus")
-        return {"hostname": str(result.get("hostname", "")), "architecture": str(result.get("machine", "")),
-                "cpus": cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else None}
+        return HostInfo(hostname=str(result.get("hostname", "")), architecture=str(result.get("machine", "")),
+                        cpus=cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else None)
 
     request: HostRequest = {"op": "host"}
     return Fact("host", request, parse)

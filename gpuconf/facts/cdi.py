@@ -12,13 +12,13 @@ Real captures: tests/fixtures/real/nvidia-ctk/.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
 from gpuconf.facts.common import reads_whole_lines
+from gpuconf.files.values import JSONValue, items_of
 
 DRIVER_VERSION = r"\d{3}\.\d+(?:\.\d+)?"
 # the driver's own libraries, named by the driver version (others, such as libnvidia-egl-gbm.so.1.1.2,
@@ -74,18 +74,19 @@ def parse_cdi_spec(text: str) -> CdiSpec:
     return CdiSpec(str(document["cdiVersion"]), kind, tuple(str(d["name"]) for d in devices), versions[0])
 
 
-def _driver_versions(document: dict[str, Any]) -> Iterator[str]:
+def _driver_versions(document: Mapping[str, JSONValue]) -> Iterator[str]:
     edits = [document.get("containerEdits") or {}]
-    edits += [device.get("containerEdits") or {} for device in document["devices"]]
+    edits += [device.get("containerEdits") or {} for device in items_of(document["devices"])
+              if isinstance(device, dict)]
     for edit in edits:
         if not isinstance(edit, dict):
             raise CdiSpecError("containerEdits is not a mapping")
-        for mount in edit.get("mounts") or ():
+        for mount in items_of(edit.get("mounts")):
             match = DRIVER_LIBRARY.search(str(mount.get("hostPath", ""))) if isinstance(mount, dict) else None
             if match:
                 yield match[1]
-        for hook in edit.get("hooks") or ():
-            for arg in (hook.get("args") or ()) if isinstance(hook, dict) else ():
+        for hook in items_of(edit.get("hooks")):
+            for arg in items_of(hook.get("args")) if isinstance(hook, dict) else ():
                 match = HOST_DRIVER_FLAG.match(str(arg))
                 if match:
                     yield match[1]

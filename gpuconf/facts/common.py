@@ -13,9 +13,9 @@ import dataclasses
 import functools
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TypeVar, overload
 
 Number = int | float
 
@@ -84,7 +84,7 @@ class CutRows(tuple):  # type: ignore[type-arg]
 
     incomplete: str
 
-    def __new__(cls, rows: Any, reason: str) -> CutRows:
+    def __new__(cls, rows: Iterable[object], reason: str) -> CutRows:
         made = super().__new__(cls, rows)
         made.incomplete = reason
         return made
@@ -93,12 +93,12 @@ class CutRows(tuple):  # type: ignore[type-arg]
 class CutMapping(dict):  # type: ignore[type-arg]
     """The keys and values a parser read from output that was cut short; ``incomplete`` says why."""
 
-    def __init__(self, values: Any, reason: str) -> None:
+    def __init__(self, values: Mapping[object, object], reason: str) -> None:
         super().__init__(values)
         self.incomplete = reason
 
 
-def mark_incomplete(result: Any, reason: str) -> Any:
+def mark_incomplete(result: object, reason: str) -> object:
     """``result`` saying it is incomplete: an ``incomplete`` field set, ``complete`` False, a tuple
     or list as :class:`CutRows`, a dict as :class:`CutMapping`. Output that could not be parsed and
     was cut short is :class:`Incomplete`, not Unparseable. Every line parser's result can say it (the
@@ -119,7 +119,7 @@ def mark_incomplete(result: Any, reason: str) -> Any:
     return result
 
 
-Parse = TypeVar("Parse", bound=Callable[..., Any])
+Parse = TypeVar("Parse", bound=Callable[..., object])
 
 
 @overload
@@ -305,12 +305,12 @@ def snake_case(label: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", label.strip().lower()).strip("_")
 
 
-def lazy_exports(namespace: dict[str, Any], where: dict[str, str]) -> Callable[[str], Any]:
+def lazy_exports(namespace: dict[str, object], where: dict[str, str]) -> Callable[[str], object]:
     """A module's `__getattr__` (PEP 562) for the names it re-exports from other modules:
     `where[name]` is the module that defines `name`, imported when the name is first used, so
     that a run imports the parsers it uses and not every parser the package has. Type checkers
     read the same names from the module's `if TYPE_CHECKING:` imports."""
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")

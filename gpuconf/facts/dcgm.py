@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from gpuconf.files.values import JSONValue, items_of
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(.+?)\s+-+\+")
 _ROW = re.compile(r"^\|\s(.*?)\s*\|\s(.*?)\s*\|$")
@@ -90,7 +92,7 @@ class HealthReport:
     incomplete: str = ""  # why it is not whole ("" when it is): gpuconf.facts.common
 
 
-def _messages(node: Any) -> list[str]:
+def _messages(node: JSONValue) -> list[str]:
     found: list[str] = []
     if isinstance(node, dict):
         for key, value in node.items():
@@ -128,18 +130,18 @@ def _diag_body(data: object) -> object:
     return body.get("test_categories") if isinstance(body, dict) else None
 
 
-def _result_tests(category: str, test: dict[str, Any]) -> list[DiagTest]:
+def _result_tests(category: str, test: Mapping[str, JSONValue]) -> list[DiagTest]:
     name = str(test.get("name", ""))
     summary = test.get("test_summary")
     summary_status = summary.get("status") if isinstance(summary, dict) else None
     found = []
-    for result in test.get("results") or []:
+    for result in items_of(test.get("results")):
         if not isinstance(result, dict):
             continue
         gpu = result.get("entity_id", result.get("gpu_id"))       # DCGM 4, DCGM 3
         if result.get("entity_group", "GPU") != "GPU":
             continue
-        details = "; ".join(str(w.get("warning", "")) for w in result.get("warnings") or [] if isinstance(w, dict))
+        details = "; ".join(str(w.get("warning", "")) for w in items_of(result.get("warnings")) if isinstance(w, dict))
         found.append(DiagTest(category, name, str(result.get("status", summary_status or "")), details,
                               int(str(gpu)) if str(gpu).isdigit() else None))
     if not found and summary_status:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gpuconf.facts.common import float_value, int_value, reads_whole_lines
 from gpuconf.facts.infiniband_sysfs import (
@@ -100,21 +99,23 @@ def parse_ibstat(text: str) -> Ibstat:
     cas: list[IbCa] = []
     problems: list[str] = []
     complete = True
-    ca: dict[str, Any] | None = None
-    port: dict[str, Any] | None = None
+    ca: tuple[str, dict[str, str], list[IbPort]] | None = None   # its name, its lines by field, its ports
+    port: tuple[int, dict[str, str]] | None = None                # its number, its lines by field
 
     def close_port() -> None:
         nonlocal port
         if ca is not None and port is not None:
-            ca["ports"].append(_ib_port(port))
+            ca[2].append(_ib_port(*port))
         port = None
 
     def close_ca() -> None:
         nonlocal ca
         close_port()
         if ca is not None:
-            ports = tuple(ca.pop("ports"))
-            cas.append(IbCa(**ca, ports=ports))
+            name, fields, ports = ca
+            cas.append(IbCa(name, fields.get("ca_type"), int_value(fields.get("number_of_ports")),
+                            fields.get("firmware_version"), fields.get("hardware_version"), fields.get("node_guid"),
+                            fields.get("system_image_guid"), tuple(ports)))
         ca = None
 
     for line in text.splitlines():
@@ -127,19 +128,18 @@ def parse_ibstat(text: str) -> Ibstat:
             continue
         if match := re.match(r"^CA '([^']+)'", stripped):
             close_ca()
-            ca = {"name": match.group(1), "ports": []}
+            ca = (match.group(1), {}, [])
             continue
         if match := re.match(r"^Port (\d+):$", stripped):
             close_port()
-            port = {"number": int(match.group(1))}
+            port = (int(match.group(1)), {})
             continue
         key, sep, value = stripped.partition(":")
         key = key.strip().lower()
         if sep and ca is not None and port is not None and key in _PORT_KEYS:
-            port[_PORT_KEYS[key]] = value.strip()
+            port[1][_PORT_KEYS[key]] = value.strip()
         elif sep and ca is not None and key in _CA_KEYS:
-            field = _CA_KEYS[key]
-            ca[field] = int_value(value) if field == "number_of_ports" else value.strip()
+            ca[1][_CA_KEYS[key]] = value.strip()
         else:
             problems.append(stripped)
     close_ca()
@@ -149,10 +149,10 @@ def parse_ibstat(text: str) -> Ibstat:
     return Ibstat(tuple(cas), complete and not cut, tuple(problems))
 
 
-def _ib_port(values: dict[str, Any]) -> IbPort:
+def _ib_port(number: int, values: dict[str, str]) -> IbPort:
     state = values.get("state")
     return IbPort(
-        number=values["number"],
+        number=number,
         state=state.upper() if state else None,
         physical_state=values.get("physical_state"),
         rate_gbps=float_value(values.get("rate_gbps")),

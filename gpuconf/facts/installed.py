@@ -19,9 +19,9 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
-from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, command, file_glob, file_state
+from gpuconf.facts.base import Fact, FactUnavailable, FileState, Output, Parsed, command, file_glob, file_state
 from gpuconf.facts.common import incomplete
 from gpuconf.facts.packages import parse_dpkg_query
 from gpuconf.facts.platform import Platform, PlatformUnknown, os_ids
@@ -179,7 +179,13 @@ DPKG_JOURNAL = file_glob([f"{DPKG_UPDATES}/*"], _journal, what="name", key="dpkg
 INSTALLED: list[Fact] = [DPKG_ALL, RPM_ALL, VERSIONLOCK, DPKG_JOURNAL]
 
 
-def package_set(values: Any, platform: Platform) -> PackageSet:
+class FactValues(Protocol):
+    """Read facts by their `Fact` (a task's `Facts`)."""
+
+    def __getitem__(self, fact: Fact[Parsed]) -> Parsed: ...
+
+
+def package_set(values: FactValues, platform: Platform) -> PackageSet:
     """The installed packages, from the facts of `INSTALLED` (`values`: a task's Facts), read
     with the host's package backend."""
     if platform.packages == "zypper":
@@ -187,10 +193,10 @@ def package_set(values: Any, platform: Platform) -> PackageSet:
                               "packages yet (apt and dnf only)")
     if platform.packages == "dnf":
         locks = version_locks(values[VERSIONLOCK])
-        listing = values[RPM_ALL]
+        rpms = values[RPM_ALL]
         packages = {name: Installed(p.name, p.version, p.status, name in locks)
-                    for name, p in listing.packages.items()}
-        return PackageSet("dnf", packages, listing.unfinished)
+                    for name, p in rpms.packages.items()}
+        return PackageSet("dnf", packages, rpms.unfinished)
     listing = values[DPKG_ALL]
     try:
         journal = values[DPKG_JOURNAL]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from gpuconf.facts.base import Fact
 from gpuconf.facts.wire import Reply, Request
@@ -58,7 +58,7 @@ def batches(facts: list[Fact]) -> list[Batch]:
     return result
 
 
-def reply_for(fact: Fact, batch: Batch, reply: Mapping[str, Any]) -> Reply:
+def reply_for(fact: Fact, batch: Batch, reply: Mapping[str, object]) -> Reply:
     """The fact's own reply: the whole reply, or its slice of a merged one. The runner's JSON
     line is read as the declared `Reply` (tests/unit/facts/test_wire.py checks that the runner's
     replies are what gpuconf/facts/wire.py declares)."""

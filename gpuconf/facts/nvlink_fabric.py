@@ -12,7 +12,7 @@ Source: ../shared/reference/nvidia-stack-2026.md section 5.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from gpuconf.driver import catalog
 
@@ -25,7 +25,7 @@ NONE = "none"
 RACK_GPUS = frozenset({"0x2941"})
 
 
-def nvlink_fabric(gpus: list[dict[str, Any]], nvswitches: list[dict[str, Any]]) -> str:
+def nvlink_fabric(gpus: Sequence[Mapping[str, object]], nvswitches: Sequence[Mapping[str, object]]) -> str:
     """The fabric kind of a node with these GPUs and NVSwitch bridges (the `pci` fact's lists)."""
     if any(str(gpu.get("device_id", "")).lower() in RACK_GPUS for gpu in gpus) and not nvswitches:
         return RACK

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import Fact, FileState, file_glob, file_state
@@ -184,7 +184,7 @@ TOOLS_FACT = file_glob([f"{d}/{tool}" for tool in TOOLS for d in TOOL_DIRECTORIE
 PLATFORM_FACTS: list[Fact] = [OS_RELEASE_FACT, TOOLS_FACT]
 
 
-def from_facts(values: Mapping[str, Any]) -> Platform:
+def from_facts(values: Mapping[str, object]) -> Platform:
     """The platform from the parsed values of PLATFORM_FACTS (by fact key)."""
     release, tools = values.get(OS_RELEASE_FACT.key), values.get(TOOLS_FACT.key)
     for value, what in ((release, "/etc/os-release"), (tools, "the host's tools")):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from gpuconf.facts.firmware import FirmwareComponent
+from gpuconf.files.values import JSONValue, items_of
 
 SERVICE_ROOT = "/redfish/v1"
 FIRMWARE_INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
@@ -30,7 +30,12 @@ class PayloadError(ValueError):
     """A payload that is not the resource it should be (no JSON object, a wrong type)."""
 
 
-def members(payload: Mapping[str, Any]) -> list[str]:
+def _text(value: JSONValue) -> str | None:
+    """A property that should be a string, as one (None when it is missing)."""
+    return value if isinstance(value, str) or value is None else str(value)
+
+
+def members(payload: Mapping[str, JSONValue]) -> list[str]:
     """The `@odata.id` of each member of a collection, in order. `Members` is what counts:
     `Members@odata.count` can disagree with it (DMTF's own public-rackmount1 says 2 and lists 3)."""
     listed = payload.get("Members")
@@ -39,12 +44,12 @@ def members(payload: Mapping[str, Any]) -> list[str]:
     return [str(m["@odata.id"]) for m in listed if isinstance(m, dict) and m.get("@odata.id")]
 
 
-def software_inventory(payload: Mapping[str, Any]) -> FirmwareComponent:
+def software_inventory(payload: JSONValue) -> FirmwareComponent:
     """One `SoftwareInventory` resource as a component: its `Id`, `Version` (None when the
     BMC gives none, or an empty one), `Updateable` and `Status`."""
     if not isinstance(payload, Mapping) or "Id" not in payload:
         raise PayloadError("a SoftwareInventory resource without an Id")
-    status: Mapping[str, Any] = payload["Status"] if isinstance(payload.get("Status"), Mapping) else {}
+    status = found if isinstance(found := payload.get("Status"), Mapping) else {}
     version = payload.get("Version")
     updateable = payload.get("Updateable")
     return FirmwareComponent(
@@ -52,8 +57,8 @@ def software_inventory(payload: Mapping[str, Any]) -> FirmwareComponent:
         version=str(version).strip() or None if version is not None else None,
         source="redfish",
         updateable=updateable if isinstance(updateable, bool) else None,
-        state=status.get("State"),
-        health=status.get("Health"),
+        state=_text(status.get("State")),
+        health=_text(status.get("Health")),
     )
 
 
@@ -61,11 +66,11 @@ def software_inventory(payload: Mapping[str, Any]) -> FirmwareComponent:
 class BiosSettings:
     """`Bios.Attributes` (name -> value as the BMC gives it) and the registry they follow."""
 
-    attributes: dict[str, Any]
+    attributes: dict[str, JSONValue]
     registry: str | None = None
 
 
-def bios_settings(payload: Mapping[str, Any]) -> BiosSettings:
+def bios_settings(payload: Mapping[str, JSONValue]) -> BiosSettings:
     attributes = payload.get("Attributes")
     if not isinstance(attributes, Mapping):
         raise PayloadError(f"{payload.get('@odata.id', 'Bios')}: no Attributes object")
@@ -84,14 +89,14 @@ class UpdateService:
     simple_update: str | None
 
 
-def update_service(payload: Mapping[str, Any]) -> UpdateService:
-    actions: Mapping[str, Any] = payload["Actions"] if isinstance(payload.get("Actions"), Mapping) else {}
+def update_service(payload: Mapping[str, JSONValue]) -> UpdateService:
+    actions = found if isinstance(found := payload.get("Actions"), Mapping) else {}
     simple = actions.get("#UpdateService.SimpleUpdate")
     return UpdateService(
         enabled=payload.get("ServiceEnabled") is not False,
-        multipart_push_uri=payload.get("MultipartHttpPushUri") or None,
-        http_push_uri=payload.get("HttpPushUri") or None,
-        simple_update=simple.get("target") if isinstance(simple, Mapping) else None,
+        multipart_push_uri=_text(payload.get("MultipartHttpPushUri") or None),
+        http_push_uri=_text(payload.get("HttpPushUri") or None),
+        simple_update=_text(simple.get("target")) if isinstance(simple, Mapping) else None,
     )
 
 
@@ -136,19 +141,19 @@ class TaskView:
         return "; ".join(f"{m.message_id}: {m.message}" for m in chosen) or f"TaskState {self.state}"
 
 
-def task(payload: Mapping[str, Any]) -> TaskView:
+def task(payload: JSONValue) -> TaskView:
     if not isinstance(payload, Mapping) or "TaskState" not in payload:
         raise PayloadError(f"{payload.get('@odata.id', 'Task') if isinstance(payload, Mapping) else 'Task'}: "
                            "no TaskState")
     messages = []
-    for item in payload.get("Messages") or ():
+    for item in items_of(payload.get("Messages")):
         if isinstance(item, Mapping):
             messages.append(TaskMessage(str(item.get("MessageId", "")), str(item.get("Message", "")),
-                                        item.get("Severity") or item.get("MessageSeverity"),
-                                        tuple(str(a) for a in item.get("MessageArgs") or ())))
+                                        _text(item.get("Severity") or item.get("MessageSeverity")),
+                                        tuple(str(a) for a in items_of(item.get("MessageArgs")))))
     percent = payload.get("PercentComplete")
-    return TaskView(str(payload.get("Id", "")), payload.get("Name"), str(payload["TaskState"]),
-                    payload.get("TaskStatus"), percent if isinstance(percent, int) else None, tuple(messages))
+    return TaskView(str(payload.get("Id", "")), _text(payload.get("Name")), str(payload["TaskState"]),
+                    _text(payload.get("TaskStatus")), percent if isinstance(percent, int) else None, tuple(messages))
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,7 @@ class BmcInventory:
         return None
 
 
-def inventory(payloads: Mapping[str, Any]) -> BmcInventory:
+def inventory(payloads: Mapping[str, JSONValue]) -> BmcInventory:
     """The inventory from the payloads a read fetched, by path: the collection, each member, the
     systems' Bios and the update service. A member missing from `payloads` is a problem."""
     problems: list[str] = []
@@ -180,7 +185,7 @@ def inventory(payloads: Mapping[str, Any]) -> BmcInventory:
     for path in members(collection):
         payload = payloads.get(path)
         try:
-            components.append(software_inventory(payload))  # type: ignore[arg-type]
+            components.append(software_inventory(payload))
         except PayloadError as exc:
             problems.append(f"{path}: {exc}")
     bios = None

@@ -9,11 +9,10 @@ an empty answer, and a tool that hangs is cut at its timeout.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from gpuconf.facts.base import Fact, Output, command, file_glob, file_state
+from gpuconf.facts.base import Fact, FileState, Output, command, file_glob, file_state
 from gpuconf.facts.cdi import parse_cdi_generate_log
 from gpuconf.facts.dcgm import parse_dcgmi_diag_table, parse_dcgmi_health
 from gpuconf.facts.dcgmi import parse_dcgmi_discovery, parse_dcgmi_dmon
@@ -41,6 +40,7 @@ from gpuconf.facts.nvidia.topology import parse_topology
 from gpuconf.facts.packages import parse_apt_cache_policy, parse_apt_mark_showhold, parse_dpkg_l
 from gpuconf.facts.rpm import parse_dnf_module_list, parse_rpm_qa
 from gpuconf.facts.systemd import parse_is_enabled, parse_list_units, parse_systemctl_show_all
+from gpuconf.files.values import JSONValue
 
 # dcgmi dmon's fields: temperature (150), power (155), GPU and memory use (203, 204), framebuffer used (252),
 # volatile single- and double-bit ECC (310, 311)
@@ -48,7 +48,7 @@ DMON_FIELDS = "150,155,203,204,252,310,311"
 NVIDIA_UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "nvidia-dcgm", "nvlsm")
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> JSONValue:
     """A parsed value as JSON can hold it."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -61,9 +61,9 @@ def plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
-def tool(argv: list[str], parse: Callable[[str], Any], timeout: float = 20.0, label: str = "") -> Fact:
+def tool(argv: list[str], parse: Callable[[str], object], timeout: float = 20.0, label: str = "") -> Fact[object]:
     """A program's output parsed, or why there is none (not installed, failed, hung)."""
-    def read(out: Output) -> Any:
+    def read(out: Output) -> object:
         if out.timed_out:
             return {"unavailable": f"{argv[0]} did not answer within {timeout:g} s"}
         if out.rc == 127:
@@ -75,8 +75,8 @@ def tool(argv: list[str], parse: Callable[[str], Any], timeout: float = 20.0, la
     return command(argv, read, timeout=timeout, key=f"subject{label}:" + "\0".join(argv))
 
 
-def text_file(path: str, parse: Callable[[str], Any]) -> Fact:
-    def read(state: Any) -> Any:
+def text_file(path: str, parse: Callable[[str], object]) -> Fact[object]:
+    def read(state: FileState) -> object:
         return parse(state.text or "") if state.exists else {"unavailable": f"{path} does not exist"}
 
     fact = file_state(path)  # its own key: the host facts read some of these files, parsed otherwise
@@ -90,7 +90,7 @@ class Subject:
     reads: dict[str, Fact]  # label in the output -> the read
 
 
-def _log_view(text: str) -> dict[str, Any]:
+def _log_view(text: str) -> dict[str, object]:
     return {"lines": len(split_kernel_log(text)), "nouveau": find_nouveau(text),
             "api_mismatch": find_api_mismatch(text)}
 
@@ -187,9 +187,9 @@ def subject_reads(names: list[str]) -> list[Fact]:
     return [fact for name in names for fact in SUBJECTS[name].reads.values()]
 
 
-def subject_view(names: list[str], values: dict[str, Any]) -> dict[str, Any]:
+def subject_view(names: list[str], values: Mapping[str, object]) -> dict[str, dict[str, JSONValue]]:
     """Each subject's parsed values by label, from the parsed facts (by key)."""
-    view: dict[str, Any] = {}
+    view: dict[str, dict[str, JSONValue]] = {}
     for name in names:
         parts = {}
         for label, fact in SUBJECTS[name].reads.items():

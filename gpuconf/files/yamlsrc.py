@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 import yaml
 
@@ -26,7 +26,7 @@ class Secret(str):
     """A string tagged `!secret`: redacted from every output. A slice of one is secret too
     (`{{ token[2:] }}`: Jinja slices with Python's own operator, gpuconf/templating/secret_marks.py)."""
 
-    def __getitem__(self, key: Any) -> Secret:
+    def __getitem__(self, key: SupportsIndex | slice) -> Secret:
         return Secret(str.__getitem__(self, key))
 
 
@@ -115,7 +115,7 @@ _Loader.add_constructor("!secret", lambda loader, node: Secret(loader.construct_
 _Loader.add_constructor("!unsafe", lambda loader, node: Unsafe(loader.construct_scalar(node)))  # type: ignore[arg-type]
 
 
-def _construct_vault(loader: Any, node: Any) -> Secret:
+def _construct_vault(loader: _Loader, node: yaml.ScalarNode) -> Secret:
     """`!vault |` (a value encrypted by `ansible-vault encrypt_string`): decrypted, and secret."""
     try:
         return Secret(vault.KEYRING.open(str(loader.construct_scalar(node))))

@@ -22,7 +22,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuconf.facts.base import FactUnavailable, Output
 from gpuconf.facts.kernel_log import grep_records
@@ -35,6 +35,11 @@ from gpuconf.scheduler.slurm import SCONTROL_TIMEOUT, Slurm
 from gpuconf.tasks.health.fabric_state import QUERY_FIELDS, query_report
 from gpuconf.tasks.health.kernel_log import CANDIDATES, JOURNAL
 from gpuconf.tasks.health.readings import HEALTH_FIELDS, RENAMED, parse_readings
+
+if TYPE_CHECKING:
+    from gpuconf.facts.nvidia.failure import NvidiaSmiFailure
+    from gpuconf.tasks.health.fabric_state import FabricReport
+    from gpuconf.tasks.health.readings import GpuReadings
 
 SMI_TIMEOUT = 10.0
 LOG_TIMEOUT = 10.0
@@ -58,7 +63,7 @@ def run(argv: list[str], timeout: float) -> Output:
                   timeout, tuple(argv))
 
 
-def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[Any, Any]:
+def query_gpus(timeout: float = SMI_TIMEOUT) -> tuple[GpuReadings | NvidiaSmiFailure | str, FabricReport | None]:
     """The one nvidia-smi call: the readings (or its failure, or why not as text) and the fabric report.
     A field this driver refuses is dropped (or asked under its old name) within the same timeout."""
     fields, deadline = list(FIELDS), time.monotonic() + timeout
@@ -124,7 +129,7 @@ def drain(node: str, why: str) -> dict[str, str]:
         state = slurm.nodes([node]).get(node)
         if state is None:
             return {"action": "error", "reason": why, "error": f"slurm has no node '{node}'"}
-        if state.drained:
+        if state.keeps_drain():
             return {"action": "kept", "reason": state.reason or ""}
         slurm.drain(node, why)
     except (SchedulerError, ValueError) as exc:
@@ -158,8 +163,8 @@ def main(options: GateOptions) -> int:
     signals = read_signals(options.nvidia_smi_timeout)
     findings = judge(signals, options.driver_version)
     verdict = overall(findings)
-    report: dict[str, Any] = {"verdict": verdict, "node": options.node, "boot_id": signals.boot_id,
-                              "findings": [f.as_dict() for f in findings]}
+    report: dict[str, object] = {"verdict": verdict, "node": options.node, "boot_id": signals.boot_id,
+                                 "findings": [f.as_dict() for f in findings]}
     why = reason(findings)
     if options.slurm and why is not None:
         report["slurm"] = drain(options.node, why)

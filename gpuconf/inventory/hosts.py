@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError, did_you_mean
 from gpuconf.files import yamlsrc
+from gpuconf.files.values import JSONValue
 from gpuconf.inventory.sources import load_executable, load_ini, looks_like_ini
 
 GROUP_KEYS = ("hosts", "vars", "children")
@@ -30,9 +31,9 @@ GROUP_KEYS = ("hosts", "vars", "children")
 @dataclass
 class Group:
     name: str
-    vars: dict[str, Any] = field(default_factory=dict)
-    file_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the inventory
-    playbook_vars: dict[str, Any] = field(default_factory=dict)  # its group_vars/ file beside the playbook
+    vars: dict[str, JSONValue] = field(default_factory=dict)
+    file_vars: dict[str, JSONValue] = field(default_factory=dict)  # its group_vars/ file beside the inventory
+    playbook_vars: dict[str, JSONValue] = field(default_factory=dict)  # its group_vars/ file beside the playbook
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     parents: set[str] = field(default_factory=set)
@@ -42,9 +43,9 @@ class Group:
 @dataclass
 class Host:
     name: str
-    vars: dict[str, Any] = field(default_factory=dict)
-    file_vars: dict[str, Any] = field(default_factory=dict)
-    playbook_vars: dict[str, Any] = field(default_factory=dict)
+    vars: dict[str, JSONValue] = field(default_factory=dict)
+    file_vars: dict[str, JSONValue] = field(default_factory=dict)
+    playbook_vars: dict[str, JSONValue] = field(default_factory=dict)
     groups: set[str] = field(default_factory=set)  # direct groups only
 
 
@@ -55,7 +56,7 @@ class Inventory:
         self.source = source
         self.groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
         self.hosts: dict[str, Host] = {}
-        self._merged: dict[str, dict[str, Any]] = {}
+        self._merged: dict[str, dict[str, JSONValue]] = {}
         self._ancestors: dict[str, list[str]] = {}
         self.limit: frozenset[str] | None = None  # --limit: the only hosts a pattern matches (`narrowed`)
         self.version = 0   # grows with each change (finish): what caches its groups looks at it
@@ -71,7 +72,7 @@ class Inventory:
             group.parents.add(parent)
         return group
 
-    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, Any] | None = None) -> Host:
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, JSONValue] | None = None) -> Host:
         host = self.hosts.setdefault(name, Host(name))
         host.vars.update(vars or {})
         host.groups.add(group)
@@ -124,10 +125,12 @@ class Inventory:
             self._ancestors[host] = sorted(seen, key=lambda g: (self.groups[g].depth, g))
         return self._ancestors[host]
 
+    # Any: templating and the engine read these values without narrowing them first (issue 38's
+    # packages, changing as this is written); they are JSONValue everywhere in this package.
     def host_vars(self, host: str) -> dict[str, Any]:
         """The host's merged inventory variables (cached)."""
         if host not in self._merged:
-            merged: dict[str, Any] = {}
+            merged: dict[str, JSONValue] = {}
             groups = [self.groups[name] for name in self.host_groups(host)]
             for group in groups:
                 merged.update(group.vars)
@@ -189,7 +192,7 @@ class Inventory:
         view.limit = frozenset(hosts) if self.limit is None else self.limit & frozenset(hosts)
         return view
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSONValue]:
         """The merged view `gpuconf inventory` prints."""
         return {
             "groups": {
@@ -290,7 +293,8 @@ def _load_hosts_file(inventory: Inventory, path: Path) -> None:
         _load_group(inventory, str(name), body, data, None if name == "all" else "all")
 
 
-def _load_group(inventory: Inventory, name: str, body: Any, parent_map: dict[str, Any], parent: str | None) -> None:
+def _load_group(inventory: Inventory, name: str, body: JSONValue, parent_map: dict[str, JSONValue],
+                parent: str | None) -> None:
     group = inventory.add_group(name, parent)
     if body is None:
         return
@@ -350,7 +354,7 @@ def _load_vars_dir(inventory: Inventory, directory: Path, kind: str, layer: str 
             getattr(targets[name], layer).update(data)
 
 
-def load_vars_file(path: Path) -> dict[str, Any]:
+def load_vars_file(path: Path) -> dict[str, JSONValue]:
     """A YAML file that must hold a mapping of variables."""
     try:
         data = yamlsrc.load_file(path)
@@ -360,7 +364,7 @@ def load_vars_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise InventoryError("a variables file must be a mapping of names to values", Location(str(path), 1, 1))
-    values: dict[str, Any] = yamlsrc.plain(data)
+    values: dict[str, JSONValue] = yamlsrc.plain(data)
     return values
 
 
@@ -376,9 +380,9 @@ def _key_values(item: str) -> list[str]:
     return [item]
 
 
-def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+def parse_extra_vars(items: list[str]) -> dict[str, JSONValue]:
     """`-e KEY=VALUE`, `-e @file.yml` and `-e '{"k": 1}'`; later ones win."""
-    result: dict[str, Any] = {}
+    result: dict[str, JSONValue] = {}
     for item in items:
         if item.startswith("@"):
             result.update(load_vars_file(Path(item[1:])))

@@ -15,10 +15,31 @@ import json
 import shlex
 import string
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from gpuconf.errors import InventoryError, Location
+from gpuconf.files.values import JSONValue
+
+
+class _Named(Protocol):
+    @property
+    def vars(self) -> dict[str, JSONValue]: ...
+
+
+class Inventory(Protocol):
+    """What a source fills (gpuconf/inventory/hosts.py's Inventory, which imports the sources)."""
+
+    @property
+    def hosts(self) -> Mapping[str, _Named]: ...
+
+    @property
+    def groups(self) -> Mapping[str, _Named]: ...
+
+    def add_group(self, name: str, parent: str | None = "all") -> object: ...
+
+    def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, JSONValue] | None = None) -> object: ...
 
 SCRIPT_TIMEOUT = 60.0  # seconds an inventory script may take for --list
 MAX_RANGE_HOSTS = 100_000  # the hosts one INI line may name: `node[0:99999999]` is a typo, not a fleet
@@ -95,15 +116,16 @@ def _range_values(body: str, where: Location, pattern: str) -> list[str]:
     return [chr(n) for n in numbers] if width < 0 else [str(n).zfill(width) for n in numbers]
 
 
-def _literal(text: str) -> Any:
+def _literal(text: str) -> JSONValue:   # a Python literal, as Ansible's INI reads one
     try:
-        return ast.literal_eval(text)
+        value: JSONValue = ast.literal_eval(text)
+        return value
     except (ValueError, SyntaxError):
         return text
 
 
-def _pairs(words: list[str], where: Location, literal: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _pairs(words: list[str], where: Location, literal: bool) -> dict[str, JSONValue]:
+    values: dict[str, JSONValue] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or not key.isidentifier():
@@ -112,7 +134,7 @@ def _pairs(words: list[str], where: Location, literal: bool) -> dict[str, Any]:
     return values
 
 
-def load_ini(inventory: Any, path: Path) -> None:
+def load_ini(inventory: Inventory, path: Path) -> None:
     """Read an INI inventory into `inventory` (an `Inventory`)."""
     section, kind = "ungrouped", "hosts"
     children: list[tuple[str, str, Location]] = []
@@ -156,7 +178,7 @@ def load_ini(inventory: Any, path: Path) -> None:
         inventory.add_group(child, parent)
 
 
-def _run_script(path: Path, *args: str) -> Any:
+def _run_script(path: Path, *args: str) -> JSONValue:
     where = Location(str(path))
     try:
         # absolute: `-i ./dyn.py` is that file, while a bare name (Path drops the `./`) would be
@@ -172,13 +194,14 @@ def _run_script(path: Path, *args: str) -> Any:
         tail = (done.stderr.strip() or done.stdout.strip())[-500:]
         raise InventoryError(f"inventory script {' '.join(args)} exited {done.returncode}: {tail}", where)
     try:
-        return json.loads(done.stdout)
+        data: JSONValue = json.loads(done.stdout)
+        return data
     except json.JSONDecodeError as exc:
         raise InventoryError(f"inventory script {' '.join(args)} printed no JSON ({exc.msg} at line {exc.lineno})",
                              where) from None
 
 
-def load_executable(inventory: Any, path: Path) -> None:
+def load_executable(inventory: Inventory, path: Path) -> None:
     """Run an inventory script (`--list`, and `--host` when it gives no `_meta`) into `inventory`."""
     data = _run_script(path, "--list")
     where = Location(str(path))

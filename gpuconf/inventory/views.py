@@ -3,8 +3,7 @@ scripts and habits built on those keep working: the group tree, and the JSON tha
 inventory script prints (groups with `hosts` and `children`, `_meta.hostvars`)."""
 from __future__ import annotations
 
-from typing import Any
-
+from gpuconf.files.values import JSONValue
 from gpuconf.inventory.hosts import Inventory
 
 
@@ -43,13 +42,13 @@ def _indent(name: str, depth: int) -> str:
     return "  |" * depth + "--" + name if depth else name
 
 
-def listing(inventory: Inventory) -> dict[str, Any]:
+def listing(inventory: Inventory) -> dict[str, JSONValue]:
     """ansible-inventory --list: each group with its `hosts` and `children` (empty keys left out,
     and a group left with nothing), then `_meta.hostvars`: each host's merged variables."""
-    data: dict[str, Any] = {}
+    data: dict[str, dict[str, list[str]]] = {}
 
     def group(name: str) -> None:
-        body: dict[str, Any] = {}
+        body: dict[str, list[str]] = {}
         if name != "all" and _hosts(inventory, name):
             body["hosts"] = _hosts(inventory, name)
         children = _children(inventory, name)
@@ -61,7 +60,7 @@ def listing(inventory: Inventory) -> dict[str, Any]:
                 group(child)
 
     group("all")
-    data = {name: body for name, body in data.items() if body}
-    data["_meta"] = {"hostvars": {host: inventory.host_vars(host) for host in inventory.hosts
-                                  if inventory.host_vars(host)}}
-    return data
+    listed: dict[str, JSONValue] = {name: body for name, body in data.items() if body}
+    listed["_meta"] = {"hostvars": {host: inventory.host_vars(host) for host in inventory.hosts
+                                    if inventory.host_vars(host)}}
+    return listed

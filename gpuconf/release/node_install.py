@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from typing import Any, NoReturn
+from typing import NoReturn
 
 # What must import for the agent to run its commands (gate, check -c local, the drift timer).
 PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); import gpuconf, gpuconf.cli.main, gpuconf.gate.node, "
@@ -48,7 +48,7 @@ def write_atomic(path: str, text: str, mode: int) -> None:
     os.replace(tmp, path)
 
 
-def unpack(bundle: str, into: str, version: str) -> dict[str, Any]:
+def unpack(bundle: str, into: str, version: str) -> dict[str, object]:
     shutil.rmtree(into, ignore_errors=True)
     with tarfile.open(bundle) as archive:
         if hasattr(tarfile, "data_filter"):   # 3.11.4 and later; the bundle is the controller's own
@@ -56,7 +56,7 @@ def unpack(bundle: str, into: str, version: str) -> dict[str, Any]:
         else:
             archive.extractall(into)
     with open(os.path.join(into, "bundle.json")) as handle:
-        info: dict[str, Any] = json.load(handle)
+        info: dict[str, object] = json.load(handle)   # bundle.json: the controller's own
     running = "{}.{}".format(*sys.version_info[:2])
     if info.get("version") != version or info.get("python") != running:
         fail(f"the bundle is gpuconf {info.get('version')} for Python {info.get('python')}, not {version} for "

@@ -8,10 +8,10 @@ pins (a later gpuconf with newer defaults changes no site's pins).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from gpuconf import __version__
 from gpuconf.files import yamlsrc
+from gpuconf.files.values import JSONValue
 from gpuconf.release.library import shipped_roles
 
 
@@ -50,12 +50,13 @@ MODELS = (
 )
 
 
-def role_default(role: str, name: str) -> Any:
-    data = yamlsrc.plain(yamlsrc.load_file(shipped_roles() / role / "defaults" / "main.yml") or {})
+def role_default(role: str, name: str) -> JSONValue:
+    defaults = shipped_roles() / role / "defaults" / "main.yml"
+    data: dict[str, JSONValue] = yamlsrc.plain(yamlsrc.load_file(defaults) or {})
     return data[name]
 
 
-def _quoted(value: Any) -> str:
+def _quoted(value: JSONValue) -> str:
     return f'"{value}"' if isinstance(value, str) else str(value)
 
 

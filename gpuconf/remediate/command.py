@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpuconf.connection.base import Connection
 from gpuconf.connection.lock import LOCK_PATH
@@ -32,13 +31,13 @@ from gpuconf.remediate import plan, reset
 from gpuconf.remediate.breaker import parse_breaker
 from gpuconf.remediate.decision import APP, Decision, decide_action
 from gpuconf.remediate.firmware import firmware_hold
-from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, RunLock
+from gpuconf.remediate.history import DRIFT, FAULT, FILE, History, Record, RunLock
 from gpuconf.remediate.hold import read_serials
 from gpuconf.remediate.lemon import LemonRule, judge
 from gpuconf.remediate.loop import Remediation, Settings
 from gpuconf.remediate.preview import preview
 from gpuconf.report.redact import visible_changes
-from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, Status
+from gpuconf.results import EXIT_DRIFT, EXIT_UNREACHABLE, HostResult, RunResult, Status
 from gpuconf.scheduler.healthcheck import drain_reason
 from gpuconf.scheduler.interface import PREFIX, REASON_MAX, reason_text
 from gpuconf.scheduler.slurm import Slurm
@@ -67,7 +66,7 @@ class EngineHooks:
             for runner in self._runners:
                 runner.stop_event.set()
 
-    def _run(self, playbook: Playbook, options: RunOptions, hosts: list[str]) -> Any:
+    def _run(self, playbook: Playbook, options: RunOptions, hosts: list[str]) -> RunResult:
         runner = Runner(self.inventory.narrowed(hosts), playbook, options)
         with self._lock:
             self._runners.add(runner)
@@ -309,7 +308,7 @@ def check_only(hosts: dict[str, str], hooks: EngineHooks, scheduler: Slurm, stat
     scheduler command but `scontrol show`)."""
     verdicts = hooks.check(sorted(hosts))
     states = scheduler.nodes(hosts.values())
-    records: list[Any] = []
+    records: list[Record] = []
     events: list[tuple[float, str, str]] = []
     gpu_hosts = {h for h, v in verdicts.items() if v.gpus}
     if (state_dir / FILE).exists():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.wire import Request
@@ -73,22 +73,42 @@ def read_serials(connection: Connection) -> dict[str, str]:
     return parse_serials(str(reply.get("out", ""))) if reply.get("rc") == 0 else {}
 
 
-def merge(holds: list[Hold]) -> list[dict[str, Any]]:
+class HeldEntry(TypedDict):
+    """One node, GPU and code over all its holds, as `gpuconf hardware --json` shows it."""
+
+    host: str
+    node: str
+    serial: str
+    pci: str
+    code: str
+    count: int
+    first_seen: float
+    last_seen: float
+    reason: str
+    bundle: str
+    held: NotRequired[bool | None]  # still drained as a hardware hold; None: the scheduler was not asked
+
+
+def merge(holds: list[Hold]) -> list[HeldEntry]:
     """One entry per node, GPU and code: the count and the times over all its holds."""
-    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    merged: dict[tuple[str, str, str], HeldEntry] = {}
     for hold in holds:
         key = (hold.host, hold.pci, hold.code)
         entry = merged.get(key)
         if entry is None:
-            merged[key] = {"host": hold.host, "node": hold.node, "serial": hold.serial, "pci": hold.pci,
-                           "code": hold.code, "count": hold.count, "first_seen": hold.first_seen,
-                           "last_seen": hold.last_seen, "reason": hold.reason, "bundle": hold.bundle}
+            merged[key] = HeldEntry(host=hold.host, node=hold.node, serial=hold.serial, pci=hold.pci, code=hold.code,
+                                    count=hold.count, first_seen=hold.first_seen, last_seen=hold.last_seen,
+                                    reason=hold.reason, bundle=hold.bundle)
             continue
         entry["count"] += hold.count
         entry["last_seen"] = max(entry["last_seen"], hold.last_seen)
         entry["first_seen"] = min(entry["first_seen"], hold.first_seen)
-        latest = {"serial": hold.serial, "bundle": hold.bundle, "reason": hold.reason}
-        entry.update({k: v for k, v in latest.items() if v})
+        if hold.serial:   # the latest hold's, where it has one
+            entry["serial"] = hold.serial
+        if hold.bundle:
+            entry["bundle"] = hold.bundle
+        if hold.reason:
+            entry["reason"] = hold.reason
     return sorted(merged.values(), key=lambda e: (e["host"], e["pci"], e["code"]))
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpuconf.errors import GpuconfError
 from gpuconf.remediate import plan
 from gpuconf.remediate.breaker import RECOVERED
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.history import History
+from gpuconf.remediate.hooks import Hooks
 from gpuconf.remediate.watch import Watch
 from gpuconf.scheduler.interface import Node
 
@@ -34,7 +35,7 @@ class Remediation(Protocol):
 
     hosts: dict[str, str]
     history: History
-    hooks: Any  # loop.Hooks
+    hooks: Hooks
     watch: Watch
 
     def _line(self, host: str, text: str) -> None: ...

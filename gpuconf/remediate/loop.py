@@ -21,7 +21,8 @@ from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Fuse
 from gpuconf.remediate.decision import APP, Decision
 from gpuconf.remediate.history import DRIFT, FAULT, History, Record
-from gpuconf.remediate.steps import Hooks, NodeSteps, Settings
+from gpuconf.remediate.hooks import Hooks
+from gpuconf.remediate.steps import NodeSteps, Settings
 from gpuconf.remediate.watch import Claims, Stopped, TakenOver, Watch
 from gpuconf.scheduler.interface import Node, Scheduler
 

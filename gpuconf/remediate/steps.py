@@ -1,59 +1,25 @@
 """One node's steps of a remediation (loop.py runs them in waves): resume a verified node, drain
 it as a lemon or a hardware hold, leave a long job's node, reboot and resume through the scheduler
-after reading the node again, and leave it to whoever took it over. Also the loop's `Hooks` (the
-engine's check and apply: command.py) and its `Settings`.
+after reading the node again, and leave it to whoever took it over. Also the loop's `Settings`
+(its `Hooks`, the engine's check and apply, are hooks.py's).
 """
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from gpuconf.remediate import decision as decisions
-from gpuconf.remediate import ladder, plan, reset
+from gpuconf.remediate import ladder, plan
 from gpuconf.remediate import summary as out
 from gpuconf.remediate.breaker import Breaker
 from gpuconf.remediate.decision import Decision
 from gpuconf.remediate.history import History, Record
 from gpuconf.remediate.hold import hold_reason, hold_record
+from gpuconf.remediate.hooks import Hooks
 from gpuconf.remediate.lemon import LemonRule
 from gpuconf.remediate.watch import Claims, NotRebooted, Stopped, TakenOver, Watch, whose
 from gpuconf.scheduler.interface import Node, Scheduler
-
-
-class Hooks(Protocol):
-    def check(self, hosts: list[str]) -> dict[str, plan.Verdict]:
-        """The read-only check (playbook and health gate) of these hosts."""
-        ...
-
-    def apply(self, host: str, reboot: Callable[[], None]) -> str | None:
-        """Converge the host; a reboot a task needs calls `reboot` (the scheduler's, which may refuse
-        with a GpuconfError). An error, or None."""
-        ...
-
-    def held(self, host: str) -> Decision | None:
-        """The hold the host's last apply asks for: a failure that is the hardware's (a firmware
-        update its BMC failed, gpuconf/remediate/firmware.py); None for any other outcome."""
-        ...
-
-    def serials(self, host: str) -> dict[str, str]:
-        """The host's GPU serials by PCI address, for a hardware hold ({} when they cannot be read)."""
-        ...
-
-    def collect(self, host: str) -> str:
-        """The host's evidence bundle (gpuconf collect): its path; a GpuconfError when it cannot be had."""
-        ...
-
-    def claim(self, host: str) -> Callable[[], None]:
-        """The node's own remediation lock, held while this run works on it (two runs with other state
-        directories never work on one node at once): its release; a GpuconfError naming the holder when
-        another run has it."""
-        ...
-
-    def node_action(self, host: str, step: str, decision: Decision) -> reset.Outcome:
-        """A node action of the ladder other than the reboot: "reset" (the GPUs), "imex" (the daemon)."""
-        ...
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from typing import Any
 
 from gpuconf import __version__
 from gpuconf.files.bounded import write_atomic
+from gpuconf.files.values import JSONValue
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message, visible_output
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
 
@@ -20,7 +20,7 @@ def _iso(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JSONValue:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, dict):
@@ -30,7 +30,7 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _task(task: TaskResult) -> dict[str, Any]:
+def _task(task: TaskResult) -> dict[str, JSONValue]:
     stdout, stderr = visible_output(task)
     return {
         "play": task.play, "task": task.task, "role": task.role, "type": task.type,
@@ -56,8 +56,12 @@ def _task(task: TaskResult) -> dict[str, Any]:
     }
 
 
-def to_dict(run: RunResult) -> dict[str, Any]:
-    hosts = {}
+def to_dict(run: RunResult) -> dict[str, JSONValue]:
+    return _document(run, _hosts(run))
+
+
+def _hosts(run: RunResult) -> dict[str, JSONValue]:
+    hosts: dict[str, JSONValue] = {}
     for name, host in run.hosts.items():
         hosts[name] = {
             "unreachable": host.unreachable, "error": host.error, "reboot_required": host.reboot_required,
@@ -71,14 +75,23 @@ def to_dict(run: RunResult) -> dict[str, Any]:
             "registered": [{"task": r.task, "name": r.name, "type": r.type, "value": _plain(r.value)}
                            for r in host.registered],
         }
-    return {
+    return hosts
+
+
+def _document(run: RunResult, hosts: dict[str, JSONValue] | None) -> dict[str, JSONValue]:
+    """The run's fields, its hosts (when given) and the sections after the run's tasks."""
+    document: dict[str, JSONValue] = {
         "schema_version": SCHEMA_VERSION, "gpuconf_version": __version__, "verb": run.verb,
         "playbook": run.playbook, "inventory": run.inventory, "plays": run.plays,
         "started": _iso(run.started), "ended": _iso(run.ended or run.started),
         "duration": round((run.ended or run.started) - run.started, 3), "exit_code": run.exit_code,
         "interrupted": run.interrupted, "deadline": run.deadline, "deadline_reached": run.deadline_reached,
-        "strict": run.strict, "hosts": hosts,
-    } | {section.key: section.report() for section in run.sections}  # e.g. `slurm`, with check --slurm
+        "strict": run.strict,
+    }
+    if hosts is not None:
+        document["hosts"] = hosts
+    document.update({section.key: section.report() for section in run.sections})  # e.g. `slurm`, with check --slurm
+    return document
 
 
 def host_in_sync(run: RunResult, host: HostResult) -> bool:
@@ -96,8 +109,7 @@ def dumps(run: RunResult) -> str:
     json's C encoder writes that; `indent=` would fall back to its pure-Python encoder, five
     times slower (a 100-host check's 2 MB: 74 ms against 15). `jq .` shows it indented, and a
     host's line is what `grep` finds."""
-    document = to_dict(run)
-    hosts = document.pop("hosts")
+    document, hosts = _document(run, None), _hosts(run)
     lines = [f"  {json.dumps(key)}: {json.dumps(value)}," for key, value in document.items()]
     entries = ",\n".join(f"    {json.dumps(name)}: {json.dumps(host)}" for name, host in hosts.items())
     return "{\n" + "\n".join(lines) + '\n  "hosts": {' + (f"\n{entries}\n  " if entries else "") + "}\n}\n"

@@ -51,11 +51,9 @@ def drain_reason(host: HostResult) -> str | None:
 def decide(reason: str | None, node: Node) -> str:
     """'drain', 'resume', 'kept' (someone else's drain, or a held one) or 'none', without memory:
     any `gpuconf:` drain but a held one counts as gpuconf's. The check itself uses `settle`."""
-    if node.drained and node.held:
+    if node.keeps_drain(node.ours) and (reason is not None or node.held):
         return "kept"
     if reason is not None:
-        if node.drained and not node.ours:
-            return "kept"
         if node.drained and node.reason == reason:
             return "none"
         return "drain"
@@ -106,12 +104,11 @@ def settle(reason: str | None, complete: bool, node: Node, memory: Memory,
     `complete`: the run was not cut short; `drift_drains`: the run judges drift (from a controller).
     Actions: 'drain', 'resume', 'wait' (its own drain, not yet healthy twice in a row), 'kept' (a
     drain it did not set) or 'none'."""
-    if node.drained and node.held:  # failed, lemon, hardware: a person's (or remediate's) to lift, never the check's
-        return "kept", FORGET
     mine = memory.mine(node)
+    # someone else's drain, or a held one (failed, lemon, hardware: a person's or remediate's to lift)
+    if node.keeps_drain(mine) and (reason is not None or node.held):
+        return "kept", FORGET
     if reason is not None:
-        if node.drained and not mine:
-            return "kept", FORGET
         if mine and node.reason == reason:
             return "none", replace(memory, healthy=0)
         return "drain", Memory(reason)  # the scheduler's stamp is read back once it is set

@@ -105,6 +105,12 @@ class Node:
         """`remediation failed`, `lemon` or `hardware`: never resumed, never overwritten, automatically."""
         return self.reason is not None and self.reason.startswith(HELD)
 
+    def keeps_drain(self, mine: bool = False) -> bool:
+        """The one rule of "drain unless drained already": a drain that is not the caller's own stays as
+        it is, its reason kept (a person's, remediate's, another check's), and a held one even when it
+        is. `mine`: the caller set this drain (the check's memory says so); the gate owns no drain."""
+        return self.drained and (self.held or not mine)
+
     @property
     def hardware_hold(self) -> bool:
         """`gpuconf: hardware: ...`: not even a remediate whose check is clean resumes it."""

@@ -19,13 +19,13 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuconf.engine.after import Call, OpenHosts
 from gpuconf.engine.processors import NoEvents
 from gpuconf.errors import GpuconfError
 from gpuconf.facts.base import check_read_only
 from gpuconf.facts.wire import Reply
+from gpuconf.files.values import JSONValue
 from gpuconf.results import EXIT_FAILED, EXIT_OK, Final, HostResult, RecapLine, RunResult
 from gpuconf.scheduler.healthcheck import FORGET, RESUME_AFTER, Memory, failure_reason, settle
 from gpuconf.scheduler.interface import Command, Scheduler, SchedulerError, reason_text
@@ -60,7 +60,7 @@ class SchedulerActions(Final):
     def key(self) -> str:
         return self.scheduler
 
-    def report(self) -> list[dict[str, Any]]:
+    def report(self) -> JSONValue:
         return [dataclasses.asdict(action) for action in self.actions]
 
     def recap(self) -> list[RecapLine]:

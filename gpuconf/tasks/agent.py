@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 from pydantic import field_validator
@@ -24,10 +25,12 @@ from pydantic import field_validator
 from gpuconf import __version__
 from gpuconf.facts.base import Fact, FileState, file_glob, file_state
 from gpuconf.facts.platform import Platform
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import (
     ApplyContext,
     Change,
     Facts,
+    Op,
     Params,
     Refused,
     TaskType,
@@ -38,6 +41,9 @@ from gpuconf.tasks.base import (
     run,
     write_file,
 )
+
+if TYPE_CHECKING:
+    from gpuconf.release.bundle import Bundle, Target
 
 # gpuconf's requires-python (pyproject.toml): the node's half is the same package
 NODE_PYTHON = (3, 11)
@@ -68,7 +74,7 @@ class GpuconfAgentParams(Params):
 
     @field_validator("python", "wheelhouse", mode="before")
     @classmethod
-    def _empty(cls, value: Any) -> Any:
+    def _empty(cls, value: object) -> object:
         return None if value in ("", None) else value
 
     @field_validator("python")
@@ -115,7 +121,7 @@ def choose_python(default_link: str | None, versioned: set[str], platform: Platf
     return Interpreter(f"{BIN}/{package}", version, package)
 
 
-def install_python_op(platform: Platform, package: str) -> Any:
+def install_python_op(platform: Platform, package: str) -> Op:
     """The distribution's package manager installs `package`, non-interactively."""
     if platform.packages == "apt":
         return run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", package], timeout=900)
@@ -124,7 +130,7 @@ def install_python_op(platform: Platform, package: str) -> Any:
     raise Refused(f"{platform.distribution}: gpuconf installs {package} with apt or dnf only")
 
 
-def _installed(state: FileState) -> dict[str, Any]:
+def _installed(state: FileState) -> Mapping[str, JSONValue]:
     if not state.exists or state.text is None:
         return {}
     try:
@@ -166,7 +172,7 @@ class GpuconfAgent(TaskType):
         else:
             link = facts[_python_link()].get(f"{BIN}/python3")
             interpreter = choose_python(link, facts[_pythons()], facts.platform)
-        machine = str(facts.host["architecture"] or "")
+        machine = facts.host_text("architecture") or ""
         if not machine:
             raise Refused("the node's machine architecture is unknown (uname -m)")
         tag = f"cp{interpreter.version[0]}{interpreter.version[1]}-{machine}"
@@ -227,11 +233,11 @@ def _pythons() -> Fact[set[str]]:
                      key="gpuconf_agent:pythons")
 
 
-_BUNDLES: dict[tuple[Any, ...], Any] = {}
+_BUNDLES: dict[tuple[Target, str | None, bool], Bundle] = {}
 _LOCK = threading.Lock()
 
 
-def bundle_for(target: Any, params: GpuconfAgentParams) -> Any:
+def bundle_for(target: Target, params: GpuconfAgentParams) -> Bundle:
     """The bundle for `target`, built once per run and kept in the controller's cache."""
     from gpuconf.release.bundle import build_bundle, cache_dir
 

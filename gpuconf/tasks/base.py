@@ -21,13 +21,15 @@ import datetime
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, Parsed
 from gpuconf.facts.platform import Platform, PlatformUnknown
 from gpuconf.facts.wire import MkdirRequest, RemoveRequest, Request, RunRequest, SymlinkRequest, WriteRequest
+from gpuconf.files.values import JSONValue
+from gpuconf.results import Finding
 
 
 class Params(BaseModel):
@@ -112,8 +114,8 @@ class Change:
     summary: str
     ops: list[Op] = field(default_factory=list)
     diff: str | None = None
-    before: Any = None
-    after: Any = None
+    before: object = None  # what it is now and what it will be: shown, and read back by its own task's apply
+    after: object = None
     verify: bool = True
     reboot: bool = False
 
@@ -124,15 +126,15 @@ class Verdict:
 
     changes: list[Change]
     message: str = ""
-    data: Mapping[str, Any] = field(default_factory=dict)  # extra values exposed to `register`
-    findings: list[Any] = field(default_factory=list)  # results.Finding, for health probes
+    data: Mapping[str, object] = field(default_factory=dict)  # extra values exposed to `register`
+    findings: list[Finding] = field(default_factory=list)  # for health probes
 
 
-def in_sync(message: str, **data: Any) -> Verdict:
+def in_sync(message: str, **data: object) -> Verdict:
     return Verdict([], message, data)
 
 
-def drift(*changes: Change, message: str = "", **data: Any) -> Verdict:
+def drift(*changes: Change, message: str = "", **data: object) -> Verdict:
     return Verdict(list(changes), message or "; ".join(c.summary for c in changes), data)
 
 
@@ -142,7 +144,7 @@ class Unknown(Exception):
     `findings` (health probes) travel to the result: a hung nvidia-smi is reported as
     a failure finding `driver_unresponsive` on an `unknown` task, never as a pass."""
 
-    def __init__(self, message: str = "", findings: list[Any] | None = None):
+    def __init__(self, message: str = "", findings: list[Finding] | None = None):
         super().__init__(message)
         self.findings = list(findings or [])
 
@@ -151,21 +153,21 @@ class Refused(Exception):
     """The task refuses to act (an unsafe or impossible request): status `failed`. `data` is
     what it read, for `register` (a probe's output that did not match)."""
 
-    def __init__(self, message: str = "", data: dict[str, Any] | None = None):
+    def __init__(self, message: str = "", data: Mapping[str, object] | None = None):
         super().__init__(message)
         self.data = dict(data or {})
 
 
 # -- what check() and apply() see ----------------------------------------------
 
-class HostFacts(Mapping[str, Any]):
+class HostFacts(Mapping[str, JSONValue]):
     """The host facts a task declared (`TaskType.host_facts`), gathered whether the play gathers
     facts or not. Reading one it did not declare is a bug in the task, as for reads."""
 
-    def __init__(self, facts: Mapping[str, Any], declared: frozenset[str]):
+    def __init__(self, facts: Mapping[str, JSONValue], declared: frozenset[str]):
         self._facts, self._declared = facts, declared
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> JSONValue:
         if key not in self._declared:
             raise LookupError(f"host fact {key!r} was read but not declared in host_facts")
         return self._facts[key]
@@ -182,13 +184,13 @@ class Facts:
     the reboots already pending on the host, and the run's day (`today`, for end-of-life dates).
     Reading a fact the task did not declare is a bug in the task."""
 
-    def __init__(self, values: Mapping[str, Any], declared: list[Fact], host: Mapping[str, Any],
+    def __init__(self, values: Mapping[str, object], declared: list[Fact], host: Mapping[str, JSONValue],
                  reboot_pending: tuple[str, ...] = (), today: datetime.date | None = None,
                  platform: Platform | PlatformUnknown | None = None, host_facts: frozenset[str] | None = None):
         self._values = values
         self.today = today or datetime.date.today()  # the run's clock: --today, GPUCONF_TODAY
         self._declared = {f.key for f in declared}
-        self.host: Mapping[str, Any] = host if host_facts is None else HostFacts(host, host_facts)
+        self.host: Mapping[str, JSONValue] = host if host_facts is None else HostFacts(host, host_facts)
         self.reboot_pending = reboot_pending
         self._platform = platform
 
@@ -208,8 +210,12 @@ class Facts:
         value = self._values.get(fact.key, FactUnavailable(f"{fact.key}: not read"))
         if isinstance(value, FactUnavailable):
             raise value
-        parsed: Parsed = value  # the cache holds what this fact's parse returned
-        return parsed
+        return cast(Parsed, value)  # the cache holds what this fact's parse returned
+
+    def host_text(self, name: str) -> str | None:
+        """A declared host fact that is text (`kernel`, `architecture`), or None when it is not known."""
+        value = self.host.get(name)
+        return value if isinstance(value, str) else None
 
 
 class Resolver(Protocol):
@@ -234,7 +240,7 @@ class ApplyContext(Protocol):
         `explains_failures`: then it reads the outputs and says itself what went wrong."""
         ...
 
-    def read(self, fact: Fact) -> Any: ...
+    def read(self, fact: Fact[Parsed]) -> Parsed: ...
 
     def reboot(self, command: str, timeout: float, via: Callable[[], None] | None = None) -> float:
         """Reboot with `command` on the host, or by calling `via` (a power cycle through the
@@ -262,13 +268,13 @@ class TaskType:
     # It is judged on the controller alone (assert): a play of such tasks never connects to its hosts.
     controller_only: ClassVar[bool] = False
 
-    def check_mode_data(self, params: Any) -> dict[str, Any] | None:
+    def check_mode_data(self, params: Any) -> dict[str, object] | None:
         """What check mode registers instead of running it (with `skipped: True` the task is skipped
         there, as Ansible skips a command it cannot judge), or None: check mode reports what it
         would change. A command that ran and failed has changed (Ansible's command)."""
         return None
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """Rendered parameter values, completed from files or conditions before validation
         (a `template:` becomes its rendered content). Runs on the controller, never on a host."""
         return values
@@ -280,7 +286,7 @@ class TaskType:
     def check(self, params: Any, facts: Facts) -> Verdict:
         raise NotImplementedError
 
-    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict[str, Any] | None:
+    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict[str, object] | None:
         ctx.execute([op for change in changes for op in change.ops])
         return None
 

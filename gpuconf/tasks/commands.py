@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -67,10 +66,10 @@ class Command(TaskType):
     reads_when_told = True
     Params = CommandParams
 
-    def check_mode_data(self, params: CommandParams) -> dict[str, Any] | None:
+    def check_mode_data(self, params: CommandParams) -> dict[str, object] | None:
         """Check mode never runs it: as Ansible's command, it says it would have run, and without a
         guard (creates, removes, unless) that cannot say whether it is needed, it is skipped."""
-        data: dict[str, Any] = {"failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
+        data: dict[str, object] = {"failed": False, "msg": "Command would have run if not in check mode", "rc": 0,
                                 "stdout": "", "stdout_lines": [], "stderr": "", "stderr_lines": []}
         if not (params.creates or params.removes or params.unless):
             data["skipped"] = True
@@ -110,7 +109,7 @@ class Command(TaskType):
             op = run_argv(argv, prefix, params.timeout, params.stdin, description)
         return drift(Change(description, [op], verify=guarded))
 
-    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, Any]:
+    def apply(self, ctx: ApplyContext, params: CommandParams, changes: list[Change]) -> dict[str, object]:
         outputs = ctx.execute([op for change in changes for op in change.ops])
         last = outputs[-1] if outputs else Output("")
         return {"stdout": last.stdout, "stderr": last.stderr, "rc": last.rc}
@@ -130,14 +129,14 @@ class Assert(TaskType):
     Params = AssertParams
     controller_only = True
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """The conditions are evaluated over the task's variables while it is rendered; the first
         that does not hold fails the task, registered as Ansible's assert registers it."""
         that = values.get("that")
         for condition in that if isinstance(that, list) else [that]:
             if isinstance(condition, (str, bool)) and not resolver.holds(condition):
                 shown = values.get("fail_msg") or "Assertion failed"
-                raise Refused(values.get("fail_msg") or f"assertion failed: {condition}",
+                raise Refused(str(values.get("fail_msg") or f"assertion failed: {condition}"),
                               data={"msg": shown, "assertion": condition, "evaluated_to": False})
         return values
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from typing import Any
+from collections.abc import Mapping
 
 from pydantic import Field
 
@@ -30,7 +30,7 @@ class ContainerdRuntimeParams(Params):
     timeout: float = Field(60, gt=0, description="seconds nvidia-ctk runtime configure may take")
 
 
-def parse_toml(text: str | None) -> dict[str, Any] | str:
+def parse_toml(text: str | None) -> dict[str, object] | str:
     """The document, or why it cannot be read (containerd refuses to start on it too)."""
     try:
         return tomllib.loads(text or "")
@@ -38,22 +38,29 @@ def parse_toml(text: str | None) -> dict[str, Any] | str:
         return f"not TOML ({exc})"
 
 
-def drop_in_problem(document: dict[str, Any]) -> str | None:
+def _table(table: Mapping[str, object], *keys: str) -> Mapping[str, object]:
+    """The table under `keys` (`[plugins."io.containerd.grpc.v1.cri".containerd]`); empty where one is missing."""
+    for key in keys:
+        found = table.get(key)
+        table = found if isinstance(found, dict) else {}
+    return table
+
+
+def drop_in_problem(document: Mapping[str, object]) -> str | None:
     """What the drop-in lacks of what `--runtime=containerd --cdi.enabled` writes, or None."""
-    plugins = document.get("plugins", {})
-    cri = next((plugins[name] for name in CRI_PLUGINS if isinstance(plugins.get(name), dict)), None)
+    cri = next((_table(document, "plugins", name) for name in CRI_PLUGINS
+                if isinstance(_table(document, "plugins").get(name), dict)), None)
     if cri is None:
         return "it has no CRI plugin table"
     if cri.get("enable_cdi") is not True:
         return "CDI is not enabled (enable_cdi)"
-    runtimes = cri.get("containerd", {}).get("runtimes", {})
-    binary = runtimes.get("nvidia", {}).get("options", {}).get("BinaryName", "")
+    binary = _table(cri, "containerd", "runtimes", "nvidia", "options").get("BinaryName", "")
     if not str(binary).endswith("nvidia-container-runtime"):
         return "it has no nvidia runtime running nvidia-container-runtime"
     return None
 
 
-def imports_drop_in(document: dict[str, Any]) -> bool:
+def imports_drop_in(document: Mapping[str, object]) -> bool:
     imports = document.get("imports", [])
     return isinstance(imports, list) and any(fnmatch.fnmatch(DROP_IN, str(pattern)) for pattern in imports)
 

@@ -122,7 +122,7 @@ class DriverStack(JoinsTransactions):
         assert branch is not None and flavour != "auto"
         host = package_host(facts, params.lock_timeout)
         packages = host.packages
-        running = {facts.host["kernel"]} if facts.host.get("kernel") else set()
+        running = {kernel} if (kernel := facts.host_text("kernel")) else set()
         kernels = sorted(set(facts[INSTALLED_KERNELS]) | running)
         naming = facts.platform.driver_names
         if params.modules == "precompiled" and not naming.precompiled_modules:

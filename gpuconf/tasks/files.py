@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import field_validator, model_validator
 
@@ -80,7 +80,7 @@ class FileParams(_Owned):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _json(cls, value: Any) -> Any:
+    def _json(cls, value: object) -> object:
         """A mapping or a list is written as JSON, as Ansible's copy writes it."""
         return json.dumps(value) if isinstance(value, (dict, list)) else value
 
@@ -104,7 +104,7 @@ class File(TaskType):
     def reads(self, params: FileParams) -> list[Fact]:
         return [file_state(params.path)]
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """`template` and `src` become the content they name, rendered on the controller."""
         values = dict(values)
         if values.get("template") is not None and values.get("content") is None and values.get("src") is None:

@@ -21,10 +21,10 @@ import io
 import json
 import os
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -37,6 +37,7 @@ from gpuconf.facts.base import Fact
 from gpuconf.facts.firmware import compare_versions, compress_names, describe_mixed, mixed_families
 from gpuconf.facts.redfish import BmcInventory
 from gpuconf.files.state import bundles_dir
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, Refused, Resolver, TaskType, Verdict, drift, in_sync
 
 BMC_COMPONENTS = ["HGX_FW_BMC_0", "HostBMC_0", "FW_BMC_0", "BMC"]
@@ -95,7 +96,7 @@ class Step:
 _CHECKED: dict[tuple[str, int, int, str, str, str], PackageCheck] = {}
 
 
-def _checked(package: dict[str, Any], public_key: str) -> PackageCheck:
+def _checked(package: Mapping[str, object], public_key: str) -> PackageCheck:
     """A package's check, done once per file state and key in this process (a fleet's hosts share it)."""
     path = Path(str(package.get("file", "")))
     try:
@@ -122,7 +123,7 @@ class Firmware(TaskType):
     Params = FirmwareParams
     reboots = True
 
-    def resolve(self, values: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         packages = values.get("packages")
         key = str(values.get("public_key", ""))
         problems: dict[str, str | None] = {}
@@ -144,7 +145,7 @@ class Firmware(TaskType):
         found: BmcInventory = facts[inventory_fact(params.endpoint)]
         return plan(params, found)
 
-    def apply(self, ctx: ApplyContext, params: FirmwareParams, changes: list[Change]) -> dict[str, Any] | None:
+    def apply(self, ctx: ApplyContext, params: FirmwareParams, changes: list[Change]) -> dict[str, object] | None:
         log: list[str] = []
         steps = [c.after for c in changes if isinstance(c.after, Step)]
         session = Session(params.endpoint)
@@ -155,7 +156,7 @@ class Firmware(TaskType):
         def stopped(message: str, brief: str) -> TaskError:
             """Before anything was sent, the remediation fails; after, the node is the hardware's
             (`hold`, the BMC's own words: gpuconf/remediate/firmware.py holds it)."""
-            data: dict[str, Any] = {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
+            data: dict[str, object] = {"task_log": log, "backup": backup, "stdout": "\n".join(log)}
             if current is not None:
                 what = compress_names(list(current.targets)) if current.targets else "the power cycle"
                 data["hold"] = f"{what}: {brief}"
@@ -262,7 +263,7 @@ def _moves(targets: list[str], found: BmcInventory, wanted: dict[str, str]) -> s
     return "; ".join(f"{compress_names(names)} {old} -> {new}" for (old, new), names in groups.items())
 
 
-def write_backup(directory: Path, host: str, payloads: dict[str, Any],
+def write_backup(directory: Path, host: str, payloads: Mapping[str, JSONValue],
                  now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)) -> Path:
     """The BMC's payloads (inventory, members, update service, BIOS attributes) as
     `<host>-<UTC>-firmware.tar.gz`, written whole under a temporary name and then renamed."""

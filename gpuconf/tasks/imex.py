@@ -85,7 +85,7 @@ class ImexChannel(TaskType):
         """The option must be in the initramfs when the nvidia module loads from there."""
         if not facts[NVIDIA_IN_INITRAMFS]:
             return None
-        kernel = facts.host.get("kernel")
+        kernel = facts.host_text("kernel")
         if not kernel:
             raise Unknown("the running kernel release is not known")
         members = facts[initramfs_fact(None)] or {}

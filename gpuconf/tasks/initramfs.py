@@ -41,7 +41,7 @@ class Initramfs(TaskType):
         return [initramfs_fact(params.kernel)]
 
     def check(self, params: InitramfsParams, facts: Facts) -> Verdict:
-        kernel = params.kernel or facts.host.get("kernel")
+        kernel = params.kernel or facts.host_text("kernel")
         if not kernel:
             raise Unknown("the running kernel release is not known")
         files = facts[initramfs_fact(params.kernel)]

@@ -2,26 +2,26 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from gpuconf.facts.base import Fact, file_state
+from gpuconf.files.values import JSONValue
 from gpuconf.tasks.base import Change, Facts, Refused, TaskType, Verdict, drift, in_sync, write_file
 from gpuconf.tasks.files import _Owned, unified_diff
 from gpuconf.tasks.modes import resolved
 
 
-def deep_merge(base: Any, overlay: Any) -> Any:
+def deep_merge(base: Mapping[str, object], overlay: Mapping[str, object]) -> dict[str, object]:
     """Mappings merge key by key; anything else in `overlay` replaces."""
-    if isinstance(base, dict) and isinstance(overlay, dict):
-        merged = dict(base)
-        for key, value in overlay.items():
-            merged[key] = deep_merge(base.get(key), value) if key in base else value
-        return merged
-    return overlay
+    merged = dict(base)
+    for key, value in overlay.items():
+        old = base.get(key)
+        merged[key] = deep_merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
 
 
 class JsonMergeParams(_Owned):
-    merge: dict[str, Any]
+    merge: dict[str, object]  # any JSON value under each key
     indent: int = 4
     backup: bool = False
 
@@ -40,15 +40,16 @@ class JsonMerge(TaskType):
     def check(self, params: JsonMergeParams, facts: Facts) -> Verdict:
         state = facts[file_state(params.path)]
         before_text = state.text if state.exists else ""
-        current: Any = {}
+        current: dict[str, object] = {}
         if state.exists and (before_text or "").strip():
             try:
-                current = json.loads(before_text or "")
+                loaded: JSONValue = json.loads(before_text or "")
             except json.JSONDecodeError as exc:
                 raise Refused(f"{params.path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
                               "refusing to overwrite it") from None
-            if not isinstance(current, dict):
-                raise Refused(f"{params.path} holds a JSON {type(current).__name__}, not an object")
+            if not isinstance(loaded, dict):
+                raise Refused(f"{params.path} holds a JSON {type(loaded).__name__}, not an object")
+            current = loaded
         merged = deep_merge(current, params.merge)
         if merged == current and state.exists:
             return in_sync(f"{params.path} has the wanted keys")

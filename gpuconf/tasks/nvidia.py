@@ -72,7 +72,7 @@ class DkmsModule(TaskType):
         return [dkms_fact(params.module), INSTALLED_KERNELS]
 
     def check(self, params: DkmsModuleParams, facts: Facts) -> Verdict:
-        running = {str(facts.host["kernel"])} if facts.host.get("kernel") else set()
+        running = {kernel} if (kernel := facts.host_text("kernel")) else set()
         kernels = [params.kernel] if params.kernel else sorted(set(facts[INSTALLED_KERNELS]) | running)
         if not kernels:
             raise Unknown("neither the running kernel nor an installed one is known")

@@ -62,7 +62,7 @@ class PackageOp(Op):
     repair: bool = False
 
 
-def apply_ops(ctx: Any, ops: list[Op], lock_timeout: float) -> None:
+def apply_ops(ctx: ApplyContext, ops: list[Op], lock_timeout: float) -> None:
     """The ops in one round trip, in order (install before hold): a failure stops the rest on
     the host, and a held dpkg lock is told apart from any other failure (apt names the holder
     on stdout)."""

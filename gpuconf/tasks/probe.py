@@ -2,12 +2,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from pydantic import Field, model_validator
 
 from gpuconf.facts.base import Fact, Output, user_command
 from gpuconf.tasks.base import Change, Facts, Params, Refused, TaskType, Unknown, Verdict, drift, in_sync
+
+
+class Registered(TypedDict):
+    """What `register` keeps of the probe's command, as a shell task's."""
+
+    stdout: str
+    stderr: str
+    rc: int
 
 
 class ProbeParams(Params):
@@ -55,7 +63,7 @@ class Probe(TaskType):
             problem = f"output lacks {params.contains!r}: {out.stdout.strip()[-200:]!r}"
         elif params.matches is not None and not re.search(params.matches, out.stdout, re.M):
             problem = f"output does not match {params.matches!r}: {out.stdout.strip()[-200:]!r}"
-        registered: dict[str, Any] = {"stdout": out.stdout, "stderr": out.stderr, "rc": out.rc}
+        registered = Registered(stdout=out.stdout, stderr=out.stderr, rc=out.rc)
         if problem is None:
             return in_sync(f"{params.command}: as expected", **registered)
         if params.pending_in_check:

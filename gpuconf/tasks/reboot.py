@@ -1,8 +1,6 @@
 """Reboot a host and wait for it to come back with a new boot id."""
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from gpuconf.tasks.base import ApplyContext, Change, Facts, Params, TaskType, Verdict, drift, in_sync
@@ -30,6 +28,6 @@ class Reboot(TaskType):
         why = ", ".join(facts.reboot_pending) or "requested"
         return drift(Change(f"reboot ({why})", verify=False))
 
-    def apply(self, ctx: ApplyContext, params: RebootParams, changes: list[Change]) -> dict[str, Any]:
+    def apply(self, ctx: ApplyContext, params: RebootParams, changes: list[Change]) -> dict[str, object]:
         seconds = ctx.reboot(params.command, params.timeout)
         return {"elapsed": seconds}

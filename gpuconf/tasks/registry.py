@@ -13,12 +13,12 @@ import copy
 import importlib
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from gpuconf.errors import did_you_mean, validation_message
-from gpuconf.tasks.base import TaskType
+from gpuconf.tasks.base import Params, TaskType
 from gpuconf.templating.render import is_template
 
 # name -> "module:Class". Generic tasks first, then the GPU ones, then the health probes.
@@ -111,7 +111,7 @@ class TaskTypes(Mapping[str, TaskType]):
 TASK_TYPES = TaskTypes(TASK_MODULES)
 
 
-def _has_template(value: Any) -> bool:
+def _has_template(value: object) -> bool:
     if isinstance(value, dict):
         return any(_has_template(v) for v in value.values())
     if isinstance(value, list):
@@ -127,7 +127,7 @@ def param_names(type_name: str) -> list[str]:
     return names
 
 
-def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple[int | str, ...], str] | None:
+def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[int | str, ...], str] | None:
     """Errors knowable before templating: unknown params, wrong literal types."""
     model = TASK_TYPES[type_name].Params
     names = param_names(type_name)
@@ -144,7 +144,7 @@ def static_param_errors(type_name: str, raw: dict[str, Any]) -> tuple[tuple[int 
     return None
 
 
-def _literal_errors(model: Any, raw: dict[str, Any], templated: set[str]) -> list[Any]:
+def _literal_errors(model: type[Params], raw: dict[str, object], templated: set[str]) -> list[ErrorDetails]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
         model.model_validate(static)
@@ -153,17 +153,18 @@ def _literal_errors(model: Any, raw: dict[str, Any], templated: set[str]) -> lis
     return []
 
 
-def _literal_errors_ok(model: Any, raw: dict[str, Any], templated: set[str]) -> bool:
+def _literal_errors_ok(model: type[Params], raw: dict[str, object], templated: set[str]) -> bool:
     return not _literal_errors(model, raw, templated)
 
 
-def _first_literal_error(model: Any, raw: dict[str, Any], templated: set[str]) -> tuple[tuple[int | str, ...], str]:
+def _first_literal_error(model: type[Params], raw: dict[str, object],
+                         templated: set[str]) -> tuple[tuple[int | str, ...], str]:
     error = _literal_errors(model, raw, templated)[0]
     loc = tuple(error["loc"])
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
 
 
-def build_params(type_name: str, rendered: dict[str, Any], numbers_as_text: bool = True) -> Any:
+def build_params(type_name: str, rendered: dict[str, object], numbers_as_text: bool = True) -> Params:
     """Validate rendered params; raise ValueError with a readable message."""
     model = TASK_TYPES[type_name].Params
     try:
@@ -176,22 +177,25 @@ def build_params(type_name: str, rendered: dict[str, Any], numbers_as_text: bool
         raise ValueError(message) from None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _as_text(values: Any, locations: list[tuple[Any, ...]]) -> Any:
+def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) -> dict[str, object]:
     """A copy of `values` with the numbers at `locations` (pydantic error locations, whose union
     members' names are not keys) as strings."""
     values = copy.deepcopy(values)
     for loc in locations:
-        holder: Any = None
-        key: Any = None
-        current = values
+        holder: dict[object, object] | list[object] | None = None
+        key: int | str = ""
+        current: object = values
         for part in loc:
-            if isinstance(current, dict) and part in current or \
-                    isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            if isinstance(current, dict) and part in current:
                 holder, key, current = current, part, current[part]
-        if holder is not None and _is_number(current):
+            elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+                holder, key, current = current, part, current[part]
+        if isinstance(holder, dict) and _is_number(current):
+            holder[key] = str(current)
+        elif isinstance(holder, list) and isinstance(key, int) and _is_number(current):
             holder[key] = str(current)
     return values

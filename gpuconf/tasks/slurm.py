@@ -15,7 +15,6 @@ from __future__ import annotations
 import posixpath
 import re
 import time
-from typing import Any
 
 from pydantic import field_validator
 
@@ -38,7 +37,7 @@ class SlurmSettingsParams(Params):
 
     @field_validator("settings", mode="before")
     @classmethod
-    def _strings(cls, value: Any) -> Any:
+    def _strings(cls, value: object) -> object:
         if isinstance(value, dict):
             return {str(k): str(v) for k, v in value.items()}
         return value

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 
 from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import start_lab
+from tests.report_runs import Run, run_gpuconf
 
 ROOT = Path(__file__).resolve().parents[2]
 # GPUCONF_TEST_LAB keeps two checkouts' labs apart, as in tests/health
@@ -29,25 +28,9 @@ PLAYBOOKS = {"a100": "playbooks/a100-node.yml", "h100": "playbooks/h100-node.yml
 USER_DAEMON_JSON = {"log-driver": "json-file", "data-root": "/srv/docker"}
 
 
-@dataclass
-class Run:
-    rc: int
-    stdout: str
-    stderr: str
-    report: dict
-
-    def host_tasks(self, host: str) -> list[dict]:
-        return self.report["hosts"][host]["tasks"]
-
-    def statuses(self, host: str) -> dict[str, str]:
-        return {t["task"]: t["status"] for t in self.host_tasks(host)}
-
-
 def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
-    proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, playbook, "-i", NAME, "--report", str(report),
-                           *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    data = json.loads(report.read_text()) if report.exists() else {}
-    return Run(proc.returncode, proc.stdout, proc.stderr, data)
+    """A run on this lab (tests/report_runs.py)."""
+    return run_gpuconf(NAME, verb, playbook, *args, report=report, timeout=timeout)
 
 
 @dataclass

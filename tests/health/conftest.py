@@ -10,10 +10,7 @@ the InfiniBand ports stay INIT, which the InfiniBand probe's test uses.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +19,7 @@ import yaml
 
 from gpuconf_lab.fleet import Lab
 from tests.lab_fixtures import start_lab
+from tests.report_runs import Run, run_gpuconf
 
 ROOT = Path(__file__).resolve().parents[2]
 # inventories/lab*/ are git-ignored; GPUCONF_TEST_LAB keeps two sessions' health labs apart
@@ -35,27 +33,9 @@ EXPECT = ["-e", "gpu_health_expected_gpu_count=8", "-e", "gpu_health_expected_gp
           "-e", "gpu_health_nvlink_expected_links=12", "-e", f"nvidia_driver_version={PIN}"]
 
 
-@dataclass
-class Run:
-    rc: int
-    stdout: str
-    stderr: str
-    report: dict
-    host: str = NODE
-
-    def tasks(self) -> dict[str, dict]:
-        return {t["task"]: t for t in self.report["hosts"][self.host]["tasks"]}
-
-    def findings(self, severity: str | None = None) -> list[dict]:
-        return [f for t in self.report["hosts"][self.host]["tasks"] for f in t.get("findings", [])
-                if severity is None or f["severity"] == severity]
-
-
 def gpuconf(verb: str, playbook: str, *args: str, report: Path, timeout: float = 600) -> Run:
-    proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, playbook, "-i", NAME, "--report", str(report),
-                           *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    data = json.loads(report.read_text()) if report.exists() else {}
-    return Run(proc.returncode, proc.stdout, proc.stderr, data)
+    """A run on this lab, read for the A100 node unless told otherwise."""
+    return run_gpuconf(NAME, verb, playbook, *args, report=report, timeout=timeout, host=NODE)
 
 
 @dataclass

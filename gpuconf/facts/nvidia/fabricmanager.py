@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from gpuconf.facts.common import canonical_pci_address, normalise_quotes, reads_whole_lines
 
@@ -208,12 +208,25 @@ class _Machine:
             self.error_line = line.strip()
 
 
+class _Nvl5Lines(TypedDict, total=False):
+    """What the NVLink5 lines of a log said so far (`FabricManagerLog`'s fields of the same names)."""
+
+    system: str
+    nothing_to_do: bool
+    exit_code: int
+    usage_error: str
+    management_guid: str
+    nvlsm_build: str
+    gpu_probes: int
+    multicast_teams: int
+
+
 @reads_whole_lines
 def parse_fabric_manager_log(text: str) -> FabricManagerLog:
     """Summarise a fabric manager log file or its journal (one state machine knows both). Never raises."""
     machine = _Machine()
     errors: list[NvswitchError] = []
-    extra: dict[str, Any] = {"gpu_probes": 0, "multicast_teams": 0}
+    extra = _Nvl5Lines(gpu_probes=0, multicast_teams=0)
     for line in normalise_quotes(text).splitlines():
         _nvl5(line, extra)
         machine.line(line, extra.get("system"))
@@ -245,7 +258,7 @@ def _refusal(line: str, system: str | None) -> FabricManagerRefusal | None:
     return None
 
 
-def _nvl5(line: str, found: dict[str, Any]) -> None:
+def _nvl5(line: str, found: _Nvl5Lines) -> None:
     """The NVLink5 start script's, nvlsm's and the multicast lines of one log line."""
     if "Detected Pre-NVL5 system" in line:
         found["system"] = "pre-NVL5"
@@ -262,8 +275,8 @@ def _nvl5(line: str, found: dict[str, Any]) -> None:
     if match := _OPENSM.search(line):
         found["nvlsm_build"] = match.group(1)
     if "GPU probe request received" in line:
-        found["gpu_probes"] += 1
+        found["gpu_probes"] = found.get("gpu_probes", 0) + 1
     if "successfully setup multicast team" in line:
-        found["multicast_teams"] += 1
+        found["multicast_teams"] = found.get("multicast_teams", 0) + 1
     elif "successfully released multicast team" in line:
-        found["multicast_teams"] -= 1
+        found["multicast_teams"] = found.get("multicast_teams", 0) - 1

@@ -14,8 +14,7 @@ print nothing at all (empty output = no GPUs with NVLink reported).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from gpuconf.facts.common import reads_whole_lines
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure, detect_nvidia_smi_failure
@@ -79,6 +78,18 @@ _REASONS = (
 )
 
 
+@dataclass
+class _GpuBlock:
+    """One GPU's block of `nvlink -s` while it is read."""
+
+    index: int
+    name: str
+    uuid: str | None
+    status: str | None = None
+    links: list[NvlinkLink] = field(default_factory=list)
+    message: str | None = None
+
+
 @reads_whole_lines
 def parse_nvlink_status(text: str) -> NvlinkStatus:
     """Parse ``nvidia-smi nvlink -s [-i N]``. Never raises."""
@@ -87,14 +98,14 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         return NvlinkStatus(gpus=(), failure=failure)
     gpus: list[GpuNvlinks] = []
     problems: list[str] = []
-    current: dict[str, Any] | None = None
+    current: _GpuBlock | None = None
 
     def flush() -> None:
         if current is None:
             return
-        status = current["status"] or (LINKS if current["links"] else UNKNOWN)
-        gpus.append(GpuNvlinks(current["index"], current["name"], current["uuid"], status,
-                               tuple(current["links"]), current["message"]))
+        status = current.status or (LINKS if current.links else UNKNOWN)
+        gpus.append(GpuNvlinks(current.index, current.name, current.uuid, status, tuple(current.links),
+                               current.message))
 
     for line in text.splitlines():
         if not line.strip():
@@ -102,18 +113,16 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         gpu = _GPU.match(line)
         if gpu:
             flush()
-            current = {"index": int(gpu.group(1)), "name": gpu.group(2), "uuid": gpu.group(3),
-                       "status": None, "links": [], "message": None}
+            current = _GpuBlock(int(gpu.group(1)), gpu.group(2), gpu.group(3))
             continue
         link = _LINK.match(line)
         if link and current is not None:
             speed = float(link.group(3)) if link.group(3) else None
-            current["links"].append(NvlinkLink(int(link.group(1)), link.group(2) is None
-                                               and speed is not None, speed))
+            current.links.append(NvlinkLink(int(link.group(1)), link.group(2) is None and speed is not None, speed))
             continue
         reason = next((kind for pattern, kind in _REASONS if pattern.search(line)), None)
         if reason and current is not None:
-            current["status"], current["message"] = reason, line.strip()
+            current.status, current.message = reason, line.strip()
             continue
         problems.append(line)
     flush()
@@ -143,7 +152,7 @@ _INFO_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
 
 @reads_whole_lines
 def parse_nvlink_info(text: str) -> NvlinkInfoReport:
-    gpus: list[list[Any]] = []
+    gpus: list[NvlinkInfo] = []
     complete = True
     in_firmware = False
     for line in text.splitlines():
@@ -152,15 +161,15 @@ def parse_nvlink_info(text: str) -> NvlinkInfoReport:
             if not match:  # a GPU line cut short
                 complete = False
                 continue
-            gpus.append([int(match[1]), match[2], match[3], None, {}])
+            gpus.append(NvlinkInfo(int(match[1]), match[2], match[3], None, {}))
             in_firmware = False
         elif gpus and line.strip().startswith("NVLE:"):
-            gpus[-1][3] = line.split(":", 1)[1].strip()
+            gpus[-1] = replace(gpus[-1], nvle=line.split(":", 1)[1].strip())
         elif gpus and line.strip() == "Firmware Version:":
             in_firmware = True
         elif gpus and in_firmware and ":" in line:
             key, _, value = line.strip().partition(": ")
             if value:
-                gpus[-1][4][key] = value.strip()
-    complete = complete and bool(gpus) and bool(gpus[-1][4])  # a block without its versions was cut
-    return NvlinkInfoReport(tuple(NvlinkInfo(*g) for g in gpus), complete)
+                gpus[-1].firmware[key] = value.strip()
+    complete = complete and bool(gpus) and bool(gpus[-1].firmware)  # a block without its versions was cut
+    return NvlinkInfoReport(tuple(gpus), complete)

@@ -9,13 +9,13 @@ Units are in the field names (``_c``, ``_w``, ``_mhz``, ``_mib``, ``_percent``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuconf.facts.common import canonical_pci_address
 from gpuconf.facts.nvidia.clocks import ClockEventReasons
 from gpuconf.facts.nvidia.fabric import Fabric
 from gpuconf.facts.nvidia.failure import NvidiaSmiFailure
 from gpuconf.facts.xid import RecoveryAction
+from gpuconf.files.values import JSONValue
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class GpuDetails:
     processes: tuple[GpuProcess, ...] = ()
     mig_devices: tuple[MigDevice, ...] = ()
     errors: tuple[str, ...] = ()
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    raw: dict[str, JSONValue] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuconf.facts.common import snake_case
+from gpuconf.files.values import JSONValue
 
 
 @dataclass
@@ -59,13 +59,14 @@ class Node:
             yield path, child
             yield from child.walk(path)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSONValue]:
         """Nested plain dict of the subtree (repeated keys become lists), for ``raw``."""
-        result: dict[str, Any] = {}
+        result: dict[str, JSONValue] = {}
         for child in self.children:
-            item: Any = child.to_dict() if child.children else child.value
-            if child.children and child.value is not None:
-                item = {"value": child.value, **item}
+            item: JSONValue = child.value
+            if child.children:
+                below = child.to_dict()
+                item = {"value": child.value, **below} if child.value is not None else below
             if child.key in result:
                 existing = result[child.key]
                 result[child.key] = (existing if isinstance(existing, list) else [existing]) + [item]

@@ -9,11 +9,11 @@ finding that says why, so the result is `unknown` and never a pass.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field
 
-from gpuconf.facts.base import Fact, FactUnavailable
+from gpuconf.facts.base import Fact, FactUnavailable, Parsed
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift
 
@@ -22,6 +22,19 @@ OK: Severity = "ok"
 WARNING: Severity = "warning"
 FAILURE: Severity = "failure"
 _RANK = {OK: 0, WARNING: 1, FAILURE: 2}
+
+
+class Where(TypedDict):
+    """Where a finding is, as `Finding`'s own fields: the GPU's index and its PCI address."""
+
+    gpu: int | None
+    bus_id: str | None
+
+
+class WhereRead(Where):
+    """Where a finding is, and the value read there (`Finding.value`)."""
+
+    value: object
 
 
 def gpu_name(index: int | None, bus_id: str | None) -> str:
@@ -44,7 +57,7 @@ def summarise(findings: list[Finding], most: int = 3) -> str:
     return text + (f"; +{len(chosen) - most} more" if len(chosen) > most else "")
 
 
-def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: Any) -> Verdict:
+def verdict(findings: list[Finding], changes: list[Change] | None = None, **data: object) -> Verdict:
     """A probe's result: its findings, no state changes (remedies aside: each is a Change
     with verify=False, an action the engine's re-check does not expect to vanish)."""
     return Verdict(list(changes or ()), summarise(findings), data, list(findings))
@@ -57,7 +70,7 @@ def after_pending_reboot(facts: Facts, what: str) -> Verdict | None:
     return drift(Change(f"{what}: judged after the pending reboot ({facts.reboot_pending[0]})", reboot=True))
 
 
-def read_or_unknown(facts: Facts, fact: Fact, probe: str, what: str) -> Any:
+def read_or_unknown(facts: Facts, fact: Fact[Parsed], probe: str, what: str) -> Parsed:
     """The fact's value; `Unknown` with a failure finding when it cannot be read (hung, failed)."""
     try:
         return facts[fact]

@@ -2,8 +2,6 @@
 every GPU's fabric registration complete."""
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
@@ -15,7 +13,7 @@ from gpuconf.facts.nvidia.nvlink import ALL_INACTIVE, LINKS
 from gpuconf.facts.systemd import parse_is_active
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Change, Facts, Unknown, Verdict, run
-from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name, verdict
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, WhereRead, gpu_name, verdict
 from gpuconf.tasks.health.readings import GpuReadings, gpu_readings, nvlink_status, require_readings, unknown_finding
 
 
@@ -30,7 +28,7 @@ def judge_nvlinks(status: NvlinkStatus, params: NvlinkParams, bus_of: dict[int, 
     findings = []
     for gpu in status.gpus:
         bus = bus_of.get(gpu.index)
-        where: dict[str, Any] = dict(gpu=gpu.index, bus_id=bus, value=gpu.active_link_count)
+        where = WhereRead(gpu=gpu.index, bus_id=bus, value=gpu.active_link_count)
         label = gpu_name(gpu.index, bus)
         problems = []
         if gpu.status == ALL_INACTIVE:

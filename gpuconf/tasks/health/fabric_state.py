@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output
 from gpuconf.facts.common import canonical_pci_address, incomplete
@@ -26,6 +26,7 @@ from gpuconf.tasks.health.common import (
     OK,
     HealthProbe,
     NvidiaSmiParams,
+    WhereRead,
     after_pending_reboot,
     gpu_name,
     read_or_unknown,
@@ -132,7 +133,7 @@ def judge_fabric_state(report: FabricReport | NvidiaSmiQuery, kind: str, probe: 
     gpus: tuple[FabricGpu | GpuDetails, ...] = report.gpus
     for index, gpu in enumerate(gpus):
         label = gpu_name(index, gpu.pci_address or gpu.bus_id)
-        where: dict[str, Any] = dict(gpu=index, bus_id=gpu.pci_address or gpu.bus_id,
+        where = WhereRead(gpu=index, bus_id=gpu.pci_address or gpu.bus_id,
                                      value=gpu.fabric.state if gpu.fabric else None)
         reported = gpu.fabric is not None and gpu.fabric.state is not None
         if not reported and (gpu.architecture or "") in BEFORE_FABRIC_STATE:

@@ -17,7 +17,6 @@ first line of a record whose last line says it fell off the bus).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pydantic import Field
 
@@ -32,6 +31,7 @@ from gpuconf.facts.kernel import (
     summarise_sxid_events,
     summarise_xid_events,
 )
+from gpuconf.facts.kernel_log import LockupLine
 from gpuconf.facts.sxid import SXidSummary
 from gpuconf.facts.xid import (
     FAIL,
@@ -252,7 +252,7 @@ def judge_taint(taint_text: str | None, expected: str, probe: str = "kernel_tain
 
 
 def judge_lockups(log_text: str, probe: str = "kernel_lockup") -> list[Finding]:
-    found: dict[str, list[Any]] = {}
+    found: dict[str, list[LockupLine]] = {}
     for lockup in find_lockups(log_text):
         found.setdefault(lockup.kind, []).append(lockup)
     if not found:

@@ -1,12 +1,10 @@
 """GPU memory: uncorrectable ECC errors and row remapping, and how full it is."""
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from gpuconf.results import Finding
-from gpuconf.tasks.health.common import FAILURE, OK, WARNING, NvidiaSmiParams
+from gpuconf.tasks.health.common import FAILURE, OK, WARNING, NvidiaSmiParams, Where
 from gpuconf.tasks.health.readings import GpuReading, GpuReadingsProbe
 
 
@@ -18,7 +16,7 @@ class EccParams(NvidiaSmiParams):
 def judge_ecc(gpus: tuple[GpuReading, ...], params: EccParams, probe: str = "ecc") -> list[Finding]:
     findings = []
     for gpu in gpus:
-        where: dict[str, Any] = dict(gpu=gpu.index, bus_id=gpu.bus_id)
+        where = Where(gpu=gpu.index, bus_id=gpu.bus_id)
         problems = []
         count = gpu.ecc_uncorrected_volatile
         if count is not None and count > params.max_uncorrected_volatile:
@@ -63,7 +61,7 @@ class MemoryUseParams(NvidiaSmiParams):
 def judge_memory(gpus: tuple[GpuReading, ...], params: MemoryUseParams, probe: str = "memory") -> list[Finding]:
     findings = []
     for gpu in gpus:
-        where: dict[str, Any] = dict(gpu=gpu.index, bus_id=gpu.bus_id)
+        where = Where(gpu=gpu.index, bus_id=gpu.bus_id)
         used, total = gpu.memory_used_mib, gpu.memory_total_mib
         if used is None or not total:
             findings.append(Finding(probe, OK, f"{gpu.label}: memory use not reported", **where))

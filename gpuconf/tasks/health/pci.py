@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gpuconf.facts.base import file_glob
 from gpuconf.facts.common import canonical_pci_address
-from gpuconf.facts.gather import PCI
+from gpuconf.facts.gather import PCI, PciDevices
 
 LINK_ATTRIBUTES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 
@@ -82,7 +81,7 @@ def link_files(files: dict[str, str]) -> dict[str, dict[str, str]]:
 LINK_FACT = file_glob([PCI + name for name in LINK_ATTRIBUTES], link_files, key="pci:links")
 
 
-def gpu_links(pci_fact_value: dict[str, Any] | None, links: dict[str, dict[str, str]]) -> tuple[PcieLink, ...]:
+def gpu_links(pci_fact_value: PciDevices | None, links: dict[str, dict[str, str]]) -> tuple[PcieLink, ...]:
     """The links of the GPUs in the gathered PCI fact, sorted by address. A GPU whose
     link sysfs does not show (no such attribute) is left out, as before."""
     found = []
@@ -95,9 +94,9 @@ def gpu_links(pci_fact_value: dict[str, Any] | None, links: dict[str, dict[str, 
     return tuple(found)
 
 
-def sysfs_gpu_addresses(pci_fact_value: dict[str, Any] | None) -> list[str]:
+def sysfs_gpu_addresses(pci_fact_value: PciDevices | None) -> list[str]:
     """Sorted canonical addresses of the GPUs in the gathered `pci:10de` fact."""
-    gpus = (pci_fact_value or {}).get("gpus", [])
+    gpus = pci_fact_value["gpus"] if pci_fact_value else []
     return sorted(a for a in (canonical_pci_address(g.get("pci_address")) for g in gpus) if a)
 
 

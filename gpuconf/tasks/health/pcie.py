@@ -9,15 +9,13 @@ does not show.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from gpuconf.facts.base import Fact
 from gpuconf.facts.gather import PCI_FACT
 from gpuconf.results import Finding
 from gpuconf.tasks.base import Facts
-from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, gpu_name
+from gpuconf.tasks.health.common import FAILURE, OK, HealthProbe, NvidiaSmiParams, WhereRead, gpu_name
 from gpuconf.tasks.health.pci import GENERATIONS, LINK_FACT, PcieLink, gpu_links, index_of
 from gpuconf.tasks.health.readings import (
     GpuReading,
@@ -64,7 +62,7 @@ def judge_links(links: tuple[PcieLink, ...], readings: GpuReadings | None, param
     for link in links:
         index = index_of(link.bus_id, indexes, order)
         label = gpu_name(index, link.bus_id)
-        where: dict[str, Any] = dict(gpu=index, bus_id=link.bus_id, value=link.generation)
+        where = WhereRead(gpu=index, bus_id=link.bus_id, value=link.generation)
         if not link.below_max:
             findings.append(Finding(probe, OK, f"{label} PCIe link at {link.describe()}", **where))
             continue

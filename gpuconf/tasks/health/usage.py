@@ -107,7 +107,7 @@ class HostSizingParams(NvidiaSmiParams):
         return self
 
 
-MEMINFO, MEMORY_MB = gather.FACTS["memory_mb"]
+MEMINFO, MEMORY_MB = gather.MEMINFO, gather.memory_mb
 
 
 def judge_sizing(cpus: int, ram_mb: int, gpus: tuple[GpuReading, ...], params: HostSizingParams,
