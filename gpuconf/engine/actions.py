@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.include_vars import include_vars
-from gpuconf.errors import TaskError, UndefinedVariable
-from gpuconf.playbook.argspecs import problems
+from gpuconf.errors import UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -19,12 +18,6 @@ DEFAULT_MESSAGE = "Hello world!"   # a bare `debug:`, as Ansible's
 def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], included: dict[str, Any] | None = None,
                playbook_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
     """Carry out `set_fact`, `debug` or `include_vars`: the result's message and data."""
-    if task.type == "validate_argument_spec":
-        found = problems(task.params["argument_spec"], variables)
-        if found:
-            raise TaskError(f"Validation of arguments failed: {'; '.join(found)}")
-        return f"The arg spec validation passed ({task.params['entry']})", {"validate_args_context": {
-            "argument_spec_name": task.params["entry"], "type": "role", "name": task.role}}
     if task.type == "include_vars":
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)

@@ -73,6 +73,12 @@ class Resolver:
     def holds(self, condition: str | bool) -> bool:
         return evaluate_when(condition, self.vars)
 
+    def defined(self, name: str) -> bool:
+        return name in self.vars
+
+    def variable(self, name: str) -> Any:
+        return self.vars[name]
+
 
 def _text(path: Path) -> str:
     """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""

@@ -192,10 +192,12 @@ class Runner:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
                                      f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
                 return False
-            if batch and len(bad) == len(batch) and number < len(sizes):
-                # Ansible stops the play when every host of a batch failed: the next batch would only repeat it
+            if batch and len(bad) == len(batch):
+                # as Ansible's: when every host of a batch failed, the run stops there (no later batch,
+                # no later play): the next would only repeat it
                 self.budget_spent = (f"not run: every host of a batch failed in play '{play.name}' "
-                                     f"(serial batch {number}: {', '.join(bad)})")
+                                     f"({'serial batch ' + str(number) + ': ' if len(sizes) > 1 else ''}"
+                                     f"{', '.join(bad)})")
                 self.stop_reason = "batch_failed"
                 return False
         return True

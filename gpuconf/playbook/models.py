@@ -142,7 +142,7 @@ class TaskKeywords(BaseModel):
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
-ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars", "validate_argument_spec", "group_by", "add_host")
+ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars", "group_by", "add_host")
 # meta's actions (Ansible's `meta: ACTION`), carried out by gpuconf/engine/meta.py
 META_ACTIONS = ("flush_handlers", "noop", "end_play", "end_host", "end_batch", "end_role", "clear_host_errors",
                 "clear_facts", "refresh_inventory", "reset_connection")

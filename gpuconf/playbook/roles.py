@@ -20,8 +20,8 @@ from typing import Any
 
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
-from gpuconf.playbook.argspecs import check_arguments, entry_options
-from gpuconf.playbook.models import RoleRef, TaskDef, TaskKeywords
+from gpuconf.playbook.argspecs import validation_task
+from gpuconf.playbook.models import RoleRef, TaskDef
 
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
 Loader = Any
@@ -65,14 +65,6 @@ class RoleCall:
     validate: bool = True   # rolespec_validate: false leaves out the argument_specs check
     dependency: bool = False   # a meta/main.yml dependency: a role may not depend on itself
     parents: tuple[Parent, ...] = ()
-
-
-def validation_task(role: str, entry: str, options: dict[str, Any], description: str, where: Location,
-                    tags: set[str], blocks: tuple[tuple[int, str], ...]) -> TaskDef:
-    name = f"Validating arguments against arg spec '{entry}'" + (f" - {description}" if description else "")
-    return TaskDef(name, "validate_argument_spec", {"argument_spec": options, "entry": entry},
-                   TaskKeywords.model_validate({"name": name}), where, role=role, tags=tags | {"always"}, blocks=blocks,
-                   action="validate_argument_spec")
 
 
 def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
@@ -175,8 +167,8 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     loaded.exports.update(own_vars)
     loader.loaded_roles[identity] = loaded
     specs = loader._optional(path / "meta" / "argument_specs.yml")
-    if specs is not None:
-        check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, call.tasks_from)
+    validation = validation_task(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params,
+                                 call.tasks_from) if specs is not None else None
     search = [path / "templates", path / "files", path, loader.playbook.parent]
     role_tags = call.tags | set(ref.tags)
     task_file = role_file(path / "tasks", call.tasks_from)
@@ -187,12 +179,11 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
     finally:
         loader.role_stack.pop()
-    if specs is not None and call.validate:   # Ansible's first task of the role: its spec, every variable it sees
-        options, description = entry_options(specs, call.tasks_from)
-        if options:
-            role_tasks.insert(0, validation_task(ref.role, call.tasks_from, options, description,
-                                                 Location(str(path / "meta" / "argument_specs.yml"), 1, 1),
-                                                 role_tags, call.blocks))
+    if validation is not None and call.validate:  # Ansible's first task of a role with a spec (playbook/argspecs.py)
+        holder = yamlsrc.YDict({"tasks": validation})
+        holder.file = validation.file
+        role_tasks = loader._tasks(validation, holder, "tasks", role_tags, search, role=ref.role,
+                                   here=path / "tasks", blocks=call.blocks) + role_tasks
     handler_file = role_file(path / "handlers", call.handlers_from)
     role_handlers = loader._role_file(handler_file, set(), search, ref.role, handler=True) if handler_file else []
     if call.public:

@@ -109,9 +109,20 @@ def _lookup_paths(context: Any) -> list[Any]:
     return [*folders, Path.cwd() / "files", Path.cwd()]
 
 
+class AnsibleDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Ansible's dumper: libyaml's safe dumper where PyYAML has it, as ansible-core uses (a lone
+    scalar ends without PyYAML's `...` line: `false | to_yaml` is "false\\n"), and a string, mapping
+    or list of any class is dumped as its plain kind (a YAML source's positioned dict, a marked string)."""
+
+
+AnsibleDumper.add_multi_representer(str, lambda dumper, text: dumper.represent_str(str.__str__(text)))
+AnsibleDumper.add_multi_representer(dict, yaml.SafeDumper.represent_dict)
+AnsibleDumper.add_multi_representer(list, yaml.SafeDumper.represent_list)
+
+
 def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **options: Any) -> str:
-    """Ansible's to_yaml: PyYAML's dump (keys sorted, flow style for the innermost collections), unicode kept."""
-    return str(yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
+    """Ansible's to_yaml: its dumper (keys sorted, flow style for the innermost collections), unicode kept."""
+    return str(yaml.dump(value, Dumper=AnsibleDumper, allow_unicode=True, default_flow_style=default_flow_style,
                          **options))
 
 

@@ -220,6 +220,9 @@ def gpuconf_observation(rc: int, report: Path, base: Path) -> dict[str, Any]:
     data = json.loads(report.read_text())
     hosts: dict[str, Any] = {}
     for name, result in data["hosts"].items():
+        if result["tasks"] and all(task.get("not_run") == "batch_failed" for task in result["tasks"]):
+            continue  # a host of a play the run never started (every host of a batch failed before it):
+            # gpuconf lists it as not run, Ansible says nothing of it (docs/ansible.md, supported differently)
         messages = [shown(_debug_value(task)) for task in result["tasks"]
                     if task["type"] == "debug" and task["status"] == "ok"]
         registered = [[entry["name"], project(entry["value"], entry.get("type", ""))]
