@@ -43,6 +43,8 @@ class BlockRun:
                 return "rescue: its block did not fail"
             if section == "rescue" and bid in self.failed["rescue"]:
                 return "an earlier task of its rescue failed"
+            if section == "always" and bid in self.failed["always"]:  # as Ansible's: the host's always ends there
+                return "an earlier task of its always failed"
         return None
 
     def after(self, index: int, failures: list[TaskResult]) -> None:

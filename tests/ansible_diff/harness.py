@@ -36,7 +36,7 @@ ONE_GPUCONF = threading.Lock()
 ITEM = re.compile(r" \(item=.*\)$")
 ROLE_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+ : ")   # Ansible names a role's task "ROLE : NAME"
 # Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load)
-NOT_SHOWN_BY_ANSIBLE = ("an earlier task of its block failed",)
+NOT_SHOWN_BY_ANSIBLE = ("an earlier task of its block failed", "an earlier task of its always failed")
 GPUCONF_UNCOUNTED = ("include_tasks", "include_role", "meta")
 UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role")
 
