@@ -4,9 +4,10 @@ Ansible's own filters (gpuconf/templating/ansible_filters.py) are imported at th
 whose templates use none starts no slower; validate knows them by these names."""
 from __future__ import annotations
 
+import functools
 import json
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,5 +150,25 @@ def make_env() -> jinja2.Environment:
     env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
     env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
+    for name, function in list(env.filters.items()):
+        if name not in UNDEFINED_TAKERS:
+            env.filters[name] = _passes_undefined(function)
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env
+
+
+# The filters that are given an undefined value and say what it is; any other filter given one
+# (as its input or an argument) is not called and gives back that undefined value, as in
+# ansible-core 2.19 (its filters do not accept markers): `nope | trim | default('x')` is 'x', and
+# using the undefined value itself still fails.
+UNDEFINED_TAKERS = frozenset(("default", "d", "mandatory"))
+
+
+def _passes_undefined(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)   # keeps Jinja's pass_environment/pass_context mark
+    def filtered(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, jinja2.Undefined):
+                return value
+        return function(*args, **kwargs)
+    return filtered

@@ -261,9 +261,15 @@ def _errors_alike(oracle: dict[str, Any], ours: dict[str, Any]) -> None:
                 alike(a, b)
 
     for host, theirs in oracle.get("hosts", {}).items():
-        mine = dict((name, value) for name, value in ours.get("hosts", {}).get(host, {}).get("registered", []))
+        own = ours.get("hosts", {}).get(host, {})
+        mine = dict((name, value) for name, value in own.get("registered", []))
         for name, value in theirs.get("registered", []):
             alike(value, mine.get(name))
+        # a debug of a task's error text (ansible_failed_result.msg in a rescue): an error, each its own words
+        messages = own.get("messages", [])
+        for index, message in enumerate(theirs.get("messages", [])[:len(messages)]):
+            if message.startswith('"' + TASK_ERROR) and messages[index].startswith('"') and len(messages[index]) > 2:
+                messages[index] = message
 
 
 def compare(oracle: dict[str, Any], ours: dict[str, Any]) -> list[str]:
