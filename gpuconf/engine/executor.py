@@ -113,6 +113,7 @@ class TaskExecutor:
     def _attempt(self, task: TaskDef, upcoming: list[TaskDef], started: float) -> TaskResult:
         self._seen = {}
         result = self.log.result
+        task_error = False   # the task's own `when` or arguments could not be rendered: it never ran
         try:
             outcome = self._run_task(task, upcoming)
         except ConnectError as exc:
@@ -124,6 +125,7 @@ class TaskExecutor:
         except KnownOnlyAfterApply as exc:
             outcome = result(task, Status.UNKNOWN, error=f"{exc.message} (check mode)")
         except TemplateError as exc:
+            task_error = exc.location is None
             where = f"{exc.location}: " if exc.location else ""  # a template file's own file:line
             outcome = result(task, Status.FAILED, error=f"{where}{exc.message} in task '{task.name}' "
                              f"({task.location}) on host {self.planner.host}")
@@ -142,7 +144,8 @@ class TaskExecutor:
         except Exception as exc:  # noqa: BLE001 - the failure boundary (engine/boundary.py)
             error, trace = internal_error(exc, self.planner.host, task.name, task.role)
             outcome = result(task, Status.FAILED, error=error, traceback=trace)
-        if task.keywords.changed_when is not None or task.keywords.failed_when is not None:
+        if (task.keywords.changed_when is not None or task.keywords.failed_when is not None) and not task_error:
+            # as Ansible: they judge a result; a task error (its when, its arguments) has none
             judge(task, outcome, self.planner.task_vars(task), self.options.check_mode)
         return outcome
 
