@@ -171,7 +171,25 @@ def load_block(loader: Loader, node: yamlsrc.YDict, context: Context) -> list[Ta
     return wrap(tasks, outer)
 
 
+# ansible-core's TaskInclude.VALID_INCLUDE_KEYWORDS: what a dynamic include_tasks/include_role may carry
+# (what is meant for its tasks goes under `apply:`); any other keyword is refused at load, as there
+DYNAMIC_INCLUDE_KEYWORDS = frozenset(("action", "args", "collections", "debugger", "ignore_errors", "loop",
+                                      "loop_control", "name", "no_log", "register", "run_once", "tags", "timeout",
+                                      "vars", "when"))
+
+
+def check_dynamic_keywords(node: yamlsrc.YDict, key: str) -> None:
+    """Refuse, as ansible-core does at load, a keyword a dynamic include does not take."""
+    for name in node:
+        if name != key and name not in DYNAMIC_INCLUDE_KEYWORDS and not str(name).startswith("with_"):
+            kind = "IncludeRole" if key == "include_role" else "TaskInclude"
+            raise PlaybookError(f"'{name}' is not a valid attribute for a {kind} (as in Ansible: "
+                                f"keywords for the included tasks go under `apply:`)", node.location(name))
+
+
 def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context) -> list[TaskDef]:
+    if key in ("include_tasks", "include_role"):
+        check_dynamic_keywords(node, key)
     outer = _wrapper(node, (key, *INCLUDE_KEYWORDS), key)
     tags = context.tags | set(outer.tags)
     where = node.location(key)
