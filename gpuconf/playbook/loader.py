@@ -18,7 +18,15 @@ from gpuconf.files import yamlsrc
 from gpuconf.inventory.hosts import load_vars_file
 from gpuconf.playbook.actions import action_param_errors
 from gpuconf.playbook.ansible_names import ansible_hint, check_hosts, translate_task
-from gpuconf.playbook.blocks import INCLUDES, Context, check_dynamic_keywords, check_keywords, import_playbook, load_block, load_include
+from gpuconf.playbook.blocks import (
+    INCLUDES,
+    Context,
+    check_dynamic_keywords,
+    check_keywords,
+    import_playbook,
+    load_block,
+    load_include,
+)
 from gpuconf.playbook.dynamic import DYNAMIC, IncludeLoader, include_entry
 from gpuconf.playbook.forms import normalize
 from gpuconf.playbook.models import (
