@@ -59,8 +59,12 @@ $(ANSIBLE_STAMP):
 	$(ANSIBLE_VENV)/bin/pip install -q ansible-core==2.19.14 passlib==1.7.4
 	@touch $(ANSIBLE_STAMP)
 
+# The suite in TEST_WORKERS processes (pytest-xdist): the lab tests mostly wait (reboots, Slurm,
+# converging a GPU lab) while the unit tests compute, so on 2 cores 4 processes overlap them. Which tests
+# share a process (each lab starts once) and the order: tests/parallel.py. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 test: deps lint $(ANSIBLE_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 demo: deps
 	@scripts/demo.sh

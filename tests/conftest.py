@@ -1,13 +1,18 @@
 """Fixtures shared across the suite. The lab's live in tests/lab_fixtures.py; the
 reliability figures printed at the end in tests/figures.py."""
 import atexit
-import inspect
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.parallel import distribute, grouping_worker, starts_a_lab
+
+# pytest-xdist's hooks for `make test` (tests/parallel.py), found here by their names
+from tests.parallel import pytest_configure_node as pytest_configure_node
+from tests.parallel import pytest_xdist_make_scheduler as pytest_xdist_make_scheduler
 
 pytest_plugins = ["tests.lab_fixtures", "tests.figures", "tests.package_fixtures"]
 
@@ -22,20 +27,9 @@ if "GPUCONF_CACHE_DIR" not in os.environ:
 # The markers (registered in pyproject.toml): `pytest -m unit` is the quick loop with no lab, no
 # sshd and no Slurm; `make test` runs them all. A test is marked by what it starts, found from the
 # fixtures it uses (transitively) and its own body, so a new lab test needs no marker by hand.
-_STARTS_A_LAB = ("start_lab(", "Lab(", "SSHD", "slurm=True")
 # Every test under these folders of tests/ (at any depth) is a lab test; tests/slurm's use the Slurm lab.
 _LAB_DIRS = {"lab", "lab_sim", "gpu", "fabric"}
 _TESTS = Path(__file__).resolve().parent
-_sources: dict[object, str] = {}
-
-
-def _source(func) -> str:
-    if func not in _sources:
-        try:
-            _sources[func] = inspect.getsource(func)
-        except (OSError, TypeError):
-            _sources[func] = ""
-    return _sources[func]
 
 
 def _area(item) -> str:
@@ -52,10 +46,10 @@ def _starts_a_lab(item) -> bool:
     functions = [getattr(item, "function", None)]
     for defs in item._fixtureinfo.name2fixturedefs.values():
         functions += [definition.func for definition in defs]
-    return any(marker in _source(func) for func in functions if func is not None for marker in _STARTS_A_LAB)
+    return any(starts_a_lab(func) for func in functions if func is not None)
 
 
-def pytest_collection_modifyitems(items) -> None:
+def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "slurm_lab" in item.fixturenames or _area(item) == "slurm":
             item.add_marker(pytest.mark.slurm)
@@ -64,3 +58,5 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.lab)
         else:
             item.add_marker(pytest.mark.unit)
+    if grouping_worker(config):
+        distribute(config, items, lambda item: item.get_closest_marker("lab") is not None)

@@ -6,7 +6,8 @@
 
 Tests count through `inject_fault` (or `record_fault`), `count_check` and `count_fuzz_case`; the
 numbers are printed in pytest's terminal summary and written to
-$GPUCONF_FIGURES when that is set.
+$GPUCONF_FIGURES when that is set. Under pytest-xdist (`make test`) each worker counts its own and
+hands them to the controller when it ends, which adds them up.
 """
 from __future__ import annotations
 
@@ -56,6 +57,24 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when == "call" and report.passed:
         FIGURES["faults_survived"] += len(_this_test)
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:   # an xdist worker: the controller adds it to its own
+        workeroutput["gpuconf_figures"] = json.dumps(FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller, as each worker ends: its figures join the controller's."""
+    figures = json.loads(getattr(node, "workeroutput", {}).get("gpuconf_figures", "{}"))
+    for key, value in figures.items():
+        if key == "fault_kinds":
+            for kind, count in value.items():
+                FIGURES["fault_kinds"][kind] = FIGURES["fault_kinds"].get(kind, 0) + count
+        else:
+            FIGURES[key] += value
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -23,8 +23,10 @@ from gpuconf_lab.fleet import Lab
 from gpuconf_lab.runtime import LabError, LabPaths, require_el9_tools, require_tools
 from gpuconf_lab.slurm_cluster import require_slurm_tools
 
-# GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab
-LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest")
+# GPUCONF_TEST_LAB: another name, so that two sessions on one machine do not take down each other's lab;
+# each pytest-xdist worker (PYTEST_XDIST_WORKER: gw0, gw1, ...) has labs of its own (tests/parallel.py)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+LAB_NAME = os.environ.get("GPUCONF_TEST_LAB", "labtest") + (f"-{_WORKER}" if _WORKER else "")
 LAB_PROFILES = {"a100": 2, "t4": 1}
 # The EL 9 lab: one Rocky Linux 9.4 node with the real rpm and dnf, a100-el9-01.
 EL9_LAB_NAME = f"{LAB_NAME}-el9"[:31]

@@ -11,6 +11,9 @@ SlurmctldPort={controller_port}
 SlurmctldParameters=enable_configless
 AuthType=auth/munge
 CredType=cred/munge
+# A job credential lives 20 s, not 120 (22.05's smallest is 5): a requeued job waits out its old
+# credential's lifetime before it starts again, and the lab's jobs reach their slurmd in well under 1 s.
+AuthInfo=cred_expire=20
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={state}

@@ -12,6 +12,7 @@ A playbook's first lines may hold its case's settings, `#| key: value`:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -34,12 +35,10 @@ ROOT = "/tmp/gpuconf-ansdiff"   # on the nodes: ROOT/<tool>/<case>/...
 ONE_GPUCONF = threading.Lock()
 ITEM = re.compile(r" \(item=.*\)$")
 ROLE_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+ : ")   # Ansible names a role's task "ROLE : NAME"
-# Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load; an
-# argument spec is checked by validate)
+# Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load)
 NOT_SHOWN_BY_ANSIBLE = ("an earlier task of its block failed",)
 GPUCONF_UNCOUNTED = ("include_tasks", "include_role", "meta")
-UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role",
-             "validate_argument_spec", "ansible.builtin.validate_argument_spec")
+UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role")
 
 
 @dataclass
@@ -98,9 +97,18 @@ def write_inventory(lab: Any, path: Path) -> Path:
     return path
 
 
+def control_dir(work: Path) -> Path:
+    """Where ssh keeps Ansible's master connections: a short path of its own in /tmp, as a Unix socket's
+    path has at most 107 bytes and ssh adds 57 to it (the %C hash, then a temporary suffix), which
+    pytest's tmp_path under a pytest-xdist worker (/tmp/pytest-of-root/pytest-N/popen-gwN/...) overruns."""
+    path = Path("/tmp") / f"ansdiff-{hashlib.sha1(str(work).encode()).hexdigest()[:10]}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
 def ansible_env(lab: Any, work: Path, record: Path) -> dict[str, str]:
     ssh_args = (f"-o UserKnownHostsFile={lab.known_hosts} -o StrictHostKeyChecking=yes -o ControlMaster=auto "
-                f"-o ControlPersist=60s -o ControlPath={work}/cp-%C")
+                f"-o ControlPersist=60s -o ControlPath={control_dir(work)}/cp-%C")
     return {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_STDOUT_CALLBACK": "diffrecord",
             "DIFF_RECORD": str(record), "ANSIBLE_PIPELINING": "1", "ANSIBLE_SSH_ARGS": ssh_args,
             "ANSIBLE_HOME": str(work / "ansible-home"), "ANSIBLE_RETRY_FILES_ENABLED": "0",

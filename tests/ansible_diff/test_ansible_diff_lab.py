@@ -8,6 +8,7 @@ refusal instead."""
 from __future__ import annotations
 
 import shlex
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -37,7 +38,8 @@ def runs(lab, tmp_path_factory):
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = dict(zip([c.name for c in CASES], pool.map(both, CASES)))
-    return outcomes, harness.left_behind(lab, ssh_client, ssh_run)
+    yield outcomes, harness.left_behind(lab, ssh_client, ssh_run)
+    shutil.rmtree(harness.control_dir(work), ignore_errors=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

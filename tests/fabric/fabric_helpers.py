@@ -3,16 +3,17 @@ IMEX domain, an HGX H100), converged once, and gpuconf run against it. The fixtu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuconf_lab.fleet import Lab
+from tests.lab_fixtures import LAB_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME = ("fabric-" + os.environ.get("GPUCONF_TEST_LAB", "test"))[:31]
+# after LAB_NAME: apart from another checkout's (GPUCONF_TEST_LAB) and another pytest-xdist worker's
+NAME = f"{LAB_NAME}-fabric"[:31]
 B200, GB200, GB200_PEER, H100 = "b200-01", "gb200-01", "gb200-02", "h100-01"
 IMEX_DOMAIN = "Every IMEX peer of the domain READY and connected"
 IMEX_CHANNEL = "IMEX channel 0 now and after every reboot"

@@ -2,7 +2,7 @@
 next job's prolog fail. Slurm drains the node with gpuconf's reason (the gate drains it first, and
 slurmctld keeps a reason a drained node has: 22.05 node_mgr.c, validate_node_specs) and requeues the
 job, which then runs on another node (`SchedulerParameters=nohold_on_prolog_fail`; a requeued job
-waits out the credential lifetime, `cred_expire`, 120 s by default, before it starts again).
+waits out the credential lifetime, `cred_expire`: 120 s by default, 20 s in the lab, docs/lab-slurm.md).
 
 Two nodes get the driver (tests/gate/gate-driver.yml) and are reset to the image at the end; slurmd
 runs scripts/gpuconf-gate as it would on a real node, which runs this checkout's gpuconf."""
@@ -89,7 +89,8 @@ def test_an_xid_fails_the_next_prolog_drains_with_gpuconfs_reason_and_the_job_ru
         assert job(lab, job_id)["JobState"] == "PENDING", job(lab, job_id)
 
         assert lab.slurm(["scontrol", "update", f"NodeName={OTHER}", "State=RESUME"]).returncode == 0
-        # the requeued job starts once its credential's lifetime is over (120 s), on the other node
+        # the requeued job starts once its credential's lifetime is over (the lab's cred_expire, 20 s), on the
+        # other node
         assert wait_until(lambda: job(lab, job_id).get("JobState") == "COMPLETED", 200, 1), job(lab, job_id)
         assert job(lab, job_id)["NodeList"] == OTHER
         assert gate_report(lab, OTHER)["verdict"] == "WARNING"

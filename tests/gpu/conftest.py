@@ -9,7 +9,6 @@ read what those runs recorded, and the drift scenarios start from there.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import start_lab
+from tests.lab_fixtures import LAB_NAME, start_lab
 from tests.report_runs import Run, run_gpuconf
 
-ROOT = Path(__file__).resolve().parents[2]
-# GPUCONF_TEST_LAB keeps two checkouts' labs apart, as in tests/health
-NAME = "gpulib" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
+# after LAB_NAME: GPUCONF_TEST_LAB keeps two checkouts' labs apart, the pytest-xdist worker two processes'
+NAME = f"{LAB_NAME}-gpulib"[:31]
 PLAYBOOKS = {"a100": "playbooks/a100-node.yml", "h100": "playbooks/h100-node.yml",
              "t4": "playbooks/t4-inference.yml"}
 USER_DAEMON_JSON = {"log-driver": "json-file", "data-root": "/srv/docker"}

@@ -9,9 +9,6 @@ leave the nodes byte for byte unchanged while checking, converge, and check clea
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuconf_lab.fleet import Lab
-from tests.gpu.conftest import ROOT, Run
 from tests.lab_fixtures import LAB_NAME, el9_unavailable, start_lab, wait_until
+from tests.report_runs import Run, run_gpuconf
 
 NAME = f"{LAB_NAME}-mixed"[:31]
 PLAYBOOKS = {"t4": "playbooks/t4-inference.yml", "a100": "playbooks/a100-node.yml"}
@@ -37,10 +34,7 @@ class Mixed:
 
     def run(self, verb: str, group: str, *args: str) -> Run:
         report = self.tmp / f"{verb}-{group}-{len(list(self.tmp.iterdir()))}.json"
-        proc = subprocess.run([sys.executable, "-m", "gpuconf", verb, PLAYBOOKS[group], "-i", NAME, "--report",
-                               str(report), "--no-retry-file", *args], capture_output=True, text=True, cwd=ROOT,
-                              timeout=900)
-        return Run(proc.returncode, proc.stdout, proc.stderr, json.loads(report.read_text()) if report.exists() else {})
+        return run_gpuconf(NAME, verb, PLAYBOOKS[group], "--no-retry-file", *args, report=report, timeout=900)
 
     def sh(self, host: str, command: str) -> str:
         rc, out, err = self.lab.exec(host, command, timeout=300)
@@ -173,10 +167,7 @@ PLATFORM_PLAY = """\
 
 def platform_check(mixed: Mixed, playbook: Path, *args: str) -> Run:
     report = mixed.tmp / f"platform-{len(list(mixed.tmp.iterdir()))}.json"
-    proc = subprocess.run([sys.executable, "-m", "gpuconf", "check", str(playbook), "-i", NAME, "--report",
-                           str(report), "--no-retry-file", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
-    return Run(proc.returncode, proc.stdout, proc.stderr, json.loads(report.read_text()) if report.exists() else {})
+    return run_gpuconf(NAME, "check", str(playbook), "--no-retry-file", *args, report=report, timeout=300)
 
 
 def test_with_fact_gathering_off_each_host_still_plans_its_own_package_manager(mixed):

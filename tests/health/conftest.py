@@ -10,7 +10,6 @@ the InfiniBand ports stay INIT, which the InfiniBand probe's test uses.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +17,12 @@ import pytest
 import yaml
 
 from gpuconf_lab.fleet import Lab
-from tests.lab_fixtures import start_lab
+from tests.lab_fixtures import LAB_NAME, start_lab
+from tests.paths import ROOT
 from tests.report_runs import Run, run_gpuconf
 
-ROOT = Path(__file__).resolve().parents[2]
-# inventories/lab*/ are git-ignored; GPUCONF_TEST_LAB keeps two sessions' health labs apart
-NAME = "labhealth" + (f"-{os.environ['GPUCONF_TEST_LAB']}" if os.environ.get("GPUCONF_TEST_LAB") else "")
+# after LAB_NAME: GPUCONF_TEST_LAB keeps two checkouts' labs apart, the pytest-xdist worker two processes'
+NAME = f"{LAB_NAME}-health"[:31]
 NODE = "a100-01"
 FRESH = "t4-01"      # never converged: what a cloud image looks like (nouveau, no driver)
 # the driver the A100 playbook converges the node to: the shipped role's pin
