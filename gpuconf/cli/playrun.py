@@ -187,6 +187,12 @@ def tags_select_something(playbook: Playbook, tags: set[str], skip: set[str]) ->
     if not tags and not skip:
         return
     tasks = [t for play in playbook.plays for t in play.tasks]
+    for task in list(tasks):   # what a dynamic include's `apply` tags its tasks with, known now
+        applied = (task.params.get("apply") or {}).get("tags") if task.type in ("include_tasks", "include_role") \
+            else None
+        if applied:
+            tags_given = [t.strip() for t in applied.split(",")] if isinstance(applied, str) else list(applied)
+            tasks.append(dataclasses.replace(task, tags=task.tags | set(tags_given)))
     special = {"all", "always", "never", "tagged", "untagged"}
     known = sorted({tag for t in tasks for tag in t.tags} - {"always", "never"})
     if any(task_selected(t, tags, skip) and not (tags - special and "always" in t.tags and not t.tags & tags)

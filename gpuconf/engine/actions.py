@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.include_vars import include_vars
-from gpuconf.errors import TaskError, UndefinedVariable
+from gpuconf.errors import UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -22,14 +22,13 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)
     if task.type == "set_fact":
-        reserved = [name for name in task.params if str(name).startswith("_ansible_")]
-        if reserved:
-            raise TaskError(f"The variable name '{reserved[0]}' is reserved for internal use only.")
         values = {name: render(value, variables) for name, value in task.params.items() if name != "cacheable"}
         registered.update(values)
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:
         name = str(task.params["var"])
+        if "{{" in name:   # `var={{ item }}`: the name the template gives
+            name = str(render(name, variables))
         try:
             value = evaluate(name, variables)
         except UndefinedVariable as exc:  # as Ansible 2.19's debug: the error is the value shown

@@ -32,11 +32,20 @@ class Batch:
         self.lockstep = lockstep or max_fail_percentage is not None
         self.ended = False  # meta: end_play (or end_batch) ran on one of the hosts
         self.fatal: set[int] = set()  # the tasks (by index) that failed on a host with any_errors_fatal
+        self._live: list[list[str]] = []  # the hosts' ansible_play_hosts and ansible_play_batch (live)
         self.changed = threading.Condition()
         self.done_through: dict[str, int] = {host: -1 for host in hosts}  # the last task index each finished
         self.gone: set[str] = set()  # hosts whose play ended (failed, unreachable, or done)
         self.failed: set[str] = set()
         self.claims: dict[int, tuple[str, threading.Event, dict[str, Any]]] = {}
+
+    def live(self, hosts: list[str]) -> list[str]:
+        """`hosts` less those that failed so far, kept so as each fails: Ansible's ansible_play_hosts
+        and ansible_play_batch (a task that reads them makes the hosts meet: engine/meta.py)."""
+        with self.changed:
+            found = [h for h in hosts if h not in self.failed]
+            self._live.append(found)
+            return found
 
     # -- max_fail_percentage ---------------------------------------------------
     def budget_spent(self) -> bool:
@@ -77,6 +86,9 @@ class Batch:
             self.gone.add(host)
             if failed:
                 self.failed.add(host)
+                for hosts in self._live:
+                    if host in hosts:
+                        hosts.remove(host)
             self.changed.notify_all()
 
     # -- run_once --------------------------------------------------------------

@@ -73,6 +73,12 @@ class Resolver:
     def holds(self, condition: str | bool) -> bool:
         return evaluate_when(condition, self.vars)
 
+    def defined(self, name: str) -> bool:
+        return name in self.vars
+
+    def variable(self, name: str) -> Any:
+        return self.vars[name]
+
 
 def _text(path: Path) -> str:
     """A template or source file's text: UTF-8, or an error that says so (never an internal error)."""
@@ -88,8 +94,10 @@ def _text(path: Path) -> str:
 def read_facts(session: HostSession, reads: list[Fact], host: dict[str, Any], become: bool | None,
                today: datetime.date | None = None, host_facts: frozenset[str] | None = None) -> Facts:
     """The declared reads of a task, fetched (one round trip for those not cached yet), with the
-    host facts it declared and the host's platform."""
-    session.fetch(reads, become)
+    host facts it declared and the host's platform. A task that reads nothing on a host that was
+    never connected (an assert, in a play that asks its hosts nothing) asks the host nothing."""
+    if reads or session.connection.connects:
+        session.fetch(reads, become)
     return Facts({f.key: session.cache[f.key] for f in reads if f.key in session.cache}, reads, host,
                  tuple(session.reboot_reasons), today, (session.parent or session).platform, host_facts)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuconf.engine.session import HostSession
 from gpuconf.errors import ConnectError, TaskError
-from gpuconf.playbook.models import DELEGATE_LOCAL, TaskDef
+from gpuconf.playbook.models import DELEGATE_LOCAL, DELEGATE_TO_HOST, TaskDef
 from gpuconf.templating.render import render_string
 
 
@@ -30,11 +30,18 @@ def reads_elsewhere(task: TaskDef) -> bool:
 
 
 def delegate_target(task: TaskDef, variables: Any) -> str:
-    """The host `delegate_to` names, rendered with the task's variables."""
+    """The host `delegate_to` names, rendered with the task's variables. A templated one the loader
+    let through for a step the controller may run: where it renders to another host, the step
+    must only read there (a probe, a command marked `check_mode: false`), as the loader asks of a
+    literal one."""
     value = render_string(str(task.keywords.delegate_to), variables)
     target = str(value).strip() if value is not None else ""
     if not target:
         raise TaskError(f"delegate_to '{task.keywords.delegate_to}' names no host")
+    if target not in DELEGATE_LOCAL and (task.type not in DELEGATE_TO_HOST or (
+            task.type == "command" and task.keywords.check_mode is not False)):
+        raise TaskError(f"delegate_to another host is supported for reads only: a probe, or a command marked "
+                        f"`check_mode: false`; '{task.type}' would change {target}, not this task's host")
     return target
 
 

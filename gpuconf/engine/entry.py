@@ -10,11 +10,11 @@ from typing import Any
 
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.executor import TaskExecutor
-from gpuconf.engine.flow import entry_tally, item_task, loop_items, loop_registered
+from gpuconf.engine.flow import entry_tally, failed_task_vars, item_task, loop_items, loop_registered
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
-from gpuconf.engine.registered import registered_value, skipped_value
+from gpuconf.engine.registered import skipped_value
 from gpuconf.errors import TaskError, TemplateError, UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
@@ -99,9 +99,10 @@ class Entries:
         results[-1].counts_as = counts_as
         if counts_as == "rescued":
             failed = next(r for r in reversed(results) if r.status == Status.FAILED)
-            self.planner.registered["ansible_failed_task"] = {"name": task.name, "action": task.type}
+            told = failed_task_vars(task, failed)
+            self.planner.registered["ansible_failed_task"] = told["ansible_failed_task"]
             self.planner.registered["ansible_failed_result"] = value if value is not None else \
-                registered_value("ansible_failed_result", failed)
+                told["ansible_failed_result"]
         return results
 
     def rescuable(self, task: TaskDef) -> bool:

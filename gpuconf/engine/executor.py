@@ -20,6 +20,7 @@ from gpuconf.engine.delegate import Delegates, delegate_target, reads_elsewhere
 from gpuconf.engine.flow import judge, retried_out, until_holds
 from gpuconf.engine.handlers import Notifications
 from gpuconf.engine.hostlog import HostLog
+from gpuconf.engine.inventory_actions import add_host, group_by
 from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions
 from gpuconf.engine.planner import HostPlanner
@@ -44,9 +45,10 @@ class TaskExecutor:
     """Check, apply and re-check of one task at a time on one host."""
 
     def __init__(self, planner: HostPlanner, session: HostSession, log: HostLog, options: RunOptions,
-                 delegates: Delegates, host_facts: dict[str, Any]):
+                 delegates: Delegates, host_facts: dict[str, Any], inventory: Any = None):
         self.planner, self.session, self.log, self.options = planner, session, log, options
         self.delegates = delegates
+        self.inventory = inventory   # the run's, for add_host and group_by
         self.host_facts = host_facts  # the run's: hostvars[this host].facts, for the other hosts
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         # the host's notified handlers (engine/handlers.py), and whether a flush is running them
@@ -172,6 +174,12 @@ class TaskExecutor:
             if rendered is None:
                 return self._skipped(task)
             play = self.planner.play
+            if task.type in ("group_by", "add_host"):
+                params = render(task.params, rendered[0])
+                message, data = group_by(self.inventory, self.planner.host, params) if task.type == "group_by" \
+                    else add_host(self.inventory, params)
+                return self.log.result(task, Status.CHANGED if data.pop("changed", True) else Status.OK,
+                                       message=message, data=data)
             message, data = run_action(task, rendered[0], self.planner.registered, self.planner.included,
                                        Path(play.location.file).parent if play.location.file else None)
             return self.log.result(task, Status.OK, message=message, data=data)

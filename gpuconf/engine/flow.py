@@ -62,6 +62,23 @@ class BlockRun:
                     result.ignored = True  # rescued, as Ansible's `rescued=1`: the host goes on
         return None
 
+    def rescuing(self, task: TaskDef) -> bool:
+        """Whether a failure of `task` is one a rescue takes: a block around it, in its own tasks,
+        has a rescue (Ansible's is_any_block_rescuing: its rescue, and the always sections on the
+        way, see ansible_failed_task and ansible_failed_result)."""
+        return any(section == "block" and bid in self.has_rescue for bid, section in task.blocks)
+
+    def clear(self) -> None:
+        """meta: clear_host_errors: the failures so far no longer fail the host (nor its blocks);
+        those already reported count as ignored."""
+        for results in self.failures.values():
+            for result in results:
+                result.ignored = True
+        for section in self.failed.values():
+            section.clear()
+        self.failures.clear()
+        self.host_failed = False
+
     def _fail(self, path: tuple[tuple[int, str], ...], failures: list[TaskResult]) -> None:
         for bid, _ in path:
             self.failures.setdefault(bid, []).extend(failures)
@@ -264,3 +281,16 @@ class StepGate:
                 self.asking = False
             self.answers[id(task)] = answer in ("y", "c")
             return self.answers[id(task)]
+
+
+def failed_task_vars(task: TaskDef, result: TaskResult) -> dict[str, Any]:
+    """What a rescue sees of the failure it takes: ansible_failed_task (the task, as Ansible
+    serializes it: name, action, args, ...) and ansible_failed_result (its registered result,
+    whose msg is the error)."""
+    failed_task = {"name": task.keywords.name or "", "action": task.action or task.type,
+                   "args": dict(task.params), "tags": sorted(task.tags), "when": task.keywords.when,
+                   "register": task.keywords.register, "ignore_errors": task.keywords.ignore_errors}
+    failed_result = dict(registered_value("ansible_failed_result", result))
+    if not failed_result.get("msg") and result.error:
+        failed_result["msg"] = result.error
+    return {"ansible_failed_task": failed_task, "ansible_failed_result": failed_result}

@@ -19,9 +19,9 @@ from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.delegate import Delegates
 from gpuconf.engine.entry import Entries
 from gpuconf.engine.executor import HostUnreachable, TaskExecutor
-from gpuconf.engine.flow import BlockRun
+from gpuconf.engine.flow import BlockRun, failed_task_vars
 from gpuconf.engine.hostlog import HostLog
-from gpuconf.engine.includes import DYNAMIC, Includes, Outcome
+from gpuconf.engine.includes import DYNAMIC, Includes, Outcome, tasks_need_host
 from gpuconf.engine.meta import Next, run_meta
 from gpuconf.engine.options import not_run_results, task_selected
 from gpuconf.engine.planner import HostPlanner
@@ -32,6 +32,8 @@ from gpuconf.facts import gather
 from gpuconf.playbook.models import TaskDef
 from gpuconf.results import Status, TaskResult
 from gpuconf.tasks.registry import TASK_TYPES
+
+HANDLER_CLAIMS = -1_000_000   # run_once claims of handlers (engine/batch.py): below every task's index
 
 
 class PlayOnHost:
@@ -44,10 +46,12 @@ class PlayOnHost:
         session.redact = planner.secrets.redact  # -vvv shows requests with them masked
         self.delegates = Delegates(scope.open_delegate, planner.secrets.redact)  # delegate_to: a session per target
         self.log = HostLog(planner, scope.processors)
-        self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts)
+        self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts,
+                                     scope.inventory)
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
+        self.failed_task: tuple[TaskDef, TaskResult] | None = None   # the last failure (ansible_failed_task)
         self.failed_by_batch = False   # any_errors_fatal: another host's failure ended this one's play
 
     def run(self) -> list[TaskResult]:
@@ -87,12 +91,15 @@ class PlayOnHost:
     def _run_tasks(self, tasks: list[TaskDef], nested: bool = False) -> Outcome:
         """Each task in order, with its block's rescue and always; then (for the play's own list)
         the handlers. `nested`: the tasks a dynamic include brought (engine/includes.py)."""
+        if nested and not self.session.connection.connects and self.scope.open_host is not None \
+                and tasks_need_host(tasks):
+            self.scope.open_host(self.session)   # what the include brought reads or writes here
         applied = self.executor.applied
         blocks = BlockRun(tasks)
         self.entries.rescue_blocks |= blocks.has_rescue
         for index, task in enumerate(tasks):
-            if index and task.section != tasks[index - 1].section and not nested:
-                self.flush_handlers()   # the end of pre_tasks, or of roles and tasks
+            if index and task.section != tasks[index - 1].section and not nested and self.flush_handlers():
+                return Outcome(stop=True)   # the end of pre_tasks, or of roles and tasks: a handler failed
             if self.clock.stopped() and id(task) not in applied:  # what was done is still reported
                 if not self.clock.deadline_reached():  # interrupted: no new task starts, and the report
                     self._interrupted(tasks[index:])  # says which ones it left out
@@ -106,8 +113,19 @@ class PlayOnHost:
                 continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
             step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
+            if step == Next.FAIL_HOST:   # no rescue takes it; any_errors_fatal still tells the batch
+                self._fatal(task, index, results, nested)
+                return Outcome(failures=results, stop=True, fatal=True)
+            if step == Next.CLEAR_ERRORS:
+                blocks.clear()
             # A health probe that found a failure has still run fine: the other probes go on.
             failures = [r for r in results if r.status == Status.FAILED and not r.ignored and not r.unhealthy]
+            if failures and task.type not in DYNAMIC:
+                self.failed_task = (task, failures[0])   # the failure itself (an include passes it on)
+            elif failures and self.failed_task is not None and blocks.rescuing(task):
+                # a failure inside a dynamic include that a block around the include rescues (a task
+                # of the list itself tells its rescue in its tally: engine/entry.py)
+                self.planner.registered.update(failed_task_vars(*self.failed_task))
             met = self._fatal(task, index, failures, nested)
             if met is False:
                 return Outcome(stop=True)
@@ -161,20 +179,44 @@ class PlayOnHost:
                 result = self.log.result(task, Status.FAILED, error=str(exc))
                 self.log.finish(task, result, time.monotonic(), register=False)
                 return Next.GO_ON, [result]
-            if step == Next.FLUSH:
-                self.flush_handlers()
+            if step == Next.FLUSH:   # a handler's failure is the flush's: its block's rescue takes it
+                return step, self.flush_handlers()
             elif step == Next.END_ROLE:
                 self.ended_roles.add(task.role_instance)
             return step, []
         if task.type in DYNAMIC:
+            if task.keywords.run_once and self.batch is not None and index is not None \
+                    and self.planner.flag(task, "run_once"):   # the include on the batch's first host alone
+                first, owner, done, shared = self.batch.claim(index, self.host)
+                if not first:
+                    self.batch.wait_for(owner, done, self.clock.stopped)
+                    self.planner.registered.update(shared)   # what its run_once tasks (apply) set, for all
+                    return Next.GO_ON, []
+                before = dict(self.planner.registered)
+                try:
+                    outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
+                finally:
+                    if (task.params.get("apply") or {}).get("run_once"):
+                        shared.update({k: v for k, v in self.planner.registered.items()
+                                       if k not in before or before[k] is not v})
+                    done.set()
+                return self._included(outcome)
             outcome = self.includes.run(task, lambda brought: self._run_tasks(brought, nested=True))
-            return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+            return self._included(outcome)
         return Next.GO_ON, self.entries.run_entry(task, upcoming, index)
 
-    def flush_handlers(self) -> None:
-        """Run the notified handlers, in the order they are defined, each once (engine/handlers.py)."""
+    @staticmethod
+    def _included(outcome: Outcome) -> tuple[Next, list[TaskResult]]:
+        if outcome.fatal:
+            return Next.FAIL_HOST, outcome.failures
+        return (Next.END_HOST if outcome.stop and not outcome.failures else Next.GO_ON), outcome.failures
+
+    def flush_handlers(self) -> list[TaskResult]:
+        """Run the notified handlers, in the order they are defined, each once (engine/handlers.py);
+        their failures (a handler that fails fails its host, or the block the flush is in)."""
         notifications, executor = self.executor.notifications, self.executor
         executor.running_handlers = True
+        failures: list[TaskResult] = []
         try:
             while due := notifications.next_due():
                 for handler in due:
@@ -183,12 +225,18 @@ class PlayOnHost:
                             self.mark_not_run([handler], handler=True)
                         continue
                     if handler.type in DYNAMIC:
-                        self.includes.run(handler, lambda brought: self._run_tasks(brought, nested=True))
-                    else:
-                        self.entries.run_entry(handler, [])
+                        failures += self.includes.run(handler, lambda brought: self._run_tasks(brought, nested=True)
+                                                      ).failures
+                        continue
+                    if handler.type == "meta":
+                        results = self._step(handler, [], None, None)[1]
+                    else:   # run_once: a handler's own claim on the batch, apart from the tasks'
+                        results = self.entries.run_entry(handler, [], HANDLER_CLAIMS - handler.handler_key)
+                    failures += [r for r in results if r.status == Status.FAILED and not r.ignored]
         finally:
             executor.running_handlers = False
             notifications.end_flush()
+        return failures
 
     def _fatal(self, task: TaskDef, index: int, failures: list[TaskResult], nested: bool) -> bool | None:
         """any_errors_fatal (the play's, or the task's or its block's): a failure here is told to the

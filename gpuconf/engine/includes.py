@@ -14,9 +14,11 @@ from gpuconf.engine.executor import TaskExecutor
 from gpuconf.engine.flow import loop_items
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
-from gpuconf.errors import GpuconfError, TaskError, TemplateError
-from gpuconf.playbook.models import TaskDef
+from gpuconf.engine.registered import skipped_value
+from gpuconf.errors import GpuconfError, PlaybookError, TaskError, TemplateError
+from gpuconf.playbook.models import ENGINE_ACTIONS, TaskDef
 from gpuconf.results import Status, TaskResult
+from gpuconf.tasks.registry import TASK_TYPES
 from gpuconf.templating.render import render
 
 DYNAMIC = ("include_tasks", "include_role")
@@ -30,9 +32,18 @@ class Outcome:
 
     failures: list[TaskResult] = field(default_factory=list)
     stop: bool = False
+    fatal: bool = False   # the host has failed, whatever rescue there is (a task file that cannot be read)
 
 
 RunTasks = Callable[[list[TaskDef]], Outcome]   # the play's own walk over a list, nested
+
+
+def tasks_need_host(tasks: list[TaskDef]) -> bool:
+    """Whether any of the tasks reads or writes on the host (set_fact, debug, assert, meta and the
+    includes themselves do not)."""
+    return any(task.type not in ENGINE_ACTIONS and task.type not in DYNAMIC and not (
+        task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only) or task.keywords.delegate_to
+        for task in tasks)
 
 
 class Includes:
@@ -48,7 +59,8 @@ class Includes:
         try:
             variables = planner.task_vars(task)
             if not planner.holds(task, variables):   # registered as skipped, as Ansible registers it
-                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false"), started)
+                skipped = skipped_value(planner.false_condition(task, variables))
+                log.finish(task, log.result(task, Status.SKIPPED, message="condition is false", data=skipped), started)
                 return Outcome()
             control = task.keywords.loop_control
             loop_var = control.loop_var if control else "item"
@@ -67,6 +79,8 @@ class Includes:
                                       item_vars={**task.item_vars, **item_vars}) if looped else task
             try:
                 brought, shown = self._read(one)
+            except PlaybookError as exc:   # a task file Ansible cannot read ends the host's play: no rescue
+                return Outcome(self._failed(one, str(exc), started, fatal=True).failures, stop=True, fatal=True)
             except (GpuconfError, TemplateError) as exc:
                 outcome.failures += self._failed(one, str(exc), started).failures
                 if not planner.flag(task, "ignore_errors"):
@@ -82,7 +96,7 @@ class Includes:
                 self.depth -= 1
             outcome.failures += inner.failures
             if inner.stop or inner.failures:
-                outcome.stop = inner.stop
+                outcome.stop, outcome.fatal = inner.stop, inner.fatal
                 return outcome
             started = time.monotonic()
         return outcome
@@ -92,16 +106,22 @@ class Includes:
         if self.depth >= MAX_DEPTH:
             raise TaskError(f"{task.type}: more than {MAX_DEPTH} includes within includes")
         includes = self.planner.play.includes
-        params = render({k: v for k, v in task.params.items() if k != "apply"}, self.planner.task_vars(task))
+        params = render({k: v for k, v in task.params.items() if k not in ("apply", "own")},
+                        self.planner.task_vars(task))
         if task.type == "include_tasks":
-            return includes.include_tasks(task, str(params["file"])), \
-                f"included: {params['file']} for {self.planner.host}"
-        brought = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            brought = includes.include_tasks(task, str(params["file"]))
+            shown = f"included: {params['file']} for {self.planner.host}"
+        else:
+            brought, exposed = includes.include_role(task, {**params, "apply": task.params.get("apply")})
+            if exposed is not None:   # public: its vars and defaults are this host's play's from now on
+                self.planner.public_vars.update(exposed["vars"])
+                self.planner.public_defaults.update(exposed["defaults"])
+            shown = f"included: {params['name']} for {self.planner.host}"
         self.executor.notifications.add(includes.handlers)
-        return brought, f"included: {params['name']} for {self.planner.host}"
+        return brought, shown
 
-    def _failed(self, task: TaskDef, error: str, started: float) -> Outcome:
+    def _failed(self, task: TaskDef, error: str, started: float, fatal: bool = False) -> Outcome:
         result = self.log.result(task, Status.FAILED, error=error)
-        result.ignored = self.planner.flag(task, "ignore_errors")
-        self.log.finish(task, result, started, register=False)
+        result.ignored = not fatal and self.planner.flag(task, "ignore_errors")
+        self.log.finish(task, result, started)
         return Outcome([] if result.ignored else [result])

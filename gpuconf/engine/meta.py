@@ -20,6 +20,8 @@ from gpuconf.playbook.models import Play, TaskDef
 from gpuconf.results import Status
 
 ENDS_BATCH = ("end_play", "end_batch")   # for every host of the batch: the hosts meet after each task
+# what a task reads of the other hosts' progress: where it appears, the hosts meet after each task
+READS_HOSTS = ("hostvars", "ansible_play_hosts", "ansible_play_batch", "play_hosts")
 MESSAGES = {"end_play": "ending play", "end_batch": "ending batch", "noop": "noop",
             "clear_host_errors": "cleared host errors", "clear_facts": "facts cleared",
             "refresh_inventory": "inventory successfully refreshed", "reset_connection": "reset connection"}
@@ -31,6 +33,8 @@ class Next(Enum):
     GO_ON = "go on"
     FLUSH = "flush handlers"
     END_ROLE = "end role"
+    CLEAR_ERRORS = "clear host errors"
+    FAIL_HOST = "fail host"   # not a meta step: what an include that cannot read its file does
     END_HOST = "end host"
     END_BATCH = "end batch"
 
@@ -49,9 +53,11 @@ def play_meets(play: Play) -> bool:
 def meets(tasks: list[TaskDef], any_errors_fatal: bool) -> bool:
     """Whether the hosts of a batch meet after each task, as Ansible's linear strategy has them: where
     its result depends on it (any_errors_fatal, meta: end_play or end_batch, a task that reads
-    another host's variables through `hostvars`). Elsewhere each host goes at its own pace."""
+    another host's variables through `hostvars`, or which hosts are left). Elsewhere each host goes
+    at its own pace."""
     return any_errors_fatal or ends_batch(tasks) or any(
-        t.keywords.any_errors_fatal or "hostvars" in repr((t.params, t.keywords.when, t.role_when)) for t in tasks)
+        t.keywords.any_errors_fatal or any(name in text for name in READS_HOSTS)
+        for t in tasks for text in [repr((t.params, t.keywords.when, t.role_when))])
 
 
 def run_meta(task: TaskDef, planner: HostPlanner, log: HostLog, in_handler: bool) -> Next:
@@ -81,4 +87,5 @@ def run_meta(task: TaskDef, planner: HostPlanner, log: HostLog, in_handler: bool
     result.handler = in_handler
     log.finish(task, result, started, register=False)
     return {"flush_handlers": Next.FLUSH, "end_role": Next.END_ROLE, "end_host": Next.END_HOST,
+            "clear_host_errors": Next.CLEAR_ERRORS,
             "end_play": Next.END_BATCH, "end_batch": Next.END_BATCH}.get(action, Next.GO_ON)

@@ -18,7 +18,7 @@ from gpuconf.engine.options import RunOptions
 from gpuconf.engine.plancache import PlanCache
 from gpuconf.engine.secrets import SecretSet, redact_value, secret_values
 from gpuconf.engine.validate import Unknowable, contains_unknowable
-from gpuconf.engine.variables import fact_aliases, task_variables
+from gpuconf.engine.variables import FACT_NAMES, fact_aliases, task_variables
 from gpuconf.errors import GpuconfError, TaskError
 from gpuconf.facts.base import Fact
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
@@ -58,12 +58,16 @@ class HostPlanner:
         self.play, self.host, self.options = play, host, options
         self.host_vars, self.magic, self.registered = host_vars, magic, registered
         self.included: dict[str, Any] = {} if included is None else included  # what include_vars set
+        # what the roles an include_role made public on this host expose (beside the play's public roles)
+        self.public_vars: dict[str, Any] = {}
+        self.public_defaults: dict[str, Any] = {}
         # what this host's output must not show; its templates add what they make from a secret
         self.secrets = SecretSet(secret_values([options.extra_vars, play.vars, host_vars, play.role_defaults,
                                                 play.role_vars]))
         self.plan_cache = plan_cache  # shared by the run's hosts (gpuconf/engine/plancache.py)
         self.facts: dict[str, Any] = {}
         self._magic: Verbatim | None = None
+        self._fact_names: Verbatim = Verbatim({})
         self._registered = Verbatim(registered)
 
     # -- variables ------------------------------------------------------------
@@ -84,9 +88,14 @@ class HostPlanner:
     def task_vars(self, task: TaskDef, facts: Any = None) -> Vars:
         facts = self.facts if facts is None else facts
         if self._magic is None or self._magic["facts"] is not facts:  # built once per facts object, not per task
-            self._magic = Verbatim(dict(self.magic, facts=facts, ansible_facts=facts, **fact_aliases(facts)))
+            # a fact's ansible_ name sits at Ansible's level of host facts: under play vars and set_fact
+            aliases = fact_aliases(facts)
+            self._magic = Verbatim({**{k: v for k, v in self.magic.items() if k not in FACT_NAMES},
+                                    "facts": facts, "ansible_facts": facts})
+            self._fact_names = Verbatim(aliases)
         return task_variables(self._magic, self.options.extra_vars, self._registered, task, self.play,
-                              self.host_vars, self.secrets, self.included)
+                              self.host_vars, self.secrets, self.included, (self.public_vars, self.public_defaults),
+                              self._fact_names)
 
     def render_task(self, task: TaskDef, facts: Any = None) -> tuple[Vars, dict[str, Any]] | None:
         """Vars and rendered (not yet validated) params, or None when `when` is false."""

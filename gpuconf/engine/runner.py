@@ -23,6 +23,7 @@ from gpuconf.engine.after import OpenHosts
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.boundary import internal_error
 from gpuconf.engine.hostrun import PlayOnHost
+from gpuconf.engine.includes import tasks_need_host
 from gpuconf.engine.meta import play_meets
 from gpuconf.engine.options import RunOptions, not_run_results, task_selected
 from gpuconf.engine.plancache import PlanCache
@@ -40,9 +41,8 @@ from gpuconf.engine.variables import (
 from gpuconf.errors import ConnectError, GpuconfError, TaskError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.models import DELEGATE_LOCAL, ENGINE_ACTIONS, Play, Playbook
+from gpuconf.playbook.models import DELEGATE_LOCAL, Play, Playbook
 from gpuconf.results import HostResult, RunResult, Status, TaskResult
-from gpuconf.tasks.registry import TASK_TYPES
 
 
 def batch_sizes(serial: Any, total: int) -> list[int]:
@@ -91,7 +91,7 @@ class Runner:
         self._play_hosts: dict[int, list[str]] = {}
         self.plan_cache = PlanCache()  # speculative plans shared by the hosts (engine/plancache.py)
         self.scope = RunScope(options, self.processors, self.clock, self.plan_cache, self.host_facts,
-                              self.delegate_session)
+                              self.delegate_session, inventory, self._open)
 
     def play_hosts(self, play: Play) -> list[str]:
         """The play's hosts (within --limit), resolved once per play (every host's `play_hosts`)."""
@@ -106,6 +106,9 @@ class Runner:
                                 self.shared, batch.hosts if batch is not None else None, self.options.tags,
                                 self.options.skip_tags)
         magic.update(play_variables(play, self.playbook.path, self.inventory))
+        if batch is not None:   # as Ansible: a host that failed is no longer among the play's hosts
+            magic.update(play_hosts=batch.live(batch.hosts), ansible_play_batch=batch.live(batch.hosts),
+                         ansible_play_hosts=batch.live(self.play_hosts(play)))
         return HostPlanner(play, host, self.inventory.host_vars(host), magic, self.options,
                            self.registered.setdefault(host, {}), self.plan_cache, self.included.setdefault(host, {}))
 
@@ -189,10 +192,12 @@ class Runner:
                 self.budget_spent = (f"not run: max_fail_percentage {limit:g} % exceeded in play '{play.name}' "
                                      f"({len(bad)} of {len(batch)} hosts in the batch failed: {', '.join(bad)})")
                 return False
-            if batch and len(bad) == len(batch) and number < len(sizes):
-                # Ansible stops the play when every host of a batch failed: the next batch would only repeat it
+            if batch and len(bad) == len(batch):
+                # as Ansible's: when every host of a batch failed, the run stops there (no later batch,
+                # no later play): the next would only repeat it
                 self.budget_spent = (f"not run: every host of a batch failed in play '{play.name}' "
-                                     f"(serial batch {number}: {', '.join(bad)})")
+                                     f"({'serial batch ' + str(number) + ': ' if len(sizes) > 1 else ''}"
+                                     f"{', '.join(bad)})")
                 self.stop_reason = "batch_failed"
                 return False
         return True
@@ -307,7 +312,7 @@ class Runner:
 
 def needs_host(play: Play) -> bool:
     """Whether the play asks its hosts anything: facts, or a task (or handler) that reads or writes
-    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible."""
-    return play.keywords.gather_facts or any(
-        task.type not in ENGINE_ACTIONS and not (task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only)
-        or task.keywords.delegate_to for task in play.tasks + play.handlers)
+    there. A play of set_fact, debug, assert and meta steps never connects, as in Ansible (what a
+    dynamic include brings opens the connection when it needs it: engine/includes.py)."""
+    return play.keywords.gather_facts or tasks_need_host(play.tasks + play.handlers)
+

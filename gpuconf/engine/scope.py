@@ -49,3 +49,7 @@ class RunScope:
     host_facts: dict[str, Any] = field(default_factory=dict)
     # a new, opened session to a `delegate_to` target (engine/delegate.py); None: not in this run
     open_delegate: Callable[[str], HostSession] | None = None
+    # the run's inventory, which add_host and group_by change in memory (engine/inventory_actions.py)
+    inventory: Any = None
+    # connects to a host (and takes its run lock) whose play did not need it until an include's tasks
+    open_host: Callable[[HostSession], None] | None = None

@@ -34,10 +34,14 @@ class LazyGroups(Mapping[str, list[str]]):
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
         self.cache: dict[str, list[str]] = {}
+        self.seen = inventory.version
 
     def __getitem__(self, name: str) -> list[str]:
         if name not in self.inventory.groups:
             raise KeyError(name)
+        if self.inventory.version != self.seen:   # add_host or group_by changed the run's inventory
+            self.cache.clear()
+            self.seen = self.inventory.version
         if name not in self.cache:
             self.cache[name] = self.inventory.group_members(name)
         return self.cache[name]
@@ -90,6 +94,7 @@ ANSIBLE_FACTS = {
     "ansible_kernel": ("kernel",), "ansible_processor_vcpus": ("cpus",), "ansible_memtotal_mb": ("memory_mb",),
     "ansible_distribution_version": ("os", "version_id"),
 }
+FACT_NAMES = frozenset([*ANSIBLE_FACTS, "ansible_distribution", "ansible_os_family"])   # what fact_aliases gives
 
 
 def fact_aliases(facts: Any) -> dict[str, Any]:
@@ -163,16 +168,47 @@ def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[st
 
 def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: Mapping[str, Any],
                    task: TaskDef, play: Play, host_vars: Mapping[str, Any], secrets: Any = None,
-                   included: Mapping[str, Any] | None = None) -> Vars:
+                   included: Mapping[str, Any] | None = None,
+                   public: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
+                   fact_names: Mapping[str, Any] | None = None) -> Vars:
     """The layers of one task on one host, highest precedence first: Ansible's 22 levels
     (docs/variables.md). `magic` is verbatim (never rendered as a template): build it once per host
     and facts, not per task. `secrets`, the host's SecretSet (engine/secrets.py), learns each string
-    a template makes from a secret. `included`: what include_vars set on the host."""
+    a template makes from a secret. `included`: what include_vars set on the host; `public`: the
+    vars and defaults of the roles an include_role made public there; `fact_names`: the facts'
+    ansible_ names (ansible_nodename, ...), at Ansible's level of host facts."""
     item = Verbatim(task.item_vars) if task.item_vars else {}  # a loop's item: from the host or rendered already
     own: dict[str, Any] = {"role_name": task.role, "role_path": task.role_path} if task.role else {}
     told = task.keywords.check_mode if task.keywords.check_mode is not None else play.keywords.check_mode
     if told is not None:
         own["ansible_check_mode"] = told
-    return Vars(Verbatim(own) if own else {}, magic, extra_vars, item, task.include_params, task.role_params,
-                registered, included or {}, task.keywords.vars, task.role_vars, play.role_vars, play.vars,
-                host_vars, task.role_defaults, play.role_defaults, secrets=secrets)
+    every = AllVars()
+    own["vars"] = every   # Ansible's `vars`: every variable the task sees
+    variables = Vars(Verbatim(own), magic, extra_vars, item, task.include_params, task.role_params,
+                     registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars,
+                     play.vars, fact_names or {}, host_vars, task.role_defaults, public[1], play.role_defaults,
+                     secrets=secrets)
+    every.variables = variables
+    return variables
+
+
+class AllVars(Mapping[str, Any]):
+    """The `vars` magic variable: the task's own variables, looked up as its templates look them up."""
+
+    def __init__(self) -> None:
+        self.variables: Mapping[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.variables[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.variables
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.variables)
+
+    def __len__(self) -> int:
+        return len(self.variables)
+
+    def __repr__(self) -> str:
+        return "<every variable of the task>"

@@ -59,6 +59,7 @@ class Inventory:
         self._merged: dict[str, dict[str, JSONValue]] = {}
         self._ancestors: dict[str, list[str]] = {}
         self.limit: frozenset[str] | None = None  # --limit: the only hosts a pattern matches (`narrowed`)
+        self.version = 0   # grows with each change (finish): what caches its groups looks at it
         self.implicit: set[str] = set()  # Ansible's implicit localhost, once a play names it (no group's host)
 
     # -- building ---------------------------------------------------------
@@ -80,7 +81,8 @@ class Inventory:
         return host
 
     def finish(self) -> None:
-        """Compute group depths; reject cycles. Call once after loading."""
+        """Compute group depths; reject cycles. Call after loading, and after a run's add_host or group_by."""
+        self.version += 1
         all_group = self.groups["all"]
         for name, group in self.groups.items():
             if name != "all" and not group.parents:

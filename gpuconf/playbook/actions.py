@@ -27,6 +27,8 @@ def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any,
     """What is wrong with an action's parameters, as (path, message), or None."""
     if action == "meta":
         return _meta_errors(params)
+    if action in ("group_by", "add_host"):
+        return None
     if action == "include_vars":
         unknown = [k for k in params if k not in INCLUDE_VARS]
         if unknown:
@@ -38,6 +40,8 @@ def action_param_errors(action: str, params: dict[str, Any]) -> tuple[tuple[Any,
         for name in params:
             if name == "cacheable":   # gpuconf keeps no facts between runs: a fact lasts for the run
                 continue
+            if str(name).startswith("_ansible_"):
+                return (name,), f"The variable name '{name}' is reserved for internal use only."
             if not IDENTIFIER.match(str(name)):
                 return (name,), f"'{name}' is not a valid variable name"
         return None

@@ -171,6 +171,8 @@ def translate(key: str, params: Any) -> tuple[str, Any] | None:
         if isinstance(params, str):
             return "include_vars", free_form("include_vars", params) if "=" in params else {"file": params}
         return "include_vars", params if isinstance(params, dict) else {}
+    if module in ("group_by", "add_host"):   # the run's inventory, in memory (engine/inventory_actions.py)
+        return module, free_form(module, params) if isinstance(params, str) else dict(params or {})
     if module == "meta":   # `meta: flush_handlers`: the action, whatever its spelling
         return "meta", {"_raw_params": params} if not isinstance(params, dict) else params
     converted = isinstance(params, str) and module in FREE_FORM

@@ -53,7 +53,9 @@ class Loader(Protocol):
     @property
     def included_handlers(self) -> list[TaskDef]: ...
 
-    def nested(self, playbook: Path) -> Loader: ...
+    role_stack: list[Any]  # the roles whose tasks are being read (playbook/roles.py Parent)
+
+    def nested(self, playbook: Path, import_vars: dict[str, Any] | None = None) -> Loader: ...
 
     def load(self) -> Playbook: ...
 
@@ -61,7 +63,7 @@ class Loader(Protocol):
                handler: bool = False, role: str | None = None, here: Path | None = None,
                blocks: tuple[tuple[int, str], ...] = ()) -> list[TaskDef]: ...
 
-    def render_static(self, value: str, what: str, where: Location) -> str: ...
+    def render_static(self, value: str, what: str, where: Location, own: dict[str, Any] | None = None) -> str: ...
 
 INCLUDES = ("import_tasks", "include_tasks", "import_role", "include_role")
 
@@ -174,15 +176,14 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     tags = context.tags | set(outer.tags)
     where = node.location(key)
     if key in ("import_role", "include_role"):
-        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role"), outer, True)
+        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role",
+                                  yamlsrc.plain(outer.vars)), outer, True)
     target = node[key]
     if isinstance(target, dict):
         target = target.get("file")
     if not isinstance(target, str) or not target:
         raise PlaybookError(f"{key} names a task file: `{key}: FILE.yml`", where)
-    if is_template(target):
-        raise PlaybookError(f"{key}: the file name cannot be a template: gpuconf reads every task file when the "
-                            "playbook loads (use `when:` on the include to choose)", where)
+    target = loader.render_static(target, key, where, yamlsrc.plain(outer.vars))
     looked = [Path(target)] if Path(target).is_absolute() else [context.here / target] + [
         base / sub / target for base in context.search for sub in ("tasks", "")]   # a role's, the playbook's
     path = next((candidate for candidate in looked if candidate.is_file()), looked[0])
@@ -213,7 +214,7 @@ ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_fr
 
 
 def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], context: Context,
-                  imported: bool) -> list[TaskDef]:
+                  imported: bool, own: dict[str, Any] | None = None) -> list[TaskDef]:
     """import_role / include_role: the role where it is named (even if it ran before), its
     dependencies once in the play; import_role's vars and defaults are the play's too, as are
     include_role's with `public: true`."""
@@ -228,14 +229,16 @@ def _include_role(loader: Loader, spec: Any, where: Location, tags: set[str], co
         if option in spec and not isinstance(spec[option], str):
             raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
     # an import is read when the playbook loads: a templated name renders with -e and the play's vars
-    spec = {k: loader.render_static(v, f"import_role {k}", where) if isinstance(v, str) else v
+    spec = {k: loader.render_static(v, f"import_role {k}", where, own) if isinstance(v, str) else v
             for k, v in spec.items()}
     public = spec.get("public", imported)
     call = RoleCall(tags, tasks_from=str(spec.get("tasks_from", "main")), vars_from=str(spec.get("vars_from", "main")),
                     defaults_from=str(spec.get("defaults_from", "main")),
                     handlers_from=str(spec.get("handlers_from", "main")), blocks=context.blocks,
                     public=public in (True, "yes", "true", "True"),
-                    named=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
+                    allow_duplicates=str(spec.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                    validate=str(spec.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
+                    parents=tuple(loader.role_stack[-1:]))
     tasks: list[TaskDef] = []
     load_role(loader, RoleRef(role=spec["name"]), where, call, tasks, loader.included_handlers)
     return tasks
@@ -251,7 +254,7 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     where = node.location("import_playbook")
     if not isinstance(target, str):
         raise PlaybookError("import_playbook names a playbook file", where)
-    target = loader.render_static(target, "import_playbook", where)
+    target = loader.render_static(target, "import_playbook", where, yamlsrc.plain(node.get("vars") or {}))
     # beside the importing playbook, else the playbook of that name shipped with gpuconf (a site's
     # playbooks import the shipped ones by name: `import_playbook: a100-node.yml`)
     choice = find_playbook(target, loader.playbook.parent)
@@ -261,9 +264,9 @@ def import_playbook(loader: Loader, node: yamlsrc.YDict) -> list[Play]:
     path = choice.path
     if path.resolve() in loader.stack:
         raise PlaybookError(f"import_playbook: '{target}' imports itself", where)
-    plays = loader.nested(path).load().plays
     outer = _wrapper(yamlsrc.YDict({k: v for k, v in node.items() if k in ("when", "tags", "vars")}),
                      ("when", "tags", "vars"), "import_playbook")
+    plays = loader.nested(path, yamlsrc.plain(outer.vars)).load().plays
     for play in plays:
         play.vars = {**play.vars, **yamlsrc.plain(outer.vars)}   # above the play's own, as in Ansible
         for task in play.tasks + play.handlers:
@@ -287,6 +290,8 @@ def check_keywords(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) 
 def check_delegation(type_name: str, keywords: TaskKeywords, node: yamlsrc.YDict) -> None:
     """delegate_to, the supported subset: controller-side steps on localhost, reads on another host."""
     target = str(keywords.delegate_to).strip()
+    if is_template(target) and type_name in DELEGATE_TO_CONTROLLER:
+        return   # where it renders to is known when it runs: a write elsewhere is refused there (engine/delegate.py)
     if target in DELEGATE_LOCAL:
         if type_name not in DELEGATE_TO_CONTROLLER:
             raise PlaybookError(f"delegate_to: {target} is supported for {', '.join(DELEGATE_TO_CONTROLLER)} "

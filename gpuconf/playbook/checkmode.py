@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuconf.errors import PlaybookError
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, Playbook, TaskDef
+from gpuconf.tasks.registry import TASK_TYPES
 
 READS = ("command", "probe")   # what check mode may run when told: its author's word that it reads
 
@@ -20,7 +21,8 @@ def refuse_writes_in_check(playbook: Playbook) -> None:
     for play in playbook.plays:
         for task in play.tasks + play.handlers:
             if mode(task, play) is False and task.type not in READS and task.type not in ENGINE_ACTIONS \
-                    and task.type not in ("include_tasks", "include_role"):
+                    and task.type not in ("include_tasks", "include_role") and not (
+                        task.type in TASK_TYPES and TASK_TYPES[task.type].controller_only):
                 raise PlaybookError(f"check_mode: false would run task '{task.name}' ({task.type}) for real in a "
                                     "check: `gpuconf check` never writes (a command that only reads may say "
                                     "check_mode: false; run `gpuconf apply` to change the host)", task.location)

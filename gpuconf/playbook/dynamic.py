@@ -21,16 +21,17 @@ from typing import Any
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import TaskDef, TaskKeywords
-from gpuconf.playbook.roles import RoleCall, load_role
+from gpuconf.playbook.roles import Parent, RoleCall, load_role
 
 Loader = Any   # the playbook's Loader (loader.py imports this module)
 DYNAMIC = ("include_tasks", "include_role")
 # what an include task takes besides its file (Ansible's include_tasks / include_role keywords)
 KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "loop", "loop_control", "with_items",
             "with_dict", "ignore_errors", "register", "apply", "no_log", "run_once", "delegate_to", "timeout",
-            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode")
+            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger")
 APPLY = ("tags", "become", "become_user", "ignore_errors", "no_log", "when", "vars", "timeout", "run_once",
          "delegate_to", "check_mode", "environment", "any_errors_fatal")
+BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal")
 ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
                 "rolespec_validate", "apply")
 
@@ -75,6 +76,7 @@ def include_entry(loader: Loader, node: yamlsrc.YDict, key: str, context: Any, v
     keywords = validate(TaskKeywords, keyword_data, node, KEYWORDS, key)
     target = params.get("file") if key == "include_tasks" else params.get("name")
     name = keywords.name or (f"include_role : {target}" if key == "include_role" else key)
+    params["own"] = sorted(keywords.model_fields_set)   # the include's own keywords: the rest came from its blocks
     return TaskDef(name=str(name), type=key, params=yamlsrc.plain(params), keywords=keywords,
                    location=node.location(), role=context.role, tags=set(keywords.tags) | context.tags,
                    search_paths=list(context.search), become=keywords.become, become_user=keywords.become_user,
@@ -112,27 +114,40 @@ class IncludeLoader:
                 raise PlaybookError("a task file is a list of tasks", Location(str(path), 1, 1))
             holder = yamlsrc.YDict({"tasks": data})
             holder.file = str(path)
+            before = len(self.loader.included_handlers)
             tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search, role=context.role,
                                        here=path.parent)
+            self._keep(self.loader.included_handlers[before:])   # those of roles it imports
         return [self._brought(include, task) for task in tasks]
 
-    def include_role(self, include: TaskDef, params: dict[str, Any]) -> list[TaskDef]:
+    def include_role(self, include: TaskDef, params: dict[str, Any]) -> tuple[list[TaskDef], dict[str, Any] | None]:
+        """The role's tasks, and what it exposes with `public: true` (its vars and defaults, for the
+        later tasks of the host that ran it: the engine's to keep, per host), else None."""
         context = include.context
         public = params.get("public", False) in (True, "yes", "true", "True")
         call = RoleCall(set(context.tags), tasks_from=str(params.get("tasks_from", "main")),
                         vars_from=str(params.get("vars_from", "main")),
                         defaults_from=str(params.get("defaults_from", "main")),
-                        handlers_from=str(params.get("handlers_from", "main")), public=public,
-                        named=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"))
+                        handlers_from=str(params.get("handlers_from", "main")), public=False,
+                        allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
+                        validate=str(params.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
+                        parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
+                        if include.role else ())
         from gpuconf.playbook.models import RoleRef
 
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         with self.lock:
-            load_role(self.loader, RoleRef(role=str(params["name"])), include.location, call, tasks, handlers)
-            known = {(h.role, h.name, str(h.location)) for h in self.handlers}
-            self.handlers += [h for h in handlers if (h.role, h.name, str(h.location)) not in known]
-        return [self._brought(include, task) for task in tasks]
+            before = len(self.loader.included_handlers)
+            loaded = load_role(self.loader, RoleRef(role=str(params["name"])), include.location, call, tasks, handlers)
+            self._keep(handlers + self.loader.included_handlers[before:])
+        exposed = {"vars": dict(loaded.exports), "defaults": dict(loaded.defaults)} if public else None
+        return [self._brought(include, task) for task in tasks], exposed
+
+    def _keep(self, handlers: list[TaskDef]) -> None:
+        """Handlers of the roles read while the play runs: a notify finds them from then on."""
+        known = {(h.role, h.name, str(h.location)) for h in self.handlers}
+        self.handlers += [h for h in handlers if (h.role, h.name, str(h.location)) not in known]
 
     @staticmethod
     def _brought(include: TaskDef, task: TaskDef) -> TaskDef:
@@ -140,9 +155,13 @@ class IncludeLoader:
         include, the keywords of `apply:`."""
         apply = include.params.get("apply") or {}
         keywords = task.keywords
-        updates = {k: v for k, v in apply.items() if k in ("ignore_errors", "no_log", "timeout", "run_once",
-                                                             "delegate_to", "check_mode")
-                   and k not in keywords.model_fields_set}
+        own = set(include.params.get("own") or ())
+        # what the blocks around the include gave it (not its own keywords) reaches its tasks, then `apply`
+        inherited = {k: getattr(include.keywords, k) for k in BLOCK_INHERITED
+                     if k in include.keywords.model_fields_set and k not in own}
+        updates = {k: v for k, v in {**inherited, **apply}.items()
+                   if k in ("ignore_errors", "no_log", "timeout", "run_once", "delegate_to", "check_mode",
+                            "any_errors_fatal") and k not in keywords.model_fields_set}
         if apply.get("vars"):
             updates["vars"] = {**apply["vars"], **keywords.vars}
         if updates:

@@ -51,9 +51,11 @@ def _validate(model: type[Model], data: Any, node: Any, allowed: tuple[str, ...]
 
 def roles_path(playbook: Path, project_dir: Path | None = None, configured: list[Path] | None = None) -> list[Path]:
     """Where roles are looked up, first match wins: `roles/` beside the playbook, the configured
-    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, and the
-    roles shipped with gpuconf, so that a playbook runs from any directory."""
-    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", shipped_roles()]
+    roles path (gpuconf.cfg `roles_path`, GPUCONF_ROLES_PATH), the project's `roles/`, the folder of
+    the playbook itself (as Ansible), and the roles shipped with gpuconf, so that a playbook runs
+    from any directory."""
+    dirs = [playbook.parent / "roles", *(configured or []), (project_dir or Path.cwd()) / "roles", playbook.parent,
+            shipped_roles()]
     return list(dict.fromkeys(p.resolve() for p in dirs))
 
 
@@ -80,6 +82,8 @@ class Loader:
         self.project_dir, self.configured_roles = project_dir, configured_roles
         self.extra_vars: dict[str, Any] = {}   # -e: what a templated import's name renders with
         self.play_vars: dict[str, Any] = {}    # the vars of the play being read, for the same
+        self.import_vars: dict[str, Any] = {}  # the vars of the import_playbook that imports these plays
+        self.role_stack: list[Any] = []   # the roles whose tasks are being read (playbook/roles.py Parent)
         self.role_dirs = roles_path(playbook, project_dir, configured_roles)
         self.stack = stack + (playbook.resolve(),)  # the playbooks and task files being read: no cycles
         self.block_ids = count(1)
@@ -88,19 +92,20 @@ class Loader:
         self.loaded_roles: dict[str, Any] = {}   # the roles loaded in the play, by (name, params)
         self.included_handlers: list[TaskDef] = []
 
-    def nested(self, playbook: Path) -> Loader:
+    def nested(self, playbook: Path, import_vars: dict[str, Any] | None = None) -> Loader:
         """A loader for an imported playbook: the same roles path, block numbering and cycle guard."""
         inner = Loader(playbook, self.project_dir, self.configured_roles, self.stack)
         inner.block_ids, inner.extra_vars = self.block_ids, self.extra_vars
+        inner.import_vars = {**self.import_vars, **(import_vars or {})}
         return inner
 
-    def render_static(self, value: str, what: str, where: Location) -> str:
+    def render_static(self, value: str, what: str, where: Location, own: dict[str, Any] | None = None) -> str:
         """A templated name an import or vars_files gives, rendered as Ansible renders it when the
-        playbook loads: with -e and the play's vars (no host's variable is known yet)."""
+        playbook loads: with -e, the import's own `vars` and the play's (no host's is known yet)."""
         if not is_template(value):
             return value
         try:
-            return str(render(value, Vars(self.extra_vars, self.play_vars)))
+            return str(render(value, Vars(self.extra_vars, own or {}, self.import_vars, self.play_vars)))
         except TemplateError as exc:
             raise PlaybookError(f"{what} '{value}': {exc.message} (it renders when the playbook loads, with -e "
                                 "and the play's vars)", where) from None
@@ -251,6 +256,11 @@ class Loader:
             if key in REFUSED_KEYWORDS:
                 raise PlaybookError(f"'{key}' is not supported: {REFUSED_KEYWORDS[key]}", node.location(key))
         written = next((str(k) for k in node if k not in TASK_KEYWORDS), "")
+        if is_template(written):   # Ansible resolves a module by its name when the task runs: it fails there
+            failing = yamlsrc.YDict({**{k: v for k, v in node.items() if k in TASK_KEYWORDS}, "fail": {
+                "msg": f"couldn't resolve module/action '{written}': a module's name is not a template"}})
+            failing.file, failing.pos, failing.key_pos = node.file, node.pos, node.key_pos
+            node, written = failing, "fail"
         node = translate_task(node, TASK_KEYWORDS)   # Ansible's module names and free-form arguments
         type_keys = [k for k in node if k not in TASK_KEYWORDS]
         if not type_keys:
@@ -266,6 +276,8 @@ class Loader:
         type_name = str(type_keys[0])
         keyword_data = {k: v for k, v in node.items() if k in TASK_KEYWORDS}
         keywords = _validate(TaskKeywords, keyword_data, node, TASK_KEYWORDS, "task")
+        if type_name == "add_host" and "run_once" not in keywords.model_fields_set:   # Ansible's: once a batch
+            keywords = keywords.model_copy(update={"run_once": True})
         params_node = node[type_name]
         if params_node is None:
             params_node = yamlsrc.YDict()

@@ -115,6 +115,8 @@ class TaskKeywords(BaseModel):
     run_once: bool | str = False
     delegate_to: str | None = Field(None, min_length=1)
     any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
+    # Ansible's interactive task debugger: gpuconf has none, and a run never stops to ask (docs/ansible.md)
+    debugger: Literal["always", "never", "on_failed", "on_unreachable", "on_skipped"] | None = None
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
     _flags = field_validator("ignore_errors", "run_once", mode="before")(lambda cls, v: _flag(v))
@@ -140,7 +142,7 @@ class TaskKeywords(BaseModel):
 
 TASK_KEYWORDS = tuple(TaskKeywords.model_fields)
 # Actions the engine carries out itself (they read and set variables; no host is asked anything)
-ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars")
+ENGINE_ACTIONS = ("set_fact", "debug", "meta", "include_vars", "group_by", "add_host")
 # meta's actions (Ansible's `meta: ACTION`), carried out by gpuconf/engine/meta.py
 META_ACTIONS = ("flush_handlers", "noop", "end_play", "end_host", "end_batch", "end_role", "clear_host_errors",
                 "clear_facts", "refresh_inventory", "reset_connection")

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
-from gpuconf.playbook.argspecs import check_arguments
+from gpuconf.playbook.argspecs import validation_task
 from gpuconf.playbook.models import RoleRef, TaskDef
 
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
@@ -45,6 +45,7 @@ class Parent:
     vars: dict[str, Any]
     params: dict[str, Any]
     defaults: dict[str, Any]
+    entry: str = "main"   # its tasks file being read
 
 
 @dataclass
@@ -58,8 +59,11 @@ class RoleCall:
     handlers_from: str = "main"
     blocks: tuple[tuple[int, str], ...] = ()
     public: bool = True
-    # named by import_role/include_role: it runs even if it ran before, unless allow_duplicates: false
-    named: bool = False
+    # import_role/include_role's allow_duplicates (None: the role's meta says, as for `roles:`; those
+    # two run a role again unless they say false)
+    allow_duplicates: bool | None = None
+    validate: bool = True   # rolespec_validate: false leaves out the argument_specs check
+    dependency: bool = False   # a meta/main.yml dependency: a role may not depend on itself
     parents: tuple[Parent, ...] = ()
 
 
@@ -86,7 +90,11 @@ def find_role(loader: Loader, name: str, where: Location) -> Path:
 
 
 def role_file(folder: Path, name: str) -> Path | None:
-    """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder)."""
+    """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder); a name
+    that leads outside the role's folder is refused, as Ansible refuses it."""
+    if not (folder / name).resolve().is_relative_to(folder.resolve()):
+        raise PlaybookError(f"Unable to retrieve file contents: could not find or access '{name}' as it is not inside "
+                            f"the expected role path {folder}", Location(str(folder), 1, 1))
     if name.endswith((".yml", ".yaml", ".json")):
         return folder / name if (folder / name).exists() else None
     for candidate in (folder / f"{name}.yml", folder / f"{name}.yaml", folder / f"{name}.json", folder / name):
@@ -122,21 +130,25 @@ def mapping(folder: Path, name: str, what: str) -> dict[str, Any]:
 def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tasks: list[TaskDef],
               handlers: list[TaskDef]) -> Loaded:
     stack = tuple(p.name for p in call.parents)
-    if ref.role in stack:
+    if call.dependency and ref.role in stack:
         raise PlaybookError(f"role dependency cycle: {' -> '.join(stack + (ref.role,))}", where)
+    if any(p.name == ref.role and p.entry == call.tasks_from for p in loader.role_stack):
+        raise PlaybookError(f"role '{ref.role}' imports its own {call.tasks_from} tasks: a recursion with no end",
+                            where)
     path = find_role(loader, ref.role, where)
     meta = loader._optional(path / "meta" / "main.yml")
     if meta is not None and not isinstance(meta, dict):
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
-    if identity in loader.loaded_roles and not call.named and not (meta or {}).get("allow_duplicates"):
+    allowed = call.allow_duplicates if call.allow_duplicates is not None else bool((meta or {}).get("allow_duplicates"))
+    if identity in loader.loaded_roles and not allowed:
         loaded: Loaded = loader.loaded_roles[identity]
         return loaded
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
                   {**(call.parents[-1].params if call.parents else {}), **ref.params},
-                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults})
+                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from)
     loaded = Loaded()
     deps = (meta or {}).get("dependencies") or []
     if not isinstance(deps, list):
@@ -145,7 +157,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
         dep_ref = role_ref(dep, dep_where, dep, loader.validate)
         dep_call = RoleCall(call.tags | set(ref.tags), blocks=call.blocks, public=call.public,
-                            parents=call.parents + (here,))
+                            parents=call.parents + (here,), dependency=True)
         found = load_role(loader, dep_ref, dep_where, dep_call, tasks, handlers)
         loaded.defaults.update(found.defaults)
         loaded.exports.update(found.exports)
@@ -155,14 +167,25 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     loaded.exports.update(own_vars)
     loader.loaded_roles[identity] = loaded
     specs = loader._optional(path / "meta" / "argument_specs.yml")
-    if specs is not None:
-        check_arguments(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params, where, call.tasks_from)
-    search = [path / "templates", path / "files", path, loader.playbook.parent]
+    validation = validation_task(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params,
+                                 call.tasks_from) if specs is not None else None
+    playbook_dir = loader.playbook.parent  # then the playbook's own templates/ and files/, as Ansible searches
+    search = [path / "templates", path / "files", path,
+              playbook_dir / "templates", playbook_dir / "files", playbook_dir]
     role_tags = call.tags | set(ref.tags)
     task_file = role_file(path / "tasks", call.tasks_from)
     if call.tasks_from != "main" and task_file is None:
         raise PlaybookError(f"role '{ref.role}' has no tasks file {path / 'tasks' / call.tasks_from}", where)
-    role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    loader.role_stack.append(here)   # an import_role in its tasks is its child (vars, params, defaults)
+    try:
+        role_tasks = loader._role_file(task_file, role_tags, search, ref.role, call.blocks) if task_file else []
+    finally:
+        loader.role_stack.pop()
+    if validation is not None and call.validate:  # Ansible's first task of a role with a spec (playbook/argspecs.py)
+        holder = yamlsrc.YDict({"tasks": validation})
+        holder.file = validation.file
+        role_tasks = loader._tasks(validation, holder, "tasks", role_tags, search, role=ref.role,
+                                   here=path / "tasks", blocks=call.blocks) + role_tasks
     handler_file = role_file(path / "handlers", call.handlers_from)
     role_handlers = loader._role_file(handler_file, set(), search, ref.role, handler=True) if handler_file else []
     if call.public:

@@ -50,7 +50,9 @@ def _task(task: TaskResult) -> dict[str, JSONValue]:
         "data": None if task.secret else _plain(task.data),
         # what a debug task showed, as a value ({"msg": ...} or {"VAR": ...}), as Ansible's output shows it
         "ansible_name": task.ansible_name,
-        "shown": _plain(task.data) if task.type == "debug" and task.status == Status.OK and not task.secret else None,
+        "ignored": task.ignored,   # failed, and the run went on (ignore_errors, or a block's rescue)
+        "shown": _plain(task.data) if task.type == "debug" and task.status in (Status.OK, Status.CHANGED)
+        and not task.secret else None,
     }
 
 

@@ -228,6 +228,14 @@ class Resolver(Protocol):
 
     def holds(self, condition: str | bool) -> bool: ...
 
+    def defined(self, name: str) -> bool:
+        """Whether the task's variables have `name`."""
+        ...
+
+    def variable(self, name: str) -> Any:
+        """The value of the task's variable `name`, rendered."""
+        ...
+
 
 class ApplyContext(Protocol):
     """What apply() may do: run ops on the host, read a fact afresh (polling), reboot."""

@@ -36,6 +36,7 @@ TASK_MODULES: dict[str, str] = {
     "probe": "gpuconf.tasks.probe:Probe",
     "reboot": "gpuconf.tasks.reboot:Reboot",
     "assert": "gpuconf.tasks.commands:Assert",
+    "validate_argument_spec": "gpuconf.tasks.argspec:ValidateArgumentSpec",
     "kernel_cmdline": "gpuconf.tasks.cmdline:KernelCmdline",
     "nvidia_driver_stack": "gpuconf.tasks.driver:DriverStack",
     "nvidia_driver_companion": "gpuconf.tasks.nvidia:DriverCompanion",

@@ -57,8 +57,10 @@ def items2dict(value: list[Mapping[str, Any]], key_name: str = "key", value_name
 
 
 def to_nice_yaml(value: Any, indent: int = 4, *_args: Any, default_flow_style: bool = False, **kwargs: Any) -> str:
-    """Ansible's to_nice_yaml: PyYAML's dump, keys sorted, block style, indent 4, unicode kept."""
-    return str(yaml.dump(value, Dumper=yaml.SafeDumper, indent=indent, allow_unicode=True,
+    """Ansible's to_nice_yaml: its to_yaml, block style, indent 4."""
+    from gpuconf.templating.environment import AnsibleDumper
+
+    return str(yaml.dump(value, Dumper=AnsibleDumper, indent=indent, allow_unicode=True,
                          default_flow_style=default_flow_style, **kwargs))
 
 

@@ -66,13 +66,15 @@ def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import lookup
-    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+    return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
+                  environment=context.environment, **options)
 
 
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import query
-    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context), **options)
+    return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
+                 environment=context.environment, **options)
 
 
 class _ContextVars(Mapping[str, Any]):
@@ -98,15 +100,29 @@ class _ContextVars(Mapping[str, Any]):
 
 
 def _lookup_paths(context: Any) -> list[Any]:
-    """Where lookup('file') looks, as Ansible: beside the playbook (its files/), then the current folder."""
-    base = context.get("playbook_dir")
-    folders = [Path(base) / "files", Path(base)] if isinstance(base, str) else []
+    """Where lookup('file') looks, as Ansible: in the task's role (its files/, the role, its tasks/),
+    beside the playbook (its files/), then the current folder. Other lookups look in another
+    subfolder than files/ (lookup('template'): templates/)."""
+    role, base = context.get("role_path"), context.get("playbook_dir")
+    folders = [Path(role) / "files", Path(role), Path(role) / "tasks"] if isinstance(role, str) and role else []
+    folders += [Path(base) / "files", Path(base)] if isinstance(base, str) else []
     return [*folders, Path.cwd() / "files", Path.cwd()]
 
 
+class AnsibleDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Ansible's dumper: libyaml's safe dumper where PyYAML has it, as ansible-core uses (a lone
+    scalar ends without PyYAML's `...` line: `false | to_yaml` is "false\\n"), and a string, mapping
+    or list of any class is dumped as its plain kind (a YAML source's positioned dict, a marked string)."""
+
+
+AnsibleDumper.add_multi_representer(str, lambda dumper, text: dumper.represent_str(str.__str__(text)))
+AnsibleDumper.add_multi_representer(dict, yaml.SafeDumper.represent_dict)
+AnsibleDumper.add_multi_representer(list, yaml.SafeDumper.represent_list)
+
+
 def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **options: Any) -> str:
-    """Ansible's to_yaml: PyYAML's dump (keys sorted, flow style for the innermost collections), unicode kept."""
-    return str(yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, default_flow_style=default_flow_style,
+    """Ansible's to_yaml: its dumper (keys sorted, flow style for the innermost collections), unicode kept."""
+    return str(yaml.dump(value, Dumper=AnsibleDumper, allow_unicode=True, default_flow_style=default_flow_style,
                          **options))
 
 

@@ -1,20 +1,22 @@
 """Ansible's lookups: `lookup()`/`query()` in templates, and the `with_NAME:` loops (a task's
 items are lookup NAME of its terms). Each returns what ansible-core 2.19's plugin returns
 (tests/ansible_fuzz compares them): items, list, flattened, dict, subelements, nested,
-together, indexed_items, sequence, file, env, vars."""
+together, indexed_items, sequence, file, env, vars, template, first_found."""
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpuconf.errors import GpuconfError
+from gpuconf.templating.bounds import bound_parse
 
 LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
-           "file", "env", "vars")
+           "file", "env", "vars", "template", "first_found")
 
 
 def flatten_once(terms: list[Any]) -> list[Any]:
@@ -42,21 +44,21 @@ def loop_lookup(name: str, terms: Any, searched: list[Path]) -> list[Any]:
 
 
 def query(searched: list[Path], name: str, *terms: Any, variables: Mapping[str, Any] | None = None,
-          **options: Any) -> list[Any]:
-    return run(searched, name, list(terms), options, variables)
+          environment: Any = None, **options: Any) -> list[Any]:
+    return run(searched, name, list(terms), options, variables, environment)
 
 
 def lookup(searched: list[Path], name: str, *terms: Any, wantlist: bool = False,
-           variables: Mapping[str, Any] | None = None, **options: Any) -> Any:
+           variables: Mapping[str, Any] | None = None, environment: Any = None, **options: Any) -> Any:
     """`lookup()`: the values joined by commas, as Ansible's, unless wantlist (or items/list)."""
-    values = run(searched, name, list(terms), options, variables)
+    values = run(searched, name, list(terms), options, variables, environment)
     if wantlist or name in ("items", "list"):
         return values
     return ",".join(str(v) for v in values)
 
 
 def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
-        variables: Mapping[str, Any] | None) -> list[Any]:
+        variables: Mapping[str, Any] | None, environment: Any = None) -> list[Any]:
     if name == "items":
         return flatten_once(terms)
     if name == "list":
@@ -82,6 +84,10 @@ def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
         return [_variable(variables, str(term), options) for term in terms]
     if name == "file":
         return [_file(searched, term, options) for term in terms]
+    if name == "template":
+        return [_template(searched, term, options, variables, environment) for term in terms]
+    if name == "first_found":
+        return first_found(searched, terms, options)
     raise GpuconfError(f"lookup plugin '{name}' is not supported (gpuconf has {', '.join(LOOKUPS)})")
 
 
@@ -117,23 +123,34 @@ def _file(searched: list[Path], term: Any, options: dict[str, Any]) -> str:
 
 
 def subelements(items: Any, key: str, flags: Mapping[str, Any] | None = None) -> list[list[Any]]:
-    """`subelements`: each item paired with each element of its `key` list (dotted for nested)."""
+    """`subelements`: each item paired with each element of its `key` list (dotted for nested). As
+    Ansible's lookup (not its filter), the item is given without that list: the key is taken out of
+    (a copy of) the item; an item or a registered result that was skipped gives nothing."""
     skip_missing = bool((flags or {}).get("skip_missing", False))
+    if isinstance(items, Mapping) and items.get("skipped", False) is not False:
+        return []
     found = []
-    for item in items.values() if isinstance(items, Mapping) else items:
+    for original in items.values() if isinstance(items, Mapping) else items:
+        if isinstance(original, Mapping) and original.get("skipped", False) is not False:
+            continue
+        item = copy.deepcopy(original)
+        holder: Any = None
         value: Any = item
-        for part in key.split("."):
+        parts = key.split(".")
+        for part in parts:
             if isinstance(value, Mapping) and part in value:
-                value = value[part]
+                holder, value = value, value[part]
             elif skip_missing:
                 value = None
                 break
             else:
-                raise GpuconfError(f"could not find '{key}' key in iterated item '{item}'")
+                raise GpuconfError(f"could not find '{key}' key in iterated item '{original}'")
         if value is None:
             continue
         if not isinstance(value, list):
             raise GpuconfError(f"the key {key} should point to a list, got '{value}'")
+        if isinstance(holder, dict):
+            holder.pop(parts[-1], None)
         found += [[item, sub] for sub in value]
     return found
 
@@ -164,3 +181,84 @@ def sequence(term: str, options: dict[str, Any]) -> list[str]:
         return []
     step = 1 if stride > 0 else -1
     return [str(values["format"]) % number for number in range(start, end + step, stride)]
+
+
+def _in_subfolder(searched: list[Path], subfolder: str) -> list[Path]:
+    """The lookup's search path with `subfolder` where lookup('file') has files/."""
+    return [folder.parent / subfolder if folder.name == "files" else folder for folder in searched]
+
+
+def _template(searched: list[Path], term: Any, options: dict[str, Any], variables: Mapping[str, Any] | None,
+              environment: Any) -> str:
+    """lookup('template', NAME): the file (in templates/ folders) rendered with the task's variables
+    and `template_vars` over them, in the calling template's Jinja environment ({% include %} finds
+    templates beside it and in the other templates/ folders)."""
+    import jinja2
+
+    if environment is None:
+        raise GpuconfError("lookup('template') is available in a template only")
+    folders = _in_subfolder(searched, "templates")
+    path = Path(str(term))
+    candidates = [path] if path.is_absolute() else [base / path for base in folders]
+    match = next((c for c in candidates if c.is_file()), None)
+    if match is None:
+        raise GpuconfError(f"lookup('template'): '{term}' not found (looked in "
+                           f"{', '.join(str(c.parent) for c in candidates)})")
+    extra = options.get("template_vars") or {}
+    if not isinstance(extra, Mapping):
+        raise GpuconfError(f"lookup('template'): template_vars must be a mapping, got {type(extra).__name__}")
+    search = list(dict.fromkeys([str(match.parent), *(str(f) for f in folders if f.is_dir())]))
+    # as Ansible's templar: an included template's last line break is dropped, the file's own kept
+    env = environment.overlay(loader=jinja2.FileSystemLoader(search), keep_trailing_newline=False)
+    bound_parse(env)   # its own parse, with its settings, its loops bounded
+    text = match.read_text()
+    template = env.from_string(text)
+    scope = _Over(extra, _Over({} if variables is None else variables, env.globals))
+    rendered = "".join(template.root_render_func(template.new_context(vars=scope, shared=True)))
+    return rendered + "\n" if text.endswith("\n") else rendered
+
+
+class _Over(Mapping[str, Any]):
+    """`top` over `base`, read lazily (the base is the template's own variables)."""
+
+    def __init__(self, top: Mapping[str, Any], base: Mapping[str, Any]):
+        self.top, self.base = top, base
+
+    def __getitem__(self, key: str) -> Any:
+        return self.top[key] if key in self.top else self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.top or key in self.base
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self.base), **dict.fromkeys(self.top)})
+
+    def __len__(self) -> int:
+        return len(set(self.top) | set(self.base))
+
+
+def first_found(searched: list[Path], terms: Any, options: dict[str, Any]) -> list[str]:
+    """lookup('first_found', NAMES): the path of the first of the files that exists (names, lists of
+    names, or {files: ..., paths: ...}); none is an error unless `skip`."""
+    names: list[str] = []
+    paths: list[str] = []
+    for term in [*terms, *([{"files": options["files"], "paths": options.get("paths", [])}]
+                           if "files" in options else [])]:
+        if isinstance(term, Mapping):
+            files, where = term.get("files", []), term.get("paths", [])
+            names += [files] if isinstance(files, str) else list(files)
+            paths += [where] if isinstance(where, str) else list(where)
+        elif isinstance(term, (list, tuple)):
+            names += [str(t) for t in term]
+        else:
+            names.append(str(term))
+    paths += [options["paths"]] if isinstance(options.get("paths"), str) else list(options.get("paths") or [])
+    for name in names:
+        candidates = [Path(name)] if Path(name).is_absolute() else \
+            [Path(p) / name for p in paths] if paths else [base / name for base in searched]
+        match = next((c for c in candidates if c.is_file()), None)
+        if match is not None:
+            return [str(match)]
+    if options.get("skip") in (True, "yes", "true", "True"):
+        return []
+    raise GpuconfError("No file was found when using first_found.")

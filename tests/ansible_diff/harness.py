@@ -35,12 +35,10 @@ ROOT = "/tmp/gpuconf-ansdiff"   # on the nodes: ROOT/<tool>/<case>/...
 ONE_GPUCONF = threading.Lock()
 ITEM = re.compile(r" \(item=.*\)$")
 ROLE_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+ : ")   # Ansible names a role's task "ROLE : NAME"
-# Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load; an
-# argument spec is checked by validate)
+# Ansible's bookkeeping events, which gpuconf runs no task for (includes are read at load)
 NOT_SHOWN_BY_ANSIBLE = ("an earlier task of its block failed",)
 GPUCONF_UNCOUNTED = ("include_tasks", "include_role", "meta")
-UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role",
-             "validate_argument_spec", "ansible.builtin.validate_argument_spec")
+UNCOUNTED = ("include_tasks", "ansible.builtin.include_tasks", "include_role", "ansible.builtin.include_role")
 
 
 @dataclass

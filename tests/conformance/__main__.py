@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tests.conformance.runner import HERE, run_target, save
-from tests.conformance.table import ALL_TARGETS, load, markdown, rewrite_doc, summary
+from tests.conformance.table import ALL_TARGETS, load, markdown, measured_at, rewrite_doc, summary
 
 
 def main() -> int:
@@ -26,8 +26,10 @@ def main() -> int:
         results = load(Path(args.from_results))
         print(markdown(results))
         if args.doc:
-            rewrite_doc(results)
+            stamp = Path(args.from_results + ".measured")
+            rewrite_doc(results, stamp.read_text().strip() if stamp.exists() else f"by the run of {args.from_results}")
         return 0
+    measured = measured_at()
     targets = [t for t in args.targets.split(",") if t]
     with tempfile.TemporaryDirectory(prefix="gpuconf-conformance-") as scratch:
         work = Path(args.work or scratch)
@@ -38,9 +40,10 @@ def main() -> int:
             results.append(result)
             print(summary(result) + f"  ({time.monotonic() - started:.0f} s)", flush=True)
     save(results, Path(args.results))
+    Path(args.results + ".measured").write_text(measured + "\n")
     print(markdown(results))
     if args.doc:
-        rewrite_doc(results)
+        rewrite_doc(results, measured)
     return 0
 
 

@@ -61,9 +61,11 @@ def _line(host: str, result: dict[str, Any], verbosity: int) -> list[str]:
     if result["type"] == "meta":
         return [f"META: {result['message']}"] if verbosity >= 2 else []
     word = "changed" if status in ("changed", "would_change") else "ok"
-    shown = result.get("shown")
+    shown = result.get("shown") or (result.get("data") if result["type"] == "debug" else None)
     if result["type"] == "debug" and isinstance(shown, dict):
         return [f"{word}: {at} => {_shown(shown)}"]
+    if result["type"] == "assert":   # as debug, Ansible's assert always shows its result
+        return [f"{word}: {at} => {_shown({'changed': False, 'msg': result.get('message') or 'All assertions passed'})}"]
     if verbosity >= 1:   # -v: the result, as far as the report has it
         detail: dict[str, Any] = {"changed": word == "changed"}
         for key in ("stdout", "stderr"):
@@ -81,6 +83,11 @@ def recap(hosts: dict[str, Any]) -> list[str]:
     lines = ["", "PLAY RECAP " + "*" * (STARS - 11)]
     for host, data in hosts.items():
         counts = dict.fromkeys(("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"), 0)
+        if isinstance(data.get("recap"), dict):   # gpuconf's own recap, counted as Ansible counts
+            counts.update({k: int(v) for k, v in data["recap"].items() if k in counts})
+            cells = "".join(f"{key}={value}".ljust(len(key) + 5) for key, value in counts.items())
+            lines.append(f"{host.ljust(26)} : {cells}")
+            continue
         for _, results in _steps(data["tasks"]):
             statuses = [r["status"] for r in results]
             if any(s in ("failed", "unknown") for s in statuses):

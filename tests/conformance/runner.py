@@ -199,6 +199,8 @@ def judge(target: str, oracle_log: Path, gpuconf_log: Path, work: Path) -> list[
                 run.why = mine.get("why", "") or f"the target's check failed: {run.checks[0]}"
             else:
                 run.gpuconf = "pass"
+            if run.gpuconf != "pass" and mine.get("settings"):   # what gpuconf was not told
+                run.why += f" [Ansible settings gpuconf has no equivalent of: {', '.join(mine['settings'])}]"
         runs.append(run)
     return runs
 

@@ -49,7 +49,8 @@ def _reason(why: str) -> str:
     text = re.sub(r"\s+", " ", why)
     text = re.sub(r"/\S*/integration/targets/", "", text)
     text = re.sub(r"^gpuconf: error: ", "", text)
-    return text[:150].rstrip() + ("…" if len(text) > 150 else "")
+    text, _, settings = text.partition(" [Ansible settings")
+    return text[:150].rstrip() + ("…" if len(text) > 150 else "") + (f" [Ansible settings{settings}" if settings else "")
 
 
 def markdown(results: list[TargetResult]) -> str:
@@ -86,12 +87,28 @@ def reasons(results: list[TargetResult]) -> str:
     return "\n".join(lines)
 
 
-def rewrite_doc(results: list[TargetResult]) -> None:
+def measured_at() -> str:
+    """The date and gpuconf's commit a run measured (a worktree with changes says so)."""
+    import datetime
+    import subprocess
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = " with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no", "gpuconf") else ""
+    return f"{datetime.date.today().isoformat()}, gpuconf at commit {commit}{dirty}"
+
+
+def rewrite_doc(results: list[TargetResult], measured: str) -> None:
+    """The table and the reasons into docs/ansible.md; `measured`: when, and at which commit."""
     text = DOC.read_text()
     found = counts_all(results)
-    block = "\n".join([BEGIN, "", markdown(results), "",
+    block = "\n".join([BEGIN, "", f"Measured {measured}, against ansible-core 2.19.14 (`make conformance`).", "",
+                       markdown(results), "",
                        f"gpuconf passes **{found['pass']} of the {found['oracle']} runs** ansible-core passes "
-                       f"({100 * found['pass'] // max(1, found['oracle'])} %). The runs it does not pass:", "",
+                       f"({100 * found['pass'] / max(1, found['oracle']):.1f} %). The runs it does not pass:", "",
                        reasons(results), "", END])
     if BEGIN in text:
         start, end = text.index(BEGIN), text.index(END) + len(END)

@@ -88,6 +88,8 @@ def test_collect_and_facts_carry_the_become_password_from_the_environment(tmp_pa
 def test_check_and_the_other_verbs_resolve_a_host_alike(tmp_path, opened, monkeypatch, capsys):
     """The same spec from `check` (the runner) and from remediate's own connections."""
     inventory, playbook = project(tmp_path)
+    # a play that asks its host something (an assert alone never connects, as in Ansible)
+    playbook.write_text(playbook.read_text().replace("gather_facts: false", "gather_facts: true"))
     monkeypatch.setenv("GPUCONF_BECOME_PASSWORD", "s3cret")
     main(["check", str(playbook), "-i", str(inventory), "-e", "ansible_port=2222", "--no-retry-file"])
     capsys.readouterr()

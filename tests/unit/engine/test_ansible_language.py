@@ -114,6 +114,122 @@ def test_any_errors_fatal_fails_every_host_where_one_failed_and_rescue_recovers_
         assert [s["msg"] for s in shown(hosts[host])] == ["rescued", "recovered", "always"]
 
 
+
+def test_any_errors_fatal_ends_every_host_where_a_dynamic_include_cannot_be_read(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          any_errors_fatal: true
+          tasks:
+            - include_role: {name: no-such-role}
+              when: inventory_hostname == 'h2'
+            - debug: {msg: never}
+        """, "-c", "local", inventory="h1,h2,")
+    assert code & 4
+    assert [s["msg"] for s in shown(hosts["h1"]) + shown(hosts["h2"])] == []
+
+
+def test_a_rescue_sees_the_failed_task_and_its_result(tmp_path):
+    (tmp_path / "inner.yml").write_text("- name: inner fail\n  fail: {msg: deep}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - block:
+                - name: boom
+                  ansible.builtin.fail: {msg: boom}
+              rescue:
+                - debug: {msg: "{{ ansible_failed_task.name }} {{ ansible_failed_task.action }} {{ ansible_failed_result.msg }}"}
+            - block:
+                - block:
+                    - include_tasks: inner.yml
+                  always:
+                    - debug: {msg: "always: {{ ansible_failed_task is defined }}"}
+              rescue:
+                - debug: {msg: "{{ ansible_failed_task.name }} {{ ansible_failed_result.failed }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == [
+        "boom ansible.builtin.fail boom", "always: True", "inner fail True"]
+
+
+def test_a_public_include_role_exposes_its_vars_and_defaults_after_it_ran(tmp_path):
+    for name in ("pub", "priv"):
+        (tmp_path / "roles" / name / "vars").mkdir(parents=True)
+        (tmp_path / "roles" / name / "defaults").mkdir()
+        (tmp_path / "roles" / name / "vars" / "main.yml").write_text(f"{name}_var: v\n")
+        (tmp_path / "roles" / name / "defaults" / "main.yml").write_text(f"{name}_default: d\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ pub_var is defined }} {{ pub_default is defined }}"}
+            - include_role: {name: priv}
+            - include_role: {name: pub, public: true}
+            - debug: {msg: "{{ pub_var }} {{ pub_default }} {{ priv_var is defined }} {{ priv_default is defined }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["False False", "v d False False"]
+
+
+def test_a_templated_module_name_loads_and_fails_only_where_it_runs(tmp_path):
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {entire_task: {debug: {msg: x}}}
+          tasks:
+            - name: never run
+              action:
+                module: "{{ entire_task }}"
+              tags: [TAG]
+            - debug: {msg: after}
+        """
+    code, hosts = apply(tmp_path, play.replace("TAG", "never"), "-c", "local")
+    assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == ["after"]
+    code, hosts = apply(tmp_path, play.replace("TAG", "t"), "-c", "local")
+    assert code & 4 and "a module's name is not a template" in hosts["localhost"]["tasks"][0]["error"]
+
+
+def test_play_vars_and_set_fact_override_a_facts_ansible_name(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          vars: {ansible_os_family: from_play_vars}
+          tasks:
+            - debug: {msg: "{{ ansible_os_family }} {{ ansible_facts.os_family != 'from_play_vars' }}"}
+            - set_fact: {ansible_nodename: from_set_fact}
+            - debug: {msg: "{{ ansible_nodename }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["from_play_vars True", "from_set_fact"]
+
+
+def test_an_include_skipped_by_when_registers_as_a_skipped_task(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks: nowhere.yml
+              loop: "{{ not_defined_at_all }}"
+              when: false
+              register: skipped_include
+            - debug: {msg: "{{ skipped_include.skip_reason }} {{ skipped_include.false_condition }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["Conditional result was False False"]
+
+
+def test_vars_holds_every_variable_the_task_sees(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {a: 1, b: "{{ a + 1 }}"}
+          tasks:
+            - debug: {msg: "{{ 'a' in vars }} {{ vars['b'] }} {{ vars[name] }} {{ 'nope' in vars }}"}
+              vars: {name: inventory_hostname}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 2 localhost False"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
@@ -135,3 +251,45 @@ def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     for args, expected in cases.items():
         code, hosts = apply(tmp_path, play, *args)
         assert code == 0 and [s["msg"] for s in shown(hosts["localhost"])] == expected, args
+
+
+def test_argument_specs_are_checked_against_every_variable_the_role_sees(tmp_path):
+    role = tmp_path / "roles" / "r"
+    (role / "meta").mkdir(parents=True)
+    (role / "tasks").mkdir()
+    (role / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    short_description: Main entry point for role r.\n"
+        "    options:\n      size: {type: int, required: true}\n      speed: {choices: [slow, fast]}\n")
+    (role / "tasks" / "main.yml").write_text("- debug: {msg: '{{ size }}'}\n")
+    play = """\
+        - hosts: localhost
+          gather_facts: false
+          vars: {size: 3}
+          roles: [r]
+        """
+    code, hosts = apply(tmp_path, play)
+    tasks = hosts["localhost"]["tasks"]
+    assert code == 0 and [t["task"] for t in tasks] == [
+        "Validating arguments against arg spec 'main' - Main entry point for role r.", "debug msg={{ size }}"]
+    code, hosts = apply(tmp_path, play.replace("vars: {size: 3}", "vars: {speed: warp}"))
+    failed = hosts["localhost"]["tasks"][0]
+    assert code & 4 and failed["status"] == "failed"
+    assert "missing required arguments: size" in failed["error"] and "must be one of: slow, fast" in failed["error"]
+
+
+def test_group_by_and_add_host_change_the_runs_inventory_for_later_plays(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - group_by: {key: "made_{{ inventory_hostname }}"}
+            - add_host: {name: "{{ item }}", groups: [extra], ansible_connection: local, colour: blue}
+              loop: [extra1, extra2]
+        - hosts: extra
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ colour }} {{ groups['made_localhost'] }} {{ groups['extra'] | length }}"}
+        """)
+    assert code == 0
+    for host in ("extra1", "extra2"):
+        assert shown(hosts[host]) == [{"msg": "blue ['localhost'] 2"}]

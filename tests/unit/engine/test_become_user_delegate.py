@@ -230,3 +230,42 @@ def test_become_user_of_a_role_and_an_include_reaches_their_tasks(tmp_path, caps
     assert code == 0, data
     assert (shared_dir / "role").read_text() == "nobody\n"
     assert (shared_dir / "included").read_text() == "nobody\n"
+
+
+def test_a_templated_delegate_of_a_controller_task_loads_and_runs(tmp_path, capsys):
+    playbook = write(tmp_path, "site.yml", """\
+        - hosts: h1
+          gather_facts: false
+          vars: {other: h2}
+          tasks:
+            - name: said
+              debug: {msg: "from {{ inventory_hostname }}"}
+              delegate_to: "{{ other }}"
+            - name: set
+              set_fact: {seen: yes}
+              delegate_to: "{{ other }}"
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook, "h1,h2")
+    assert code == 0, data
+    assert statuses(data) == [("said", "ok"), ("set", "ok")]
+
+
+def test_a_templated_delegate_may_write_where_it_renders_to_the_controller(tmp_path, capsys):
+    out_file = tmp_path / "local"
+    playbook = write(tmp_path, "site.yml", f"""\
+        - hosts: h1
+          gather_facts: false
+          vars: {{here: "127.0.0.1", other: h2}}
+          tasks:
+            - name: on the controller
+              command: {{cmd: "touch {out_file}", creates: "{out_file}"}}
+              delegate_to: "{{{{ here }}}}"
+            - name: elsewhere
+              command: {{cmd: "touch /tmp/nope"}}
+              delegate_to: "{{{{ other }}}}"
+              ignore_errors: true
+        """)
+    code, data, _ = run(tmp_path, capsys, "apply", playbook, "h1,h2")
+    assert out_file.exists()
+    assert statuses(data) == [("on the controller", "changed"), ("elsewhere", "failed")]
+    assert "delegate_to another host is supported for reads only" in data["hosts"]["h1"]["tasks"][1]["error"]

@@ -122,3 +122,16 @@ def test_vars_files_override_play_vars(tmp_path):
     write(tmp_path / "vars" / "site.yml", "a: from-file\n")
     path = write(tmp_path / "site.yml", "- hosts: all\n  vars: {a: inline, b: inline}\n  vars_files: vars/site.yml\n")
     assert load_playbook(path, project_dir=tmp_path).plays[0].vars == {"a": "from-file", "b": "inline"}
+
+
+def test_a_role_in_the_playbooks_own_folder_is_found_as_ansible_finds_it(tmp_path):
+    write(tmp_path / "plays" / "beside" / "tasks" / "main.yml", "- name: beside\n  assert: {that: 'true'}\n")
+    path = write(tmp_path / "plays" / "site.yml", "- hosts: all\n  roles: [beside]\n")
+    assert [t.name for t in load_playbook(path, project_dir=tmp_path).plays[0].tasks] == ["beside"]
+
+
+def test_a_tasks_from_leading_out_of_the_role_is_refused(tmp_path):
+    write(tmp_path / "roles" / "r" / "tasks" / "main.yml", "- name: main\n  assert: {that: 'true'}\n")
+    write(tmp_path / "roles" / "other.yml", "- name: outside\n  assert: {that: 'true'}\n")
+    message, _ = load_error(tmp_path, "- hosts: all\n  tasks:\n    - import_role: {name: r, tasks_from: ../../other}\n")
+    assert "is not inside the expected role path" in message

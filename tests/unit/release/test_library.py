@@ -83,7 +83,8 @@ def test_roles_lists_the_shipped_roles_and_playbooks_from_any_directory(tmp_path
     code, out, _ = run(capsys, "roles")
     assert code == 0
     assert {line.split()[0] for line in out.splitlines() if line.strip()} >= {"nvidia_driver", "cuda", "drift_timer"}
-    assert f"roles path: {ROOT / 'roles'}" in out
+    # the playbook's own folder (here the current one) is searched too, as Ansible searches it
+    assert f"roles path: {tmp_path.resolve()}, {ROOT / 'roles'}" in out
     assert "playbooks shipped with gpuconf" in out and "a100-node.yml, " in out
 
 
