@@ -230,6 +230,20 @@ def test_vars_holds_every_variable_the_task_sees(tmp_path):
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 2 localhost False"]
 
+
+def test_a_looped_include_gives_its_tasks_the_loop_and_index_variables(tmp_path):
+    (tmp_path / "inner.yml").write_text("- debug: {msg: '{{ ansible_loop_var }}={{ x }} {{ ansible_index_var }}={{ i }}'}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks: inner.yml
+              loop: [a, b]
+              loop_control: {loop_var: x, index_var: i}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["x=a i=0", "x=b i=1"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
