@@ -244,6 +244,36 @@ def test_a_looped_include_gives_its_tasks_the_loop_and_index_variables(tmp_path)
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["x=a i=0", "x=b i=1"]
 
+
+def test_a_delegated_task_sees_its_delegates_variables(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ ansible_delegated_vars is defined }} {{ ansible_delegated_vars['127.0.0.1'].ansible_host }}"}
+              delegate_to: 127.0.0.1
+            - debug: {msg: "not delegated: {{ ansible_delegated_vars is defined }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 127.0.0.1", "not delegated: False"]
+
+
+def test_an_imported_roles_handlers_are_delegated_with_it(tmp_path):
+    role = tmp_path / "roles" / "r"
+    (role / "tasks").mkdir(parents=True)
+    (role / "handlers").mkdir()
+    (role / "tasks" / "main.yml").write_text("- debug: {msg: notifying}\n  changed_when: true\n  notify: h\n")
+    (role / "handlers" / "main.yml").write_text("- name: h\n  debug: {msg: 'delegated: {{ ansible_delegated_vars is defined }}'}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - import_role: {name: r}
+              delegate_to: localhost
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["notifying", "delegated: True"]
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
