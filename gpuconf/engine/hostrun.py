@@ -47,7 +47,7 @@ class PlayOnHost:
         self.delegates = Delegates(scope.open_delegate, planner.secrets.redact)  # delegate_to: a session per target
         self.log = HostLog(planner, scope.processors)
         self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts,
-                                     scope.inventory)
+                                     scope.inventory, scope.warnings.warn)
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
