@@ -126,6 +126,9 @@ class PlayOnHost:
                 # a failure inside a dynamic include that a block around the include rescues (a task
                 # of the list itself tells its rescue in its tally: engine/entry.py)
                 self.planner.registered.update(failed_task_vars(*self.failed_task))
+                for result in failures:   # and the recap counts it rescued, as a failure of the list itself
+                    if result.counts_as in (None, "failed"):
+                        result.counts_as = "rescued"
             met = self._fatal(task, index, failures, nested)
             if met is False:
                 return Outcome(stop=True)

@@ -274,6 +274,21 @@ def test_an_imported_roles_handlers_are_delegated_with_it(tmp_path):
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["notifying", "delegated: True"]
 
+
+def test_a_failure_inside_an_include_that_a_block_rescues_counts_as_rescued(tmp_path):
+    (tmp_path / "inner.yml").write_text("- fail: {msg: inner}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - block:
+                - include_tasks: inner.yml
+              rescue:
+                - debug: {msg: rescued}
+        """, "-c", "local")
+    assert code == 0
+    assert hosts["localhost"]["recap"]["rescued"] == 1 and hosts["localhost"]["recap"]["failed"] == 0
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
