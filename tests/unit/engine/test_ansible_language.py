@@ -289,6 +289,30 @@ def test_a_failure_inside_an_include_that_a_block_rescues_counts_as_rescued(tmp_
     assert code == 0
     assert hosts["localhost"]["recap"]["rescued"] == 1 and hosts["localhost"]["recap"]["failed"] == 0
 
+
+def test_a_template_task_takes_jinjas_settings(tmp_path):
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "t.j2").write_text("a: << a >>, kept: {{ a }}\n")
+    out = tmp_path / "out.txt"
+    code, hosts = apply(tmp_path, f"""\
+        - hosts: localhost
+          gather_facts: false
+          vars: {{a: value}}
+          tasks:
+            - template: {{src: t.j2, dest: "{out}", variable_start_string: "<<", variable_end_string: ">>"}}
+        """, "-c", "local")
+    assert code == 0
+    assert out.read_text() == "a: value, kept: {{ a }}\n"
+    (tmp_path / "templates" / "h.j2").write_text("#jinja2:variable_start_string:'[[', variable_end_string:']]'\n[[ a ]]\n")
+    code, hosts = apply(tmp_path, f"""\
+        - hosts: localhost
+          gather_facts: false
+          vars: {{a: value}}
+          tasks:
+            - template: {{src: h.j2, dest: "{out}"}}
+        """, "-c", "local")
+    assert code == 0 and out.read_text() == "value\n"
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost
