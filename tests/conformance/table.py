@@ -28,9 +28,9 @@ NOTES: dict[str, str] = {
     "handlers": "a role of a collection (collections are refused), ANSIBLE_ERROR_ON_MISSING_HANDLER=false (gpuconf "
                 "always refuses a notify that finds no handler), a --skip-tags that leaves no task",
     "include_import": "a module of the play's own library/ (gpuconf runs its own task types, no plugins)",
-    "roles": "role_complete.yml uses the `ping` module and `ignore_unreachable`, neither supported; privacy.yml under "
-             "ANSIBLE_PRIVATE_ROLE_VARS=1 (gpuconf's role vars are public, Ansible's default: the shim refuses "
-             "the setting)",
+    "roles": "role_complete.yml uses the `ping` module and `ignore_unreachable`, neither supported; privacy.yml with "
+             "ANSIBLE_PRIVATE_ROLE_VARS set: gpuconf has Ansible's default (unset) only; =1 the shim refuses, =0 "
+             "(which makes an include_role public unless it says otherwise) fails",
     "roles_arg_spec": "test_tags.yml --tags bar selects only the `always` validation task (the tags refusal)",
     "template": "a filter of the role's filter_plugins/ (no plugins); lazy_eval.yml: a variable whose template "
                 "uses an undefined one is not made undefined lazily",
