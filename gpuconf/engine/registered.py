@@ -89,6 +89,14 @@ def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
 
 def _ansible_shaped(name: str, result: TaskResult, changed: bool, failed: bool, data: dict[str, Any]) -> dict[str, Any]:
     value: dict[str, Any] = {"changed": changed, "failed": failed}
+    if result.type == "command" and failed and data.get("rc") is None and not (
+            result.stdout or result.stderr or "stdout" in data or "stderr" in data):
+        # it never ran (its `when` or a parameter could not be rendered): Ansible's task error,
+        # no module result
+        value.update(changed=False, msg=data.pop("msg", result.error or ""))
+        data.pop("rc", None)
+        value.update(data)
+        return value
     if result.type == "command":
         stdout, stderr = data.pop("stdout", result.stdout), data.pop("stderr", result.stderr)
         rc = data.pop("rc", None)

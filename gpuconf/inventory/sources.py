@@ -124,13 +124,13 @@ def _literal(text: str) -> JSONValue:   # a Python literal, as Ansible's INI rea
         return text
 
 
-def _pairs(words: list[str], where: Location, literal: bool) -> dict[str, JSONValue]:
+def _pairs(words: list[str], where: Location) -> dict[str, JSONValue]:
     values: dict[str, JSONValue] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or not key.isidentifier():
             raise InventoryError(f"expected KEY=VALUE, got '{word}'", where)
-        values[key] = _literal(value) if literal else value
+        values[key] = _literal(value)
     return values
 
 
@@ -155,18 +155,22 @@ def load_ini(inventory: Inventory, path: Path) -> None:
             if section != "all":
                 inventory.add_group(section, None)
             continue
+        if kind == "vars":  # as Ansible's INI: one KEY=VALUE a line, the value all the rest, a Python literal
+            key, sep, value = (part.strip() for part in text.partition("="))
+            if not sep or not key.isidentifier():
+                raise InventoryError(f"expected KEY=VALUE, got '{text}'", where)
+            inventory.groups[section].vars[key] = _literal(value)
+            continue
         try:
             words = shlex.split(text, comments=True)
         except ValueError as exc:
             raise InventoryError(f"cannot read this line: {exc}", where) from None
         if not words:
             continue
-        if kind == "vars":
-            inventory.groups[section].vars.update(_pairs(words, where, literal=False))
-        elif kind == "children":
+        if kind == "children":
             children.append((section, words[0], where))
         else:
-            host_vars = _pairs(words[1:], where, literal=True)
+            host_vars = _pairs(words[1:], where)
             column = line.find(words[0]) + 1 or 1  # the host pattern's own column, for a range's error
             for name in expand_range(words[0], Location(str(path), number, column)):
                 if name in inventory.groups:

@@ -169,7 +169,9 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     specs = loader._optional(path / "meta" / "argument_specs.yml")
     validation = validation_task(ref.role, path / "meta" / "argument_specs.yml", specs, ref.params,
                                  call.tasks_from) if specs is not None else None
-    search = [path / "templates", path / "files", path, loader.playbook.parent]
+    playbook_dir = loader.playbook.parent  # then the playbook's own templates/ and files/, as Ansible searches
+    search = [path / "templates", path / "files", path,
+              playbook_dir / "templates", playbook_dir / "files", playbook_dir]
     role_tags = call.tags | set(ref.tags)
     task_file = role_file(path / "tasks", call.tasks_from)
     if call.tasks_from != "main" and task_file is None:

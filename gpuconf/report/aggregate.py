@@ -226,8 +226,8 @@ def summary(run: RunResult) -> str:
     if run.budget_spent:
         left = sorted({h.host for h in hosts for t in h.tasks if t.not_run in ("max_fail_percentage", "batch_failed")})
         what = "max_fail_percentage exceeded" if "max_fail_percentage" in run.budget_spent else \
-            "every host of a serial batch failed"
-        text += f"; {what}: {len(left)} hosts not started"
+            "every host of a serial batch failed" if "serial batch" in run.budget_spent else "every host failed"
+        text += f"; {what}: {len(left)} hosts not started" if left else f"; {what}: the run stopped"
     if run.interrupted:
         left_out = [t for h in hosts for t in h.not_started]
         text += (f"; interrupted (SIGINT): {_plural(len(left_out), 'task')} not started on "

@@ -4,6 +4,7 @@ items are lookup NAME of its terms). Each returns what ansible-core 2.19's plugi
 together, indexed_items, sequence, file, env, vars, template, first_found, config."""
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import re
@@ -133,23 +134,34 @@ def _file(searched: list[Path], term: Any, options: dict[str, Any]) -> str:
 
 
 def subelements(items: Any, key: str, flags: Mapping[str, Any] | None = None) -> list[list[Any]]:
-    """`subelements`: each item paired with each element of its `key` list (dotted for nested)."""
+    """`subelements`: each item paired with each element of its `key` list (dotted for nested). As
+    Ansible's lookup (not its filter), the item is given without that list: the key is taken out of
+    (a copy of) the item; an item or a registered result that was skipped gives nothing."""
     skip_missing = bool((flags or {}).get("skip_missing", False))
+    if isinstance(items, Mapping) and items.get("skipped", False) is not False:
+        return []
     found = []
-    for item in items.values() if isinstance(items, Mapping) else items:
+    for original in items.values() if isinstance(items, Mapping) else items:
+        if isinstance(original, Mapping) and original.get("skipped", False) is not False:
+            continue
+        item = copy.deepcopy(original)
+        holder: Any = None
         value: Any = item
-        for part in key.split("."):
+        parts = key.split(".")
+        for part in parts:
             if isinstance(value, Mapping) and part in value:
-                value = value[part]
+                holder, value = value, value[part]
             elif skip_missing:
                 value = None
                 break
             else:
-                raise GpuconfError(f"could not find '{key}' key in iterated item '{item}'")
+                raise GpuconfError(f"could not find '{key}' key in iterated item '{original}'")
         if value is None:
             continue
         if not isinstance(value, list):
             raise GpuconfError(f"the key {key} should point to a list, got '{value}'")
+        if isinstance(holder, dict):
+            holder.pop(parts[-1], None)
         found += [[item, sub] for sub in value]
     return found
 

@@ -88,7 +88,10 @@ def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2
         raise TemplateError(f"template syntax error: {exc.message}", Location(exc.filename or path, exc.lineno)) \
             from None
     try:
-        return str(with_newlines(text, "".join(template.root_render_func(run_template(template, variables)))))
+        rendered = "".join(template.root_render_func(run_template(template, variables)))
+        # a file that renders to nothing stays empty: ansible-core's templar gives back no string to
+        # end with the template's line breaks (a `{% if %}` that is false, the whole file)
+        return str(with_newlines(text, rendered)) if rendered else ""
     except TemplateError as exc:
         raise TemplateError(exc.message, exc.location or Location(path, _template_line(exc, template, path))) \
             from None

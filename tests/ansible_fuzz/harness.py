@@ -41,12 +41,21 @@ REGISTERED_KEYS = ("changed", "failed", "skipped", "rc", "stdout", "stdout_lines
 MSG_OF = ("debug", "assert", "fail", "set_fact", "command", "shell")
 
 
+TASK_ERROR = "Task failed: "   # how ansible-core's registered msg of a task error (not a module's result) starts
+ERROR_TEXT = "<the task's error>"
+
+
 def project(value: Any, action: str) -> Any:
-    """A registered value on the keys compared (REGISTERED_KEYS), recursively into `results`."""
+    """A registered value on the keys compared (REGISTERED_KEYS), recursively into `results`. The
+    text of a task's error (a condition or a template that could not be evaluated) is each tool's
+    own (Ansible's names its file and column, gpuconf's the task and the host): that there is one
+    is compared, not its words."""
     if not isinstance(value, dict):
         return value
     keys = [k for k in REGISTERED_KEYS if k in value and (k != "msg" or action in MSG_OF or "results" in value)]
     out = {k: value[k] for k in keys}
+    if value.get("failed") and isinstance(out.get("msg"), str) and out["msg"] and out["msg"].startswith(TASK_ERROR):
+        out["msg"] = ERROR_TEXT
     if isinstance(out.get("results"), list):
         out["results"] = [project(item, action) for item in out["results"]]
     return out
@@ -241,8 +250,25 @@ def _debug_value(task: dict[str, Any]) -> Any:
     return data or task["message"]
 
 
+def _errors_alike(oracle: dict[str, Any], ours: dict[str, Any]) -> None:
+    """Where Ansible registered a task's error (its msg made ERROR_TEXT by `project`), gpuconf's
+    failed value with a message of its own is taken as the same error."""
+    def alike(one: Any, two: Any) -> None:
+        if isinstance(one, dict) and isinstance(two, dict):
+            if one.get("msg") == ERROR_TEXT and two.get("failed") and isinstance(two.get("msg"), str) and two["msg"]:
+                two["msg"] = ERROR_TEXT
+            for a, b in zip(one.get("results") or [], two.get("results") or []):
+                alike(a, b)
+
+    for host, theirs in oracle.get("hosts", {}).items():
+        mine = dict((name, value) for name, value in ours.get("hosts", {}).get(host, {}).get("registered", []))
+        for name, value in theirs.get("registered", []):
+            alike(value, mine.get(name))
+
+
 def compare(oracle: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     """What differs, one line each, first the exit class; [] when the two agree."""
+    _errors_alike(oracle, ours)
     found = []
     if oracle["exit"] != ours["exit"]:
         found.append(f"exit: ansible {oracle['exit']}, gpuconf {ours['exit']}")
@@ -266,6 +292,7 @@ def compare(oracle: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 def signature(oracle: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, ...]]:
     """What differs, finely (the shrinker keeps a change only while the first of these remains):
     the exit classes, each recap field, each registered key, the messages, each file's part."""
+    _errors_alike(oracle, ours)
     found: list[tuple[str, ...]] = []
     if oracle["exit"] != ours["exit"]:
         found.append(("exit", oracle["exit"], ours["exit"]))
