@@ -109,7 +109,7 @@ class FileParams(_Owned):
         return self
 
 
-class File(TaskType):
+class File(TaskType[FileParams]):
     """A file with exact content (inline, from a Jinja2 template, or copied from
     a role's files/), mode, owner and group; or a file that must be absent.
     Content is replaced atomically and, with `backup: true`, the old file is
@@ -163,7 +163,7 @@ class DirectoryParams(_Owned):
     recursive: bool = False
 
 
-class Directory(TaskType):
+class Directory(TaskType[DirectoryParams]):
     """A directory with mode, owner and group; or absent (`recursive` to remove
     a non-empty one)."""
 
@@ -235,7 +235,7 @@ def edit_lines(text: str, params: LineParams) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Line(TaskType):
+class Line(TaskType[LineParams]):
     """One line in a file: present (replacing the last line matching `regexp`,
     or appended) or absent (every matching line removed)."""
 
