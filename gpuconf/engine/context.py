@@ -61,11 +61,12 @@ class Resolver:
         self.vars = variables
         self._search = search_paths
 
-    def template(self, name: str) -> str:
+    def template(self, name: str, settings: dict[str, Any] | None = None) -> str:
         path = find_file(name, self._search)
         text = _text(path)
         header = text.startswith("#jinja2:")  # its settings line is never written, as in Ansible
-        return render_file(text, self.vars, str(path), self._search) if is_template(text) or header else text
+        rendered = is_template(text) or header or bool(settings)
+        return render_file(text, self.vars, str(path), self._search, settings) if rendered else text
 
     def source(self, name: str) -> str:
         return _text(find_file(name, self._search))

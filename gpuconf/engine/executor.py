@@ -45,14 +45,15 @@ class TaskExecutor:
     """Check, apply and re-check of one task at a time on one host."""
 
     def __init__(self, planner: HostPlanner, session: HostSession, log: HostLog, options: RunOptions,
-                 delegates: Delegates, host_facts: dict[str, Any], inventory: Any = None):
+                 delegates: Delegates, host_facts: dict[str, Any], inventory: Any = None,
+                 warn: Callable[[str], None] | None = None):
         self.planner, self.session, self.log, self.options = planner, session, log, options
         self.delegates = delegates
         self.inventory = inventory   # the run's, for add_host and group_by
         self.host_facts = host_facts  # the run's: hostvars[this host].facts, for the other hosts
         self.task_host: dict[str, Any] = {}  # the host facts tasks declared (gathered with or without gather_facts)
         # the host's notified handlers (engine/handlers.py), and whether a flush is running them
-        self.notifications = Notifications(planner.play.handlers, planner.handler_name)
+        self.notifications = Notifications(planner.play.handlers, planner.handler_name, warn)
         self.running_handlers = False
         self._seen: dict[str, Any] = {}  # the data of the running task's last check
         # tasks already applied together with one before them (engine/joint.py): their params and

@@ -117,19 +117,26 @@ def item_task(task: TaskDef, item: Any, index: int, variables: Vars, items: list
     """The task for one item: `item` (or loop_control.loop_var) set, with index_var and, with
     `extended`, Ansible's `ansible_loop`; named by its label."""
     control = task.keywords.loop_control
-    loop_var = control.loop_var if control else "item"
-    item_vars: dict[str, Any] = {loop_var: item, "ansible_loop_var": loop_var}
-    if control and control.index_var:
-        item_vars.update({control.index_var: index, "ansible_index_var": control.index_var})
-    if control and control.extended:
-        every = list(items or [])
-        item_vars["ansible_loop"] = extended_loop(every, index, control.extended_allitems)
+    item_vars = loop_item_vars(task, item, index, items)
     label: Any = item
     if control and control.label is not None:
         label = render(control.label, variables.child(Verbatim(item_vars)))
     keywords = task.keywords.model_copy(update={**dict.fromkeys(LOOP_KEYWORDS), "register": None, "run_once": False})
     return dataclasses.replace(task, name=f"{task.name} (item={label})", keywords=keywords,
                                item_vars={**task.item_vars, **item_vars})
+
+
+def loop_item_vars(task: TaskDef, item: Any, index: int, items: list[Any] | None = None) -> dict[str, Any]:
+    """What one item of a task's loop (or a looped include's) sets: `item` (or loop_control.loop_var),
+    ansible_loop_var, index_var and ansible_index_var, and with `extended` ansible_loop."""
+    control = task.keywords.loop_control
+    loop_var = control.loop_var if control else "item"
+    item_vars: dict[str, Any] = {loop_var: item, "ansible_loop_var": loop_var}
+    if control and control.index_var:
+        item_vars.update({control.index_var: index, "ansible_index_var": control.index_var})
+    if control and control.extended:
+        item_vars["ansible_loop"] = extended_loop(list(items or []), index, control.extended_allitems)
+    return item_vars
 
 
 def extended_loop(items: list[Any], index: int, allitems: bool) -> dict[str, Any]:

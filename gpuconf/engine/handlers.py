@@ -22,9 +22,11 @@ NameRenderer = Callable[[str], "str | None"]
 class Notifications:
     """One host's notified handlers, in one play."""
 
-    def __init__(self, handlers: list[TaskDef], render_name: NameRenderer):
+    def __init__(self, handlers: list[TaskDef], render_name: NameRenderer,
+                 warn: Callable[[str], None] | None = None):
         self.handlers = handlers
         self.render_name = render_name
+        self.warn = warn
         self.pending: set[int] = set()   # handler_key of the handler entries notified, not yet run
         self.ran: set[int] = set()       # those run in the flush under way
         self._names: dict[int, tuple[str, ...]] = {}
@@ -37,6 +39,10 @@ class Notifications:
                 rendered = self.render_name(name) if "{{" in name else name
                 if rendered is None:
                     self.unusable.append(name)
+                    if self.warn is not None:   # Ansible's words
+                        self.warn(f"Handler '{name}' is unusable because it has no listen topics and the name "
+                                  "could not be templated (host-specific variables are not supported in handler "
+                                  "names)")
                 else:
                     names.append(rendered)
             self._names[handler.handler_key] = tuple(names)
@@ -45,6 +51,8 @@ class Notifications:
     def find(self, name: str) -> set[int]:
         """The handler entries that `name` notifies (empty when none)."""
         found: set[int] = set()
+        for handler in self.handlers:   # as Ansible's search, every handler's name is rendered (and warned of)
+            self.names(handler)
         for handler in reversed(self.handlers):   # the last loaded of a name wins
             if name in self.names(handler):
                 found.add(handler.handler_key)

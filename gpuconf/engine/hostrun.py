@@ -47,7 +47,7 @@ class PlayOnHost:
         self.delegates = Delegates(scope.open_delegate, planner.secrets.redact)  # delegate_to: a session per target
         self.log = HostLog(planner, scope.processors)
         self.executor = TaskExecutor(planner, session, self.log, self.options, self.delegates, scope.host_facts,
-                                     scope.inventory)
+                                     scope.inventory, scope.warnings.warn)
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
@@ -126,6 +126,9 @@ class PlayOnHost:
                 # a failure inside a dynamic include that a block around the include rescues (a task
                 # of the list itself tells its rescue in its tally: engine/entry.py)
                 self.planner.registered.update(failed_task_vars(*self.failed_task))
+                for result in failures:   # and the recap counts it rescued, as a failure of the list itself
+                    if result.counts_as in (None, "failed"):
+                        result.counts_as = "rescued"
             met = self._fatal(task, index, failures, nested)
             if met is False:
                 return Outcome(stop=True)

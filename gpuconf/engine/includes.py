@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuconf.engine.executor import TaskExecutor
-from gpuconf.engine.flow import loop_items
+from gpuconf.engine.flow import loop_item_vars, loop_items
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.registered import skipped_value
@@ -62,8 +62,6 @@ class Includes:
                 skipped = skipped_value(planner.false_condition(task, variables))
                 log.finish(task, log.result(task, Status.SKIPPED, message="condition is false", data=skipped), started)
                 return Outcome()
-            control = task.keywords.loop_control
-            loop_var = control.loop_var if control else "item"
             looped = task.keywords.items is not None
             items: list[Any] = loop_items(task, variables) if looped else [None]
         except (TemplateError, TaskError) as exc:
@@ -73,8 +71,8 @@ class Includes:
             return Outcome()
         outcome = Outcome()
         for index, item in enumerate(items):
-            item_vars = {loop_var: item, "ansible_loop_var": loop_var,
-                         "ansible_loop": {"index": index + 1, "index0": index}} if looped else {}
+            item_vars = {"ansible_loop": {"index": index + 1, "index0": index},
+                         **loop_item_vars(task, item, index, items)} if looped else {}
             one = dataclasses.replace(task, name=f"{task.name} (item={item})",
                                       item_vars={**task.item_vars, **item_vars}) if looped else task
             try:

@@ -4,6 +4,7 @@ and how a delegated task reaches its target. The Runner makes one; a host's play
 never calls back into the Runner."""
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,21 @@ class RunClock:
         return self.until
 
 
+class Warnings:
+    """The run's warnings, each said once on stderr (where Ansible prints a [WARNING] line)."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+
+    def warn(self, message: str) -> None:
+        with self._lock:
+            if message in self._said:
+                return
+            self._said.add(message)
+        print(f"gpuconf: warning: {message}", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class RunScope:
     options: RunOptions
@@ -53,3 +69,4 @@ class RunScope:
     inventory: Any = None
     # connects to a host (and takes its run lock) whose play did not need it until an include's tasks
     open_host: Callable[[HostSession], None] | None = None
+    warnings: Warnings = field(default_factory=Warnings)

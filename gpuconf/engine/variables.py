@@ -184,6 +184,11 @@ def task_variables(magic: Verbatim, extra_vars: Mapping[str, Any], registered: M
         own["ansible_check_mode"] = told
     every = AllVars()
     own["vars"] = every   # Ansible's `vars`: every variable the task sees
+    target = str(task.keywords.delegate_to or "").strip()
+    if target and "{{" not in target:   # Ansible's ansible_delegated_vars: the delegate's own variables
+        hostvars = magic["hostvars"] if "hostvars" in magic else {}
+        own["ansible_delegated_vars"] = {target: dict(hostvars[target]) if target in hostvars else {
+            "inventory_hostname": target, "ansible_host": target}}
     variables = Vars(Verbatim(own), magic, extra_vars, item, task.include_params, task.role_params,
                      registered, included or {}, task.keywords.vars, task.role_vars, public[0], play.role_vars,
                      play.vars, fact_names or {}, host_vars, task.role_defaults, public[1], play.role_defaults,

@@ -46,7 +46,10 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "copy": ("file", {"dest": "path", "content": "content", "src": "src", "mode": "mode", "owner": "owner",
                       "group": "group", "backup": "backup"}),
     "template": ("file", {"dest": "path", "src": "template", "mode": "mode", "owner": "owner", "group": "group",
-                          "backup": "backup"}),
+                          "backup": "backup", **{name: name for name in (
+                              "variable_start_string", "variable_end_string", "block_start_string",
+                              "block_end_string", "comment_start_string", "comment_end_string", "trim_blocks",
+                              "lstrip_blocks", "newline_sequence")}}),
     "lineinfile": ("line", {"path": "path", "dest": "path", "line": "line", "regexp": "regexp", "state": "state",
                             "create": "create", "backup": "backup"}),
     "apt": ("package", {"name": "name", "pkg": "name", "state": "state", "purge": "purge"}),

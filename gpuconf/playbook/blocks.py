@@ -194,8 +194,13 @@ def load_include(loader: Loader, node: yamlsrc.YDict, key: str, context: Context
     tags = context.tags | set(outer.tags)
     where = node.location(key)
     if key in ("import_role", "include_role"):
-        return wrap(_include_role(loader, node[key], where, tags, context, key == "import_role",
-                                  yamlsrc.plain(outer.vars)), outer, True)
+        before = len(loader.included_handlers)
+        tasks = wrap(_include_role(loader, node[key], where, tags, context, key == "import_role",
+                                   yamlsrc.plain(outer.vars)), outer, True)
+        if outer.delegate_to is not None:   # as in Ansible, the role's handlers are delegated too
+            wrap([h for h in loader.included_handlers[before:] if "delegate_to" not in h.keywords.model_fields_set],
+                 Wrapper.model_validate({"delegate_to": outer.delegate_to}))
+        return tasks
     target = node[key]
     if isinstance(target, dict):
         target = target.get("file")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpuconf.report.hostlist import compress
 from gpuconf.report.redact import visible_changes, visible_error, visible_findings, visible_message
-from gpuconf.results import RECAP, HostResult, RunResult, Status, TaskResult
+from gpuconf.results import RECAP, TALLIES, HostResult, RunResult, Status, TaskResult, tally_of
 
 # failures first, then what needs a person, then drift and changes
 ORDER = {Status.UNREACHABLE: 0, Status.FAILED: 1, Status.UNKNOWN: 2, Status.REBOOT_PENDING: 3,
@@ -143,8 +143,9 @@ def _first_reason(host: HostResult) -> str:
             if task.status == wanted and not task.ignored:
                 return _short(f"{task.task}: {visible_error(task) or task.status.value}")
     drifted = [task for task in host.tasks if task.status == Status.WOULD_CHANGE]
-    if len(drifted) > 1:
-        return changes_by_role(drifted)
+    counted = [task for task in host.tasks if "changed" in TALLIES[tally_of(task)]]  # as the recap counts
+    if drifted and len(counted) > 1:
+        return changes_by_role(counted)
     if drifted:
         changes = visible_changes(drifted[0])
         return _short(changes[0].summary if changes else drifted[0].task)
@@ -156,7 +157,8 @@ def _first_reason(host: HostResult) -> str:
 
 def changes_by_role(tasks: list[TaskResult]) -> str:
     """`37 changes (nouveau 3, nvidia_driver 4, ...)`: how much of each role is out of sync, in the
-    play's order, where one change named would hide the other 36."""
+    play's order, where one change named would hide the other 36; `tasks` as the recap counts them
+    (a loop once), so the sum is the recap's would_change."""
     counts: dict[str, int] = {}
     for task in tasks:
         role = task.role or "play"

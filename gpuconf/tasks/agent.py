@@ -147,7 +147,7 @@ def _relation(installed: str) -> str:
         return "not"
 
 
-class GpuconfAgent(TaskType):
+class GpuconfAgent(TaskType[GpuconfAgentParams]):
     """The controller's own gpuconf, installed on the node under `prefix` (default /opt/gpuconf:
     bin/gpuconf, agent.json, releases/), on the distribution's Python where it is new enough
     (3.11 or newer), else on its newer Python package (EL 8 and 9, Ubuntu 22.04: python3.11), with

@@ -112,6 +112,38 @@ def validation_errors(spec: dict[str, Any], values: dict[str, Any], who: str = "
         if choices and (value not in choices if not isinstance(value, list) else
                         any(item not in choices for item in value)):
             errors.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value}")
+        if isinstance(option.get("options"), dict) and isinstance(value, dict):
+            errors += suboption_errors(option["options"], value, (str(name),))
+    return errors
+
+
+def suboption_errors(spec: dict[str, Any], values: dict[str, Any], path: tuple[str, ...]) -> list[str]:
+    """The errors of a dict option's `options` (nested to any depth), worded as Ansible's: the
+    place of a missing one after 'found in', an unsupported one by its dotted name."""
+    errors = []
+    unknown = sorted(str(name) for name in values if name not in spec)
+    if unknown:
+        errors.append(f"{', '.join('.'.join((*path, name)) for name in unknown)}. "
+                      f"Supported parameters include: {', '.join(sorted(map(str, spec)))}.")
+    missing = sorted(str(name) for name, option in spec.items()
+                     if (option or {}).get("required") and name not in values)
+    if missing:
+        errors.append(f"missing required arguments: {', '.join(missing)} found in {' -> '.join(path)}")
+    for name, option in spec.items():
+        option = option or {}
+        if name not in values:
+            continue
+        try:
+            value = converted(str(name), str(option.get("type", "str")), values[name])
+        except ValueError as exc:
+            errors.append(f"{exc} found in {' -> '.join(path)}")
+            continue
+        choices = option.get("choices")
+        if choices and not isinstance(value, list) and value not in choices:
+            errors.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value} "
+                          f"found in {' -> '.join(path)}")
+        if isinstance(option.get("options"), dict) and isinstance(value, dict):
+            errors += suboption_errors(option["options"], value, (*path, str(name)))
     return errors
 
 

@@ -21,9 +21,10 @@ import datetime
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Generic, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
 from gpuconf.facts.base import Fact, FactUnavailable, Output, Parsed
 from gpuconf.facts.platform import Platform, PlatformUnknown
@@ -222,7 +223,7 @@ class Resolver(Protocol):
     """What a task may use while its parameters are rendered, before check(): the play's
     template and source files, and conditions over the task's variables."""
 
-    def template(self, name: str) -> str: ...
+    def template(self, name: str, settings: dict[str, Any] | None = None) -> str: ...
 
     def source(self, name: str) -> str: ...
 
@@ -256,7 +257,12 @@ class ApplyContext(Protocol):
         ...
 
 
-class TaskType:
+# A task type's parameters (its `Params` model). A type names its own (`class Probe(TaskType[ProbeParams])`);
+# the engine holds every type as a bare TaskType, whose parameters are any model's.
+P = TypeVar("P", bound=Params, default=Any)
+
+
+class TaskType(Generic[P]):
     """Base of task types. Subclasses set `name` and `Params` and write reads() and check()."""
 
     name: ClassVar[str] = ""
@@ -276,7 +282,7 @@ class TaskType:
     # It is judged on the controller alone (assert): a play of such tasks never connects to its hosts.
     controller_only: ClassVar[bool] = False
 
-    def check_mode_data(self, params: Any) -> dict[str, object] | None:
+    def check_mode_data(self, params: P) -> dict[str, object] | None:
         """What check mode registers instead of running it (with `skipped: True` the task is skipped
         there, as Ansible skips a command it cannot judge), or None: check mode reports what it
         would change. A command that ran and failed has changed (Ansible's command)."""
@@ -287,19 +293,19 @@ class TaskType:
         (a `template:` becomes its rendered content). Runs on the controller, never on a host."""
         return values
 
-    def reads(self, params: Any) -> list[Fact]:
+    def reads(self, params: P) -> list[Fact]:
         """Facts check() will read, so the engine can gather them in one batch."""
         return []
 
-    def check(self, params: Any, facts: Facts) -> Verdict:
+    def check(self, params: P, facts: Facts) -> Verdict:
         raise NotImplementedError
 
-    def apply(self, ctx: ApplyContext, params: Any, changes: list[Change]) -> dict[str, object] | None:
+    def apply(self, ctx: ApplyContext, params: P, changes: list[Change]) -> dict[str, object] | None:
         ctx.execute([op for change in changes for op in change.ops])
         return None
 
     # -- a `batch` kind's apply together ----------------------------------------
-    def batch_ops(self, params: Any, changes: list[Change]) -> list[Op] | None:
+    def batch_ops(self, params: P, changes: list[Change]) -> list[Op] | None:
         """This task's ops, to be joined with others', or None when its changes must go alone."""
         return None
 

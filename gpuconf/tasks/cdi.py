@@ -30,7 +30,7 @@ class CdiSpecParams(Params):
     timeout: float = Field(120, gt=0, description="seconds nvidia-ctk cdi generate may take")
 
 
-class CdiSpec(TaskType):
+class CdiSpec(TaskType[CdiSpecParams]):
     """A CDI spec at `path` made for the loaded NVIDIA driver: missing, unreadable, or made
     for another driver (a stale spec names library files that no longer exist), it is
     generated again with `nvidia-ctk cdi generate --output=PATH`."""

@@ -34,7 +34,7 @@ class CmdlineParams(Params):
         return value
 
 
-class KernelCmdline(TaskType):
+class KernelCmdline(TaskType[CmdlineParams]):
     """Every boot entry's kernel command line carries each of `args` (`grubby --info=ALL`);
     otherwise `grubby --update-kernel=ALL --args=...` adds them. Effective at the next boot.
     Rescue entries are left alone, as grubby itself does."""

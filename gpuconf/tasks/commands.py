@@ -52,7 +52,7 @@ def _unless_fact(params: CommandParams) -> Fact[Output]:
     return user_command(_shell_text(params.unless or ""), lambda out: out, timeout=60)
 
 
-class Command(TaskType):
+class Command(TaskType[CommandParams]):
     """Run a command: a program and its words, no shell (each word's $VAR and ~ are expanded on the
     host, as Ansible's command does; a line is split into words as a shell would, after it is
     templated). With `shell: true` (Ansible's `shell:`) the line runs in /bin/sh.
@@ -121,7 +121,7 @@ class AssertParams(Params):
     success_msg: str | None = None
 
 
-class Assert(TaskType):
+class Assert(TaskType[AssertParams]):
     """Expressions over facts, variables and registered results that must all
     hold. The same in check and apply: it changes nothing."""
 

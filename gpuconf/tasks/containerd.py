@@ -65,7 +65,7 @@ def imports_drop_in(document: Mapping[str, object]) -> bool:
     return isinstance(imports, list) and any(fnmatch.fnmatch(DROP_IN, str(pattern)) for pattern in imports)
 
 
-class ContainerdNvidiaRuntime(TaskType):
+class ContainerdNvidiaRuntime(TaskType[ContainerdRuntimeParams]):
     """Where containerd is installed, its nvidia runtime and CDI (`enable_cdi`) are configured as
     `nvidia-ctk runtime configure --runtime=containerd --cdi.enabled` does from toolkit 1.18: the
     drop-in /etc/containerd/conf.d/99-nvidia.toml, imported by /etc/containerd/config.toml.

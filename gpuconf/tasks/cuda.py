@@ -60,7 +60,7 @@ class CompatibilityParams(Params):
         return str(value)
 
 
-class CudaCompatibility(TaskType):
+class CudaCompatibility(TaskType[CompatibilityParams]):
     """Refuse a CUDA release that the pinned driver cannot run, or that the
     node's GPUs do not support. The refusal names the minimum driver. Runs in
     check mode too, so a bad pin is caught before anything is installed."""
@@ -101,7 +101,7 @@ def toolkit_version(state: FileState) -> str | None:
         return None
 
 
-class NvccVersion(TaskType):
+class NvccVersion(TaskType[NvccParams]):
     """nvcc reports the pinned release (default path /usr/local/cuda-X.Y/bin/nvcc): read from
     the toolkit's version.json beside bin/ (CUDA 11.1 and later), else `nvcc --version`."""
 

@@ -97,7 +97,7 @@ def _driver_packages(packages: Mapping[str, Installed]) -> tuple[Installed, ...]
     return drivers
 
 
-class DriverStack(JoinsTransactions):
+class DriverStack(JoinsTransactions[DriverStackParams]):
     """Exactly one NVIDIA driver stack: `branch` at `version`, kernel modules of one `flavour`
     (auto: the catalog's choice for these GPUs) from DKMS or precompiled signed packages, held
     (apt-mark hold, the pinning package from 590 on, or dnf versionlock). Packages of any other

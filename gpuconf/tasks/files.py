@@ -71,12 +71,26 @@ def attribute_changes(params: _Owned, state: FileState) -> list[Change]:
     return changes
 
 
+# what Ansible's template module sets of Jinja's environment, taken with `template:` alone
+JINJA_SETTINGS = ("variable_start_string", "variable_end_string", "block_start_string", "block_end_string",
+                  "comment_start_string", "comment_end_string", "trim_blocks", "lstrip_blocks", "newline_sequence")
+
+
 class FileParams(_Owned):
     state: Literal["present", "absent"] = "present"
     content: str | None = None
     template: str | None = None
     src: str | None = None
     backup: bool = False
+    variable_start_string: str | None = None
+    variable_end_string: str | None = None
+    block_start_string: str | None = None
+    block_end_string: str | None = None
+    comment_start_string: str | None = None
+    comment_end_string: str | None = None
+    trim_blocks: bool | None = None
+    lstrip_blocks: bool | None = None
+    newline_sequence: Literal["\n", "\r", "\r\n"] | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -89,10 +103,13 @@ class FileParams(_Owned):
         given = [k for k in ("content", "template", "src") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one of content, template and src (got {', '.join(given)})")
+        jinja = [k for k in JINJA_SETTINGS if getattr(self, k) is not None]
+        if jinja and self.template is None and self.content is None:
+            raise ValueError(f"{jinja[0]} is a setting of the template's Jinja: give it with template")
         return self
 
 
-class File(TaskType):
+class File(TaskType[FileParams]):
     """A file with exact content (inline, from a Jinja2 template, or copied from
     a role's files/), mode, owner and group; or a file that must be absent.
     Content is replaced atomically and, with `backup: true`, the old file is
@@ -107,8 +124,9 @@ class File(TaskType):
     def resolve(self, values: dict[str, object], resolver: Resolver) -> dict[str, object]:
         """`template` and `src` become the content they name, rendered on the controller."""
         values = dict(values)
+        settings = {k: values.pop(k) for k in JINJA_SETTINGS if values.get(k) is not None}
         if values.get("template") is not None and values.get("content") is None and values.get("src") is None:
-            values["content"] = resolver.template(str(values.pop("template")))
+            values["content"] = resolver.template(str(values.pop("template")), settings)
         elif values.get("src") is not None and values.get("content") is None and values.get("template") is None:
             values["content"] = resolver.source(str(values.pop("src")))
         return values
@@ -145,7 +163,7 @@ class DirectoryParams(_Owned):
     recursive: bool = False
 
 
-class Directory(TaskType):
+class Directory(TaskType[DirectoryParams]):
     """A directory with mode, owner and group; or absent (`recursive` to remove
     a non-empty one)."""
 
@@ -217,7 +235,7 @@ def edit_lines(text: str, params: LineParams) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Line(TaskType):
+class Line(TaskType[LineParams]):
     """One line in a file: present (replacing the last line matching `regexp`,
     or appended) or absent (every matching line removed)."""
 

@@ -111,7 +111,7 @@ def _checked(package: Mapping[str, object], public_key: str) -> PackageCheck:
     return _CHECKED[key]
 
 
-class Firmware(TaskType):
+class Firmware(TaskType[FirmwareParams]):
     """A node's firmware at a bundle's versions, read from its BMC over Redfish (`bmc_address`,
     credentials from the inventory or a vault, the CA that signs the BMC's certificate). Packages
     are verified (SHA-256, Ed25519 or RSA signature with `public_key`) before anything is sent;

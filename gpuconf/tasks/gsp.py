@@ -28,7 +28,7 @@ class GspParams(Params):
     path: str = "/etc/modprobe.d/nvidia-gsp.conf"
 
 
-class GspFirmware(TaskType):
+class GspFirmware(TaskType[GspParams]):
     """With `disable`, `path` sets NVreg_EnableGpuFirmware=0 (effective at the next module load);
     without, no such override exists. Refused on the open kernel modules (the flavour the
     driver stack installs, or the one loaded now), which require the GSP."""

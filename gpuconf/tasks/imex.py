@@ -49,7 +49,7 @@ class ImexChannelParams(Params):
                       description="the modprobe.d file that carries `options nvidia NVreg_CreateImexChannel0=1`")
 
 
-class ImexChannel(TaskType):
+class ImexChannel(TaskType[ImexChannelParams]):
     """IMEX channel 0 exists now and after every reboot: `options nvidia
     NVreg_CreateImexChannel0=1` in modprobe.d (`path`), in the initramfs too when the
     nvidia module loads from it, and `/dev/nvidia-caps-imex-channels/channel0` made now with

@@ -36,7 +36,7 @@ class IbPortsParams(Params):
     wait: float = Field(60, ge=0)
 
 
-class IbPorts(TaskType):
+class IbPorts(TaskType[IbPortsParams]):
     """Every InfiniBand port is ACTIVE and LinkUp (at `rate`, if given). In
     apply, ports still coming up (INIT while the subnet manager sweeps) are
     waited for, up to `wait` seconds."""

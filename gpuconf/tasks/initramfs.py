@@ -27,7 +27,7 @@ class InitramfsParams(Params):
     kernel: str | None = Field(None, pattern=r"^[A-Za-z0-9._+~-]+$")
 
 
-class Initramfs(TaskType):
+class Initramfs(TaskType[InitramfsParams]):
     """Every line of `contains_lines` is in the modprobe configuration inside
     the initramfs of the running kernel (or `kernel`); otherwise
     `update-initramfs -u -k KERNEL` (or `dracut -f --kver KERNEL` on the RHEL

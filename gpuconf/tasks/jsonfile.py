@@ -26,7 +26,7 @@ class JsonMergeParams(_Owned):
     backup: bool = False
 
 
-class JsonMerge(TaskType):
+class JsonMerge(TaskType[JsonMergeParams]):
     """Merge keys into a JSON file (e.g. /etc/docker/daemon.json), keeping
     every other key as it is. A file that is not valid JSON is refused, never
     overwritten."""

@@ -40,7 +40,7 @@ class KernelModuleParams(Params):
         return self.name.replace("-", "_")
 
 
-class KernelModule(TaskType):
+class KernelModule(TaskType[KernelModuleParams]):
     """A kernel module loaded (modprobe) or absent (modprobe -r) now; with
     `persist`, also loaded at boot (/etc/modules-load.d/NAME.conf) or not;
     `options` go to /etc/modprobe.d/NAME.conf. With `reboot_if_busy`, a module

@@ -82,7 +82,7 @@ class MountParams(Params):
         return f"{self.src}\t{self.path}\t{self.fstype}\t{self.opts}\t{self.dump}\t{self.passno}\n"
 
 
-class MountTask(TaskType):
+class MountTask(TaskType[MountParams]):
     """A filesystem mounted at `path` (`src`, `fstype`, `opts`) now and at boot (`state:
     present`), or neither (`absent`). /etc/fstab holds exactly one line for `path`, with the other
     lines kept as they are; a mounted filesystem whose options differ is remounted with the new

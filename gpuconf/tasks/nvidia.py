@@ -58,7 +58,7 @@ def dkms_fact(module: str) -> Fact[tuple[DkmsStatus, Output]]:
                    key=f"dkms:{module}")
 
 
-class DkmsModule(TaskType):
+class DkmsModule(TaskType[DkmsModuleParams]):
     """The DKMS module is built and installed at `version` for every installed kernel (the next
     boot may run any of them, the newest first) and the running one, or only for `kernel`. A
     kernel without it is drift repaired by `dkms autoinstall -k KERNEL`: this is what keeps a
@@ -109,7 +109,7 @@ class NvidiaModuleParams(Params):
     timeout: float = Field(10, gt=0)
 
 
-class NvidiaModule(TaskType):
+class NvidiaModule(TaskType[NvidiaModuleParams]):
     """Version truth: the loaded nvidia module (/proc/driver/nvidia/version, whose banner tells
     open from proprietary) is `version`, of the wanted flavour, and nvidia-smi reports the same
     driver version. A difference is drift naming both sides; when only a reboot can load the
@@ -159,7 +159,7 @@ class PersistenceParams(Params):
     timeout: float = Field(10, gt=0)
 
 
-class PersistenceMode(TaskType):
+class PersistenceMode(TaskType[PersistenceParams]):
     """Persistence mode is Enabled on every GPU now (`nvidia-smi -pm 1`). Use
     the nvidia-persistenced service to keep it across reboots."""
 
@@ -191,7 +191,7 @@ class PowerLimitParams(Params):
     timeout: float = Field(10, gt=0)
 
 
-class PowerLimit(TaskType):
+class PowerLimit(TaskType[PowerLimitParams]):
     """Each GPU's power limit equals `watts` now (`nvidia-smi -i N -pl W`),
     refused when outside the GPU's min and max limits."""
 
@@ -235,7 +235,7 @@ class CompanionParams(Params):
     hold: bool = True
 
 
-class DriverCompanion(JoinsTransactions):
+class DriverCompanion(JoinsTransactions[CompanionParams]):
     """A package that must match the driver exactly (`nvidia-persistenced`, fabric manager,
     `libnvidia-nscq`, on NVLink5 `nvlsm` and `libnvsdm`, on GB200 racks `nvidia-imex`), installed at the driver's
     `version` under its name for this OS family and branch, and held. Another version is drift naming both."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -13,7 +13,7 @@ from gpuconf.facts.base import Fact
 from gpuconf.facts.dnf import parse_dnf_error
 from gpuconf.facts.installed import INSTALLED, Installed, PackageSet, Unfinished, package_set
 from gpuconf.facts.packages import parse_apt_mark
-from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, Params, TaskType, Verdict, drift, in_sync, run
+from gpuconf.tasks.base import ApplyContext, Change, Facts, Op, P, Params, TaskType, Verdict, drift, in_sync, run
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*$")
 # apt's words when DPkg::Lock::Timeout runs out: "Could not get lock /var/lib/dpkg/lock-frontend.
@@ -136,13 +136,13 @@ def join_ops(parts: list[list[Op]]) -> list[Op] | None:
     return repairs + before + [backend.transaction(joined)] + after
 
 
-class JoinsTransactions(TaskType):
+class JoinsTransactions(TaskType[P]):
     """A task type whose changes are package transactions: consecutive tasks of such types send
     theirs to the package manager as one (the engine's joint apply, gpuconf/engine/joint.py)."""
 
     batch: ClassVar[str] = "package"
 
-    def batch_ops(self, params: Any, changes: list[Change]) -> list[Op] | None:
+    def batch_ops(self, params: P, changes: list[Change]) -> list[Op] | None:
         ops = [op for change in changes for op in change.ops]
         return ops if join_ops([ops]) is not None else None
 
@@ -368,7 +368,7 @@ class PackageParams(Params):
         return (self.name,) if isinstance(self.name, str) else tuple(self.name)
 
 
-class Package(JoinsTransactions):
+class Package(JoinsTransactions[PackageParams]):
     """Packages present (optionally at an exact version), absent or purged; held or unheld
     (`apt-mark hold`, dnf versionlock). apt or dnf is the host's platform's (its os-release). Waits up
     to `lock_timeout` seconds (default 120) for the dpkg lock, then fails naming the holder's

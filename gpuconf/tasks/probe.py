@@ -36,7 +36,7 @@ class ProbeParams(Params):
         return self
 
 
-class Probe(TaskType):
+class Probe(TaskType[ProbeParams]):
     """Run a read-only command (it runs in check mode too: it must not change
     anything) and require its exit code and output (`contains`, `matches`).
     In check mode a mismatch is reported as what apply will verify, since the

@@ -13,7 +13,7 @@ class RebootParams(Params):
     msg: str = "rebooting to apply changes"
 
 
-class Reboot(TaskType):
+class Reboot(TaskType[RebootParams]):
     """Reboot, then wait until the host answers SSH with a new boot id, up to
     `timeout` seconds. With `required_only`, reboot only when an earlier task
     marked the host *reboot required* (a new kernel module, an initramfs)."""

@@ -83,7 +83,7 @@ class ServiceParams(Params):
         return value
 
 
-class Service(TaskType):
+class Service(TaskType[ServiceParams]):
     """A systemd unit enabled or disabled, and started, stopped, restarted or
     reloaded. Restart and reload are actions: use them from handlers."""
 

@@ -75,7 +75,7 @@ def _conf_files(paths: tuple[str, ...]) -> Fact[dict[str, str]]:
     return file_glob([f"{folder}/*.conf" for folder in folders], dict, key="slurm_settings:" + ":".join(folders))
 
 
-class SlurmSettings(TaskType):
+class SlurmSettings(TaskType[SlurmSettingsParams]):
     """Settings this node's Slurm configuration must name (`settings: {Prolog: /usr/local/sbin/gpuconf-gate}`),
     read from slurm.conf as slurmd has it (the configless cache, else /etc/slurm) with its Include files.
     A setting that differs is drift that only the Slurm controller can fix: apply waits for slurmd to

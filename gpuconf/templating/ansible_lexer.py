@@ -18,7 +18,9 @@ import jinja2
 from jinja2.lexer import TOKEN_STRING, TOKEN_VARIABLE_BEGIN, TOKEN_VARIABLE_END, Lexer
 
 HEADER = "#jinja2:"
-OVERRIDABLE = ("trim_blocks", "lstrip_blocks", "keep_trailing_newline", "newline_sequence")
+OVERRIDABLE = ("trim_blocks", "lstrip_blocks", "keep_trailing_newline", "newline_sequence", "variable_start_string",
+               "variable_end_string", "block_start_string", "block_end_string", "comment_start_string",
+               "comment_end_string")
 
 
 class _Compiling(threading.local):

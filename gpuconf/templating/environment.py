@@ -53,6 +53,8 @@ CORE_TESTS = ("match", "search", "regex", "truthy", "falsy", "subset", "issubset
 def _ansible_filter(name: str, table: str = "FILTERS", module: str = "ansible_filters") -> Any:
     def call(*args: object, **kwargs: object) -> Any:
         import importlib
+        if module == "ansible_filters" and args and isinstance(args[0], jinja2.Undefined):
+            args[0]._fail_with_undefined_error()   # as Ansible's: an undefined value is the error, not its type
         return getattr(importlib.import_module(f"gpuconf.templating.{module}"), table)[name](*args, **kwargs)
     call.__name__ = name
     return call

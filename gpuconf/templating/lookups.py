@@ -1,7 +1,7 @@
 """Ansible's lookups: `lookup()`/`query()` in templates, and the `with_NAME:` loops (a task's
 items are lookup NAME of its terms). Each returns what ansible-core 2.19's plugin returns
 (tests/ansible_fuzz compares them): items, list, flattened, dict, subelements, nested,
-together, indexed_items, sequence, file, env, vars, template, first_found."""
+together, indexed_items, sequence, file, env, vars, template, first_found, config."""
 from __future__ import annotations
 
 import copy
@@ -16,7 +16,14 @@ from gpuconf.errors import GpuconfError
 from gpuconf.templating.bounds import bound_parse
 
 LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
-           "file", "env", "vars", "template", "first_found")
+           "file", "env", "vars", "template", "first_found", "config")
+# lookup('config', NAME): Ansible's settings whose value gpuconf has fixed, as gpuconf behaves
+CONFIG = {
+    "DEFAULT_PRIVATE_ROLE_VARS": False,   # a role's vars are the play's after it (roles:, import_role)
+    "DEFAULT_HASH_BEHAVIOUR": "replace",  # a variable set again replaces the dict it was
+    "ERROR_ON_MISSING_HANDLER": True,     # a notify that finds no handler is an error
+    "INJECT_FACTS_AS_VARS": True,         # ansible_hostname and the other facts' names
+}
 
 
 def flatten_once(terms: list[Any]) -> list[Any]:
@@ -54,7 +61,9 @@ def lookup(searched: list[Path], name: str, *terms: Any, wantlist: bool = False,
     values = run(searched, name, list(terms), options, variables, environment)
     if wantlist or name in ("items", "list"):
         return values
-    return ",".join(str(v) for v in values)
+    if all(isinstance(v, str) for v in values):
+        return ",".join(values)
+    return values[0] if len(values) == 1 else values   # as Ansible's, where the values are no text to join
 
 
 def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
@@ -88,6 +97,8 @@ def run(searched: list[Path], name: str, terms: Any, options: dict[str, Any],
         return [_template(searched, term, options, variables, environment) for term in terms]
     if name == "first_found":
         return first_found(searched, terms, options)
+    if name == "config":
+        return [_config(str(term), options) for term in terms]
     raise GpuconfError(f"lookup plugin '{name}' is not supported (gpuconf has {', '.join(LOOKUPS)})")
 
 
@@ -262,3 +273,16 @@ def first_found(searched: list[Path], terms: Any, options: dict[str, Any]) -> li
     if options.get("skip") in (True, "yes", "true", "True"):
         return []
     raise GpuconfError("No file was found when using first_found.")
+
+
+def _config(name: str, options: dict[str, Any]) -> Any:
+    """An Ansible setting gpuconf has a fixed value for; any other is an error (or skipped, or the
+    default given, as Ansible's on_missing and default say)."""
+    if name in CONFIG:
+        return CONFIG[name]
+    if "default" in options:
+        return options["default"]
+    if options.get("on_missing") in ("skip", "warn"):
+        return None
+    raise GpuconfError(f"lookup('config'): gpuconf has no setting '{name}' (it answers for "
+                       f"{', '.join(sorted(CONFIG))})")

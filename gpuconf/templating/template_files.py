@@ -42,42 +42,48 @@ def _file_env(base: jinja2.Environment, settings: dict[str, Any], search: tuple[
     return env
 
 
-def _file_template(text: str, path: str, base: jinja2.Environment, search: tuple[str, ...]) -> jinja2.Template:
-    """Compiled once (compiled.compile_once), with its path for the errors' lines."""
+def _file_template(text: str, path: str, base: jinja2.Environment, search: tuple[str, ...],
+                   given: tuple[tuple[str, Any], ...] = ()) -> jinja2.Template:
+    """Compiled once (compiled.compile_once), with its path for the errors' lines; `given`: the
+    template task's own Jinja settings (variable_start_string, ...), which the file's header overrides."""
     def compile_() -> jinja2.Template:
         try:
-            settings, body = split_header(text)
+            header, body = split_header(text)
         except ValueError as exc:
             raise jinja2.TemplateSyntaxError(str(exc), 1, path, path) from None
+        settings = {**dict(given), **header}
         loads = any(word in body for word in ("{% include", "{% import", "{% from", "{% extends", "{%- include",
                                                "{%- import", "{%- from", "{%- extends"))
         env = _file_env(base, settings, search if loads else ())
         body = without_last_newline(body)  # as Ansible's templar: render_file adds back what the file ends with
         return jinja2.Template.from_code(env, env.compile(body, filename=path), env.make_globals(None))
-    template: jinja2.Template = compile_once(("file" if base is ENV else "marked file", path, text, *search),
-                                             compile_)
+    key = ("file" if base is ENV else "marked file", path, text, *search, repr(given))
+    template: jinja2.Template = compile_once(key, compile_)
     return template
 
 
-def render_file(text: str, variables: Mapping[str, Any], path: str, search: list[Any] | None = None) -> str:
+def render_file(text: str, variables: Mapping[str, Any], path: str, search: list[Any] | None = None,
+                settings: Mapping[str, Any] | None = None) -> str:
     """Render a template file: always a string, its trailing newline kept. `search`: where
-    `{% include %}` and `{% import %}` look after the file's own folder. A file that read a
+    `{% include %}` and `{% import %}` look after the file's own folder; `settings`: Jinja's
+    settings the template task gives (variable_start_string, trim_blocks, ...). A file that read a
     secret is rendered again, marked, as render_string does."""
     folders = tuple(dict.fromkeys([str(Path(path).parent), *(str(p) for p in search or [])]))
+    given = tuple(sorted((settings or {}).items()))
     before = MARKS.reads
-    result = _render_file(text, variables, path, ENV, folders)
+    result = _render_file(text, variables, path, ENV, folders, given)
     if MARKS.reads == before:
         return result
     marks.secret_seen(variables)
     with marks.collecting() as pieces:
-        result = _render_file(text, variables, path, MARKING, folders)
+        result = _render_file(text, variables, path, MARKING, folders, given)
     return marks.marked_output(result, pieces, marks.may_lose(text, ENV), variables)  # type: ignore[no-any-return]
 
 
 def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2.Environment,
-                 search: tuple[str, ...]) -> str:
+                 search: tuple[str, ...], given: tuple[tuple[str, Any], ...] = ()) -> str:
     try:
-        template = _file_template(text, path, env, search)
+        template = _file_template(text, path, env, search, given)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}", Location(exc.filename or path, exc.lineno)) \
             from None

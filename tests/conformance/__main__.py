@@ -29,7 +29,8 @@ def main() -> int:
             stamp = Path(args.from_results + ".measured")
             rewrite_doc(results, stamp.read_text().strip() if stamp.exists() else f"by the run of {args.from_results}")
         return 0
-    measured = measured_at()
+    measured = measured_at() + ("; ansible-core's pass of each target reused from an earlier run in the same "
+                                "work folder (--reuse-oracle)" if args.reuse_oracle else "")
     targets = [t for t in args.targets.split(",") if t]
     with tempfile.TemporaryDirectory(prefix="gpuconf-conformance-") as scratch:
         work = Path(args.work or scratch)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,8 @@ def run_gpuconf(tool: str, args: list[str], work: Path) -> dict[str, Any]:
         return {"rc": rc, "stdout": done.stdout, "stderr": done.stderr, "kind": "ok" if rc == 0 else "failed",
                 "why": "", "gpuconf_rc": code}
     data = json.loads(report.read_text())
+    # gpuconf's warnings as Ansible prints its own
+    done.stderr = re.sub(r"(?m)^gpuconf: warning: ", "[WARNING]: ", done.stderr)
     rc = (2 if code & 4 else 0) | (4 if code & 8 else 0)
     stdout = render_adhoc(data, verbosity) if tool == "ansible" else render_playbook(data, verbosity, argv[1])
     kind = "crashed" if crashed or any(t.get("traceback") for h in data["hosts"].values() for t in h["tasks"]) \

@@ -19,7 +19,26 @@ DOC = ROOT / "docs" / "ansible.md"
 BEGIN, END = "<!-- conformance table: make conformance writes it -->", "<!-- end of the conformance table -->"
 # what a target's runs that gpuconf does not pass are about, where a few words say it better than
 # the runs' own messages (written from the results; `make conformance` keeps the counts current)
-NOTES: dict[str, str] = {}
+NOTES: dict[str, str] = {
+    "omit": "C75692.yml names its files by relative paths (`path: foo`), which gpuconf refuses (a node's files "
+            "are named from /), and reads them with `stat` (gpuconf's `probe`)",
+    "tags": "ansible_run_tags.yml asks for tags no task has, so that only its `always` tasks run, and "
+            "test_template_parent_tags.yml skips every task: gpuconf refuses a tag filter that selects nothing "
+            "but `always` tasks (a check would say in sync having checked nothing: the refusals table above)",
+    "handlers": "a role of a collection (collections are refused), ANSIBLE_ERROR_ON_MISSING_HANDLER=false (gpuconf "
+                "always refuses a notify that finds no handler), a --skip-tags that leaves no task",
+    "include_import": "a module of the play's own library/ (gpuconf runs its own task types, no plugins)",
+    "roles": "role_complete.yml uses the `ping` module and `ignore_unreachable`, neither supported; privacy.yml with "
+             "ANSIBLE_PRIVATE_ROLE_VARS set: gpuconf has Ansible's default (unset) only; =1 the shim refuses, =0 "
+             "(which makes an include_role public unless it says otherwise) fails",
+    "roles_arg_spec": "test_tags.yml --tags bar selects only the `always` validation task (the tags refusal)",
+    "template": "a filter of the role's filter_plugins/ (no plugins); lazy_eval.yml: a variable whose template "
+                "uses an undefined one is not made undefined lazily",
+    "check_mode": "the `stat` module (gpuconf's `probe` reads a file's state)",
+    "set_fact": "a fact cache across runs (ANSIBLE_CACHE_PLUGIN): gpuconf keeps no facts between runs",
+    "special_vars": "template_host, template_path, ... in a template, and role_names, ansible_play_role_names, "
+                    "ansible_dependent_role_names are not given",
+}
 
 
 def counts(result: TargetResult) -> Counter[str]:

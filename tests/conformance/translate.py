@@ -30,6 +30,11 @@ NEUTRAL_ENV = {
 }
 
 
+# ANSIBLE_* settings whose value gpuconf has fixed (templating/lookups.py CONFIG): that value is
+# gpuconf's behaviour, any other a Refusal
+FIXED_ENV = {"ANSIBLE_PRIVATE_ROLE_VARS": False, "ANSIBLE_ERROR_ON_MISSING_HANDLER": True}
+
+
 class Refusal(Exception):
     """A part of the command line that gpuconf has no equivalent for."""
 
@@ -119,6 +124,9 @@ def gpuconf_argv(args: list[str], env: Mapping[str, str], report: Path) -> tuple
         raise Refusal("--list-tags")
     if len(options.playbooks) > 1:
         raise Refusal("several playbooks in one run")
+    for name, fixed in FIXED_ENV.items():
+        if name in env and (env[name].lower() in TRUE) != fixed:
+            raise Refusal(f"{name}={env[name]} (gpuconf's behaviour is {name}={fixed})")
     verb = "check" if options.check and not options.list_tasks else "apply"
     argv = [verb, options.playbooks[0], "--no-retry-file", "--report", str(report)]
     for inventory in options.inventory or [os.environ["CONFORMANCE_EMPTY_INVENTORY"]]:
@@ -163,4 +171,5 @@ def gpuconf_has(option: str) -> bool:
 def untranslated(env: Mapping[str, str]) -> list[str]:
     """The Ansible settings of the environment that gpuconf is not told (it has no such setting):
     the run goes ahead, and the table names them where it fails."""
-    return sorted(f"{k}={v}" for k, v in env.items() if k.startswith("ANSIBLE_") and k not in NEUTRAL_ENV)
+    return sorted(f"{k}={v}" for k, v in env.items()
+                  if k.startswith("ANSIBLE_") and k not in NEUTRAL_ENV and k not in FIXED_ENV)

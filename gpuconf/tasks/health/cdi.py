@@ -41,7 +41,7 @@ def cdi_list_fact(timeout: float) -> Fact[tuple[str, ...] | str]:
     return command(["nvidia-ctk", "cdi", "list"], parse, timeout=timeout, key="cdi:list")
 
 
-class CdiDevicesResolve(HealthProbe):
+class CdiDevicesResolve(HealthProbe[CdiDevicesParams]):
     """`device` (default `nvidia.com/gpu=all`) is among the CDI devices `nvidia-ctk cdi list`
     finds in /etc/cdi and /var/run/cdi; a failure otherwise, naming what it found."""
 

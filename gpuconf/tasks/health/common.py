@@ -9,13 +9,13 @@ finding that says why, so the result is `unknown` and never a pass.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import ClassVar, Literal, TypedDict
 
 from pydantic import Field
 
 from gpuconf.facts.base import Fact, FactUnavailable, Parsed
 from gpuconf.results import Finding
-from gpuconf.tasks.base import Change, Facts, Params, TaskType, Unknown, Verdict, drift
+from gpuconf.tasks.base import Change, Facts, P, Params, TaskType, Unknown, Verdict, drift
 
 Severity = Literal["ok", "warning", "failure"]
 OK: Severity = "ok"
@@ -85,7 +85,7 @@ class NvidiaSmiParams(Params):
                                       "driver_unresponsive (its process group is killed)")
 
 
-class HealthProbe(TaskType):
+class HealthProbe(TaskType[P]):
     """Base of the health probes: read-only, `check()` is `verdict(judge())`.
 
     `probe` names the probe in findings and reports (`gpuconf_health{probe=...}`).
@@ -95,8 +95,8 @@ class HealthProbe(TaskType):
 
     probe: ClassVar[str] = ""
 
-    def judge(self, params: Any, facts: Facts) -> list[Finding]:
+    def judge(self, params: P, facts: Facts) -> list[Finding]:
         raise NotImplementedError
 
-    def check(self, params: Any, facts: Facts) -> Verdict:
+    def check(self, params: P, facts: Facts) -> Verdict:
         return verdict(self.judge(params, facts))

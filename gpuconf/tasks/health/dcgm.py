@@ -81,7 +81,7 @@ def judge_diag(report: DiagReport, level: int, buses: dict[int, str], probe: str
     return findings
 
 
-class DcgmDiag(HealthProbe):
+class DcgmDiag(HealthProbe[DcgmDiagParams]):
     """DCGM's diagnostic passes: `dcgmi diag -r LEVEL --json` (level 1 by default: the
     scheduled readiness check; 2-4 on demand), each failed test named with its GPU. A hung
     or missing dcgmi, or JSON cut short, is unknown, never a pass."""

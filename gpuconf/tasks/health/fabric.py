@@ -53,7 +53,7 @@ def judge_nvlinks(status: NvlinkStatus, params: NvlinkParams, bus_of: dict[int, 
     return findings
 
 
-class NvlinksActive(HealthProbe):
+class NvlinksActive(HealthProbe[NvlinkParams]):
     """On NVSwitch systems, no GPU has an inactive NVLink (`nvidia-smi nvlink -s`, a read
     of its own beside the shared nvidia-smi query) and, when `expected_links` is set,
     each GPU has exactly that many active links. Run it `when: facts.nvswitch`."""
@@ -147,7 +147,7 @@ def judge_fabric(state: str, readings: GpuReadings, service: str, probe: str = "
     return findings
 
 
-class FabricManagerReady(HealthProbe):
+class FabricManagerReady(HealthProbe[FabricManagerParams]):
     """On NVSwitch systems, the fabric manager service is active and every GPU that
     reports a fabric state (`fabric.state`, Hopper and later) reports Completed. A service
     that refused to start says why, from this boot's journal, as a named finding with its

@@ -152,7 +152,7 @@ def judge_fabric_state(report: FabricReport | NvidiaSmiQuery, kind: str, probe: 
     return findings
 
 
-class FabricStateCompleted(HealthProbe):
+class FabricStateCompleted(HealthProbe[NvidiaSmiParams]):
     """On an NVLink fabric (NVSwitch board or GB200 rack tray), every GPU's fabric
     registration (nvidia-smi's fabric.* fields, `-q`'s Fabric section) is Completed with Success, health not Unhealthy,
     and on a rack tray in a domain (clique id and cluster UUID not zero). Anything else fails,

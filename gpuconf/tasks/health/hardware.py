@@ -24,7 +24,7 @@ class GpuCountParams(NvidiaSmiParams):
                                        "(case-insensitive; null: not checked)")
 
 
-class GpuCountMatches(HealthProbe):
+class GpuCountMatches(HealthProbe[GpuCountParams]):
     """The host has the GPUs the inventory expects: the count of NVIDIA GPUs on the PCI
     bus (sysfs, vendor 0x10de) equals `expected_count`, every one of them is listed by
     nvidia-smi (a GPU on the bus that the driver no longer lists has fallen off the bus
@@ -74,7 +74,7 @@ class DriverParams(Params):
     version: str | None = Field(None, description="the pinned driver version, e.g. 535.104.05 (null: any)")
 
 
-class DriverLoaded(HealthProbe):
+class DriverLoaded(HealthProbe[DriverParams]):
     """The NVIDIA kernel module is loaded (`/proc/driver/nvidia/version`, procfs: it
     cannot hang) and its version is exactly the pinned `version`."""
 
@@ -120,7 +120,7 @@ class NouveauParams(Params):
     pass
 
 
-class NouveauAbsent(HealthProbe):
+class NouveauAbsent(HealthProbe[NouveauParams]):
     """The nouveau module is not loaded (`/proc/modules`). When it is, it holds the GPUs
     and the NVIDIA driver cannot bind them: the `nouveau` role blacklists it."""
 

@@ -83,7 +83,7 @@ def judge_domain(domain: ImexDomain | str, probe: str) -> list[Finding]:
                     f"({', '.join(n.address for n in domain.nodes)})", value=domain.state)]
 
 
-class ImexDomainConnected(HealthProbe):
+class ImexDomainConnected(HealthProbe[ImexDomainParams]):
     """On a GB200/GB300 NVL72 tray (facts.nvlink_fabric `rack`), every node of the IMEX
     domain (`nvidia-imex-ctl -N`) is READY and connected to every other. A peer that is not
     is drift naming it (a warning, a failure under `--strict`); in apply the probe first

@@ -50,7 +50,7 @@ def judge_ports(devices: tuple[SysfsIbDevice, ...], params: InfinibandParams, pr
     return findings
 
 
-class InfinibandPortsActive(HealthProbe):
+class InfinibandPortsActive(HealthProbe[InfinibandParams]):
     """Every InfiniBand port (`/sys/class/infiniband/*/ports/*/{state,phys_state,rate}`)
     is ACTIVE and LinkUp, at `rate_gbps` when given, and the host has at least
     `min_ports` ports. Each port that is not is a failure."""

@@ -203,7 +203,7 @@ def judge_recovery_actions(readings: GpuReadings | None, probe: str = "recovery_
     return findings
 
 
-class NoXidErrors(HealthProbe):
+class NoXidErrors(HealthProbe[XidParams]):
     """No NVIDIA Xid errors in this boot's kernel log (`dmesg`, else `journalctl -k -b
     0`), each (GPU, code) counted once per boot and judged by NVIDIA's Xid catalog
     (gpuconf/facts/xid_catalog.csv: fail, warn or info, and the action the vendor names);
@@ -262,7 +262,7 @@ def judge_lockups(log_text: str, probe: str = "kernel_lockup") -> list[Finding]:
             for kind, items in found.items()]
 
 
-class KernelClean(HealthProbe):
+class KernelClean(HealthProbe[KernelParams]):
     """The kernel is not tainted beyond the `expected_taint` letters
     (`/proc/sys/kernel/tainted`) and this boot's log has no soft/hard lockup, hung task,
     RCU stall or NVIDIA ioctl (`nvidia_unlocked_ioctl`) stack lines. Warnings only."""

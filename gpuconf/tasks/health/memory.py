@@ -39,7 +39,7 @@ def judge_ecc(gpus: tuple[GpuReading, ...], params: EccParams, probe: str = "ecc
     return findings
 
 
-class NoEccErrors(GpuReadingsProbe):
+class NoEccErrors(GpuReadingsProbe[EccParams]):
     """No GPU has uncorrected ECC errors since the driver loaded
     (`ecc.errors.uncorrected.volatile.total` above `max_uncorrected_volatile`, 0), a
     pending or failed row remap (`remapped_rows.pending`/`failure`, Ampere and later)
@@ -74,7 +74,7 @@ def judge_memory(gpus: tuple[GpuReading, ...], params: MemoryUseParams, probe: s
     return findings
 
 
-class MemoryUse(GpuReadingsProbe):
+class MemoryUse(GpuReadingsProbe[MemoryUseParams]):
     """Reports each GPU's memory in use (`memory.used` / `memory.total`): a warning above
     `warn_percent` (90 %), since a nearly full GPU cannot take a new job."""
 

@@ -81,7 +81,7 @@ def judge_links(links: tuple[PcieLink, ...], readings: GpuReadings | None, param
     return findings
 
 
-class PcieLinkAtMax(HealthProbe):
+class PcieLinkAtMax(HealthProbe[PcieParams]):
     """Each GPU's PCIe link runs at its maximum generation and width (sysfs
     `current_link_speed`/`max_link_speed` and widths). Below max is a failure only when
     the GPU is not idle: idle GPUs downshift by design."""

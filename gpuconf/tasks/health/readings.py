@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from typing_extensions import TypeVar
+
 from gpuconf.facts.base import Fact, FactUnavailable, Output, command
 from gpuconf.facts.common import canonical_pci_address, incomplete
 from gpuconf.facts.nvidia import (
@@ -241,19 +243,23 @@ def smi_indexes(readings: GpuReadings | None) -> dict[str, int]:
     return {g.bus_id: g.index for g in readings.gpus if g.bus_id} if readings else {}
 
 
-class GpuReadingsProbe(HealthProbe):
+# a readings probe's parameters: nvidia-smi's timeout at least
+R = TypeVar("R", bound=NvidiaSmiParams, default=Any)
+
+
+class GpuReadingsProbe(HealthProbe[R]):
     """A probe judged on the GPUs' readings of the one merged nvidia-smi query: it reads them,
     requires them (`unknown` with a failure finding when nvidia-smi cannot tell: require_readings)
     and judges the GPUs (`judge_gpus`). The shape six probes had each spelled out."""
 
-    def reads(self, params: NvidiaSmiParams) -> list[Fact]:
+    def reads(self, params: R) -> list[Fact]:
         return [gpu_readings(params.nvidia_smi_timeout)]
 
-    def readings(self, params: NvidiaSmiParams, facts: Facts) -> GpuReadings:
+    def readings(self, params: R, facts: Facts) -> GpuReadings:
         return require_readings(facts, self.probe, params.nvidia_smi_timeout)
 
-    def judge(self, params: Any, facts: Facts) -> list[Finding]:
+    def judge(self, params: R, facts: Facts) -> list[Finding]:
         return self.judge_gpus(params, self.readings(params, facts).gpus)
 
-    def judge_gpus(self, params: Any, gpus: tuple[GpuReading, ...]) -> list[Finding]:
+    def judge_gpus(self, params: R, gpus: tuple[GpuReading, ...]) -> list[Finding]:
         raise NotImplementedError

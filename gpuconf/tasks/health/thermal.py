@@ -40,7 +40,7 @@ def judge_temperature(gpus: tuple[GpuReading, ...], params: TemperatureParams, p
     return findings
 
 
-class TemperatureBelowLimit(GpuReadingsProbe):
+class TemperatureBelowLimit(GpuReadingsProbe[TemperatureParams]):
     """Each GPU's temperature (`temperature.gpu`) is below `fail_c` (85 °C): a failure at
     or above it, a warning from `warn_c` (80 °C)."""
 
@@ -94,7 +94,7 @@ def judge_clocks(gpus: tuple[GpuReading, ...], params: ClockParams, probe: str =
     return findings
 
 
-class ClocksNotThrottled(GpuReadingsProbe):
+class ClocksNotThrottled(GpuReadingsProbe[ClockParams]):
     """No GPU's clocks are held down for a bad reason (`clocks_event_reasons.active`,
     `clocks_throttle_reasons.active` on drivers before the rename). Idle and the
     software power cap are normal; HW slowdown, HW/SW thermal slowdown and the HW power

@@ -25,7 +25,7 @@ def judge_persistence(gpus: tuple[GpuReading, ...], severity: str, probe: str = 
     return findings
 
 
-class PersistenceEnabled(GpuReadingsProbe):
+class PersistenceEnabled(GpuReadingsProbe[PersistenceParams]):
     """Persistence mode is Enabled on every GPU (`persistence_mode`). Without it the
     driver tears down and re-initialises the GPUs between jobs, and settings such as
     power limits are lost. Remedy (`remedy: true`, apply only): `nvidia-smi -pm 1`."""
@@ -50,7 +50,7 @@ class UtilizationParams(NvidiaSmiParams):
     pass
 
 
-class Utilization(GpuReadingsProbe):
+class Utilization(GpuReadingsProbe[UtilizationParams]):
     """Reports each GPU's utilization (`utilization.gpu`, percent) as a finding with
     severity ok: reported for dashboards, not judged."""
 
@@ -78,7 +78,7 @@ def describe_power(gpu: GpuReading) -> str:
     return f"{gpu.label}: drawing {gpu.power_draw_w:g} W of its {gpu.power_limit_w:g} W limit ({share:.0f} %)"
 
 
-class PowerDraw(GpuReadingsProbe):
+class PowerDraw(GpuReadingsProbe[PowerParams]):
     """Reports each GPU's power draw against its limit (`power.draw`, `power.limit`) as a
     finding with severity ok (value: watts drawn): reported, not judged."""
 
@@ -135,7 +135,7 @@ def judge_sizing(cpus: int, ram_mb: int, gpus: tuple[GpuReading, ...], params: H
     return findings
 
 
-class HostSizing(HealthProbe):
+class HostSizing(HealthProbe[HostSizingParams]):
     """Sizing advice, warnings only: logical CPUs per GPU within `cpus_per_gpu_min`-
     `cpus_per_gpu_max` (4-8) and host RAM within `ram_per_vram_min`-`ram_per_vram_max`
     (2-4) times the GPUs' total memory. Too few is a warning; more than advised is

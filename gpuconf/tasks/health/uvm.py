@@ -39,7 +39,7 @@ class UvmParams(Params):
                                             "only when no process holds a /dev/nvidia* device")
 
 
-class UvmReady(HealthProbe):
+class UvmReady(HealthProbe[UvmParams]):
     """The nvidia_uvm module (CUDA's unified memory driver) is loaded and live
     (`/proc/modules`): stuck loading or unloading is a failure, not loaded at all a
     warning (`not_loaded`; CUDA loads it on first use). Remedy (`remedy: true`, apply

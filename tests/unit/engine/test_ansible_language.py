@@ -230,6 +230,89 @@ def test_vars_holds_every_variable_the_task_sees(tmp_path):
     assert code == 0
     assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 2 localhost False"]
 
+
+def test_a_looped_include_gives_its_tasks_the_loop_and_index_variables(tmp_path):
+    (tmp_path / "inner.yml").write_text("- debug: {msg: '{{ ansible_loop_var }}={{ x }} {{ ansible_index_var }}={{ i }}'}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks: inner.yml
+              loop: [a, b]
+              loop_control: {loop_var: x, index_var: i}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["x=a i=0", "x=b i=1"]
+
+
+def test_a_delegated_task_sees_its_delegates_variables(tmp_path):
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - debug: {msg: "{{ ansible_delegated_vars is defined }} {{ ansible_delegated_vars['127.0.0.1'].ansible_host }}"}
+              delegate_to: 127.0.0.1
+            - debug: {msg: "not delegated: {{ ansible_delegated_vars is defined }}"}
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["True 127.0.0.1", "not delegated: False"]
+
+
+def test_an_imported_roles_handlers_are_delegated_with_it(tmp_path):
+    role = tmp_path / "roles" / "r"
+    (role / "tasks").mkdir(parents=True)
+    (role / "handlers").mkdir()
+    (role / "tasks" / "main.yml").write_text("- debug: {msg: notifying}\n  changed_when: true\n  notify: h\n")
+    (role / "handlers" / "main.yml").write_text("- name: h\n  debug: {msg: 'delegated: {{ ansible_delegated_vars is defined }}'}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - import_role: {name: r}
+              delegate_to: localhost
+        """, "-c", "local")
+    assert code == 0
+    assert [s["msg"] for s in shown(hosts["localhost"])] == ["notifying", "delegated: True"]
+
+
+def test_a_failure_inside_an_include_that_a_block_rescues_counts_as_rescued(tmp_path):
+    (tmp_path / "inner.yml").write_text("- fail: {msg: inner}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - block:
+                - include_tasks: inner.yml
+              rescue:
+                - debug: {msg: rescued}
+        """, "-c", "local")
+    assert code == 0
+    assert hosts["localhost"]["recap"]["rescued"] == 1 and hosts["localhost"]["recap"]["failed"] == 0
+
+
+def test_a_template_task_takes_jinjas_settings(tmp_path):
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "t.j2").write_text("a: << a >>, kept: {{ a }}\n")
+    out = tmp_path / "out.txt"
+    code, hosts = apply(tmp_path, f"""\
+        - hosts: localhost
+          gather_facts: false
+          vars: {{a: value}}
+          tasks:
+            - template: {{src: t.j2, dest: "{out}", variable_start_string: "<<", variable_end_string: ">>"}}
+        """, "-c", "local")
+    assert code == 0
+    assert out.read_text() == "a: value, kept: {{ a }}\n"
+    (tmp_path / "templates" / "h.j2").write_text("#jinja2:variable_start_string:'[[', variable_end_string:']]'\n[[ a ]]\n")
+    code, hosts = apply(tmp_path, f"""\
+        - hosts: localhost
+          gather_facts: false
+          vars: {{a: value}}
+          tasks:
+            - template: {{src: h.j2, dest: "{out}"}}
+        """, "-c", "local")
+    assert code == 0 and out.read_text() == "value\n"
+
 def test_tags_follow_ansibles_rules_and_templated_tags_render(tmp_path):
     play = """\
         - hosts: localhost

@@ -191,3 +191,23 @@ def test_a_notify_of_a_templated_name_that_finds_no_handler_fails_the_task(tmp_p
         """)
     assert code & 4
     assert hosts["h1"][0][1] == "failed"
+
+
+def test_a_handler_whose_name_cannot_be_rendered_is_unusable_and_said_once(tmp_path, capsys):
+    code, hosts = run(tmp_path, """\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - debug: {msg: notify}
+              changed_when: true
+              notify: plain
+          handlers:
+            - name: "with {{ not_defined }}"
+              debug: {msg: never}
+            - name: plain
+              debug: {msg: plain ran}
+        """, hosts="h1,h2")
+    assert code == 0
+    assert messages(hosts["h1"]) == ["notify", "plain ran"]
+    err = capsys.readouterr().err
+    assert err.count("gpuconf: warning: Handler 'with {{ not_defined }}' is unusable") == 1

@@ -73,3 +73,15 @@ def test_the_summary_counts_a_drifted_host_s_changes_per_role():
     run.hosts["a100-03"] = HostResult("a100-03", [TaskResult("a100-03", "p", "t", Status.OK)])
     assert summary(run) == ("1/3 in sync, 2 drifted (a100-01: 9 changes (nouveau 3, nvidia_driver 4, cuda 2); "
                             "a100-02: create blacklist)")
+
+
+def test_the_summary_counts_a_loop_once_as_the_recap_does():
+    run = RunResult("check", "playbooks/a100-node.yml", "lab", 0.0, 1.0)
+    items = [drifted("a100-01", "packages", "cuda", f"install {n}") for n in range(3)]
+    for item in items[:-1]:
+        item.counts_as = ""   # the engine counts a loop once, on its last item
+    items[-1].counts_as = "changed"
+    host = HostResult("a100-01", [drifted("a100-01", "blacklist", "nouveau", "create blacklist"), *items])
+    run.hosts["a100-01"] = host
+    assert host.recap()["changed"] == 2
+    assert summary(run) == "0/1 in sync, 1 drifted (a100-01: 2 changes (nouveau 1, cuda 1))"

@@ -30,3 +30,12 @@ def test_choices_after_conversion_required_and_unsupported():
         ["Unsupported parameters for (role1) module: y. Supported parameters include: x.",
          "missing required arguments: x"]
     assert validation_errors({"x": {"type": "str", "required": True}}, {"x": None}) == []
+
+
+def test_a_dict_options_suboptions_are_checked_as_ansible_words_them():
+    spec = {"top": {"type": "dict", "options": {"second": {"type": "dict", "options": {
+        "third": {"type": "int", "required": True}}}}}}
+    assert validation_errors(spec, {"top": {"second": {"nope": True}}}) == [
+        "top.second.nope. Supported parameters include: third.",
+        "missing required arguments: third found in top -> second"]
+    assert validation_errors(spec, {"top": {"second": {"third": "3"}}}) == []

@@ -38,3 +38,10 @@ def test_first_found_gives_the_path_of_the_first_file_that_exists(tmp_path: Path
     assert render("{{ query('first_found', 'nope.yml', skip=True) }}", variables) == []
     with pytest.raises(TemplateError, match="No file was found when using first_found"):
         render("{{ lookup('first_found', 'nope.yml') }}", variables)
+
+
+def test_the_config_lookup_answers_for_the_settings_gpuconf_fixes():
+    assert render("{{ lookup('config', 'DEFAULT_PRIVATE_ROLE_VARS') }}", Vars({})) is False
+    assert render("{{ lookup('config', 'NOPE', default=3) }}", Vars({})) == 3
+    with pytest.raises(TemplateError, match="gpuconf has no setting 'NOPE'"):
+        render("{{ lookup('config', 'NOPE') }}", Vars({}))

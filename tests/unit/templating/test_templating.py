@@ -115,3 +115,8 @@ def test_verbatim_layers_are_data_not_templates():
     variables = Vars(Verbatim({"out": {"stdout": "{{ secret }}"}, "motd": "{{ x }}"}), {"x": 1, "y": "{{ x }}"})
     assert render("{{ out.stdout }}", variables) == "{{ secret }}"
     assert render("{{ motd }}-{{ y }}", variables) == "{{ x }}-1"
+
+
+def test_a_filter_given_an_undefined_value_says_it_is_undefined():
+    with pytest.raises(TemplateError, match="undefined variable 'myundef'"):
+        render("{{ myundef | dict2items }}", Vars({}))
