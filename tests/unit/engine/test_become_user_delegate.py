@@ -223,8 +223,9 @@ def test_become_user_of_a_role_and_an_include_reaches_their_tasks(tmp_path, caps
           roles:
             - {role: whoami, become_user: nobody}
           tasks:
-            - include_tasks: more.yml
-              become_user: nobody
+            - include_tasks:   # become_user on the include itself is refused, as by Ansible: apply passes it on
+                file: more.yml
+                apply: {become_user: nobody}
         """)
     code, data, _ = run(tmp_path, capsys, "apply", playbook)
     assert code == 0, data
