@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -79,8 +80,9 @@ def site(fleet, installed_gpuconf, tmp_path_factory) -> Site:
     groups["t4"]["hosts"] = {info.name: {"address": info.address} for info in fleet.nodes}
     groups["slurm_controller"]["hosts"] = {"slurmctl": {
         "connection": "local", "become": False, "slurm_conf_dir": str(fleet.slurm_paths.conf.parent),
-        "slurm_reconfigure_command": f"{Path(sys.executable).with_name('gpuconf-lab')} slurm --name {LAB} -- "
-                                     "scontrol reconfigure"}}
+        # a command's line is split as Ansible's command module splits it: the path quoted (a clone at a path with a space)
+        "slurm_reconfigure_command": f"{shlex.quote(str(Path(sys.executable).with_name('gpuconf-lab')))} "
+                                     f"slurm --name {LAB} -- scontrol reconfigure"}}
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
     (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump({
         "port": fleet.port, "user": "gpuadmin", "become": True, "ssh_key": str(fleet.client_key),

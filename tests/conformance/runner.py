@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def prepare(work: Path) -> None:
     python = ANSIBLE_VENV / "bin" / "python"
     (integration / "inventory").write_text(
         "[testgroup]\ntesthost ansible_connection=local ansible_pipelining=yes "
-        f"ansible_python_interpreter={python}\n")
+        f"ansible_python_interpreter={shlex.quote(str(python))}\n")  # the clone may live at a path with a space
     for folder in ("output", "home", "tmp", "junit", "pybin", "gpuconf-cache", "gpuconf-state"):
         (work / folder).mkdir(parents=True, exist_ok=True)
     (work / "ansible.cfg").write_text("")
