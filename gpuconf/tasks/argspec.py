@@ -88,17 +88,22 @@ def converted(name: str, kind: str, value: Any) -> Any:
     return value
 
 
-def validation_errors(spec: dict[str, Any], values: dict[str, Any], who: str = "role") -> list[str]:
-    """Ansible's ArgumentSpecValidator messages for `values` against the options `spec`."""
+def validation_errors(spec: dict[str, Any], values: dict[str, Any], who: str = "role",
+                      path: tuple[str, ...] = ()) -> list[str]:
+    """Ansible's ArgumentSpecValidator messages for `values` against the options `spec`; under a dict
+    option's `options` (`path`, nested to any depth) worded as Ansible's: the place of a missing or
+    wrong one after 'found in', an unsupported one by its dotted name."""
+    where = f" found in {' -> '.join(path)}" if path else ""
     errors = []
     unknown = sorted(str(name) for name in values if name not in spec)
     if unknown:
-        errors.append(f"Unsupported parameters for ({who}) module: {', '.join(unknown)}. "
+        errors.append(f"{'' if path else f'Unsupported parameters for ({who}) module: '}"
+                      f"{', '.join('.'.join((*path, name)) for name in unknown)}. "
                       f"Supported parameters include: {', '.join(sorted(map(str, spec)))}.")
     missing = sorted(str(name) for name, option in spec.items()
                      if (option or {}).get("required") and name not in values)
     if missing:
-        errors.append(f"missing required arguments: {', '.join(missing)}")
+        errors.append(f"missing required arguments: {', '.join(missing)}{where}")
     for name, option in spec.items():
         option = option or {}
         if name not in values:
@@ -106,44 +111,15 @@ def validation_errors(spec: dict[str, Any], values: dict[str, Any], who: str = "
         try:
             value = converted(str(name), str(option.get("type", "str")), values[name])
         except ValueError as exc:
-            errors.append(str(exc))
+            errors.append(f"{exc}{where}")
             continue
         choices = option.get("choices")
+        # a list value's items are held to the choices at the top level only (a nested list is not)
         if choices and (value not in choices if not isinstance(value, list) else
-                        any(item not in choices for item in value)):
-            errors.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value}")
+                        not path and any(item not in choices for item in value)):
+            errors.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value}{where}")
         if isinstance(option.get("options"), dict) and isinstance(value, dict):
-            errors += suboption_errors(option["options"], value, (str(name),))
-    return errors
-
-
-def suboption_errors(spec: dict[str, Any], values: dict[str, Any], path: tuple[str, ...]) -> list[str]:
-    """The errors of a dict option's `options` (nested to any depth), worded as Ansible's: the
-    place of a missing one after 'found in', an unsupported one by its dotted name."""
-    errors = []
-    unknown = sorted(str(name) for name in values if name not in spec)
-    if unknown:
-        errors.append(f"{', '.join('.'.join((*path, name)) for name in unknown)}. "
-                      f"Supported parameters include: {', '.join(sorted(map(str, spec)))}.")
-    missing = sorted(str(name) for name, option in spec.items()
-                     if (option or {}).get("required") and name not in values)
-    if missing:
-        errors.append(f"missing required arguments: {', '.join(missing)} found in {' -> '.join(path)}")
-    for name, option in spec.items():
-        option = option or {}
-        if name not in values:
-            continue
-        try:
-            value = converted(str(name), str(option.get("type", "str")), values[name])
-        except ValueError as exc:
-            errors.append(f"{exc} found in {' -> '.join(path)}")
-            continue
-        choices = option.get("choices")
-        if choices and not isinstance(value, list) and value not in choices:
-            errors.append(f"value of {name} must be one of: {', '.join(map(str, choices))}, got: {value} "
-                          f"found in {' -> '.join(path)}")
-        if isinstance(option.get("options"), dict) and isinstance(value, dict):
-            errors += suboption_errors(option["options"], value, (*path, str(name)))
+            errors += validation_errors(option["options"], value, who, (*path, str(name)))
     return errors
 
 
