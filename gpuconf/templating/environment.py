@@ -66,9 +66,23 @@ def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) 
     return extract(environment, item, container, morekeys)
 
 
+# the lookups of ansible-core that take an undefined term (accept_args_markers); any other given
+# one among its terms or options is not called and gives back that undefined value, as a filter
+MARKER_LOOKUPS = frozenset(("first_found", "env"))
+
+
+def _undefined_term(name: str, terms: tuple[Any, ...], options: dict[str, Any]) -> jinja2.Undefined | None:
+    if name.rsplit(".", 1)[-1] in MARKER_LOOKUPS:
+        return None
+    return next((v for v in (*terms, *options.values()) if isinstance(v, jinja2.Undefined)), None)
+
+
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import lookup
+    undefined = _undefined_term(name, terms, options)
+    if undefined is not None:
+        return undefined
     return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                   environment=context.environment, **options)
 
@@ -76,6 +90,9 @@ def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import query
+    undefined = _undefined_term(name, terms, options)
+    if undefined is not None:
+        return undefined
     return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                  environment=context.environment, **options)
 
