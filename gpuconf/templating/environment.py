@@ -152,9 +152,10 @@ def make_env() -> jinja2.Environment:
     env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
     env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
-    for name, function in list(env.filters.items()):
-        if name not in UNDEFINED_TAKERS:
-            env.filters[name] = _passes_undefined(function)
+    for plugins, takers in ((env.filters, UNDEFINED_TAKERS), (env.tests, UNDEFINED_TESTS)):
+        for name, function in list(plugins.items()):
+            if name not in takers:
+                plugins[name] = _passes_undefined(function)
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env
 
@@ -164,6 +165,9 @@ def make_env() -> jinja2.Environment:
 # ansible-core 2.19 (its filters do not accept markers): `nope | trim | default('x')` is 'x', and
 # using the undefined value itself still fails.
 UNDEFINED_TAKERS = frozenset(("default", "d", "mandatory"))
+# The same for tests: only these judge an undefined value (plugins/test/core.py, accept_args_markers);
+# any other gives it back, so `nope is sequence` is an error where Jinja's own test says False.
+UNDEFINED_TESTS = frozenset(("defined", "undefined", "vault_encrypted"))
 
 
 def _passes_undefined(function: Callable[..., Any]) -> Callable[..., Any]:
