@@ -132,7 +132,25 @@ def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **
 class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
     """An undefined value as Ansible's templar has it: an error wherever it is used, but
     `x.y` of an undefined `x` is undefined too, so `r.rc | default(-1)` and `r.rc is defined`
-    work when `r` is not set at all."""
+    work when `r` is not set at all. A key a value lacks is named in 2.19's words
+    (_jinja_common.Marker): "object of type 'dict' has no attribute 'rc'"."""
+
+    def __init__(self, hint: str | None = None, obj: Any = jinja2.utils.missing, name: str | None = None,
+                 exc: type[jinja2.exceptions.TemplateRuntimeError] = jinja2.UndefinedError):
+        if not hint and name is not None and obj is not jinja2.utils.missing:
+            hint = f"object of type {native_type_name(obj)!r} has no attribute {name!r}"
+            exc = MissingAttribute
+        super().__init__(hint, obj, name, exc)
+
+
+class MissingAttribute(jinja2.UndefinedError):
+    """`x.y` or `x['y']` of a value `x` that has no `y`."""
+
+
+def native_type_name(value: object) -> str:
+    """The builtin type a value is (a subclass of dict is a dict), as ansible-core names it."""
+    return next((kind.__name__ for kind in type(value).__mro__ if kind.__module__ == "builtins" and kind is not object),
+                type(value).__name__)
 
 
 def make_env() -> jinja2.Environment:

@@ -133,3 +133,9 @@ def test_a_test_given_an_undefined_value_says_it_is_undefined(text):
 
 def test_defined_and_undefined_take_an_undefined_value():
     assert render("{{ d2 is defined }}-{{ d2 is undefined }}-{{ d2.x is defined }}", Vars({})) == "False-True-False"
+
+
+def test_a_missing_key_is_named_as_ansible_core_names_it():
+    with pytest.raises(TemplateError, match="object of type 'dict' has no attribute 'rc'"):
+        render("{{ r.rc }}", Vars({"r": {"changed": False}}))
+    assert render("{{ r.rc | default(-1) }} {{ r.rc is defined }}", Vars({"r": {}})) == "-1 False"
