@@ -18,9 +18,9 @@ from gpuconf.errors import TemplateError, UndefinedAttribute, UndefinedVariable
 from gpuconf.files.yamlsrc import Secret, Unsafe
 from gpuconf.templating import secret_marks as marks
 from gpuconf.templating.compiled import ENV, MARKING, compiled, lookup_reference, reference, run_template, segments
+from gpuconf.templating.environment import MissingAttribute
 from gpuconf.templating.secret_marks import STATE as MARKS
 from gpuconf.templating.secret_marks import mark, tell, touch
-from gpuconf.templating.environment import MissingAttribute
 
 # One expression and nothing else keeps its type, as in ansible-core 2.19: any text around it, a
 # space or a line break, makes a string (`" {{ [1, 2] }}"` is " [1, 2]"; `content: |` with one
