@@ -69,6 +69,8 @@ def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import lookup
+    if (undefined := _first_undefined(name, terms, options)) is not None:
+        return undefined
     return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                   environment=context.environment, **options)
 
@@ -76,8 +78,21 @@ def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import query
+    if (undefined := _first_undefined(name, terms, options)) is not None:
+        return undefined
     return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                  environment=context.environment, **options)
+
+
+# The lookups that are given an undefined term or option (ansible-core 2.19: accept_args_markers);
+# any other given one is not run and gives it back (_jinja_plugins._invoke_lookup).
+UNDEFINED_LOOKUPS = frozenset(("env", "first_found"))
+
+
+def _first_undefined(name: str, terms: tuple[Any, ...], options: Mapping[str, Any]) -> jinja2.Undefined | None:
+    if name in UNDEFINED_LOOKUPS:
+        return None
+    return next((value for value in (*terms, *options.values()) if isinstance(value, jinja2.Undefined)), None)
 
 
 class _ContextVars(Mapping[str, Any]):

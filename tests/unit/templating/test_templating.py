@@ -139,3 +139,11 @@ def test_a_missing_key_is_named_as_ansible_core_names_it():
     with pytest.raises(TemplateError, match="object of type 'dict' has no attribute 'rc'"):
         render("{{ r.rc }}", Vars({"r": {"changed": False}}))
     assert render("{{ r.rc | default(-1) }} {{ r.rc is defined }}", Vars({"r": {}})) == "-1 False"
+
+
+@pytest.mark.parametrize("text", ["{{ lookup('list', nope, wantlist=True) }}-x", "{{ query('items', [1], nope) }}-x",
+                                  "{{ lookup('vars', 'x', default=nope) }}"])
+def test_a_lookup_given_an_undefined_term_says_it_is_undefined(text):
+    # ansible-core 2.19's _invoke_lookup: a lookup that does not accept markers gives the first back
+    with pytest.raises(TemplateError, match="undefined variable 'nope'"):
+        render(text, Vars({"x": 1}))
