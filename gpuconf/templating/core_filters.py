@@ -222,16 +222,9 @@ def truthy(value: Any, convert_bool: bool = False) -> bool:
     return bool(value)
 
 
-def _subset(name: str) -> Any:
-    """The test `name`: Python's sets, as ansible-core's (`set(a) <= set(b)`; superset the other
-    way): a list or a mapping among the items is unhashable and the test fails, a task error."""
-    def test(a: Any, b: Any) -> bool:
-        small, large = (a, b) if name.endswith("subset") else (b, a)
-        try:
-            return set(small) <= set(large)
-        except TypeError as exc:
-            raise GpuconfError(f"The test plugin '{name}' failed: {exc}") from None
-    return test
+def issubset(a: Any, b: Any) -> bool:
+    """Ansible's (plugins/test/mathstuff.py): sets of the items, so a dict or list item is an error."""
+    return set(a) <= set(b)
 
 
 _OPERATORS = {"==": "eq", "=": "eq", "eq": "eq", "<": "lt", "lt": "lt", "<=": "le", "le": "le", ">": "gt",
@@ -297,8 +290,8 @@ TESTS: dict[str, Any] = {
     "search": lambda value, pattern="", ignorecase=False, multiline=False: regex(value, pattern, ignorecase,
                                                                                  multiline, "search"),
     "regex": regex, "truthy": truthy, "falsy": lambda value, convert_bool=False: not truthy(value, convert_bool),
-    **{name: _subset(name) for name in ("subset", "issubset", "superset", "issuperset")},
-    "contains": lambda seq, value: value in seq,
+    "subset": issubset, "issubset": issubset, "superset": lambda a, b: issubset(b, a),
+    "issuperset": lambda a, b: issubset(b, a), "contains": lambda seq, value: value in seq,
     "any": lambda values: any(values), "all": lambda values: all(values),
     "version": version, "version_compare": version,
     "nan": lambda value: isinstance(value, float) and math.isnan(value),
