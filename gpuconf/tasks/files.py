@@ -95,11 +95,9 @@ class FileParams(_Owned):
     @field_validator("content", mode="before")
     @classmethod
     def _json(cls, value: object) -> object:
-        """A mapping or a list is written as JSON, a boolean or a number as its text (`False`, `5`),
-        as Ansible's copy writes them."""
-        if isinstance(value, (dict, list)):
-            return json.dumps(value)
-        return str(value) if isinstance(value, (bool, int, float)) else value
+        """A mapping or a list is written as JSON, as Ansible's copy writes it (a number or a
+        boolean is its text, as for every text parameter: tasks/registry.py build_params)."""
+        return json.dumps(value) if isinstance(value, (dict, list)) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> FileParams:
@@ -199,12 +197,6 @@ class LineParams(Params):
     state: Literal["present", "absent"] = "present"
     create: bool = True
     backup: bool = False
-
-    @field_validator("line", mode="before")
-    @classmethod
-    def _text(cls, value: object) -> object:
-        """A boolean or a number is its text (`True`, `7`), as Ansible's `str` arguments take it."""
-        return str(value) if isinstance(value, (bool, int, float)) else value
 
     @model_validator(mode="after")
     def _needs_line(self) -> LineParams:

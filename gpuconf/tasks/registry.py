@@ -139,16 +139,28 @@ def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[i
     if templated:
         return None if _literal_errors_ok(model, raw, templated) else _first_literal_error(model, raw, templated)
     try:
-        model.model_validate(raw)
+        _validate_as_run(model, raw)
     except ValidationError as exc:
         return validation_message(exc, names)
     return None
 
 
+def _validate_as_run(model: type[Params], values: dict[str, object]) -> None:
+    """Validate literal params as build_params will: a number, a boolean, a mapping or a list
+    written for a text parameter (`content: 5`) is its text, as Ansible's str type takes it."""
+    try:
+        model.model_validate(values)
+    except ValidationError as exc:
+        texts = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and _as_text_ok(e["input"])]
+        if not texts:
+            raise
+        model.model_validate(_as_text(values, texts))
+
+
 def _literal_errors(model: type[Params], raw: dict[str, object], templated: set[str]) -> list[ErrorDetails]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
-        model.model_validate(static)
+        _validate_as_run(model, static)
     except ValidationError as exc:
         return [e for e in exc.errors() if e["loc"] and e["loc"][0] not in templated and e["type"] != "missing"]
     return []

@@ -1,7 +1,7 @@
 """A rendered value where a task's parameter is text: Ansible's `str` type takes it as its text."""
 import pytest
 
-from gpuconf.tasks.registry import build_params
+from gpuconf.tasks.registry import build_params, static_param_errors
 
 
 @pytest.mark.parametrize("value, text", [(535, "535"), (1.5, "1.5"), (True, "True"),
@@ -9,3 +9,12 @@ from gpuconf.tasks.registry import build_params
 def test_a_value_given_for_text_is_its_python_text_as_in_ansible(value, text):
     # module_utils/common/validation.py check_type_str: to_native(value) when conversion is allowed
     assert build_params("line", {"path": "/etc/x", "line": value}).line == text
+
+
+@pytest.mark.parametrize("type_name, params", [("file", {"path": "/etc/x", "content": 5}),
+                                               ("file", {"path": "/etc/x", "content": False}),
+                                               ("line", {"path": "/etc/x", "line": 7, "regexp": "{{ r }}"})])
+def test_a_literal_value_given_for_text_is_no_error_at_load(type_name, params):
+    # copy: {content: 5} is written '5' by Ansible: the load-time check takes what build_params takes
+    assert static_param_errors(type_name, params) is None
+    assert static_param_errors(type_name, {**params, "state": "nonsense"}) is not None
