@@ -28,10 +28,12 @@ DYNAMIC = ("include_tasks", "include_role")
 # what an include task takes besides its file (Ansible's include_tasks / include_role keywords)
 KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "loop", "loop_control", "with_items",
             "with_dict", "ignore_errors", "register", "apply", "no_log", "run_once", "delegate_to", "timeout",
-            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger")
+            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger",
+            "ignore_unreachable")
 APPLY = ("tags", "become", "become_user", "ignore_errors", "no_log", "when", "vars", "timeout", "run_once",
          "delegate_to", "check_mode", "environment", "any_errors_fatal")
-BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal")
+BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal",
+                   "ignore_unreachable")
 ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
                 "rolespec_validate", "apply")
 
@@ -161,7 +163,7 @@ class IncludeLoader:
                      if k in include.keywords.model_fields_set and k not in own}
         updates = {k: v for k, v in {**inherited, **apply}.items()
                    if k in ("ignore_errors", "no_log", "timeout", "run_once", "delegate_to", "check_mode",
-                            "any_errors_fatal") and k not in keywords.model_fields_set}
+                            "any_errors_fatal", "ignore_unreachable") and k not in keywords.model_fields_set}
         if apply.get("vars"):
             updates["vars"] = {**apply["vars"], **keywords.vars}
         if updates:

@@ -1,9 +1,11 @@
 """Roles, loaded as Ansible loads them, into the tasks and handlers of a play.
 
 - A role is looked up along the loader's roles path; its `meta/main.yml` dependencies load first.
-  In a play each (role, params) runs once (`allow_duplicates: true` in its meta lifts that); a
-  role named by import_role or include_role runs where it is named (unless it says `allow_duplicates:
-  false` and ran before), its dependencies still once.
+  In a play each (role, params) runs once on a host (`allow_duplicates: true` in its meta lifts
+  that): each loading is kept, and a host skips one whose earlier loading completed there (one of
+  its tasks ran, skipped and unreachable ones aside, and the host got past its last task), as
+  Ansible's role_complete; a role named by import_role or include_role runs where it is named
+  (unless it says `allow_duplicates: false` and completed before), its dependencies still once.
 - What a role's tasks see (gpuconf/engine/variables.py layers them, docs/variables.md): its
   params (`- role: x` with `a: 1`, its parents' too), its vars (its parents' vars, its
   dependencies' vars/main.yml, its own vars/main.yml, then the `vars:` of its entry), its defaults
@@ -141,9 +143,9 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
     allowed = call.allow_duplicates if call.allow_duplicates is not None else bool((meta or {}).get("allow_duplicates"))
-    if identity in loader.loaded_roles and not allowed:
-        loaded: Loaded = loader.loaded_roles[identity]
-        return loaded
+    # a role loaded again runs on a host only where its earlier loading did not complete there
+    # (Ansible's role_complete: engine/hostrun.py), so each loading is kept, marked
+    once = "" if allowed else identity
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
@@ -197,7 +199,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     for task in role_tasks + role_handlers:
         if task.role_instance:
             continue   # a role this one includes: that role's own
-        task.role_instance = instance
+        task.role_instance, task.role_once = instance, once
         task.role_params, task.role_vars, task.role_defaults = here.params, role_vars, defaults
         task.role_path = str(path)
         task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
