@@ -21,7 +21,7 @@ from typing import Any
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import TaskDef, TaskKeywords
-from gpuconf.playbook.roles import Parent, RoleCall, load_role
+from gpuconf.playbook.roles import Parent, RoleCall, lineage_of, load_role
 
 Loader = Any   # the playbook's Loader (loader.py imports this module)
 DYNAMIC = ("include_tasks", "include_role")
@@ -117,8 +117,14 @@ class IncludeLoader:
             holder = yamlsrc.YDict({"tasks": data})
             holder.file = str(path)
             before = len(self.loader.included_handlers)
-            tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search, role=context.role,
-                                       here=path.parent)
+            # an import_role in a role's included file is that role's child, as one in its own tasks
+            inside = [self._parent(include)] if include.role else []
+            self.loader.role_stack.extend(inside)
+            try:
+                tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search,
+                                           role=context.role, here=path.parent)
+            finally:
+                del self.loader.role_stack[len(self.loader.role_stack) - len(inside):]
             self._keep(self.loader.included_handlers[before:])   # those of roles it imports
         return [self._brought(include, task) for task in tasks]
 
@@ -133,8 +139,7 @@ class IncludeLoader:
                         handlers_from=str(params.get("handlers_from", "main")), public=False,
                         allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
                         validate=str(params.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
-                        parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
-                        if include.role else ())
+                        parents=(self._parent(include),) if include.role else ())
         from gpuconf.playbook.models import RoleRef
 
         tasks: list[TaskDef] = []
@@ -145,6 +150,12 @@ class IncludeLoader:
             self._keep(handlers + self.loader.included_handlers[before:])
         exposed = {"vars": dict(loaded.exports), "defaults": dict(loaded.defaults)} if public else None
         return [self._brought(include, task) for task in tasks], exposed
+
+    @staticmethod
+    def _parent(include: TaskDef) -> Parent:
+        """The role an include in a role is part of, for the role it includes or imports."""
+        return Parent(str(include.role), include.role_vars, include.role_params, include.role_defaults, entry="",
+                      path=include.role_path, lineage=lineage_of(include.include_params))
 
     def _keep(self, handlers: list[TaskDef]) -> None:
         """Handlers of the roles read while the play runs: a notify finds them from then on."""

@@ -318,6 +318,9 @@ class Play:
     role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
     includes: Any = None  # what reads the tasks of its dynamic includes (playbook/dynamic.py IncludeLoader)
     meets: bool | None = None  # whether its hosts meet after each task (engine/meta.py play_meets), once known
+    # the roles it names (roles:, import_role), and their dependencies, as loaded (Ansible's
+    # ansible_play_role_names and ansible_dependent_role_names)
+    role_names: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
 
 @dataclass

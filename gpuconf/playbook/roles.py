@@ -48,6 +48,15 @@ class Parent:
     params: dict[str, Any]
     defaults: dict[str, Any]
     entry: str = "main"   # its tasks file being read
+    path: str = ""
+    # the roles that imported or included it, nearest first, with their paths (Ansible's
+    # ansible_parent_role_names and ansible_parent_role_paths; none for a dependency)
+    lineage: tuple[tuple[str, str], ...] = ()
+
+
+def lineage_of(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The lineage an include's variables carry (a task of an imported or included role)."""
+    return tuple(zip(params.get("ansible_parent_role_names") or (), params.get("ansible_parent_role_paths") or ()))
 
 
 @dataclass
@@ -148,9 +157,14 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     once = "" if allowed else identity
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
+    # import_role or include_role in a role: that role, then the ones that brought it
+    lineage = ((call.parents[-1].name, call.parents[-1].path),) + call.parents[-1].lineage \
+        if call.parents and not call.dependency else ()
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
                   {**(call.parents[-1].params if call.parents else {}), **ref.params},
-                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from)
+                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from,
+                  str(path), lineage)
+    (loader.dependent_role_names if call.dependency else loader.play_role_names).append(ref.role)
     loaded = Loaded()
     deps = (meta or {}).get("dependencies") or []
     if not isinstance(deps, list):
@@ -200,6 +214,10 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         if task.role_instance:
             continue   # a role this one includes: that role's own
         task.role_instance, task.role_once = instance, once
+        if lineage:
+            task.include_params = {"ansible_parent_role_names": [name for name, _ in lineage],
+                                   "ansible_parent_role_paths": [folder for _, folder in lineage],
+                                   **task.include_params}
         task.role_params, task.role_vars, task.role_defaults = here.params, role_vars, defaults
         task.role_path = str(path)
         task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when

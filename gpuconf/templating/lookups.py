@@ -206,6 +206,8 @@ def _template(searched: list[Path], term: Any, options: dict[str, Any], variable
     templates beside it and in the other templates/ folders)."""
     import jinja2
 
+    from gpuconf.templating.template_files import template_vars  # (it imports the environment: not at the top)
+
     if environment is None:
         raise GpuconfError("lookup('template') is available in a template only")
     folders = _in_subfolder(searched, "templates")
@@ -224,7 +226,8 @@ def _template(searched: list[Path], term: Any, options: dict[str, Any], variable
     bound_parse(env)   # its own parse, with its settings, its loops bounded
     text = match.read_text()
     template = env.from_string(text)
-    scope = _Over(extra, _Over({} if variables is None else variables, env.globals))
+    own = {**template_vars(str(term), match.resolve()), **extra}   # as Ansible's: template_path, ... then these
+    scope = _Over(own, _Over({} if variables is None else variables, env.globals))
     rendered = "".join(template.root_render_func(template.new_context(vars=scope, shared=True)))
     return rendered + "\n" if text.endswith("\n") else rendered
 
