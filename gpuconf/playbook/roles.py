@@ -28,6 +28,11 @@ from gpuconf.playbook.models import RoleRef, TaskDef
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
 Loader = Any
 ROLE_KEYS = ("role", "tags", "when", "become", "become_user", "vars")
+# a role's folders of Ansible plugins (Python that Ansible would load): gpuconf runs none
+PLUGIN_DIRS = ("library", "module_utils", "filter_plugins", "test_plugins", "lookup_plugins", "action_plugins",
+               "callback_plugins", "connection_plugins", "vars_plugins", "inventory_plugins", "strategy_plugins",
+               "become_plugins", "cache_plugins", "cliconf_plugins", "netconf_plugins", "terminal_plugins",
+               "httpapi_plugins", "doc_fragments")
 
 
 @dataclass
@@ -147,6 +152,11 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         raise PlaybookError(f"role '{ref.role}' imports its own {call.tasks_from} tasks: a recursion with no end",
                             where)
     path = find_role(loader, ref.role, where)
+    plugins = [name for name in PLUGIN_DIRS if (path / name).is_dir()]
+    if plugins:
+        raise PlaybookError(f"role '{ref.role}' has {plugins[0]}/: gpuconf loads no plugins (it runs no Python of a "
+                            "role's; its task types, filters, tests and lookups are its own: docs/ansible.md, "
+                            "'Refused'); do that work with gpuconf's, or remove the folder", where)
     meta = loader._optional(path / "meta" / "main.yml")
     if meta is not None and not isinstance(meta, dict):
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))

@@ -101,6 +101,13 @@ def test_role_dependencies_load_first_and_roles_see_their_defaults(tmp_path):
     assert play.role_defaults == {"version": "550"}  # role defaults are play-wide, as in Ansible
 
 
+def test_a_role_with_plugins_is_refused_at_load_saying_why(tmp_path):
+    write(tmp_path / "roles" / "r" / "tasks" / "main.yml", "- debug: {msg: \"{{ '1.2.3.4' | parse_ip }}\"}\n")
+    write(tmp_path / "roles" / "r" / "filter_plugins" / "ip.py", "class FilterModule: ...\n")
+    message, path = load_error(tmp_path, "- hosts: all\n  roles: [r]\n")
+    assert message.startswith(f"{path}:2:11: role 'r' has filter_plugins/: gpuconf loads no plugins")
+
+
 def test_role_dependency_cycle_is_an_error(tmp_path):
     write(tmp_path / "roles" / "a" / "meta" / "main.yml", "dependencies: [b]\n")
     write(tmp_path / "roles" / "b" / "meta" / "main.yml", "dependencies: [{role: a, x: 1}]\n")
