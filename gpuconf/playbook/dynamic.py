@@ -21,7 +21,7 @@ from typing import Any
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import TaskDef, TaskKeywords
-from gpuconf.playbook.roles import Parent, RoleCall, lineage_of, load_role
+from gpuconf.playbook.roles import Parent, RoleCall, lineage_of, load_role, refuse_plugins
 
 Loader = Any   # the playbook's Loader (loader.py imports this module)
 DYNAMIC = ("include_tasks", "include_role")
@@ -68,6 +68,11 @@ def include_entry(loader: Loader, node: yamlsrc.YDict, key: str, context: Any, v
             if option in spec and not isinstance(spec[option], str):
                 raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
         params = dict(yamlsrc.plain(spec))
+        role = params["name"]
+        found = [base / role for base in loader.role_dirs if isinstance(role, str) and "{" not in role
+                 and (base / role).is_dir()]
+        if found:   # a role of plugins is refused before anything runs, as an import_role's
+            refuse_plugins(found[0], role, where)
     if "apply" in node:
         params["apply"] = node["apply"]
     apply = params.get("apply") or {}

@@ -105,6 +105,16 @@ def find_role(loader: Loader, name: str, where: Location) -> Path:
     raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
 
 
+def refuse_plugins(path: Path, name: str, where: Location) -> None:
+    """A role with Ansible plugins is refused when it is read (an include_role's, when the
+    playbook loads, where its name is no template)."""
+    plugins = [folder for folder in PLUGIN_DIRS if (path / folder).is_dir()]
+    if plugins:
+        raise PlaybookError(f"role '{name}' has {plugins[0]}/: gpuconf loads no plugins (it runs no Python of a "
+                            "role's; its task types, filters, tests and lookups are its own: docs/ansible.md, "
+                            "'Refused'); do that work with gpuconf's, or remove the folder", where)
+
+
 def role_file(folder: Path, name: str) -> Path | None:
     """`folder/name` as Ansible finds it: .yml, .yaml, .json or no extension (or a folder); a name
     that leads outside the role's folder is refused, as Ansible refuses it."""
@@ -152,11 +162,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         raise PlaybookError(f"role '{ref.role}' imports its own {call.tasks_from} tasks: a recursion with no end",
                             where)
     path = find_role(loader, ref.role, where)
-    plugins = [name for name in PLUGIN_DIRS if (path / name).is_dir()]
-    if plugins:
-        raise PlaybookError(f"role '{ref.role}' has {plugins[0]}/: gpuconf loads no plugins (it runs no Python of a "
-                            "role's; its task types, filters, tests and lookups are its own: docs/ansible.md, "
-                            "'Refused'); do that work with gpuconf's, or remove the folder", where)
+    refuse_plugins(path, ref.role, where)
     meta = loader._optional(path / "meta" / "main.yml")
     if meta is not None and not isinstance(meta, dict):
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))

@@ -106,6 +106,9 @@ def test_a_role_with_plugins_is_refused_at_load_saying_why(tmp_path):
     write(tmp_path / "roles" / "r" / "filter_plugins" / "ip.py", "class FilterModule: ...\n")
     message, path = load_error(tmp_path, "- hosts: all\n  roles: [r]\n")
     assert message.startswith(f"{path}:2:11: role 'r' has filter_plugins/: gpuconf loads no plugins")
+    # an include_role's too, when the playbook loads (where its name is no template)
+    message, path = load_error(tmp_path, "- hosts: all\n  tasks:\n    - include_role: {name: r}\n")
+    assert message.startswith(f"{path}:3:7: role 'r' has filter_plugins/: gpuconf loads no plugins")
 
 
 def test_role_dependency_cycle_is_an_error(tmp_path):
