@@ -24,7 +24,8 @@ from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating.conditions import evaluate_when
 from gpuconf.templating.render import Vars, Verbatim, is_template
-from gpuconf.templating.template_files import render_file, template_vars
+from gpuconf.templating.template_files import render_file
+from gpuconf.templating.template_vars import template_vars
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:

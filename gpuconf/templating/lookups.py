@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuconf.errors import GpuconfError
 from gpuconf.templating.bounds import bound_parse
+from gpuconf.templating.template_vars import template_vars
 
 LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
            "file", "env", "vars", "template", "first_found", "config")
@@ -205,8 +206,6 @@ def _template(searched: list[Path], term: Any, options: dict[str, Any], variable
     and `template_vars` over them, in the calling template's Jinja environment ({% include %} finds
     templates beside it and in the other templates/ folders)."""
     import jinja2
-
-    from gpuconf.templating.template_files import template_vars  # (it imports the environment: not at the top)
 
     if environment is None:
         raise GpuconfError("lookup('template') is available in a template only")
