@@ -34,6 +34,7 @@ TASK_MODULES: dict[str, str] = {
     "initramfs": "gpuconf.tasks.initramfs:Initramfs",
     "command": "gpuconf.tasks.commands:Command",
     "probe": "gpuconf.tasks.probe:Probe",
+    "ping": "gpuconf.tasks.ping:Ping",
     "reboot": "gpuconf.tasks.reboot:Reboot",
     "assert": "gpuconf.tasks.commands:Assert",
     "validate_argument_spec": "gpuconf.tasks.argspec:ValidateArgumentSpec",

@@ -130,6 +130,8 @@ class Vars(Mapping[str, Any]):
         self._active.append(key)
         try:
             value = render(value, self)
+        except UndefinedVariable as exc:   # as in ansible-core 2.19: undefined where it is used, not here
+            value = ENV.undefined(name=exc.name)   # (`x is undefined`, `x | default(...)`; a use names exc.name)
         finally:
             self._active.pop()
         if MARKS.reads != before or key in names:
@@ -286,7 +288,7 @@ def _guard(text: str, func: Any) -> Any:
     except jinja2.UndefinedError as exc:
         name = undefined_name(exc)
         if name:
-            raise UndefinedVariable(name, f"undefined variable '{name}'{undefined_hint(name)}") from None
+            raise UndefinedVariable(name, f"'{name}' is undefined{undefined_hint(name)}") from None
         raise TemplateError(f"template error: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error in '{text.strip()}': {exc.message}") from None
