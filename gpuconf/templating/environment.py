@@ -135,6 +135,37 @@ class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
     work when `r` is not set at all."""
 
 
+class ErrorMarker(ChainedUndefined):
+    """A variable whose template failed (it refers to itself, a filter raised): as ansible-core
+    2.19's captured-exception marker, the error is raised where the value is used, not where a
+    template names it (`'x' if b else n1` with a broken `n1` and `b` true is 'x'). Unlike an
+    undefined value, `is defined` and `default()` do not take it: they give it back, and using
+    that raises the error."""
+
+    def __init__(self, error: Exception):
+        # Jinja raises `exc(message)` wherever an undefined value is used: here, the error itself
+        super().__init__(hint=str(error), exc=lambda _message: error)  # type: ignore[arg-type]
+        self.error = error
+
+
+def _defined(value: Any) -> Any:
+    return value if isinstance(value, ErrorMarker) else not isinstance(value, jinja2.Undefined)
+
+
+def _undefined(value: Any) -> Any:
+    return value if isinstance(value, ErrorMarker) else isinstance(value, jinja2.Undefined)
+
+
+def _takes_no_error(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that takes an undefined value (`default`, `mandatory`) gives an ErrorMarker back."""
+    @functools.wraps(function)
+    def taking(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], ErrorMarker):
+            return args[0]
+        return function(*args, **kwargs)
+    return taking
+
+
 def make_env() -> jinja2.Environment:
     # trim_blocks as Ansible's templar: a template ported from Ansible renders byte for byte the same
     env = CountingEnvironment(undefined=ChainedUndefined, keep_trailing_newline=True, autoescape=False,
@@ -152,9 +183,9 @@ def make_env() -> jinja2.Environment:
     env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
     env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
+    env.tests.update(defined=_defined, undefined=_undefined)
     for name, function in list(env.filters.items()):
-        if name not in UNDEFINED_TAKERS:
-            env.filters[name] = _passes_undefined(function)
+        env.filters[name] = (_takes_no_error if name in UNDEFINED_TAKERS else _passes_undefined)(function)
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env
 
