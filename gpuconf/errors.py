@@ -70,6 +70,20 @@ class UndefinedVariable(TemplateError):
         super().__init__(message, location)
         self.name = name
 
+    @property
+    def shown(self) -> str:
+        """What Ansible's `debug: var=` shows for it."""
+        return f"'{self.name}' is undefined"
+
+
+class UndefinedAttribute(TemplateError):
+    """A template used a key or attribute its value lacks; `shown` says so as ansible-core 2.19 does
+    ("object of type 'dict' has no attribute 'rc'")."""
+
+    def __init__(self, shown: str, message: str, location: Location | None = None):
+        super().__init__(message, location)
+        self.shown = shown
+
 
 class ConnectError(GpuconfError):
     """A host that cannot be reached. `transient` errors are retried."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.engine.include_vars import include_vars
-from gpuconf.errors import UndefinedVariable
+from gpuconf.errors import UndefinedAttribute, UndefinedVariable
 from gpuconf.playbook.models import TaskDef
 from gpuconf.templating.render import Vars, evaluate, render
 
@@ -32,8 +32,8 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
             name = str(render(name, variables))
         try:
             value = snapshot(evaluate(name, variables))
-        except UndefinedVariable as exc:  # as Ansible 2.19's debug: the error is the value shown
-            value = f"<< error 1 - '{exc.name}' is undefined >>"
+        except (UndefinedVariable, UndefinedAttribute) as exc:  # as Ansible 2.19's debug: the error is the value shown
+            value = f"<< error 1 - {exc.shown} >>"
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
     message = snapshot(render(task.params.get("msg", DEFAULT_MESSAGE), variables))
     text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)

@@ -69,6 +69,8 @@ def _extract(environment: Any, item: Any, container: Any, morekeys: Any = None) 
 @jinja2.pass_context
 def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import lookup
+    if (undefined := _first_undefined(name, terms, options)) is not None:
+        return undefined
     return lookup(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                   environment=context.environment, **options)
 
@@ -76,8 +78,21 @@ def _ansible_lookup(context: Any, name: str, *terms: Any, **options: Any) -> Any
 @jinja2.pass_context
 def _ansible_query(context: Any, name: str, *terms: Any, **options: Any) -> Any:
     from gpuconf.templating.lookups import query
+    if (undefined := _first_undefined(name, terms, options)) is not None:
+        return undefined
     return query(_lookup_paths(context), name, *terms, variables=_ContextVars(context),
                  environment=context.environment, **options)
+
+
+# The lookups that are given an undefined term or option (ansible-core 2.19: accept_args_markers);
+# any other given one is not run and gives it back (_jinja_plugins._invoke_lookup).
+UNDEFINED_LOOKUPS = frozenset(("env", "first_found"))
+
+
+def _first_undefined(name: str, terms: tuple[Any, ...], options: Mapping[str, Any]) -> jinja2.Undefined | None:
+    if name in UNDEFINED_LOOKUPS:
+        return None
+    return next((value for value in (*terms, *options.values()) if isinstance(value, jinja2.Undefined)), None)
 
 
 class _ContextVars(Mapping[str, Any]):
@@ -132,7 +147,25 @@ def _to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **
 class ChainedUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
     """An undefined value as Ansible's templar has it: an error wherever it is used, but
     `x.y` of an undefined `x` is undefined too, so `r.rc | default(-1)` and `r.rc is defined`
-    work when `r` is not set at all."""
+    work when `r` is not set at all. A key a value lacks is named in 2.19's words
+    (_jinja_common.Marker): "object of type 'dict' has no attribute 'rc'"."""
+
+    def __init__(self, hint: str | None = None, obj: Any = jinja2.utils.missing, name: str | None = None,
+                 exc: type[jinja2.exceptions.TemplateRuntimeError] = jinja2.UndefinedError):
+        if not hint and name is not None and obj is not jinja2.utils.missing:
+            hint = f"object of type {native_type_name(obj)!r} has no attribute {name!r}"
+            exc = MissingAttribute
+        super().__init__(hint, obj, name, exc)
+
+
+class MissingAttribute(jinja2.UndefinedError):
+    """`x.y` or `x['y']` of a value `x` that has no `y`."""
+
+
+def native_type_name(value: object) -> str:
+    """The builtin type a value is (a subclass of dict is a dict), as ansible-core names it."""
+    return next((kind.__name__ for kind in type(value).__mro__ if kind.__module__ == "builtins" and kind is not object),
+                type(value).__name__)
 
 
 class ErrorMarker(ChainedUndefined):
@@ -183,9 +216,13 @@ def make_env() -> jinja2.Environment:
     env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
     env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
-    env.tests.update(defined=_defined, undefined=_undefined)
+    env.tests.update(defined=_defined, undefined=_undefined)   # they give an ErrorMarker back themselves
     for name, function in list(env.filters.items()):
-        env.filters[name] = (_takes_no_error if name in UNDEFINED_TAKERS else _passes_undefined)(function)
+        env.filters[name] = _takes_no_error(function) if name in UNDEFINED_TAKERS else _passes_undefined(function)
+    tests: dict[str, Any] = env.tests
+    for name, test in list(tests.items()):
+        if name not in UNDEFINED_TESTS:
+            tests[name] = _passes_undefined(test)
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env
 
@@ -195,6 +232,9 @@ def make_env() -> jinja2.Environment:
 # ansible-core 2.19 (its filters do not accept markers): `nope | trim | default('x')` is 'x', and
 # using the undefined value itself still fails.
 UNDEFINED_TAKERS = frozenset(("default", "d", "mandatory"))
+# The same for tests: only these judge an undefined value (plugins/test/core.py, accept_args_markers);
+# any other gives it back, so `nope is sequence` is an error where Jinja's own test says False.
+UNDEFINED_TESTS = frozenset(("defined", "undefined", "vault_encrypted"))
 
 
 def _passes_undefined(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,10 +14,11 @@ from typing import Any
 
 import jinja2
 
-from gpuconf.errors import TemplateError, UndefinedVariable
+from gpuconf.errors import TemplateError, UndefinedAttribute, UndefinedVariable
 from gpuconf.files.yamlsrc import Secret, Unsafe
 from gpuconf.templating import secret_marks as marks
 from gpuconf.templating.compiled import ENV, MARKING, compiled, lookup_reference, reference, run_template, segments
+from gpuconf.templating.environment import MissingAttribute
 from gpuconf.templating.secret_marks import STATE as MARKS
 from gpuconf.templating.secret_marks import mark, tell, touch
 
@@ -297,6 +298,8 @@ def undefined_hint(name: str) -> str:
 def _guard(text: str, func: Any) -> Any:
     try:
         return func()
+    except MissingAttribute as exc:
+        raise UndefinedAttribute(str(exc), f"template error: {exc}") from None
     except jinja2.UndefinedError as exc:
         name = undefined_name(exc)
         if name:

@@ -10,6 +10,8 @@ from typing import Any
 from tests.ansible_fuzz.gen_expr import CATALOG, TYPE_OF, Expressions, Values, literal
 
 TAGS = ["t1", "t2", "always", "never"]
+# the keys of a registered result `debug: var=` shows: those the harness compares (harness.py)
+RESULT_KEYS = ["changed", "failed", "rc", "stdout_lines", "skipped", "msg", "results"]
 COMMANDS = ["echo {w}", "printf '%s\\n' {w} second", "true", "false", "sh -c 'exit 3'", "printf 'a\\n\\nb\\n\\n'",
             "echo {{{{ {e} }}}}", "cat /nonexistent/file", "echo $HOME *.yml"]
 SHELLS = ["echo {w} | tr a-z A-Z", "echo one; echo two >&2", "exit 2", "printf '%s' {w}", "test -n '{w}' && echo set"]
@@ -95,6 +97,8 @@ class TaskGen:
         if self.chance(0.25):
             name = self.rng.choice([*CATALOG["int"], *CATALOG["str"], *CATALOG["list"], *CATALOG["dict"],
                                     *self.scope.registered, "undefined_var"])
+            if name in self.scope.registered:   # a whole result holds what differs run to run (delta, a temporary src)
+                name += "." + RESULT_KEYS[len(self.scope.registered) % len(RESULT_KEYS)]   # no draw: seeds replay
             return self.registering({"debug": {"var": name}}, 0.1)
         msg = self.expr.template() if self.chance(0.6) else self.expr.text()
         form = self.rng.random()
