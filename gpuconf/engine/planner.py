@@ -79,8 +79,12 @@ class HostPlanner:
             return None
 
     def flag(self, task: TaskDef, name: str) -> bool:
-        """A boolean keyword of the task (ignore_errors, run_once), a template rendered here."""
+        """A boolean keyword of the task (ignore_errors, run_once, ignore_unreachable), a template
+        rendered here; where neither the task nor its blocks say, its play's (ignore_errors and
+        ignore_unreachable are play keywords too, as in Ansible)."""
         value = getattr(task.keywords, name)
+        if name not in task.keywords.model_fields_set and getattr(self.play.keywords, name, None) is not None:
+            value = getattr(self.play.keywords, name)
         if isinstance(value, str):
             return evaluate_when(value.strip().removeprefix("{{").removesuffix("}}"), self.task_vars(task))
         return bool(value)

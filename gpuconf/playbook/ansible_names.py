@@ -64,6 +64,7 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "assert": ("assert", {"that": "that", "fail_msg": "fail_msg", "msg": "fail_msg", "success_msg": "success_msg",
                           "quiet": "quiet"}),
     "fail": ("assert", {"msg": "fail_msg"}),
+    "ping": ("ping", {"data": "data"}),
     "command": ("command", {"cmd": "cmd", "argv": "cmd", "creates": "creates", "removes": "removes",
                             "chdir": "chdir", "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
     "shell": ("command", {"cmd": "cmd", "creates": "creates", "removes": "removes", "chdir": "chdir",
@@ -71,7 +72,7 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
 }
 NATIVE = ("service", "package", "assert")   # gpuconf task types that Ansible also names
 FREE_FORM = ("command", "shell", "debug", "set_fact", "copy", "template", "file", "lineinfile", "apt", "dnf",
-             "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot")
+             "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot", "ping")
 # Ansible's features that a task key names, and what to use in gpuconf instead
 REFUSED_MODULES = {
     "import_playbook": "import_playbook is a play, not a task: put it at the playbook's top level",

@@ -199,12 +199,9 @@ def truthy(value: Any, convert_bool: bool = False) -> bool:
     return bool(value)
 
 
-def _as_set_member(value: Any) -> Any:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-
-
 def issubset(a: Any, b: Any) -> bool:
-    return {_as_set_member(x) for x in a} <= {_as_set_member(x) for x in b}
+    """Ansible's (plugins/test/mathstuff.py): sets of the items, so a dict or list item is an error."""
+    return set(a) <= set(b)
 
 
 _OPERATORS = {"==": "eq", "=": "eq", "eq": "eq", "<": "lt", "lt": "lt", "<=": "le", "le": "le", ">": "gt",

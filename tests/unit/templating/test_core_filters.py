@@ -43,3 +43,9 @@ def test_mandatory_names_the_variable_and_passes_a_defined_one():
 def test_omit_leaves_the_parameter_out():
     from gpuconf.templating.render import OMIT
     assert render({"a": "{{ x | default(omit) }}", "b": [1, "{{ omit }}"]}, Vars({"omit": OMIT})) == {"b": [1]}
+
+
+def test_subset_of_unhashable_items_is_an_error_as_in_ansible():
+    # ansible-core's issubset is set(a) <= set(b): a list of dicts cannot be one
+    with pytest.raises(TemplateError, match="unhashable"):
+        render("{{ [1] is subset([{'key': 'a'}]) }}", Vars({}))
