@@ -18,3 +18,8 @@ def test_a_literal_value_given_for_text_is_no_error_at_load(type_name, params):
     # copy: {content: 5} is written '5' by Ansible: the load-time check takes what build_params takes
     assert static_param_errors(type_name, params) is None
     assert static_param_errors(type_name, {**params, "state": "nonsense"}) is not None
+
+
+def test_a_number_in_an_argv_is_its_text_and_the_argv_stays_a_list():
+    # command argv [echo, w, "{{ n1 }}"] with n1 an int: the item is "42", never the list as one line
+    assert build_params("command", {"cmd": ["echo", "w", 42]}).cmd == ["echo", "w", "42"]
