@@ -23,3 +23,14 @@ def test_a_literal_value_given_for_text_is_no_error_at_load(type_name, params):
 def test_a_number_in_an_argv_is_its_text_and_the_argv_stays_a_list():
     # command argv [echo, w, "{{ n1 }}"] with n1 an int: the item is "42", never the list as one line
     assert build_params("command", {"cmd": ["echo", "w", 42]}).cmd == ["echo", "w", "42"]
+
+
+def test_a_line_with_line_breaks_is_appended_as_ansibles_lineinfile_appends_it_but_once():
+    # modules/lineinfile.py compares each line of the file with the whole `line` and appends it
+    # when none is equal: a line with a break is written (and again on Ansible's next run; gpuconf's
+    # apply checks again after it converges, so it is present when its lines are there in a row)
+    from gpuconf.tasks.files import edit_lines
+    params = build_params("line", {"path": "/etc/x", "line": "a\nb"})
+    assert edit_lines("x\n", params) == "x\na\nb\n"
+    assert edit_lines("x\na\nb\n", params) == "x\na\nb\n"
+    assert edit_lines("a\nx\nb\n", params) == "a\nx\nb\na\nb\n"
