@@ -81,6 +81,9 @@ class RoleCall:
     validate: bool = True   # rolespec_validate: false leaves out the argument_specs check
     dependency: bool = False   # a meta/main.yml dependency: a role may not depend on itself
     parents: tuple[Parent, ...] = ()
+    # the `when:` of the role entries that brought a dependency (outermost first): Ansible's
+    # dependency is its role's child, and so judged by its conditions too
+    when: tuple[Any, ...] = ()
 
 
 def role_ref(item: Any, where: Location, node: Any, validate: Any) -> RoleRef:
@@ -189,7 +192,8 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         dep_where = deps.location(index) if isinstance(deps, yamlsrc.YList) else where
         dep_ref = role_ref(dep, dep_where, dep, loader.validate)
         dep_call = RoleCall(call.tags | set(ref.tags), blocks=call.blocks, public=call.public,
-                            parents=call.parents + (here,), dependency=True)
+                            parents=call.parents + (here,), dependency=True,
+                            when=call.when + ((ref.when,) if ref.when is not None else ()))
         found = load_role(loader, dep_ref, dep_where, dep_call, tasks, handlers)
         loaded.defaults.update(found.defaults)
         loaded.exports.update(found.exports)
@@ -236,7 +240,7 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
                                    **task.include_params}
         task.role_params, task.role_vars, task.role_defaults = here.params, role_vars, defaults
         task.role_path = str(path)
-        task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when
+        task.role_when = [*call.when, *([ref.when] if ref.when is not None else []), *task.role_when]
         if task.become is None:
             task.become = ref.become
         if task.become_user is None:
