@@ -125,7 +125,8 @@ def _bounded_filters(filters: dict[str, Any]) -> dict[str, Any]:
 
         @functools.wraps(original)  # keeps that mark: Jinja still passes it
         def bounded(*args: object, **kwargs: object) -> Any:
-            check(*args[passed:], **kwargs)
+            if not _any_undefined(args, kwargs):   # else the filter gives the undefined value back
+                check(*args[passed:], **kwargs)
             return original(*args, **kwargs)
         return bounded
 
@@ -157,11 +158,17 @@ def _bounded_filters(filters: dict[str, Any]) -> dict[str, Any]:
 
     @functools.wraps(join)
     def bounded_join(eval_ctx: Any, value: Any, d: Any = "", attribute: Any = None) -> Any:
+        if _any_undefined((value, d, attribute), {}):
+            return join(eval_ctx, value, d, attribute)   # gives the undefined value back
         items = list(value)  # a generator (`map`'s) is counted too, and then joined
         text = sum(len(str(i)) for i in items) if attribute is None else 0
         _check_size("join", len(str(d)) * max(len(items) - 1, 0) + text)
         return join(eval_ctx, items, d, attribute)
     return {**bounded, "join": bounded_join}
+
+
+def _any_undefined(args: tuple[object, ...], kwargs: dict[str, object]) -> bool:
+    return any(isinstance(value, jinja2.Undefined) for value in (*args, *kwargs.values()))
 
 
 def _lipsum(original: Any) -> Callable[..., str]:

@@ -150,6 +150,14 @@ def test_a_filter_given_an_undefined_value_says_it_is_undefined():
         render("{{ myundef | dict2items }}", Vars({}))
 
 
+@pytest.mark.parametrize("text", ["{{ nope | indent(2) | default('x') }}", "{{ nope | center(9) | default('x') }}",
+                                  "{{ nope | join(',') | default('x') }}", "{{ [1, 2] | join(nope) | default('x') }}",
+                                  "{{ nope | replace('a', 'b') | default('x') }}"])
+def test_an_undefined_value_passes_through_the_bounded_filters_too(text):
+    # their size checks (templating/bounds.py) ran first and failed on it, before default() could take it
+    assert render(text, Vars({})) == "x"
+
+
 @pytest.mark.parametrize("text", ["{{ d2 is sequence }}", "{{ d2 is none }}", "{{ d2 is string | to_yaml }}",
                                   "{{ [1] is contains(d2) }}", "{{ d2.x is mapping }}"])
 def test_a_test_given_an_undefined_value_says_it_is_undefined(text):
