@@ -158,16 +158,7 @@ def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: 
     its loop_var), `results`, and the totals; a loop with no items is skipped."""
     if not items:
         return {"changed": False, "skipped": True, "skipped_reason": "No items in the list", "results": []}
-    control = task.keywords.loop_control
-    loop_var = control.loop_var if control else "item"
-    each = []
-    for index, (result, item) in enumerate(zip(results, items)):
-        value = {**registered_value(name, result), loop_var: item, "ansible_loop_var": loop_var}
-        if control and control.index_var:
-            value.update({control.index_var: index, "ansible_index_var": control.index_var})
-        if control and control.extended:
-            value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
-        each.append(value)
+    each = [item_registered(name, task, result, index, items) for index, result in enumerate(results[:len(items)])]
     skipped = all(r.get("skipped") for r in each)
     aggregate: dict[str, Any] = {"changed": any(r.get("changed") for r in each), "msg": "All items completed",
                                  "results": each, "skipped": skipped}
@@ -176,6 +167,19 @@ def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: 
     elif skipped:
         aggregate["msg"] = "All items skipped"
     return aggregate
+
+
+def item_registered(name: str, task: TaskDef, result: TaskResult, index: int, items: list[Any]) -> dict[str, Any]:
+    """One item's result as a loop registers it (with its item, under its loop_var); also what the
+    registered name holds while the loop's next item runs, as Ansible's loop binds it."""
+    control = task.keywords.loop_control
+    loop_var = control.loop_var if control else "item"
+    value = {**registered_value(name, result), loop_var: items[index], "ansible_loop_var": loop_var}
+    if control and control.index_var:
+        value.update({control.index_var: index, "ansible_index_var": control.index_var})
+    if control and control.extended:
+        value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
+    return value
 
 
 def entry_tally(results: list[TaskResult], ignore_errors: bool, rescuable: bool) -> str:
