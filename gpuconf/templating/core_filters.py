@@ -199,12 +199,10 @@ def truthy(value: Any, convert_bool: bool = False) -> bool:
     return bool(value)
 
 
-def _as_set_member(value: Any) -> Any:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-
-
 def issubset(a: Any, b: Any) -> bool:
-    return {_as_set_member(x) for x in a} <= {_as_set_member(x) for x in b}
+    """As ansible-core's mathstuff: sets of the two, so a list holding a dict or a list is an error
+    (unhashable type), not compared."""
+    return set(a) <= set(b)
 
 
 _OPERATORS = {"==": "eq", "=": "eq", "eq": "eq", "<": "lt", "lt": "lt", "<=": "le", "le": "le", ">": "gt",
