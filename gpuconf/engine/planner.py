@@ -21,6 +21,7 @@ from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.variables import FACT_NAMES, fact_aliases, task_variables
 from gpuconf.errors import GpuconfError, TaskError
 from gpuconf.facts.base import Fact
+from gpuconf.playbook.ansible_names import ansible_module
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -162,7 +163,7 @@ class HostPlanner:
     def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:
         values = task_type.resolve(render(task.params, variables), Resolver(variables, task.search_paths))
         try:
-            return build_params(task.type, values)
+            return build_params(task.type, values, any_as_text=ansible_module(task.action))
         except ValueError as exc:
             raise TaskError(f"{task.type}: {exc}") from None
 
@@ -222,7 +223,7 @@ class HostPlanner:
                 facts = []
             else:
                 values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
-                facts = self.reads(task, build_params(task.type, values))
+                facts = self.reads(task, build_params(task.type, values, any_as_text=ansible_module(task.action)))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if self.plan_cache is not None and use_cache and variables.reads is not None:
@@ -280,7 +281,7 @@ class HostPlanner:
             if contains_unknowable(rendered):
                 return PlannedTask(task, None, (), "its params read the host's facts", on_host)
             values = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
-            params = build_params(task.type, values)
+            params = build_params(task.type, values, any_as_text=ansible_module(task.action))
         except (GpuconfError, Exception) as exc:  # noqa: BLE001 - the run reports it on the task
             return PlannedTask(task, None, (), f"fails on the host: {self.secrets.redact(str(exc))}")
         shown = redact_value(params.model_dump(mode="json"), self.secrets)

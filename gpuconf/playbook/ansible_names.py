@@ -69,6 +69,13 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "shell": ("command", {"cmd": "cmd", "creates": "creates", "removes": "removes", "chdir": "chdir",
                           "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
 }
+def ansible_module(action: str) -> bool:
+    """Whether a task was written as one of Ansible's modules (`lineinfile`, `ansible.builtin.copy`,
+    `file`): its rendered arguments then convert as Ansible's argument spec converts them."""
+    short = action.rsplit(".", 1)[-1]
+    return short in MODULES or short == "file"
+
+
 NATIVE = ("service", "package", "assert")   # gpuconf task types that Ansible also names
 FREE_FORM = ("command", "shell", "debug", "set_fact", "copy", "template", "file", "lineinfile", "apt", "dnf",
              "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot")
