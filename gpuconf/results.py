@@ -192,6 +192,8 @@ def tally_of(task: TaskResult) -> str:
         return task.counts_as
     if task.status == Status.FAILED:
         return "ignored" if task.ignored else "failed"
+    if task.status == Status.UNREACHABLE and task.ignored:   # ignore_unreachable
+        return "ignored"
     return {Status.OK: "ok", Status.CHANGED: "changed", Status.WOULD_CHANGE: "changed", Status.SKIPPED: "skipped",
             Status.UNKNOWN: "unknown", Status.REBOOT_PENDING: "reboot_pending"}.get(task.status, "")
 

@@ -23,8 +23,9 @@ from gpuconf.facts.wire import AnnounceRebootRequest, RebootRequest, RemoveReque
 from gpuconf.files.bounded import read_source
 from gpuconf.tasks.base import Facts, Op
 from gpuconf.templating.conditions import evaluate_when
-from gpuconf.templating.render import Vars, is_template
+from gpuconf.templating.render import Vars, Verbatim, is_template
 from gpuconf.templating.template_files import render_file
+from gpuconf.templating.template_vars import template_vars
 
 
 def find_file(name: str, search_paths: list[Path]) -> Path:
@@ -61,12 +62,15 @@ class Resolver:
         self.vars = variables
         self._search = search_paths
 
-    def template(self, name: str, settings: dict[str, Any] | None = None) -> str:
+    def template(self, name: str, settings: dict[str, Any] | None = None, dest: str | None = None) -> str:
         path = find_file(name, self._search)
         text = _text(path)
         header = text.startswith("#jinja2:")  # its settings line is never written, as in Ansible
         rendered = is_template(text) or header or bool(settings)
-        return render_file(text, self.vars, str(path), self._search, settings) if rendered else text
+        if not rendered:
+            return text
+        variables = self.vars.child(Verbatim(template_vars(name, path.resolve(), dest)))   # above the task's
+        return render_file(text, variables, str(path), self._search, settings)
 
     def source(self, name: str) -> str:
         return _text(find_file(name, self._search))

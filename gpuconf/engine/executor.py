@@ -107,7 +107,8 @@ class TaskExecutor:
                 retried_out(outcome, attempts - 1)
         outcome.handler = is_handler or self.running_handlers
         self.notify(task, outcome)
-        outcome.ignored = outcome.status == Status.FAILED and self.planner.flag(task, "ignore_errors")
+        outcome.ignored = self.planner.flag(task, "ignore_errors") if outcome.status == Status.FAILED else \
+            outcome.status == Status.UNREACHABLE and self.planner.flag(task, "ignore_unreachable")
         self.log.finish(task, outcome, started)
         return outcome
 
@@ -120,6 +121,8 @@ class TaskExecutor:
         except ConnectError as exc:
             if task.keywords.delegate_to:  # the delegate is unreachable, not this host: the task failed
                 outcome = result(task, Status.FAILED, error=f"delegate_to: {exc.message}")
+            elif self.planner.flag(task, "ignore_unreachable"):   # the host goes on to its next task
+                outcome = result(task, Status.UNREACHABLE, error=exc.message)
             else:
                 self.log.finish(task, result(task, Status.UNREACHABLE, error=exc.message), started)
                 raise HostUnreachable() from None
@@ -192,6 +195,8 @@ class TaskExecutor:
             return self._skipped(task)
         _, params = prepared
         task_type = TASK_TYPES[task.type]
+        if self.session.reopen is not None and not task.keywords.delegate_to and not task_type.controller_only:
+            self.session.reopen()   # unreachable when the play began (ignore_unreachable): tried again
         verdict = self._check(task, params)
         if not verdict.changes:
             return self._done(task, Status.OK, verdict)

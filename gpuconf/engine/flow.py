@@ -189,8 +189,9 @@ def entry_tally(results: list[TaskResult], ignore_errors: bool, rescuable: bool)
     statuses = {r.status for r in results}
     if not results:
         return "skipped"
-    if Status.UNREACHABLE in statuses:
-        return ""  # the host is unreachable: counted once, by the host
+    if Status.UNREACHABLE in statuses:   # ignore_unreachable: ok and ignored, as Ansible counts it
+        return "ignored" if all(r.ignored for r in results if r.status == Status.UNREACHABLE) else ""
+        # (else the host is unreachable: counted once, by the host)
     changed = bool(statuses & {Status.CHANGED, Status.WOULD_CHANGE}) or any(
         r.status == Status.FAILED and r.data.get("changed") for r in results)
     if Status.FAILED in statuses:

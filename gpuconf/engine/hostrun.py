@@ -51,6 +51,10 @@ class PlayOnHost:
         self.entries = Entries(planner, self.executor, self.log, scope.processors, self.clock.stopped, batch)
         self.includes = Includes(planner, self.log, self.executor)
         self.ended_roles: set[int] = set()   # meta: end_role, by role instance
+        # a role that runs once a host (TaskDef.role_once): the loadings where a task ran, and the
+        # roles completed (a later loading is skipped), as Ansible's role_complete
+        self.roles_ran: set[int] = set()
+        self.roles_done: set[str] = set()
         self.failed_task: tuple[TaskDef, TaskResult] | None = None   # the last failure (ansible_failed_task)
         self.failed_by_batch = False   # any_errors_fatal: another host's failure ended this one's play
 
@@ -74,6 +78,8 @@ class PlayOnHost:
 
     def _gather_facts(self, tasks: list[TaskDef]) -> None:
         """The host facts and nearly every task's reads, in one round trip."""
+        if self.session.reopen is not None and not self._reached():
+            return   # unreachable when the play began (ignore_unreachable): each task tries it again
         left: list[TaskDef] = []
         first = self.planner.facts_of(tasks, speculative=True, left=left)
         if self.play.keywords.gather_facts or any(TASK_TYPES[t.type].host_facts for t in tasks
@@ -88,6 +94,23 @@ class PlayOnHost:
         if later or self.session.connection.connects:
             self.session.fetch(later)
 
+    def _reached(self) -> bool:
+        """A host unreachable when the play began: gathering its facts tries it again (an ignored
+        unreachable gathering, under the play's ignore_unreachable, leaves it to the tasks)."""
+        if not self.play.keywords.gather_facts:
+            return False
+        try:
+            assert self.session.reopen is not None
+            self.session.reopen()
+            return True
+        except ConnectError as exc:
+            if self.play.keywords.ignore_unreachable is not True:
+                raise
+            result = self.log.result(None, Status.UNREACHABLE, error=exc.message)
+            result.task, result.ignored = "gather facts", True
+            self.log.add(result)
+            return False
+
     def _run_tasks(self, tasks: list[TaskDef], nested: bool = False) -> Outcome:
         """Each task in order, with its block's rescue and always; then (for the play's own list)
         the handlers. `nested`: the tasks a dynamic include brought (engine/includes.py)."""
@@ -97,6 +120,7 @@ class PlayOnHost:
         applied = self.executor.applied
         blocks = BlockRun(tasks)
         self.entries.rescue_blocks |= blocks.has_rescue
+        role_ends = {t.role_instance: i for i, t in enumerate(tasks) if t.role_once}
         for index, task in enumerate(tasks):
             if index and task.section != tasks[index - 1].section and not nested and self.flush_handlers():
                 return Outcome(stop=True)   # the end of pre_tasks, or of roles and tasks: a handler failed
@@ -113,6 +137,7 @@ class PlayOnHost:
                 continue   # a task an include brought, which the tags leave out
             why = None if id(task) in applied else blocks.why_not(task)
             step, results = self._step(task, tasks[index + 1:], None if nested else index, why)
+            self._role_progress(task, results, role_ends.get(task.role_instance) == index)
             if step == Next.FAIL_HOST:   # no rescue takes it; any_errors_fatal still tells the batch
                 self._fatal(task, index, results, nested)
                 return Outcome(failures=results, stop=True, fatal=True)
@@ -165,11 +190,23 @@ class PlayOnHost:
             self.flush_handlers()
         return Outcome()
 
+    def _role_progress(self, task: TaskDef, results: list[TaskResult], last: bool) -> None:
+        """A role that runs once a host: a task of it ran (ok, changed or failed; not skipped nor
+        unreachable); past its last task, having run one, it is complete on this host."""
+        if not task.role_once:
+            return
+        if any(r.status not in (Status.SKIPPED, Status.UNREACHABLE) and not r.not_run for r in results):
+            self.roles_ran.add(task.role_instance)
+        if last and task.role_instance in self.roles_ran:
+            self.roles_done.add(task.role_once)
+
     def _step(self, task: TaskDef, upcoming: list[TaskDef], index: int | None,
               why: str | None) -> tuple[Next, list[TaskResult]]:
         """One task of a list: what comes next, and its results."""
         if task.role_instance in self.ended_roles:
             return Next.GO_ON, []   # meta: end_role ended its role: Ansible shows nothing of the rest
+        if task.role_once in self.roles_done and task.role_instance not in self.roles_ran:
+            return Next.GO_ON, []   # its role completed on this host before: Ansible shows nothing of it
         if why is not None:  # never silently absent: a rescue that did not run says why (Ansible never
             # runs it: nothing is registered nor counted)
             self.log.finish(task, self.log.result(task, Status.SKIPPED, message=why, counts_as=""), time.monotonic(),

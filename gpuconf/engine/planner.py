@@ -21,7 +21,6 @@ from gpuconf.engine.validate import Unknowable, contains_unknowable
 from gpuconf.engine.variables import FACT_NAMES, fact_aliases, task_variables
 from gpuconf.errors import GpuconfError, TaskError
 from gpuconf.facts.base import Fact
-from gpuconf.playbook.ansible_names import ansible_module
 from gpuconf.playbook.models import ENGINE_ACTIONS, Play, TaskDef
 from gpuconf.tasks.base import TaskType
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -80,8 +79,12 @@ class HostPlanner:
             return None
 
     def flag(self, task: TaskDef, name: str) -> bool:
-        """A boolean keyword of the task (ignore_errors, run_once), a template rendered here."""
+        """A boolean keyword of the task (ignore_errors, run_once, ignore_unreachable), a template
+        rendered here; where neither the task nor its blocks say, its play's (ignore_errors and
+        ignore_unreachable are play keywords too, as in Ansible)."""
         value = getattr(task.keywords, name)
+        if name not in task.keywords.model_fields_set and getattr(self.play.keywords, name, None) is not None:
+            value = getattr(self.play.keywords, name)
         if isinstance(value, str):
             return evaluate_when(value.strip().removeprefix("{{").removesuffix("}}"), self.task_vars(task))
         return bool(value)
@@ -163,7 +166,7 @@ class HostPlanner:
     def _params(task: TaskDef, task_type: TaskType, variables: Vars) -> Any:
         values = task_type.resolve(render(task.params, variables), Resolver(variables, task.search_paths))
         try:
-            return build_params(task.type, values, any_as_text=ansible_module(task.action))
+            return build_params(task.type, values)
         except ValueError as exc:
             raise TaskError(f"{task.type}: {exc}") from None
 
@@ -223,7 +226,7 @@ class HostPlanner:
                 facts = []
             else:
                 values = TASK_TYPES[task.type].resolve(rendered[1], Resolver(rendered[0], task.search_paths))
-                facts = self.reads(task, build_params(task.type, values, any_as_text=ansible_module(task.action)))
+                facts = self.reads(task, build_params(task.type, values))
         except (GpuconfError, Exception):  # noqa: BLE001 - the task itself reports this later
             return []
         if self.plan_cache is not None and use_cache and variables.reads is not None:
@@ -281,7 +284,7 @@ class HostPlanner:
             if contains_unknowable(rendered):
                 return PlannedTask(task, None, (), "its params read the host's facts", on_host)
             values = TASK_TYPES[task.type].resolve(rendered, Resolver(variables, task.search_paths))
-            params = build_params(task.type, values, any_as_text=ansible_module(task.action))
+            params = build_params(task.type, values)
         except (GpuconfError, Exception) as exc:  # noqa: BLE001 - the run reports it on the task
             return PlannedTask(task, None, (), f"fails on the host: {self.secrets.redact(str(exc))}")
         shown = redact_value(params.model_dump(mode="json"), self.secrets)

@@ -265,11 +265,15 @@ class Runner:
 
     def _host_play(self, play: Play, host: str, run: RunResult, batch: Batch | None = None) -> bool:
         host_result: HostResult = run.host(host)
+        session: HostSession | None = None
         try:
             session = self._session(host)
             if not session.connection.connects and needs_host(play):
                 self._open(session)
         except GpuconfError as exc:
+            if session is not None and isinstance(exc, ConnectError) and may_ignore_unreachable(play):
+                session.reopen = self._reopen(session)   # each task tries the host again
+                return self._play_tasks(play, host, run, session, batch)
             host_result.unreachable = isinstance(exc, ConnectError)
             host_result.error = str(exc)
             task = TaskResult(host, play.name, "connect", Status.UNREACHABLE if host_result.unreachable
@@ -277,15 +281,25 @@ class Runner:
             host_result.tasks.append(task)
             self.processors.task_completed(task)
             return False
+        return self._play_tasks(play, host, run, session, batch)
+
+    def _reopen(self, session: HostSession) -> Callable[[], None]:
+        def reopen() -> None:
+            self._open(session)
+            session.reopen = None
+        return reopen
+
+    def _play_tasks(self, play: Play, host: str, run: RunResult, session: HostSession, batch: Batch | None) -> bool:
+        host_result = run.host(host)
         on_host = PlayOnHost(self.planner(play, host, batch), session, self.scope, batch)
         results = on_host.run()
         host_result.tasks.extend(results)
         host_result.registered.extend(on_host.log.registrations)
         if on_host.failed_by_batch:   # any_errors_fatal: another host's failure was this one's too
             return False
-        if any(r.status == Status.UNREACHABLE for r in results):
+        if any(r.status == Status.UNREACHABLE and not r.ignored for r in results):
             host_result.unreachable = True
-            host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE)
+            host_result.error = next(r.error for r in results if r.status == Status.UNREACHABLE and not r.ignored)
             return False
         return not any(r.status == Status.FAILED and not r.ignored for r in results)
 
@@ -308,6 +322,14 @@ class Runner:
                     self._local_locked = True
         else:
             session.read_lock = check_lock(LOCK_PATH, self.options.lock_wait)
+
+
+def may_ignore_unreachable(play: Play) -> bool:
+    """Whether a task of the play may take its host's unreachability as ignored (its own
+    ignore_unreachable, its block's or its play's, or a template): then a host that cannot be
+    reached when the play begins goes through its tasks, each trying it again, as in Ansible."""
+    return bool(play.keywords.ignore_unreachable) or any(
+        task.keywords.ignore_unreachable for task in play.tasks + play.handlers)
 
 
 def needs_host(play: Play) -> bool:

@@ -48,6 +48,9 @@ class HostSession:
         self.read_lock: CheckLock | None = None  # check: take the run lock shared in each request
         self.lock_handle: LockHandle | None = None  # apply: the run lock, held exclusively
         self.lock_args: tuple[Any, ...] | None = None
+        # the host was unreachable when its play began and the play goes on (ignore_unreachable):
+        # each task that needs the host connects again (and takes the run lock) with this
+        self.reopen: Callable[[], None] | None = None
         if parent is not None:
             self.reboot_reasons = parent.reboot_reasons  # one host: a reboot pending is pending for every user
 

@@ -14,7 +14,6 @@ from gpuconf.engine.variables import LazyGroups, LazyHostvars, magic_variables, 
 from gpuconf.errors import GpuconfError, TaskError, TemplateError
 from gpuconf.inventory.hosts import Inventory
 from gpuconf.inventory.patterns import match_hosts
-from gpuconf.playbook.ansible_names import ansible_module
 from gpuconf.playbook.models import ENGINE_ACTIONS, LookupLoop, Playbook, TaskDef
 from gpuconf.tasks.base import Refused
 from gpuconf.tasks.registry import TASK_TYPES, build_params
@@ -152,7 +151,7 @@ def _check_task(task: TaskDef, variables: Vars) -> str | None:
     if contains_unknowable(rendered):
         return None
     try:
-        build_params(task.type, rendered, any_as_text=ansible_module(task.action))
+        build_params(task.type, rendered)
     except ValueError as exc:
         return f"{task.type}: {exc}"
     return None

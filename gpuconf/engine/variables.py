@@ -147,11 +147,13 @@ def magic_variables(inventory: Inventory, host: str, play_hosts: list[str], chec
 def play_variables(play: Play, playbook: Path, inventory: Inventory) -> dict[str, Any]:
     """The magic variables of a play: where its playbook and inventory are, its name and roles."""
     source = Path(inventory.source.split(", ")[0])
-    roles = list(dict.fromkeys(t.role for t in play.tasks if t.role))
+    named, dependent = play.role_names
+    dependent = list(dict.fromkeys(dependent))
     return {"playbook_dir": str(playbook.resolve().parent), "ansible_play_name": play.name,
             "inventory_dir": str(source.resolve().parent if source.is_file() else source.resolve()) if source.exists()
             else None, "inventory_file": str(source.resolve()) if source.is_file() else None,
-            "ansible_play_role_names": roles, "ansible_role_names": roles}
+            "ansible_play_role_names": named, "role_names": named, "ansible_dependent_role_names": dependent,
+            "ansible_role_names": list(dict.fromkeys(dependent + named))}
 
 
 def connection_variables(inventory: Inventory, host: str, extra_vars: Mapping[str, Any],

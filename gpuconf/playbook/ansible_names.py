@@ -64,21 +64,15 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "assert": ("assert", {"that": "that", "fail_msg": "fail_msg", "msg": "fail_msg", "success_msg": "success_msg",
                           "quiet": "quiet"}),
     "fail": ("assert", {"msg": "fail_msg"}),
+    "ping": ("ping", {"data": "data"}),
     "command": ("command", {"cmd": "cmd", "argv": "cmd", "creates": "creates", "removes": "removes",
                             "chdir": "chdir", "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
     "shell": ("command", {"cmd": "cmd", "creates": "creates", "removes": "removes", "chdir": "chdir",
                           "stdin": "stdin", "_raw_params": "cmd", **COMMAND_EXTRAS}),
 }
-def ansible_module(action: str) -> bool:
-    """Whether a task was written as one of Ansible's modules (`lineinfile`, `ansible.builtin.copy`,
-    `file`): its rendered arguments then convert as Ansible's argument spec converts them."""
-    short = action.rsplit(".", 1)[-1]
-    return short in MODULES or short == "file"
-
-
 NATIVE = ("service", "package", "assert")   # gpuconf task types that Ansible also names
 FREE_FORM = ("command", "shell", "debug", "set_fact", "copy", "template", "file", "lineinfile", "apt", "dnf",
-             "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot")
+             "yum", "package", "service", "systemd", "modprobe", "fail", "assert", "reboot", "ping")
 # Ansible's features that a task key names, and what to use in gpuconf instead
 REFUSED_MODULES = {
     "import_playbook": "import_playbook is a play, not a task: put it at the playbook's top level",

@@ -99,6 +99,7 @@ class Wrapper(BaseModel):
     no_log: bool | None = None
     any_errors_fatal: bool | None = None
     timeout: float | None = None
+    ignore_unreachable: bool | str | None = None
 
     _notify = field_validator("notify", mode="before")(lambda cls, v: [v] if isinstance(v, str) else v)
     _tags = field_validator("tags", mode="before")(
@@ -121,7 +122,7 @@ def _wrapper(node: yamlsrc.YDict, allowed: tuple[str, ...], what: str) -> Wrappe
 
 
 INHERITED = ("ignore_errors", "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal",
-             "timeout")
+             "timeout", "ignore_unreachable")
 
 
 def wrap(tasks: list[TaskDef], outer: Wrapper, include: bool = False) -> list[TaskDef]:

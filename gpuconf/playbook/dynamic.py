@@ -21,17 +21,19 @@ from typing import Any
 from gpuconf.errors import Location, PlaybookError, did_you_mean
 from gpuconf.files import yamlsrc
 from gpuconf.playbook.models import TaskDef, TaskKeywords
-from gpuconf.playbook.roles import Parent, RoleCall, load_role
+from gpuconf.playbook.roles import Parent, RoleCall, lineage_of, load_role, refuse_plugins
 
 Loader = Any   # the playbook's Loader (loader.py imports this module)
 DYNAMIC = ("include_tasks", "include_role")
 # what an include task takes besides its file (Ansible's include_tasks / include_role keywords)
 KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "loop", "loop_control", "with_items",
             "with_dict", "ignore_errors", "register", "apply", "no_log", "run_once", "delegate_to", "timeout",
-            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger")
+            "listen", "notify", "changed_when", "failed_when", "any_errors_fatal", "check_mode", "debugger",
+            "ignore_unreachable")
 APPLY = ("tags", "become", "become_user", "ignore_errors", "no_log", "when", "vars", "timeout", "run_once",
          "delegate_to", "check_mode", "environment", "any_errors_fatal")
-BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal")
+BLOCK_INHERITED = ("ignore_errors", "no_log", "timeout", "delegate_to", "check_mode", "any_errors_fatal",
+                   "ignore_unreachable")
 ROLE_OPTIONS = ("name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "allow_duplicates",
                 "rolespec_validate", "apply")
 
@@ -66,6 +68,11 @@ def include_entry(loader: Loader, node: yamlsrc.YDict, key: str, context: Any, v
             if option in spec and not isinstance(spec[option], str):
                 raise PlaybookError(f"Expected a string for {option} but got {type(spec[option]).__name__}", where)
         params = dict(yamlsrc.plain(spec))
+        role = params["name"]
+        found = [base / role for base in loader.role_dirs if isinstance(role, str) and "{" not in role
+                 and (base / role).is_dir()]
+        if found:   # a role of plugins is refused before anything runs, as an import_role's
+            refuse_plugins(found[0], role, where)
     if "apply" in node:
         params["apply"] = node["apply"]
     apply = params.get("apply") or {}
@@ -115,8 +122,14 @@ class IncludeLoader:
             holder = yamlsrc.YDict({"tasks": data})
             holder.file = str(path)
             before = len(self.loader.included_handlers)
-            tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search, role=context.role,
-                                       here=path.parent)
+            # an import_role in a role's included file is that role's child, as one in its own tasks
+            inside = [self._parent(include)] if include.role else []
+            self.loader.role_stack.extend(inside)
+            try:
+                tasks = self.loader._tasks(data, holder, "tasks", set(context.tags), context.search,
+                                           role=context.role, here=path.parent)
+            finally:
+                del self.loader.role_stack[len(self.loader.role_stack) - len(inside):]
             self._keep(self.loader.included_handlers[before:])   # those of roles it imports
         return [self._brought(include, task) for task in tasks]
 
@@ -131,8 +144,7 @@ class IncludeLoader:
                         handlers_from=str(params.get("handlers_from", "main")), public=False,
                         allow_duplicates=str(params.get("allow_duplicates", True)).lower() not in ("false", "no", "0"),
                         validate=str(params.get("rolespec_validate", True)).lower() not in ("false", "no", "0"),
-                        parents=(Parent(include.role, include.role_vars, include.role_params, include.role_defaults),)
-                        if include.role else ())
+                        parents=(self._parent(include),) if include.role else ())
         from gpuconf.playbook.models import RoleRef
 
         tasks: list[TaskDef] = []
@@ -143,6 +155,12 @@ class IncludeLoader:
             self._keep(handlers + self.loader.included_handlers[before:])
         exposed = {"vars": dict(loaded.exports), "defaults": dict(loaded.defaults)} if public else None
         return [self._brought(include, task) for task in tasks], exposed
+
+    @staticmethod
+    def _parent(include: TaskDef) -> Parent:
+        """The role an include in a role is part of, for the role it includes or imports."""
+        return Parent(str(include.role), include.role_vars, include.role_params, include.role_defaults, entry="",
+                      path=include.role_path, lineage=lineage_of(include.include_params))
 
     def _keep(self, handlers: list[TaskDef]) -> None:
         """Handlers of the roles read while the play runs: a notify finds them from then on."""
@@ -161,7 +179,7 @@ class IncludeLoader:
                      if k in include.keywords.model_fields_set and k not in own}
         updates = {k: v for k, v in {**inherited, **apply}.items()
                    if k in ("ignore_errors", "no_log", "timeout", "run_once", "delegate_to", "check_mode",
-                            "any_errors_fatal") and k not in keywords.model_fields_set}
+                            "any_errors_fatal", "ignore_unreachable") and k not in keywords.model_fields_set}
         if apply.get("vars"):
             updates["vars"] = {**apply["vars"], **keywords.vars}
         if updates:

@@ -98,6 +98,9 @@ class Loader:
         self.defaults: dict[str, Any] = {}
         self.role_vars: dict[str, Any] = {}
         self.loaded_roles: dict[str, Any] = {}   # the roles loaded in the play, by (name, params)
+        # the roles the play names (roles:, import_role) and their dependencies, each time loaded
+        self.play_role_names: list[str] = []
+        self.dependent_role_names: list[str] = []
         self.included_handlers: list[TaskDef] = []
 
     def nested(self, playbook: Path, import_vars: dict[str, Any] | None = None) -> Loader:
@@ -155,6 +158,7 @@ class Loader:
         tasks: list[TaskDef] = []
         handlers: list[TaskDef] = []
         self.loaded_roles = {}
+        self.play_role_names, self.dependent_role_names = [], []
         self.defaults, self.role_vars = {}, {}
         self.included_handlers = []  # the handlers of roles that include_role brought in
         roles_node = node.get("roles", yamlsrc.YList())
@@ -186,8 +190,10 @@ class Loader:
                 task.become_user = keywords.become_user
         view = copy.copy(self)   # for the includes the play's hosts read while it runs
         view.loaded_roles, view.defaults, view.role_vars = dict(self.loaded_roles), {}, {}
+        view.play_role_names, view.dependent_role_names = [], []
         return Play(name, str(keywords.hosts), keywords, play_vars, tasks, handlers, node.location(), self.defaults,
-                    self.role_vars, IncludeLoader(view))
+                    self.role_vars, IncludeLoader(view), role_names=(list(self.play_role_names),
+                                                                     list(self.dependent_role_names)))
 
     def _vars_file(self, entry: Any, where: Location) -> Path:
         """A play's vars_files entry, as Ansible finds it: in the playbook's vars/, then beside the

@@ -115,11 +115,14 @@ class TaskKeywords(BaseModel):
     run_once: bool | str = False
     delegate_to: str | None = Field(None, min_length=1)
     any_errors_fatal: bool | None = None  # a failure here ends the play for every host of the batch
+    # an unreachable host is ignored here (recap: ok and ignored) and goes on to its next task
+    ignore_unreachable: bool | str = False
     # Ansible's interactive task debugger: gpuconf has none, and a run never stops to ask (docs/ansible.md)
     debugger: Literal["always", "never", "on_failed", "on_unreachable", "on_skipped"] | None = None
 
     _lists = field_validator("notify", "listen", "tags", mode="before")(lambda cls, v: _as_list(v))
-    _flags = field_validator("ignore_errors", "run_once", mode="before")(lambda cls, v: _flag(v))
+    _flags = field_validator("ignore_errors", "run_once", "ignore_unreachable", mode="before")(
+        lambda cls, v: _flag(v))
 
     @property
     def items(self) -> str | list[Any] | LookupLoop | None:
@@ -165,9 +168,10 @@ PLAY_HINTS = {
     "gather_subset": "gpuconf gathers its facts in one round trip (gather_facts: false turns it off)",
 }
 BLOCK_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "block", "rescue", "always",
-                  "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
+                  "notify", "run_once", "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout",
+                  "ignore_unreachable")
 INCLUDE_KEYWORDS = ("name", "when", "tags", "become", "become_user", "vars", "ignore_errors", "notify", "run_once",
-                    "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout")
+                    "check_mode", "delegate_to", "no_log", "any_errors_fatal", "timeout", "ignore_unreachable")
 
 
 class RoleRef(BaseModel):
@@ -221,7 +225,11 @@ class PlayKeywords(BaseModel):
     strategy: str = "linear"   # linear, free, host_pinned, or a template of one
     connection: Literal["local", "ssh", "smart"] | None = None  # the play's, over the inventory's
     check_mode: bool | None = None  # its tasks' check_mode where they say none (playbook/checkmode.py)
+    # its tasks' where they (and their blocks) say none (engine/planner.py flag)
+    ignore_errors: bool | str | None = None
+    ignore_unreachable: bool | str | None = None
 
+    _flags = field_validator("ignore_errors", "ignore_unreachable", mode="before")(lambda cls, v: _flag(v))
     _lists = field_validator("tags", "vars_files", mode="before")(lambda cls, v: _as_list(v))
     _nulls = field_validator("roles", "tasks", "handlers", "pre_tasks", "post_tasks", mode="before")(
         lambda cls, v: [] if v is None else v)
@@ -288,6 +296,9 @@ class TaskDef:
     section: str = "tasks"
     action: str = ""  # the module (or action) as the playbook wrote it: `ansible.builtin.copy`, `debug`
     role_instance: int = 0  # which loading of its role (meta: end_role skips the rest of that one)
+    # its role's (name, params) where the role runs once a host: a loading completed on a host
+    # makes the later ones skipped there (engine/hostrun.py); "" with allow_duplicates
+    role_once: str = ""
     # a handler: the names a notify finds it by (its name, "ROLE : name"); the handler entry it is
     # part of (an include_tasks handler runs its file's tasks)
     handler_names: tuple[str, ...] = ()
@@ -307,6 +318,9 @@ class Play:
     role_vars: dict[str, Any] = field(default_factory=dict)  # the public roles' vars/main.yml
     includes: Any = None  # what reads the tasks of its dynamic includes (playbook/dynamic.py IncludeLoader)
     meets: bool | None = None  # whether its hosts meet after each task (engine/meta.py play_meets), once known
+    # the roles it names (roles:, import_role), and their dependencies, as loaded (Ansible's
+    # ansible_play_role_names and ansible_dependent_role_names)
+    role_names: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """Roles, loaded as Ansible loads them, into the tasks and handlers of a play.
 
 - A role is looked up along the loader's roles path; its `meta/main.yml` dependencies load first.
-  In a play each (role, params) runs once (`allow_duplicates: true` in its meta lifts that); a
-  role named by import_role or include_role runs where it is named (unless it says `allow_duplicates:
-  false` and ran before), its dependencies still once.
+  In a play each (role, params) runs once on a host (`allow_duplicates: true` in its meta lifts
+  that): each loading is kept, and a host skips one whose earlier loading completed there (one of
+  its tasks ran, skipped and unreachable ones aside, and the host got past its last task), as
+  Ansible's role_complete; a role named by import_role or include_role runs where it is named
+  (unless it says `allow_duplicates: false` and completed before), its dependencies still once.
 - What a role's tasks see (gpuconf/engine/variables.py layers them, docs/variables.md): its
   params (`- role: x` with `a: 1`, its parents' too), its vars (its parents' vars, its
   dependencies' vars/main.yml, its own vars/main.yml, then the `vars:` of its entry), its defaults
@@ -26,6 +28,11 @@ from gpuconf.playbook.models import RoleRef, TaskDef
 # the playbook's Loader (gpuconf/playbook/loader.py), typed Any: it imports this module
 Loader = Any
 ROLE_KEYS = ("role", "tags", "when", "become", "become_user", "vars")
+# a role's folders of Ansible plugins (Python that Ansible would load): gpuconf runs none
+PLUGIN_DIRS = ("library", "module_utils", "filter_plugins", "test_plugins", "lookup_plugins", "action_plugins",
+               "callback_plugins", "connection_plugins", "vars_plugins", "inventory_plugins", "strategy_plugins",
+               "become_plugins", "cache_plugins", "cliconf_plugins", "netconf_plugins", "terminal_plugins",
+               "httpapi_plugins", "doc_fragments")
 
 
 @dataclass
@@ -46,6 +53,15 @@ class Parent:
     params: dict[str, Any]
     defaults: dict[str, Any]
     entry: str = "main"   # its tasks file being read
+    path: str = ""
+    # the roles that imported or included it, nearest first, with their paths (Ansible's
+    # ansible_parent_role_names and ansible_parent_role_paths; none for a dependency)
+    lineage: tuple[tuple[str, str], ...] = ()
+
+
+def lineage_of(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The lineage an include's variables carry (a task of an imported or included role)."""
+    return tuple(zip(params.get("ansible_parent_role_names") or (), params.get("ansible_parent_role_paths") or ()))
 
 
 @dataclass
@@ -87,6 +103,16 @@ def find_role(loader: Loader, name: str, where: Location) -> Path:
     available = [p.name for base in loader.role_dirs if base.is_dir() for p in base.iterdir() if p.is_dir()]
     looked = ", ".join(str(base) for base in loader.role_dirs)
     raise PlaybookError(f"role '{name}' not found (looked in {looked}){did_you_mean(name, available)}", where)
+
+
+def refuse_plugins(path: Path, name: str, where: Location) -> None:
+    """A role with Ansible plugins is refused when it is read (an include_role's, when the
+    playbook loads, where its name is no template)."""
+    plugins = [folder for folder in PLUGIN_DIRS if (path / folder).is_dir()]
+    if plugins:
+        raise PlaybookError(f"role '{name}' has {plugins[0]}/: gpuconf loads no plugins (it runs no Python of a "
+                            "role's; its task types, filters, tests and lookups are its own: docs/ansible.md, "
+                            "'Refused'); do that work with gpuconf's, or remove the folder", where)
 
 
 def role_file(folder: Path, name: str) -> Path | None:
@@ -136,19 +162,25 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
         raise PlaybookError(f"role '{ref.role}' imports its own {call.tasks_from} tasks: a recursion with no end",
                             where)
     path = find_role(loader, ref.role, where)
+    refuse_plugins(path, ref.role, where)
     meta = loader._optional(path / "meta" / "main.yml")
     if meta is not None and not isinstance(meta, dict):
         raise PlaybookError("meta/main.yml must be a mapping", Location(str(path / "meta" / "main.yml"), 1, 1))
     identity = ref.role + repr(sorted(ref.params.items())) + repr(sorted(ref.vars.items()))
     allowed = call.allow_duplicates if call.allow_duplicates is not None else bool((meta or {}).get("allow_duplicates"))
-    if identity in loader.loaded_roles and not allowed:
-        loaded: Loaded = loader.loaded_roles[identity]
-        return loaded
+    # a role loaded again runs on a host only where its earlier loading did not complete there
+    # (Ansible's role_complete: engine/hostrun.py), so each loading is kept, marked
+    once = "" if allowed else identity
     own_defaults = mapping(path / "defaults", call.defaults_from, "defaults/main.yml")
     own_vars = mapping(path / "vars", call.vars_from, "vars/main.yml")
+    # import_role or include_role in a role: that role, then the ones that brought it
+    lineage = ((call.parents[-1].name, call.parents[-1].path),) + call.parents[-1].lineage \
+        if call.parents and not call.dependency else ()
     here = Parent(ref.role, {**(call.parents[-1].vars if call.parents else {}), **own_vars, **ref.vars},
                   {**(call.parents[-1].params if call.parents else {}), **ref.params},
-                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from)
+                  {**(call.parents[-1].defaults if call.parents else {}), **own_defaults}, call.tasks_from,
+                  str(path), lineage)
+    (loader.dependent_role_names if call.dependency else loader.play_role_names).append(ref.role)
     loaded = Loaded()
     deps = (meta or {}).get("dependencies") or []
     if not isinstance(deps, list):
@@ -197,7 +229,11 @@ def load_role(loader: Loader, ref: RoleRef, where: Location, call: RoleCall, tas
     for task in role_tasks + role_handlers:
         if task.role_instance:
             continue   # a role this one includes: that role's own
-        task.role_instance = instance
+        task.role_instance, task.role_once = instance, once
+        if lineage:
+            task.include_params = {"ansible_parent_role_names": [name for name, _ in lineage],
+                                   "ansible_parent_role_paths": [folder for _, folder in lineage],
+                                   **task.include_params}
         task.role_params, task.role_vars, task.role_defaults = here.params, role_vars, defaults
         task.role_path = str(path)
         task.role_when = ([ref.when] if ref.when is not None else []) + task.role_when

@@ -177,7 +177,7 @@ class TextReporter:
         label = LABEL.get(result.status, result.status.value)
         style = STYLE[result.status]
         if result.ignored:  # ignore_errors: Ansible's "...ignoring"; not a failure of the run
-            label, style = "failed, ignored", "dim"
+            label, style = ("unreachable" if result.status == Status.UNREACHABLE else "failed") + ", ignored", "dim"
         name = f"{result.role} : {result.task}" if result.role else result.task
         changes = visible_changes(result)
         listed = len(changes) > 1 or (changes and self.verbose)

@@ -126,7 +126,9 @@ class File(TaskType[FileParams]):
         values = dict(values)
         settings = {k: values.pop(k) for k in JINJA_SETTINGS if values.get(k) is not None}
         if values.get("template") is not None and values.get("content") is None and values.get("src") is None:
-            values["content"] = resolver.template(str(values.pop("template")), settings)
+            dest = values.get("path")
+            values["content"] = resolver.template(str(values.pop("template")), settings,
+                                                  None if dest is None else str(dest))
         elif values.get("src") is not None and values.get("content") is None and values.get("template") is None:
             values["content"] = resolver.source(str(values.pop("src")))
         return values

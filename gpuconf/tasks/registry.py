@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import importlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -34,6 +34,7 @@ TASK_MODULES: dict[str, str] = {
     "initramfs": "gpuconf.tasks.initramfs:Initramfs",
     "command": "gpuconf.tasks.commands:Command",
     "probe": "gpuconf.tasks.probe:Probe",
+    "ping": "gpuconf.tasks.ping:Ping",
     "reboot": "gpuconf.tasks.reboot:Reboot",
     "assert": "gpuconf.tasks.commands:Assert",
     "validate_argument_spec": "gpuconf.tasks.argspec:ValidateArgumentSpec",
@@ -165,32 +166,27 @@ def _first_literal_error(model: type[Params], raw: dict[str, object],
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
 
 
-def build_params(type_name: str, rendered: dict[str, object], numbers_as_text: bool = True,
-                 any_as_text: bool = False) -> Params:
-    """Validate rendered params; raise ValueError with a readable message. A number where text is
-    wanted is its text; with `any_as_text` (a task written as one of Ansible's modules) any value
-    is, as Ansible's argument spec converts a `str` option (`line: "{{ {'a': 7} }}"` is "{'a': 7}")."""
+def build_params(type_name: str, rendered: dict[str, object], values_as_text: bool = True) -> Params:
+    """Validate rendered params; raise ValueError with a readable message."""
     model = TASK_TYPES[type_name].Params
     try:
         return model.model_validate(rendered)
     except ValidationError as exc:
-        def convertible(value: object) -> bool:
-            return _is_number(value) or any_as_text and value is not None
-
-        found = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and convertible(e["input"])]
-        if found and numbers_as_text:  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
-            return build_params(type_name, _as_text(rendered, found, convertible), numbers_as_text=False)
+        values = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and _as_text_ok(e["input"])]
+        if values and values_as_text:  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
+            return build_params(type_name, _as_text(rendered, values), values_as_text=False)
         _, message = validation_message(exc, param_names(type_name))
         raise ValueError(message) from None
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _as_text_ok(value: object) -> bool:
+    """A value Ansible's `str` parameter takes as its text (check_type_str: to_native, so a
+    mapping is its Python form, True is 'True')."""
+    return isinstance(value, (int, float, bool, dict, list))
 
 
-def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]],
-             convertible: Callable[[object], bool] = _is_number) -> dict[str, object]:
-    """A copy of `values` with the numbers at `locations` (pydantic error locations, whose union
+def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) -> dict[str, object]:
+    """A copy of `values` with the values at `locations` (pydantic error locations, whose union
     members' names are not keys) as strings."""
     values = copy.deepcopy(values)
     for loc in locations:
@@ -202,8 +198,8 @@ def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]],
                 holder, key, current = current, part, current[part]
             elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
                 holder, key, current = current, part, current[part]
-        if isinstance(holder, dict) and convertible(current):
+        if isinstance(holder, dict) and _as_text_ok(current):
             holder[key] = str(current)
-        elif isinstance(holder, list) and isinstance(key, int) and convertible(current):
+        elif isinstance(holder, list) and isinstance(key, int) and _as_text_ok(current):
             holder[key] = str(current)
     return values

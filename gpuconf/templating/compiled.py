@@ -10,10 +10,9 @@ from typing import Any
 
 import jinja2
 
-from gpuconf.errors import TemplateError, UndefinedVariable
 from gpuconf.templating.ansible_lexer import COMPILING
 from gpuconf.templating.bounds import bound_environment, bound_template
-from gpuconf.templating.environment import ChainedUndefined, ErrorMarker, make_env
+from gpuconf.templating.environment import make_env
 from gpuconf.templating.secret_marks import MarkingEnvironment
 
 ENV = make_env()
@@ -34,16 +33,8 @@ class _WithGlobals(Mapping[str, Any]):
         self.base = base
 
     def __getitem__(self, key: str) -> Any:
-        """A variable the template names, looked up when the generated code starts (Jinja resolves
-        every name first): a variable whose own template fails is an undefined value or an
-        ErrorMarker, which fails where it is used, as ansible-core 2.19 templates lazily."""
         if key in self.base:
-            try:
-                return self.base[key]
-            except UndefinedVariable as exc:
-                return ChainedUndefined(name=exc.name)
-            except TemplateError as exc:
-                return ErrorMarker(exc)
+            return self.base[key]
         return ENV.globals[key]
 
     def __contains__(self, key: object) -> bool:

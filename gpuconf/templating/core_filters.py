@@ -200,8 +200,7 @@ def truthy(value: Any, convert_bool: bool = False) -> bool:
 
 
 def issubset(a: Any, b: Any) -> bool:
-    """As ansible-core's mathstuff: sets of the two, so a list holding a dict or a list is an error
-    (unhashable type), not compared."""
+    """Ansible's (plugins/test/mathstuff.py): sets of the items, so a dict or list item is an error."""
     return set(a) <= set(b)
 
 

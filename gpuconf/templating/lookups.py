@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuconf.errors import GpuconfError
 from gpuconf.templating.bounds import bound_parse
+from gpuconf.templating.template_vars import template_vars
 
 LOOKUPS = ("items", "list", "flattened", "dict", "subelements", "nested", "together", "indexed_items", "sequence",
            "file", "env", "vars", "template", "first_found", "config")
@@ -224,7 +225,8 @@ def _template(searched: list[Path], term: Any, options: dict[str, Any], variable
     bound_parse(env)   # its own parse, with its settings, its loops bounded
     text = match.read_text()
     template = env.from_string(text)
-    scope = _Over(extra, _Over({} if variables is None else variables, env.globals))
+    own = {**template_vars(str(term), match.resolve()), **extra}   # as Ansible's: template_path, ... then these
+    scope = _Over(own, _Over({} if variables is None else variables, env.globals))
     rendered = "".join(template.root_render_func(template.new_context(vars=scope, shared=True)))
     return rendered + "\n" if text.endswith("\n") else rendered
 

@@ -103,7 +103,7 @@ def _render_file(text: str, variables: Mapping[str, Any], path: str, env: jinja2
             from None
     except jinja2.UndefinedError as exc:
         name = undefined_name(exc)
-        message = f"undefined variable '{name}'{undefined_hint(name)}" if name else f"template error: {exc}"
+        message = f"'{name}' is undefined{undefined_hint(name)}" if name else f"template error: {exc}"
         raise TemplateError(message, Location(path, _template_line(exc, template, path))) from None
     except Exception as exc:  # a filter or test raising on bad data
         raise TemplateError(f"template failed: {type(exc).__name__}: {exc}",
@@ -119,3 +119,4 @@ def _template_line(exc: BaseException, template: jinja2.Template, path: str) -> 
             line = template.get_corresponding_lineno(trace.tb_lineno)
         trace = trace.tb_next
     return line
+

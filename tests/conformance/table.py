@@ -28,16 +28,15 @@ NOTES: dict[str, str] = {
     "handlers": "a role of a collection (collections are refused), ANSIBLE_ERROR_ON_MISSING_HANDLER=false (gpuconf "
                 "always refuses a notify that finds no handler), a --skip-tags that leaves no task",
     "include_import": "a module of the play's own library/ (gpuconf runs its own task types, no plugins)",
-    "roles": "role_complete.yml uses the `ping` module and `ignore_unreachable`, neither supported; privacy.yml with "
+    "roles": "role_complete.yml -vvv counts the module arguments Ansible prints at -vvv (`\"invocation\": "
+             "{\"module_args\": ...}`), which gpuconf's report does not carry; privacy.yml with "
              "ANSIBLE_PRIVATE_ROLE_VARS set: gpuconf has Ansible's default (unset) only; =1 the shim refuses, =0 "
              "(which makes an include_role public unless it says otherwise) fails",
     "roles_arg_spec": "test_tags.yml --tags bar selects only the `always` validation task (the tags refusal)",
-    "template": "a filter of the role's filter_plugins/ (no plugins); lazy_eval.yml: a variable whose template "
-                "uses an undefined one is not made undefined lazily",
+    "template": "filter_plugins.yml includes a role with filter_plugins/: gpuconf loads no plugins (the refusals "
+                "table above)",
     "check_mode": "the `stat` module (gpuconf's `probe` reads a file's state)",
     "set_fact": "a fact cache across runs (ANSIBLE_CACHE_PLUGIN): gpuconf keeps no facts between runs",
-    "special_vars": "template_host, template_path, ... in a template, and role_names, ansible_play_role_names, "
-                    "ansible_dependent_role_names are not given",
 }
 
 

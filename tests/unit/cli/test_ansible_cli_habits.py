@@ -35,7 +35,7 @@ def test_a_templated_hosts_renders_with_the_extra_vars(tmp_path, capsys):
 def test_a_templated_hosts_that_cannot_render_is_an_error_at_the_play(tmp_path, capsys):
     code, hosts, err = ran_on(tmp_path, capsys, PLAYBOOK.replace(" | default('all')", ""))
     assert (code, hosts) == (1, [])
-    assert "site.yml:1:3: hosts: '{{ target }}': undefined variable 'target'" in err and "-e NAME=VALUE" in err
+    assert "site.yml:1:3: hosts: '{{ target }}': 'target' is undefined" in err and "-e NAME=VALUE" in err
     code, hosts, err = ran_on(tmp_path, capsys, PLAYBOOK, "-e", "target=")
     assert code == 1 and "Hosts list cannot be empty" in err and "Traceback" not in err
 

@@ -143,9 +143,9 @@ def test_an_undefined_variable_in_a_template_file_is_reported_at_the_template_li
     template = tmp_path / "templates" / "app.conf.j2"
     code = main(["validate", playbook, "-i", "h1,"])
     err = capsys.readouterr().err
-    assert code == 1 and f"{template}:3: undefined variable 'nosuchvar'" in err, err
+    assert code == 1 and f"{template}:3: 'nosuchvar' is undefined" in err, err
     code, out, _ = local(capsys, "check", playbook)
-    assert code == 4 and f"{template}:3: undefined variable 'nosuchvar' in task 'app config'" in out, out
+    assert code == 4 and f"{template}:3: 'nosuchvar' is undefined in task 'app config'" in out, out
 
 
 def test_validate_refuses_a_missing_template_file(tmp_path, capsys):

@@ -34,4 +34,4 @@ def test_an_unknown_ansible_fact_name_gets_a_hint(tmp_path, capsys):
     (tmp_path / "site.yml").write_text("- hosts: all\n  tasks:\n    - debug: {msg: '{{ ansible_lsb.codename }}'}\n")
     assert main(["validate", str(tmp_path / "site.yml"), "-i", "h1,"]) == 1
     err = capsys.readouterr().err
-    assert "undefined variable 'ansible_lsb' (gpuconf's facts are facts.*" in err
+    assert "'ansible_lsb' is undefined (gpuconf's facts are facts.*" in err

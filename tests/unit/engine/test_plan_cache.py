@@ -97,8 +97,8 @@ def test_plain_references_behave_as_jinja(text, expected):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{{ nope }}", "undefined variable 'nope'"),
-    ("a-{{ nope }}", "undefined variable 'nope'"),
+    ("{{ nope }}", "'nope' is undefined"),
+    ("a-{{ nope }}", "'nope' is undefined"),
     ("{{ site.missing }}", "has no attribute 'missing'"),
     ("a-{{ site.missing }}", "has no attribute 'missing'"),
 ])

@@ -49,8 +49,8 @@ def test_undefined_variables_are_reported_with_task_and_host(tmp_path):
     problems = problems_for(tmp_path, PLAYBOOK)
     site = tmp_path / "site.yml"
     assert sorted(problems) == [
-        f"{site}:13:7: undefined variable 'driver' (task 'pins the driver', host node2)",
-        f"{site}:16:7: undefined variable 'nvidia_mod' (task 'typo', host node1)",
+        f"{site}:13:7: 'driver' is undefined (task 'pins the driver', host node2)",
+        f"{site}:16:7: 'nvidia_mod' is undefined (task 'typo', host node1)",
     ]
 
 
@@ -98,6 +98,6 @@ def test_cli_exit_code(tmp_path, capsys, extra, code):
     assert main(["validate", str(tmp_path / "site.yml"), "-i", str(tmp_path / "hosts.yml"), *extra]) == code
     out, err = capsys.readouterr()
     if code:
-        assert "gpuconf: error: " in err and "undefined variable 'driver'" in err
+        assert "gpuconf: error: " in err and "'driver' is undefined" in err
     else:
         assert "valid" in out and err == ""

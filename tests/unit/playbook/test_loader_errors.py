@@ -82,7 +82,7 @@ def test_error_inside_a_role_points_into_the_role_file(tmp_path):
     assert message.startswith(f"{tasks}:3:5: ") and "did you mean 'state'" in message
 
 
-def test_role_dependencies_load_first_once_and_roles_see_their_defaults(tmp_path):
+def test_role_dependencies_load_first_and_roles_see_their_defaults(tmp_path):
     write(tmp_path / "roles" / "base" / "tasks" / "main.yml", "- name: base task\n  assert: {that: 'true'}\n")
     write(tmp_path / "roles" / "driver" / "meta" / "main.yml", "dependencies: [base]\n")
     write(tmp_path / "roles" / "driver" / "defaults" / "main.yml", "version: '550'\n")
@@ -93,9 +93,22 @@ def test_role_dependencies_load_first_once_and_roles_see_their_defaults(tmp_path
                                         "    - name: play task\n      assert: {that: 'true'}\n")
     play = load_playbook(path, project_dir=tmp_path).plays[0]
     tasks = play.tasks
-    assert [t.name for t in tasks] == ["base task", "driver task", "fabric task", "play task"]
-    assert [t.role for t in tasks] == ["base", "driver", "fabric", None]
+    # base is loaded for fabric and again for driver: each loading kept, marked as one role that runs
+    # once a host (the second is skipped where the first completed: engine/hostrun.py)
+    assert [t.name for t in tasks] == ["base task", "base task", "driver task", "fabric task", "play task"]
+    assert [t.role for t in tasks] == ["base", "base", "driver", "fabric", None]
+    assert tasks[0].role_once == tasks[1].role_once != "" and tasks[0].role_instance != tasks[1].role_instance
     assert play.role_defaults == {"version": "550"}  # role defaults are play-wide, as in Ansible
+
+
+def test_a_role_with_plugins_is_refused_at_load_saying_why(tmp_path):
+    write(tmp_path / "roles" / "r" / "tasks" / "main.yml", "- debug: {msg: \"{{ '1.2.3.4' | parse_ip }}\"}\n")
+    write(tmp_path / "roles" / "r" / "filter_plugins" / "ip.py", "class FilterModule: ...\n")
+    message, path = load_error(tmp_path, "- hosts: all\n  roles: [r]\n")
+    assert message.startswith(f"{path}:2:11: role 'r' has filter_plugins/: gpuconf loads no plugins")
+    # an include_role's too, when the playbook loads (where its name is no template)
+    message, path = load_error(tmp_path, "- hosts: all\n  tasks:\n    - include_role: {name: r}\n")
+    assert message.startswith(f"{path}:3:7: role 'r' has filter_plugins/: gpuconf loads no plugins")
 
 
 def test_role_dependency_cycle_is_an_error(tmp_path):

@@ -135,15 +135,3 @@ def test_a_lazy_module_names_each_parser_once_for_type_checkers_and_for_its_load
         assert getattr(lazy, name) is getattr(importlib.import_module(defining), name)
     with pytest.raises(AttributeError, match="parse_nvidia_smi_qery"):
         lazy.parse_nvidia_smi_qery  # noqa: B018 - the error is what is checked
-
-
-def test_a_value_where_text_is_wanted():
-    """A number is its text for every task; any value is for a task written as Ansible's module,
-    as Ansible's argument spec converts a str option (fuzz:class6-module-args-as-text)."""
-    from gpuconf.tasks.registry import build_params
-
-    assert build_params("line", {"path": "/x", "line": 2.5}).line == "2.5"
-    for value, text in (({"a": 7}, "{'a': 7}"), (True, "True"), ([1, "x"], "[1, 'x']")):
-        assert build_params("line", {"path": "/x", "line": value}, any_as_text=True).line == text
-        with pytest.raises(ValueError, match="valid string"):
-            build_params("line", {"path": "/x", "line": value})
