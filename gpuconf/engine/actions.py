@@ -22,7 +22,8 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         params = {name: render(value, variables) for name, value in task.params.items()}
         return include_vars(task, params, included if included is not None else {}, playbook_dir)
     if task.type == "set_fact":
-        values = {name: render(value, variables) for name, value in task.params.items() if name != "cacheable"}
+        values = {name: snapshot(render(value, variables)) for name, value in task.params.items()
+                  if name != "cacheable"}
         registered.update(values)
         return f"set {', '.join(values)}", {"ansible_facts": values}
     if "var" in task.params:
@@ -30,10 +31,21 @@ def run_action(task: TaskDef, variables: Vars, registered: dict[str, Any], inclu
         if "{{" in name:   # `var={{ item }}`: the name the template gives
             name = str(render(name, variables))
         try:
-            value = evaluate(name, variables)
+            value = snapshot(evaluate(name, variables))
         except (UndefinedVariable, UndefinedAttribute) as exc:  # as Ansible 2.19's debug: the error is the value shown
             value = f"<< error 1 - {exc.shown} >>"
         return f"{name} = {json.dumps(value, default=str, sort_keys=True)}", {name: value}
-    message = render(task.params.get("msg", DEFAULT_MESSAGE), variables)
+    message = snapshot(render(task.params.get("msg", DEFAULT_MESSAGE), variables))
     text = message if isinstance(message, str) else json.dumps(message, default=str, sort_keys=True)
     return text, {"msg": message}
+
+
+def snapshot(value: Any) -> Any:
+    """The value as it is now: a list a variable holds may change later in the run (a failed host
+    leaves the live ansible_play_batch: engine/batch.py), a result shown or set must not."""
+    kind = type(value)
+    if kind is list:
+        return [snapshot(item) for item in value]
+    if kind is dict:
+        return {key: snapshot(item) for key, item in value.items()}
+    return value

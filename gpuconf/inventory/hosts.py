@@ -1,5 +1,5 @@
-"""Inventories: hosts, groups and their variables, in Ansible's YAML shape (INI files and
-executable inventories are read by inventory_sources.py into the same model).
+"""Inventories: hosts, groups and their variables, in Ansible's shape (YAML and INI files and
+executable inventories are read by inventory/sources.py into this model).
 
 Variable merge order for a host, lowest first, as Ansible's (docs/variables.md): the inline
 variables of the `all` group, then of every other group the host belongs to ordered by depth
@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError, did_you_mean
+from gpuconf.errors import InventoryError, Location, PlaybookError, UsageError
 from gpuconf.files import yamlsrc
 from gpuconf.files.values import JSONValue
-from gpuconf.inventory.sources import load_executable, load_ini, looks_like_ini
-
-GROUP_KEYS = ("hosts", "vars", "children")
+from gpuconf.inventory.sources import as_error, load_executable, load_ini, load_yaml, looks_like_ini
 
 
 @dataclass
@@ -168,21 +166,34 @@ class Inventory:
             self._merged.pop(name, None)
         return name
 
+    def child_groups(self, name: str) -> list[str]:
+        """A group's child groups in definition order; `ungrouped` first under `all`, as Ansible has it."""
+        children = self.groups[name].children
+        if name == "all" and "ungrouped" in children:
+            return ["ungrouped", *(child for child in children if child != "ungrouped")]
+        return list(children)
+
+    def own_hosts(self, name: str) -> list[str]:
+        """A group's own hosts; `ungrouped` holds every host of no other group (gpuconf files the hosts
+        listed under `all:` in `all`, Ansible in `all` and `ungrouped`)."""
+        if name == "ungrouped":
+            return [host for host, entry in self.hosts.items()
+                    if not entry.groups - {"all", "ungrouped"} and host not in self.implicit]
+        return list(self.groups[name].hosts)
+
     def group_members(self, group: str) -> list[str]:
-        """All hosts of a group and its descendants, in inventory order."""
-        if group == "all":
-            return [h for h in self.hosts if h not in self.implicit]
-        found: set[str] = set()
-        todo = [group]
-        seen: set[str] = set()
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            found.update(self.groups[name].hosts)
-            todo.extend(self.groups[name].children)
-        return [h for h in self.hosts if h in found]
+        """All hosts of a group and its descendants, in Ansible's order (Group.get_hosts): the
+        group's own hosts, then its child groups' level by level, each host once; `all` leaves out
+        the implicit localhost. (Ansible walks a level below the first in the order of a set; here
+        each level keeps definition order.) A serial batch, `play_hosts` and `groups` follow it."""
+        order, level, seen = [group], [group], {group}
+        while level:
+            below = [child for name in level for child in self.child_groups(name)]
+            level = [child for child in dict.fromkeys(below) if child not in seen]
+            seen.update(level)
+            order += level
+        members = dict.fromkeys(host for name in order for host in self.own_hosts(name))
+        return [host for host in members if group != "all" or host not in self.implicit]
 
     def narrowed(self, hosts: Iterable[str]) -> Inventory:
         """The same inventory, with every host pattern confined to `hosts` (--limit, once for a whole
@@ -258,10 +269,6 @@ def _adhoc(inventory: Inventory, spec: str) -> None:
             inventory.add_host(name, "ungrouped", {})
 
 
-def _as_error(exc: PlaybookError) -> InventoryError:
-    return InventoryError(exc.message, exc.location)
-
-
 def _load_source(inventory: Inventory, path: Path) -> None:
     """A hosts file in Ansible's YAML or INI format, or an executable inventory script."""
     if path.suffix not in (".yml", ".yaml", ".json", ".ini") and os.access(path, os.X_OK):
@@ -269,67 +276,7 @@ def _load_source(inventory: Inventory, path: Path) -> None:
     elif looks_like_ini(path):
         load_ini(inventory, path)
     else:
-        _load_hosts_file(inventory, path)
-
-
-def _load_hosts_file(inventory: Inventory, path: Path) -> None:
-    try:
-        data = yamlsrc.load_file(path)
-    except PlaybookError as exc:
-        raise _as_error(exc) from None
-    if data is None:
-        return
-    if not isinstance(data, yamlsrc.YDict):
-        kind = "a list (is this a playbook?)" if isinstance(data, list) else f"a {type(data).__name__}"
-        where = data.location() if isinstance(data, yamlsrc.YList) else Location(str(path), 1, 1)
-        raise InventoryError(f"not an inventory: expected a mapping of groups such as 'all:', got {kind}", where)
-    for name, body in data.items():
-        misspelled = isinstance(body, dict) and any(did_you_mean(str(k), GROUP_KEYS) for k in body)
-        if name != "all" and isinstance(body, dict) and body and not set(body) & set(GROUP_KEYS) and not misspelled:
-            raise InventoryError(
-                f"not an inventory: top-level key '{name}' is not a group (a group has hosts:, vars: or children:)",
-                data.location(name),
-            )
-        _load_group(inventory, str(name), body, data, None if name == "all" else "all")
-
-
-def _load_group(inventory: Inventory, name: str, body: JSONValue, parent_map: dict[str, JSONValue],
-                parent: str | None) -> None:
-    group = inventory.add_group(name, parent)
-    if body is None:
-        return
-    if not isinstance(body, yamlsrc.YDict):
-        raise InventoryError(f"group '{name}' must be a mapping with hosts:, vars: or children:",
-                             yamlsrc.locate(parent_map, (name,)))
-    for key in body:
-        if key not in GROUP_KEYS:
-            raise InventoryError(
-                f"unknown key '{key}' in group '{name}'{did_you_mean(key, GROUP_KEYS)}", body.location(key)
-            )
-    variables = body.get("vars") or {}
-    if not isinstance(variables, dict):
-        raise InventoryError(f"vars of group '{name}' must be a mapping", body.location("vars"))
-    group.vars.update(yamlsrc.plain(variables))
-    hosts = body.get("hosts") or {}
-    if isinstance(hosts, list):
-        raise InventoryError(f"hosts of group '{name}' must be a mapping (host: vars), not a list",
-                             body.location("hosts"))
-    if not isinstance(hosts, dict):
-        raise InventoryError(f"hosts of group '{name}' must be a mapping", body.location("hosts"))
-    for host_name, host_vars in hosts.items():
-        where = yamlsrc.locate(hosts, (host_name,))
-        if host_vars is not None and not isinstance(host_vars, dict):
-            raise InventoryError(f"variables of host '{host_name}' must be a mapping", where)
-        if str(host_name) in inventory.groups:
-            raise InventoryError(f"'{host_name}' is both a host and a group", where)
-        inventory.add_host(str(host_name), name, yamlsrc.plain(host_vars or {}))
-    children = body.get("children") or {}
-    if not isinstance(children, dict):
-        raise InventoryError(f"children of group '{name}' must be a mapping", body.location("children"))
-    for child, child_body in children.items():
-        if str(child) in inventory.hosts:
-            raise InventoryError(f"'{child}' is both a host and a group", yamlsrc.locate(children, (child,)))
-        _load_group(inventory, str(child), child_body, children, name)
+        load_yaml(inventory, path)
 
 
 VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")   # Ansible's group_vars/host_vars files, by their suffix
@@ -359,7 +306,7 @@ def load_vars_file(path: Path) -> dict[str, JSONValue]:
     try:
         data = yamlsrc.load_file(path)
     except PlaybookError as exc:
-        raise _as_error(exc) from None
+        raise as_error(exc) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

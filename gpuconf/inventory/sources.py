@@ -1,4 +1,7 @@
-"""Ansible's other inventory sources: INI files and executable (dynamic) inventories.
+"""Ansible's inventory sources: YAML files, INI files and executable (dynamic) inventories.
+
+YAML (or JSON), as Ansible's yaml plugin reads it: groups with `hosts`, `vars` and `children`,
+their hosts and child groups taken in the file's order.
 
 INI, as Ansible reads it: `[group]` sections of host lines (`node01 port=2222`), host
 ranges (`node[01:16]`, `rack-[a:c]`), `[group:vars]` and `[group:children]`; values on a
@@ -19,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from gpuconf.errors import InventoryError, Location
+from gpuconf.errors import InventoryError, Location, PlaybookError, did_you_mean
+from gpuconf.files import yamlsrc
 from gpuconf.files.values import JSONValue
 
 
@@ -37,10 +41,11 @@ class Inventory(Protocol):
     @property
     def groups(self) -> Mapping[str, _Named]: ...
 
-    def add_group(self, name: str, parent: str | None = "all") -> object: ...
+    def add_group(self, name: str, parent: str | None = "all") -> _Named: ...
 
     def add_host(self, name: str, group: str = "ungrouped", vars: dict[str, JSONValue] | None = None) -> object: ...
 
+GROUP_KEYS = ("hosts", "vars", "children")
 SCRIPT_TIMEOUT = 60.0  # seconds an inventory script may take for --list
 MAX_RANGE_HOSTS = 100_000  # the hosts one INI line may name: `node[0:99999999]` is a typo, not a fleet
 
@@ -237,3 +242,76 @@ def load_executable(inventory: Inventory, path: Path) -> None:
         if not isinstance(values, dict):
             raise InventoryError(f"host '{host}': its variables must be a JSON object", where)
         inventory.hosts[host].vars.update(values)
+
+
+def as_error(exc: PlaybookError) -> InventoryError:
+    return InventoryError(exc.message, exc.location)
+
+
+def load_yaml(inventory: Inventory, path: Path) -> None:
+    """Read a YAML (or JSON) inventory into `inventory`: groups with `hosts`, `vars`, `children`."""
+    try:
+        data = yamlsrc.load_file(path)
+    except PlaybookError as exc:
+        raise as_error(exc) from None
+    if data is None:
+        return
+    if not isinstance(data, yamlsrc.YDict):
+        kind = "a list (is this a playbook?)" if isinstance(data, list) else f"a {type(data).__name__}"
+        where = data.location() if isinstance(data, yamlsrc.YList) else Location(str(path), 1, 1)
+        raise InventoryError(f"not an inventory: expected a mapping of groups such as 'all:', got {kind}", where)
+    for name, body in data.items():
+        misspelled = isinstance(body, dict) and any(did_you_mean(str(k), GROUP_KEYS) for k in body)
+        if name != "all" and isinstance(body, dict) and body and not set(body) & set(GROUP_KEYS) and not misspelled:
+            raise InventoryError(
+                f"not an inventory: top-level key '{name}' is not a group (a group has hosts:, vars: or children:)",
+                data.location(name),
+            )
+        _load_group(inventory, str(name), body, data, None if name == "all" else "all")
+
+
+def _load_group(inventory: Inventory, name: str, body: JSONValue, parent_map: dict[str, JSONValue],
+                parent: str | None) -> None:
+    group = inventory.add_group(name, parent)
+    if body is None:
+        return
+    if not isinstance(body, yamlsrc.YDict):
+        raise InventoryError(f"group '{name}' must be a mapping with hosts:, vars: or children:",
+                             yamlsrc.locate(parent_map, (name,)))
+    for key in body:
+        if key not in GROUP_KEYS:
+            raise InventoryError(
+                f"unknown key '{key}' in group '{name}'{did_you_mean(key, GROUP_KEYS)}", body.location(key)
+            )
+    variables = body.get("vars") or {}
+    if not isinstance(variables, dict):
+        raise InventoryError(f"vars of group '{name}' must be a mapping", body.location("vars"))
+    group.vars.update(yamlsrc.plain(variables))
+    for key in body:   # hosts and children in the file's order, as Ansible's yaml plugin: the order of
+        # the hosts and of the groups is the order they run in (Inventory.group_members)
+        if key == "hosts":
+            _load_hosts(inventory, name, body)
+        elif key == "children":
+            children = body.get("children") or {}
+            if not isinstance(children, dict):
+                raise InventoryError(f"children of group '{name}' must be a mapping", body.location("children"))
+            for child, child_body in children.items():
+                if str(child) in inventory.hosts:
+                    raise InventoryError(f"'{child}' is both a host and a group", yamlsrc.locate(children, (child,)))
+                _load_group(inventory, str(child), child_body, children, name)
+
+
+def _load_hosts(inventory: Inventory, name: str, body: yamlsrc.YDict) -> None:
+    hosts = body.get("hosts") or {}
+    if isinstance(hosts, list):
+        raise InventoryError(f"hosts of group '{name}' must be a mapping (host: vars), not a list",
+                             body.location("hosts"))
+    if not isinstance(hosts, dict):
+        raise InventoryError(f"hosts of group '{name}' must be a mapping", body.location("hosts"))
+    for host_name, host_vars in hosts.items():
+        where = yamlsrc.locate(hosts, (host_name,))
+        if host_vars is not None and not isinstance(host_vars, dict):
+            raise InventoryError(f"variables of host '{host_name}' must be a mapping", where)
+        if str(host_name) in inventory.groups:
+            raise InventoryError(f"'{host_name}' is both a host and a group", where)
+        inventory.add_host(str(host_name), name, yamlsrc.plain(host_vars or {}))

@@ -7,32 +7,16 @@ from gpuconf.files.values import JSONValue
 from gpuconf.inventory.hosts import Inventory
 
 
-def _children(inventory: Inventory, name: str) -> list[str]:
-    """A group's child groups in definition order; `ungrouped` first under `all`, as Ansible has it."""
-    children = inventory.groups[name].children
-    if name == "all" and "ungrouped" in children:
-        return ["ungrouped", *(child for child in children if child != "ungrouped")]
-    return list(children)
-
-
-def _hosts(inventory: Inventory, name: str) -> list[str]:
-    """A group's own hosts; `ungrouped` holds every host of no other group (gpuconf files the hosts
-    listed under `all:` in `all`, Ansible in `ungrouped`)."""
-    if name == "ungrouped":
-        return [host for host, entry in inventory.hosts.items() if not entry.groups - {"all", "ungrouped"}]
-    return list(inventory.groups[name].hosts)
-
-
 def graph(inventory: Inventory) -> str:
     """ansible-inventory --graph: `@all:`, each group `|--@name:` one level in, its hosts below it."""
     lines: list[str] = []
 
     def group(name: str, depth: int) -> None:
         lines.append(_indent(f"@{name}:", depth))
-        for child in _children(inventory, name):
+        for child in inventory.child_groups(name):
             group(child, depth + 1)
         if name != "all":  # all's hosts are its groups' (ungrouped's for the rest)
-            lines.extend(_indent(host, depth + 1) for host in _hosts(inventory, name))
+            lines.extend(_indent(host, depth + 1) for host in inventory.own_hosts(name))
 
     group("all", 0)
     return "\n".join(lines)
@@ -49,9 +33,9 @@ def listing(inventory: Inventory) -> dict[str, JSONValue]:
 
     def group(name: str) -> None:
         body: dict[str, list[str]] = {}
-        if name != "all" and _hosts(inventory, name):
-            body["hosts"] = _hosts(inventory, name)
-        children = _children(inventory, name)
+        if name != "all" and inventory.own_hosts(name):
+            body["hosts"] = inventory.own_hosts(name)
+        children = inventory.child_groups(name)
         if children:
             body["children"] = children
         data[name] = body

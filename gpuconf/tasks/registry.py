@@ -166,26 +166,28 @@ def _first_literal_error(model: type[Params], raw: dict[str, object],
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
 
 
-def build_params(type_name: str, rendered: dict[str, object], values_as_text: bool = True) -> Params:
+# What a text parameter takes as its text, as Ansible's `str` type (check_type_str: to_native, so
+# True is 'True', a mapping its Python form): numbers and booleans first, then a list or a mapping
+# (only where a list of text, say, would not do either).
+AS_TEXT: tuple[tuple[type, ...], ...] = ((int, float), (dict, list))
+
+
+def build_params(type_name: str, rendered: dict[str, object], stage: int = 0) -> Params:
     """Validate rendered params; raise ValueError with a readable message."""
     model = TASK_TYPES[type_name].Params
     try:
         return model.model_validate(rendered)
     except ValidationError as exc:
-        values = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and _as_text_ok(e["input"])]
-        if values and values_as_text:  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
-            return build_params(type_name, _as_text(rendered, values), values_as_text=False)
+        if stage < len(AS_TEXT):  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
+            kinds = AS_TEXT[stage]
+            wrong = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and isinstance(e["input"], kinds)]
+            return build_params(type_name, _as_text(rendered, wrong, kinds) if wrong else rendered, stage + 1)
         _, message = validation_message(exc, param_names(type_name))
         raise ValueError(message) from None
 
 
-def _as_text_ok(value: object) -> bool:
-    """A value Ansible's `str` parameter takes as its text (check_type_str: to_native, so a
-    mapping is its Python form, True is 'True')."""
-    return isinstance(value, (int, float, bool, dict, list))
-
-
-def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) -> dict[str, object]:
+def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]],
+             kinds: tuple[type, ...]) -> dict[str, object]:
     """A copy of `values` with the values at `locations` (pydantic error locations, whose union
     members' names are not keys) as strings."""
     values = copy.deepcopy(values)
@@ -198,8 +200,8 @@ def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) 
                 holder, key, current = current, part, current[part]
             elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
                 holder, key, current = current, part, current[part]
-        if isinstance(holder, dict) and _as_text_ok(current):
+        if isinstance(holder, dict) and isinstance(current, kinds):
             holder[key] = str(current)
-        elif isinstance(holder, list) and isinstance(key, int) and _as_text_ok(current):
+        elif isinstance(holder, list) and isinstance(key, int) and isinstance(current, kinds):
             holder[key] = str(current)
     return values

@@ -168,6 +168,37 @@ def native_type_name(value: object) -> str:
                 type(value).__name__)
 
 
+class ErrorMarker(ChainedUndefined):
+    """A variable whose template failed (it refers to itself, a filter raised): as ansible-core
+    2.19's captured-exception marker, the error is raised where the value is used, not where a
+    template names it (`'x' if b else n1` with a broken `n1` and `b` true is 'x'). Unlike an
+    undefined value, `is defined` and `default()` do not take it: they give it back, and using
+    that raises the error."""
+
+    def __init__(self, error: Exception):
+        # Jinja raises `exc(message)` wherever an undefined value is used: here, the error itself
+        super().__init__(hint=str(error), exc=lambda _message: error)  # type: ignore[arg-type]
+        self.error = error
+
+
+def _defined(value: Any) -> Any:
+    return value if isinstance(value, ErrorMarker) else not isinstance(value, jinja2.Undefined)
+
+
+def _undefined(value: Any) -> Any:
+    return value if isinstance(value, ErrorMarker) else isinstance(value, jinja2.Undefined)
+
+
+def _takes_no_error(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that takes an undefined value (`default`, `mandatory`) gives an ErrorMarker back."""
+    @functools.wraps(function)
+    def taking(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], ErrorMarker):
+            return args[0]
+        return function(*args, **kwargs)
+    return taking
+
+
 def make_env() -> jinja2.Environment:
     # trim_blocks as Ansible's templar: a template ported from Ansible renders byte for byte the same
     env = CountingEnvironment(undefined=ChainedUndefined, keep_trailing_newline=True, autoescape=False,
@@ -185,10 +216,13 @@ def make_env() -> jinja2.Environment:
     env.filters["extract"] = _extract
     env.tests.update({name: _ansible_filter(name, "TESTS") for name in ANSIBLE_TESTS})
     env.tests.update({name: _ansible_filter(name, "TESTS", "core_filters") for name in CORE_TESTS})
-    for plugins, takers in ((env.filters, UNDEFINED_TAKERS), (env.tests, UNDEFINED_TESTS)):
-        for name, function in list(plugins.items()):
-            if name not in takers:
-                plugins[name] = _passes_undefined(function)
+    env.tests.update(defined=_defined, undefined=_undefined)   # they give an ErrorMarker back themselves
+    for name, function in list(env.filters.items()):
+        env.filters[name] = _takes_no_error(function) if name in UNDEFINED_TAKERS else _passes_undefined(function)
+    tests: dict[str, Any] = env.tests
+    for name, test in list(tests.items()):
+        if name not in UNDEFINED_TESTS:
+            tests[name] = _passes_undefined(test)
     bound_environment(env)  # output and CPU bounds (gpuconf/templating/bounds.py)
     return env
 

@@ -18,7 +18,7 @@ from gpuconf.errors import TemplateError, UndefinedAttribute, UndefinedVariable
 from gpuconf.files.yamlsrc import Secret, Unsafe
 from gpuconf.templating import secret_marks as marks
 from gpuconf.templating.compiled import ENV, MARKING, compiled, lookup_reference, reference, run_template, segments
-from gpuconf.templating.environment import MissingAttribute
+from gpuconf.templating.environment import ErrorMarker, MissingAttribute
 from gpuconf.templating.secret_marks import STATE as MARKS
 from gpuconf.templating.secret_marks import mark, tell, touch
 
@@ -131,6 +131,8 @@ class Vars(Mapping[str, Any]):
             value = render(value, self)
         except UndefinedVariable as exc:   # as in ansible-core 2.19: undefined where it is used, not here
             value = ENV.undefined(name=exc.name)   # (`x is undefined`, `x | default(...)`; a use names exc.name)
+        except TemplateError as exc:   # any other error (it refers to itself, a filter raised), as 2.19's
+            value = ErrorMarker(exc)   # captured-exception marker: raised where it is used, `is defined` too
         finally:
             self._active.pop()
         if MARKS.reads != before or key in names:

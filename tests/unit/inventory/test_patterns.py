@@ -21,14 +21,17 @@ def inv():
     return inventory
 
 
+# Each result is ansible-core 2.19.14's (InventoryManager.get_hosts) on the same inventory, written
+# as YAML: a group's own hosts, then its child groups' level by level (`ungrouped` is all's first
+# child); unions in the order written.
 @pytest.mark.parametrize("pattern, expected", [
-    ("all", ["gpu-01", "gpu-02", "gpu-03", "cpu-01"]),
+    ("all", ["cpu-01", "gpu-01", "gpu-03", "gpu-02"]),
     ("gpu", ["gpu-01", "gpu-02", "gpu-03"]),            # a parent group includes its children's hosts
     ("a100", ["gpu-03"]),
     ("cpu-01", ["cpu-01"]),
     ("gpu-0*", ["gpu-01", "gpu-02", "gpu-03"]),
     ("?100", ["gpu-01", "gpu-02", "gpu-03"]),            # globs match group names too
-    ("gpu-0[12]", ["gpu-01", "gpu-02"]),
+    ("gpu-0[12]", []),                                   # a subscript: the 13th host of `gpu-0`
     ("a100,cpu-01", ["gpu-03", "cpu-01"]),
     ("a100:cpu-01", ["gpu-03", "cpu-01"]),
     ("gpu:&rack1", ["gpu-01", "gpu-03"]),
@@ -36,11 +39,26 @@ def inv():
     ("!gpu", ["cpu-01"]),                                # exclusion alone starts from all
     ("!rack1:gpu", ["gpu-02"]),                          # order of terms does not matter
     ("~^gpu-0[23]$", ["gpu-02", "gpu-03"]),
-    ("cpu-01,gpu-01", ["gpu-01", "cpu-01"]),             # results keep inventory order
+    ("~gpu", ["gpu-01", "gpu-02", "gpu-03"]),
+    ("~pu", []),                                         # a regex matches from the start
+    ("cpu-01,gpu-01", ["cpu-01", "gpu-01"]),             # unions in the order written
+    ("rack1:gpu", ["gpu-01", "gpu-03", "gpu-02"]),
+    ("gpu[0]", ["gpu-01"]),
+    ("gpu[-1]", ["gpu-03"]),
+    ("gpu[1:]", ["gpu-02", "gpu-03"]),
+    ("gpu[0:1]:a100", ["gpu-01", "gpu-02", "gpu-03"]),
+    ("gpu[1:0]", ["gpu-02"]),
+    ("all[1:2],cpu-01", ["gpu-01", "gpu-03", "cpu-01"]),
+    ("ungrouped", ["cpu-01"]),
     ("nothing-here", []),
 ])
 def test_match(inv, pattern, expected):
     assert match_hosts(inv, pattern) == expected
+
+
+def test_a_subscript_past_the_hosts_is_an_error(inv):
+    with pytest.raises(InventoryError, match="no host matched the subscripted pattern 'gpu\\[5\\]'"):
+        match_hosts(inv, "gpu[5]")
 
 
 def test_retry_file(inv, tmp_path):
@@ -86,7 +104,7 @@ def test_narrow_applies_the_limit_once_for_every_pattern_and_keeps_the_groups(in
     assert match_hosts(narrow(narrowed, "gpu-0*"), "all") == ["gpu-01"]  # a narrower scope never widens
     # `groups` and `hostvars` still see every host, as Ansible's do under --limit
     assert narrowed.group_members("gpu") == ["gpu-01", "gpu-02", "gpu-03"] and len(narrowed.hosts) == 4
-    assert match_hosts(inv, "all") == ["gpu-01", "gpu-02", "gpu-03", "cpu-01"]  # the inventory itself is untouched
+    assert match_hosts(inv, "all") == ["cpu-01", "gpu-01", "gpu-03", "gpu-02"]  # the inventory itself is untouched
     assert narrow(inv, None) is inv
     with pytest.raises(InventoryError, match="--limit 'rack9' matches no hosts"):
         narrow(inv, "rack9")

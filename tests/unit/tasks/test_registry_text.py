@@ -9,3 +9,8 @@ from gpuconf.tasks.registry import build_params
 def test_a_value_given_for_text_is_its_python_text_as_in_ansible(value, text):
     # module_utils/common/validation.py check_type_str: to_native(value) when conversion is allowed
     assert build_params("line", {"path": "/etc/x", "line": value}).line == text
+
+
+def test_a_number_in_an_argv_is_its_text_and_the_argv_stays_a_list():
+    # command argv [echo, w, "{{ n1 }}"] with n1 an int: the item is "42", never the list as one line
+    assert build_params("command", {"cmd": ["echo", "w", 42]}).cmd == ["echo", "w", "42"]

@@ -79,6 +79,24 @@ def test_reference_cycle_is_reported(layer, cycle):
     assert cycle in str(err.value)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("{{ 'x' if b else loop }}", "x"),                    # a broken variable in a branch not taken
+    ("{{ hole is defined }} {{ hole | default('d') }}", "False d"),   # its template names an undefined one
+    ("{{ 'k' | default(loop) }}", "k"),
+    ("{{ [loop] | length }}", 1),
+])
+def test_a_variable_is_templated_where_it_is_used(text, expected):
+    """As ansible-core 2.19's lazy templating (fuzz:class5-lazy-variables)."""
+    assert render(text, Vars({"b": True, "loop": "{{ loop + 1 }}", "hole": "{{ nope }}"})) == expected
+
+
+@pytest.mark.parametrize("text", ["{{ loop }}", "{{ loop is defined }}", "{{ loop | default('d') }}",
+                                  "{{ loop | string | default('d') }}", "{{ nope | default(loop) }}"])
+def test_a_broken_variable_fails_where_it_is_used(text):
+    with pytest.raises(TemplateError, match="refers to itself: loop -> loop$"):
+        render(text, Vars({"loop": "{{ loop + 1 }}"}))
+
+
 def test_syntax_error_is_a_template_error():
     with pytest.raises(TemplateError, match="syntax"):
         render("{{ x + }}", Vars({"x": 1}))
