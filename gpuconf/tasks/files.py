@@ -95,7 +95,8 @@ class FileParams(_Owned):
     @field_validator("content", mode="before")
     @classmethod
     def _json(cls, value: object) -> object:
-        """A mapping or a list is written as JSON, as Ansible's copy writes it."""
+        """A mapping or a list is written as JSON, as Ansible's copy writes it (a number or a
+        boolean is its text, as for every text parameter: tasks/registry.py build_params)."""
         return json.dumps(value) if isinstance(value, (dict, list)) else value
 
     @model_validator(mode="after")
@@ -205,8 +206,6 @@ class LineParams(Params):
             raise ValueError("'line' is required when state is present")
         if self.state == "absent" and self.line is None and self.regexp is None:
             raise ValueError("give 'line' or 'regexp' to remove")
-        if self.line is not None and "\n" in self.line:
-            raise ValueError("'line' must be a single line")
         if self.regexp is not None:
             try:
                 re.compile(self.regexp)
@@ -227,6 +226,8 @@ def edit_lines(text: str, params: LineParams) -> str:
         kept = [line for line in lines if not matches(line)]
         return "\n".join(kept) + ("\n" if kept else "") if kept != lines else text
     wanted = params.line or ""  # present: the model requires a line
+    if "\n" in wanted and f"\n{wanted}\n" in "\n" + "\n".join(lines) + "\n":
+        return text  # a line with breaks: Ansible appends it again on every run, gpuconf once (docs/ansible.md)
     if wanted in lines and (pattern is None or not any(matches(x) and x != wanted for x in lines)):
         return text
     hits = [i for i, line in enumerate(lines) if matches(line)]

@@ -140,7 +140,7 @@ def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[i
     if templated:
         return None if _literal_errors_ok(model, raw, templated) else _first_literal_error(model, raw, templated)
     try:
-        model.model_validate(raw)
+        _validated(model, raw)
     except ValidationError as exc:
         return validation_message(exc, names)
     return None
@@ -149,7 +149,7 @@ def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[i
 def _literal_errors(model: type[Params], raw: dict[str, object], templated: set[str]) -> list[ErrorDetails]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
-        model.model_validate(static)
+        _validated(model, static)
     except ValidationError as exc:
         return [e for e in exc.errors() if e["loc"] and e["loc"][0] not in templated and e["type"] != "missing"]
     return []
@@ -172,18 +172,26 @@ def _first_literal_error(model: type[Params], raw: dict[str, object],
 AS_TEXT: tuple[tuple[type, ...], ...] = ((int, float), (dict, list))
 
 
-def build_params(type_name: str, rendered: dict[str, object], stage: int = 0) -> Params:
+def build_params(type_name: str, rendered: dict[str, object]) -> Params:
     """Validate rendered params; raise ValueError with a readable message."""
-    model = TASK_TYPES[type_name].Params
     try:
-        return model.model_validate(rendered)
+        return _validated(TASK_TYPES[type_name].Params, rendered)
+    except ValidationError as exc:
+        _, message = validation_message(exc, param_names(type_name))
+        raise ValueError(message) from None
+
+
+def _validated(model: type[Params], values: dict[str, object], stage: int = 0) -> Params:
+    """`values` validated, a value given for text taken as its text (AS_TEXT); the load-time check
+    (static_param_errors) takes a literal the same way: `content: 5` is '5'."""
+    try:
+        return model.model_validate(values)
     except ValidationError as exc:
         if stage < len(AS_TEXT):  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
             kinds = AS_TEXT[stage]
             wrong = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and isinstance(e["input"], kinds)]
-            return build_params(type_name, _as_text(rendered, wrong, kinds) if wrong else rendered, stage + 1)
-        _, message = validation_message(exc, param_names(type_name))
-        raise ValueError(message) from None
+            return _validated(model, _as_text(values, wrong, kinds) if wrong else values, stage + 1)
+        raise
 
 
 def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]],
