@@ -80,11 +80,10 @@ class Entries:
         # applies the item before them, not on a request of its own
         results = []
         for number, one in enumerate(each):
-            if results and task.keywords.register:
-                # as Ansible's loop: the name registered holds the item before's result meanwhile
-                before = item_registered(task.keywords.register, task, results[-1], number - 1, items)
-                one = dataclasses.replace(one, item_vars={**one.item_vars, task.keywords.register: before})
             results.append(self.executor.run_task(one, each[number + 1:] + upcoming))
+            if task.keywords.register:   # as Ansible: the items after it see this item's result
+                self.log.register(task, item_registered(task.keywords.register, task, results[-1], items, number),
+                                  report=False)
         if task.keywords.register:
             log.register(task, loop_registered(task.keywords.register, task, results, items))
         if not items:

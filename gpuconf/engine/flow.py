@@ -153,25 +153,9 @@ def extended_loop(items: list[Any], index: int, allitems: bool) -> dict[str, Any
     return loop
 
 
-def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: list[Any]) -> dict[str, Any]:
-    """What `register:` holds after a loop, as Ansible's: each item's result with the item (under
-    its loop_var), `results`, and the totals; a loop with no items is skipped."""
-    if not items:
-        return {"changed": False, "skipped": True, "skipped_reason": "No items in the list", "results": []}
-    each = [item_registered(name, task, result, index, items) for index, result in enumerate(results[:len(items)])]
-    skipped = all(r.get("skipped") for r in each)
-    aggregate: dict[str, Any] = {"changed": any(r.get("changed") for r in each), "msg": "All items completed",
-                                 "results": each, "skipped": skipped}
-    if any(r.get("failed") for r in each):
-        aggregate.update(failed=True, msg="One or more items failed")
-    elif skipped:
-        aggregate["msg"] = "All items skipped"
-    return aggregate
-
-
-def item_registered(name: str, task: TaskDef, result: TaskResult, index: int, items: list[Any]) -> dict[str, Any]:
-    """One item's result as a loop registers it (with its item, under its loop_var); also what the
-    registered name holds while the loop's next item runs, as Ansible's loop binds it."""
+def item_registered(name: str, task: TaskDef, result: TaskResult, items: list[Any], index: int) -> dict[str, Any]:
+    """One item's result as `register:` holds it: in the loop's `results`, and, as Ansible's task
+    executor sets it, the registered variable itself for the items after it."""
     control = task.keywords.loop_control
     loop_var = control.loop_var if control else "item"
     value = {**registered_value(name, result), loop_var: items[index], "ansible_loop_var": loop_var}
@@ -180,6 +164,22 @@ def item_registered(name: str, task: TaskDef, result: TaskResult, index: int, it
     if control and control.extended:
         value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
     return value
+
+
+def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: list[Any]) -> dict[str, Any]:
+    """What `register:` holds after a loop, as Ansible's: each item's result with the item (under
+    its loop_var), `results`, and the totals; a loop with no items is skipped."""
+    if not items:
+        return {"changed": False, "skipped": True, "skipped_reason": "No items in the list", "results": []}
+    each = [item_registered(name, task, result, items, index) for index, result in enumerate(results)]
+    skipped = all(r.get("skipped") for r in each)
+    aggregate: dict[str, Any] = {"changed": any(r.get("changed") for r in each), "msg": "All items completed",
+                                 "results": each, "skipped": skipped}
+    if any(r.get("failed") for r in each):
+        aggregate.update(failed=True, msg="One or more items failed")
+    elif skipped:
+        aggregate["msg"] = "All items skipped"
+    return aggregate
 
 
 def entry_tally(results: list[TaskResult], ignore_errors: bool, rescuable: bool) -> str:
