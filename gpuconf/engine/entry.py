@@ -92,8 +92,11 @@ class Entries:
             return results
         for result in results[:-1]:
             result.counts_as = ""  # the loop counts once, on its last item
-        return self.tally(task, results, self.planner.registered.get(task.keywords.register or "")
-                          if task.keywords.register else None)
+        # a rescue's ansible_failed_result is the loop's result (its msg 'One or more items
+        # failed'), registered or not, as Ansible's
+        value = self.planner.registered.get(task.keywords.register) if task.keywords.register else \
+            loop_registered("ansible_failed_result", task, results, items) if self.rescuable(task) else None
+        return self.tally(task, results, value)
 
     def tally(self, task: TaskDef, results: list[TaskResult], value: Any = None) -> list[TaskResult]:
         """The task's results, the last one saying how the recap counts the task (engine/flow.py).
