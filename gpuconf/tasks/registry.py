@@ -187,19 +187,32 @@ def _as_text_ok(value: object) -> bool:
 
 def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) -> dict[str, object]:
     """A copy of `values` with the values at `locations` (pydantic error locations, whose union
-    members' names are not keys) as strings."""
+    members' names are not keys) as strings. Where a value and a value inside it are both wanted
+    as text (`argv: [echo, 7]` against `str | list[str]`), only the inner one is: 7 is '7', the
+    list stays a list."""
     values = copy.deepcopy(values)
+    found: list[tuple[tuple[int | str, ...], dict[object, object] | list[object], int | str]] = []
     for loc in locations:
         holder: dict[object, object] | list[object] | None = None
         key: int | str = ""
+        path: tuple[int | str, ...] = ()
         current: object = values
         for part in loc:
             if isinstance(current, dict) and part in current:
                 holder, key, current = current, part, current[part]
             elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
                 holder, key, current = current, part, current[part]
-        if isinstance(holder, dict) and _as_text_ok(current):
-            holder[key] = str(current)
-        elif isinstance(holder, list) and isinstance(key, int) and _as_text_ok(current):
-            holder[key] = str(current)
+            else:
+                continue
+            path += (part,)
+        if holder is not None and _as_text_ok(current):
+            found.append((path, holder, key))
+    paths = [path for path, _, _ in found]
+    for path, holder, key in found:
+        if any(len(other) > len(path) and other[:len(path)] == path for other in paths):
+            continue   # a value inside it is wanted as text: that one is converted
+        if isinstance(holder, dict):
+            holder[key] = str(holder[key])
+        elif isinstance(key, int):
+            holder[key] = str(holder[key])
     return values
