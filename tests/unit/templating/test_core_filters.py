@@ -32,6 +32,21 @@ def test_a_filter_or_test_gives_what_ansible_core_gives(template, expected):
     assert render(template, Vars({"recs": RECS, "none": None})) == expected
 
 
+@pytest.mark.parametrize("template, expected", [
+    # ansible-core 2.19.14's answers: list(set(a) OP set(b)), Python's set order for numbers
+    ("{{ [3, 2, 1, 10, -5] | union([7, 2]) }}", [1, 2, 3, 7, 10, -5]),
+    ("{{ [3, 2, 2] | intersect([2, 3]) }}", [2, 3]),
+    ("{{ [5, 1, 1, 3] | difference([3]) }}", [1, 5]),
+    ("{{ [1, 2] | symmetric_difference([2, 9, 4]) }}", [9, 4, 1]),
+    # a value that cannot be in a set: the first-seen order, as Ansible's fallback
+    ("{{ [[2], 1, [2]] | union([1]) }}", [[2], 1]),
+    # strings: Ansible's order changes from run to run (PYTHONHASHSEED); gpuconf keeps the first seen
+    ("{{ ['b', 'a', 'b'] | union(['c']) }}", ["b", "a", "c"]),
+])
+def test_set_filters_in_ansible_cores_order(template, expected):
+    assert render(template, Vars({})) == expected
+
+
 def test_mandatory_names_the_variable_and_passes_a_defined_one():
     assert render("{{ x | mandatory }}", Vars({"x": 1})) == 1
     with pytest.raises(TemplateError, match="Mandatory variable 'missing' not defined"):
