@@ -47,6 +47,13 @@ def test_set_filters_in_ansible_cores_order(template, expected):
     assert render(template, Vars({})) == expected
 
 
+def test_an_undefined_value_inside_an_argument_makes_ansibles_filter_undefined():
+    """As ansible-core's plugins read their arguments' items (fuzz:class5-undefined-inside-filter-args)."""
+    assert render("{{ d | combine({'k': nope}) | default('x') }} {{ [nope] | length }}", Vars({"d": {}})) == "x 1"
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render("{{ d | combine({'k': [nope]}) | dict2items | length }}", Vars({"d": {}}))
+
+
 def test_mandatory_names_the_variable_and_passes_a_defined_one():
     assert render("{{ x | mandatory }}", Vars({"x": 1})) == 1
     with pytest.raises(TemplateError, match="Mandatory variable 'missing' not defined"):
