@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuconf.engine.batch import Batch
 from gpuconf.engine.executor import TaskExecutor
-from gpuconf.engine.flow import entry_tally, failed_task_vars, item_task, loop_items, loop_registered
+from gpuconf.engine.flow import entry_tally, failed_task_vars, item_registered, item_task, loop_items, loop_registered
 from gpuconf.engine.hostlog import HostLog
 from gpuconf.engine.planner import HostPlanner
 from gpuconf.engine.processors import Processors
@@ -80,7 +80,12 @@ class Entries:
             return self.tally(task, [result])
         # the items still to come are upcoming too: what they read rides on the round trip that
         # applies the item before them, not on a request of its own
-        results = [self.executor.run_task(one, each[number + 1:] + upcoming) for number, one in enumerate(each)]
+        results = []
+        for number, one in enumerate(each):
+            results.append(self.executor.run_task(one, each[number + 1:] + upcoming))
+            if task.keywords.register:   # as Ansible: the items after it see this item's result
+                self.log.register(task, item_registered(task.keywords.register, task, results[-1], items, number),
+                                  report=False)
         if task.keywords.register:
             log.register(task, loop_registered(task.keywords.register, task, results, items))
         if not items:

@@ -153,21 +153,25 @@ def extended_loop(items: list[Any], index: int, allitems: bool) -> dict[str, Any
     return loop
 
 
+def item_registered(name: str, task: TaskDef, result: TaskResult, items: list[Any], index: int) -> dict[str, Any]:
+    """One item's result as `register:` holds it: in the loop's `results`, and, as Ansible's task
+    executor sets it, the registered variable itself for the items after it."""
+    control = task.keywords.loop_control
+    loop_var = control.loop_var if control else "item"
+    value = {**registered_value(name, result), loop_var: items[index], "ansible_loop_var": loop_var}
+    if control and control.index_var:
+        value.update({control.index_var: index, "ansible_index_var": control.index_var})
+    if control and control.extended:
+        value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
+    return value
+
+
 def loop_registered(name: str, task: TaskDef, results: list[TaskResult], items: list[Any]) -> dict[str, Any]:
     """What `register:` holds after a loop, as Ansible's: each item's result with the item (under
     its loop_var), `results`, and the totals; a loop with no items is skipped."""
     if not items:
         return {"changed": False, "skipped": True, "skipped_reason": "No items in the list", "results": []}
-    control = task.keywords.loop_control
-    loop_var = control.loop_var if control else "item"
-    each = []
-    for index, (result, item) in enumerate(zip(results, items)):
-        value = {**registered_value(name, result), loop_var: item, "ansible_loop_var": loop_var}
-        if control and control.index_var:
-            value.update({control.index_var: index, "ansible_index_var": control.index_var})
-        if control and control.extended:
-            value["ansible_loop"] = extended_loop(items, index, control.extended_allitems)
-        each.append(value)
+    each = [item_registered(name, task, result, items, index) for index, result in enumerate(results)]
     skipped = all(r.get("skipped") for r in each)
     aggregate: dict[str, Any] = {"changed": any(r.get("changed") for r in each), "msg": "All items completed",
                                  "results": each, "skipped": skipped}

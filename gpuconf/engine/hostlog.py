@@ -43,10 +43,12 @@ class HostLog:
             self.register(task, registered_value(task.keywords.register, result))
         self.add(result)
 
-    def register(self, task: TaskDef, value: dict[str, Any]) -> None:
-        """`register:` stores the task's result for the tasks after it (and the report)."""
+    def register(self, task: TaskDef, value: dict[str, Any], report: bool = True) -> None:
+        """`register:` stores the task's result for the tasks after it (and, `report`, the report's)."""
         name = str(task.keywords.register)
         self.planner.registered[name] = mark_known(value, self.planner.secrets)
+        if not report:
+            return
         shown = None if task.keywords.no_log else redact_value(dict(value), self.planner.secrets)
         self.registrations.append(Registration(task.name, name, task.type, shown))
 

@@ -205,8 +205,6 @@ class LineParams(Params):
             raise ValueError("'line' is required when state is present")
         if self.state == "absent" and self.line is None and self.regexp is None:
             raise ValueError("give 'line' or 'regexp' to remove")
-        if self.line is not None and "\n" in self.line:
-            raise ValueError("'line' must be a single line")
         if self.regexp is not None:
             try:
                 re.compile(self.regexp)
@@ -227,7 +225,12 @@ def edit_lines(text: str, params: LineParams) -> str:
         kept = [line for line in lines if not matches(line)]
         return "\n".join(kept) + ("\n" if kept else "") if kept != lines else text
     wanted = params.line or ""  # present: the model requires a line
-    if wanted in lines and (pattern is None or not any(matches(x) and x != wanted for x in lines)):
+    # a line of several lines is written as it is, as Ansible writes it, and is there when the file
+    # holds them in a row (Ansible compares it with each line, so appends it again on every run)
+    block = wanted.split("\n")
+    there = wanted in lines if len(block) == 1 else \
+        any(lines[i:i + len(block)] == block for i in range(len(lines) - len(block) + 1))
+    if there and (pattern is None or not any(matches(x) and x not in block for x in lines)):
         return text
     hits = [i for i, line in enumerate(lines) if matches(line)]
     if hits:

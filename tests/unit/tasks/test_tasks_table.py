@@ -132,6 +132,11 @@ LINE_CASES = [
      "a\nblacklist nouveau\nb\nblacklist nouveau\n", "a\nb\n"),
     ("absent by line", {"line": "x=1", "state": "absent"}, "x=1\ny\n", "y\n"),
     ("absent already", {"line": "x=1", "state": "absent"}, "y\n", None),
+    # a line of several lines (fuzz:class6-lineinfile-several-lines): written as it is, as Ansible writes it
+    ("several lines appended as they are", {"line": "a\nb"}, "x\n", "x\na\nb\n"),
+    ("several lines ending in a break", {"line": "h [1]\n"}, "x\n", "x\nh [1]\n\n"),
+    ("several lines replace a regexp's match", {"line": "x\ny", "regexp": "^fir"}, "first\n", "x\ny\n"),
+    ("several lines there in a row", {"line": "a\nb"}, "a\nb\nc\n", None),
 ]
 
 
