@@ -9,8 +9,9 @@ and `msg` ('' or 'non-zero return code'); debug its `msg` (or the variable), set
 task types also keep `status`, `msg` and `changes`, and what the task reported (a probe's output).
 A loop's value is built in flow.py (`results`, 'All items completed').
 
-In check mode a task that would change has not run: what only running it yields is
-`PendingResult`'s to refuse.
+In check mode a task of gpuconf's own types that would change has not run: what only running it
+yields is `PendingResult`'s to refuse. An Ansible-shaped one registers in check mode what it
+registers in apply (a copy, file or lineinfile has no rc or stdout either way).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
     if result.status == Status.SKIPPED:
         return {"changed": False, **data, "skipped": True}
     if result.type in ANSIBLE_SHAPED:
-        return _ansible_shaped(name, result, changed, failed, data)
+        return _ansible_shaped(result, changed, failed, data)
     known: dict[str, Any] = {
         "status": result.status.value, "changed": changed, "failed": failed, "skipped": False,
         "msg": result.error if failed and result.error else result.message,
@@ -87,7 +88,7 @@ def registered_value(name: str, result: TaskResult) -> dict[str, Any]:
     return value
 
 
-def _ansible_shaped(name: str, result: TaskResult, changed: bool, failed: bool, data: dict[str, Any]) -> dict[str, Any]:
+def _ansible_shaped(result: TaskResult, changed: bool, failed: bool, data: dict[str, Any]) -> dict[str, Any]:
     value: dict[str, Any] = {"changed": changed, "failed": failed}
     if result.type == "command" and failed and data.get("rc") is None and not (
             result.stdout or result.stderr or "stdout" in data or "stderr" in data):
@@ -115,6 +116,5 @@ def _ansible_shaped(name: str, result: TaskResult, changed: bool, failed: bool, 
     elif failed:
         value["msg"] = data.pop("msg", result.error or "")
     value.update(data)
-    if result.status == Status.WOULD_CHANGE and result.type not in ("command", "debug", "set_fact", "assert"):
-        return PendingResult(name, result.task, value)
-    return value
+    return value  # in check mode too: running the task would add no key (Ansible's copy, file,
+    # lineinfile register no rc or stdout either), so one it lacks is undefined, never pending

@@ -179,10 +179,12 @@ DYNAMIC_INCLUDE_KEYWORDS = frozenset(("action", "args", "collections", "debugger
                                       "vars", "when"))
 
 
-def check_dynamic_keywords(node: yamlsrc.YDict, key: str) -> None:
-    """Refuse, as ansible-core does at load, a keyword a dynamic include does not take."""
+def check_dynamic_keywords(node: yamlsrc.YDict, key: str, handler: bool = False) -> None:
+    """Refuse, as ansible-core does at load, a keyword a dynamic include does not take (a handler's
+    include_tasks may `listen` too: HandlerTaskInclude)."""
     for name in node:
-        if name != key and name not in DYNAMIC_INCLUDE_KEYWORDS and not str(name).startswith("with_"):
+        if name != key and name not in DYNAMIC_INCLUDE_KEYWORDS and not str(name).startswith("with_") \
+                and not (handler and name == "listen"):
             kind = "IncludeRole" if key == "include_role" else "TaskInclude"
             raise PlaybookError(f"'{name}' is not a valid attribute for a {kind} (as in Ansible: "
                                 f"keywords for the included tasks go under `apply:`)", node.location(name))

@@ -245,7 +245,11 @@ class Loader:
             return tasks
         names = (str(node["name"]),) if "name" in node else ()
         entry = next(self.block_ids)
-        tasks = self._entry(node, context)
+        if "include_tasks" in node:   # ansible-core's HandlerTaskInclude: an include's keywords, and `listen`
+            check_dynamic_keywords(node, "include_tasks", handler=True)
+            tasks = [include_entry(self, node, "include_tasks", context, self.validate)]
+        else:
+            tasks = self._entry(node, context)
         for task in tasks:
             task.handler_key = entry
             task.handler_names = names or (task.name,)

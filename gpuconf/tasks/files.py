@@ -95,7 +95,8 @@ class FileParams(_Owned):
     @field_validator("content", mode="before")
     @classmethod
     def _json(cls, value: object) -> object:
-        """A mapping or a list is written as JSON, as Ansible's copy writes it."""
+        """A mapping or a list is written as JSON, as Ansible's copy writes it (a number or a
+        boolean is its text, as for every text parameter: tasks/registry.py build_params)."""
         return json.dumps(value) if isinstance(value, (dict, list)) else value
 
     @model_validator(mode="after")
@@ -225,12 +226,9 @@ def edit_lines(text: str, params: LineParams) -> str:
         kept = [line for line in lines if not matches(line)]
         return "\n".join(kept) + ("\n" if kept else "") if kept != lines else text
     wanted = params.line or ""  # present: the model requires a line
-    # a line of several lines is written as it is, as Ansible writes it, and is there when the file
-    # holds them in a row (Ansible compares it with each line, so appends it again on every run)
-    block = wanted.split("\n")
-    there = wanted in lines if len(block) == 1 else \
-        any(lines[i:i + len(block)] == block for i in range(len(lines) - len(block) + 1))
-    if there and (pattern is None or not any(matches(x) and x not in block for x in lines)):
+    if "\n" in wanted and f"\n{wanted}\n" in "\n" + "\n".join(lines) + "\n":
+        return text  # a line with breaks: Ansible appends it again on every run, gpuconf once (docs/ansible.md)
+    if wanted in lines and (pattern is None or not any(matches(x) and x != wanted for x in lines)):
         return text
     hits = [i for i, line in enumerate(lines) if matches(line)]
     if hits:

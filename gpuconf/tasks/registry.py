@@ -140,7 +140,7 @@ def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[i
     if templated:
         return None if _literal_errors_ok(model, raw, templated) else _first_literal_error(model, raw, templated)
     try:
-        model.model_validate(raw)
+        _validated(model, raw)
     except ValidationError as exc:
         return validation_message(exc, names)
     return None
@@ -149,7 +149,7 @@ def static_param_errors(type_name: str, raw: dict[str, object]) -> tuple[tuple[i
 def _literal_errors(model: type[Params], raw: dict[str, object], templated: set[str]) -> list[ErrorDetails]:
     static = {k: v for k, v in raw.items() if k not in templated}
     try:
-        model.model_validate(static)
+        _validated(model, static)
     except ValidationError as exc:
         return [e for e in exc.errors() if e["loc"] and e["loc"][0] not in templated and e["type"] != "missing"]
     return []
@@ -166,53 +166,50 @@ def _first_literal_error(model: type[Params], raw: dict[str, object],
     return loc, f"'{'.'.join(map(str, loc))}': {error['msg']}"
 
 
-def build_params(type_name: str, rendered: dict[str, object], values_as_text: bool = True) -> Params:
+# What a text parameter takes as its text, as Ansible's `str` type (check_type_str: to_native, so
+# True is 'True', a mapping its Python form): numbers and booleans first, then a list or a mapping
+# (only where a list of text, say, would not do either).
+AS_TEXT: tuple[tuple[type, ...], ...] = ((int, float), (dict, list))
+
+
+def build_params(type_name: str, rendered: dict[str, object]) -> Params:
     """Validate rendered params; raise ValueError with a readable message."""
-    model = TASK_TYPES[type_name].Params
     try:
-        return model.model_validate(rendered)
+        return _validated(TASK_TYPES[type_name].Params, rendered)
     except ValidationError as exc:
-        values = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and _as_text_ok(e["input"])]
-        if values and values_as_text:  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
-            return build_params(type_name, _as_text(rendered, values), values_as_text=False)
         _, message = validation_message(exc, param_names(type_name))
         raise ValueError(message) from None
 
 
-def _as_text_ok(value: object) -> bool:
-    """A value Ansible's `str` parameter takes as its text (check_type_str: to_native, so a
-    mapping is its Python form, True is 'True')."""
-    return isinstance(value, (int, float, bool, dict, list))
+def _validated(model: type[Params], values: dict[str, object], stage: int = 0) -> Params:
+    """`values` validated, a value given for text taken as its text (AS_TEXT); the load-time check
+    (static_param_errors) takes a literal the same way: `content: 5` is '5'."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        if stage < len(AS_TEXT):  # `version: "{{ driver }}"`, driver: 535, is "535", as Ansible renders it
+            kinds = AS_TEXT[stage]
+            wrong = [e["loc"] for e in exc.errors() if e["type"] == "string_type" and isinstance(e["input"], kinds)]
+            return _validated(model, _as_text(values, wrong, kinds) if wrong else values, stage + 1)
+        raise
 
 
-def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]]) -> dict[str, object]:
+def _as_text(values: dict[str, object], locations: list[tuple[int | str, ...]],
+             kinds: tuple[type, ...]) -> dict[str, object]:
     """A copy of `values` with the values at `locations` (pydantic error locations, whose union
-    members' names are not keys) as strings. Where a value and a value inside it are both wanted
-    as text (`argv: [echo, 7]` against `str | list[str]`), only the inner one is: 7 is '7', the
-    list stays a list."""
+    members' names are not keys) as strings."""
     values = copy.deepcopy(values)
-    found: list[tuple[tuple[int | str, ...], dict[object, object] | list[object], int | str]] = []
     for loc in locations:
         holder: dict[object, object] | list[object] | None = None
         key: int | str = ""
-        path: tuple[int | str, ...] = ()
         current: object = values
         for part in loc:
             if isinstance(current, dict) and part in current:
                 holder, key, current = current, part, current[part]
             elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
                 holder, key, current = current, part, current[part]
-            else:
-                continue
-            path += (part,)
-        if holder is not None and _as_text_ok(current):
-            found.append((path, holder, key))
-    paths = [path for path, _, _ in found]
-    for path, holder, key in found:
-        if any(len(other) > len(path) and other[:len(path)] == path for other in paths):
-            continue   # a value inside it is wanted as text: that one is converted
-        if isinstance(holder, dict):
-            holder[key] = str(holder[key])
-        elif isinstance(key, int):
-            holder[key] = str(holder[key])
+        if isinstance(holder, dict) and isinstance(current, kinds):
+            holder[key] = str(current)
+        elif isinstance(holder, list) and isinstance(key, int) and isinstance(current, kinds):
+            holder[key] = str(current)
     return values

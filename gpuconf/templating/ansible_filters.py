@@ -73,7 +73,11 @@ def b64decode(value: Any, encoding: str = "utf-8") -> str:
 
 
 def split(value: Any, separator: str | None = None, maxsplit: int = -1) -> list[str]:
-    return str(value).split(separator, maxsplit)
+    """ansible-core's: str.split of the value itself, so that a number fails (never split as text)."""
+    try:
+        return str.split(value, separator, maxsplit)
+    except TypeError as exc:
+        raise GpuconfError(f"The filter plugin 'split' failed: {exc}") from None
 
 
 def flatten(value: Any, levels: int | None = None, skip_nulls: bool = True) -> list[Any]:

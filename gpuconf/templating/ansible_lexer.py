@@ -3,7 +3,9 @@
 - backslashes in the string constants of a `{{ }}` are literal in a template written in YAML
   (ansible-core's `escape_backslashes`: `regex_replace('(a)', '\\1')` means a back-reference,
   not the control character \\1); conditionals and template files are not escaped;
-- `None` prints as nothing in text (`[{{ none }}]` is `[]`);
+- `None` prints as nothing in text (`[{{ none }}]` is `[]`), and a list or a mapping made with an
+  undefined value inside is an error where it is printed (`{{ {'k': nope} }} end`), as 2.19's
+  lazy containers fail where their marker is read, never the text 'Undefined';
 - a template file may start with a `#jinja2: trim_blocks: False, lstrip_blocks: True` line:
   those settings apply to it, and the line is not written.
 """
@@ -68,7 +70,25 @@ def escaping_lexer(env: jinja2.Environment) -> EscapingLexer:
 
 def printed(value: Any) -> Any:
     """finalize: what `{{ x }}` prints in text; None prints nothing, as in Ansible."""
+    defined_throughout(value)
     return "" if value is None else value
+
+
+def defined_throughout(value: Any) -> None:
+    """A value made of an undefined one (`map(attribute=...)` of a missing key, `{'k': nope}`) is
+    an error, as in Ansible, never the text 'Undefined'."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        items: Any = value
+    elif kind is dict:
+        items = value.values()
+    else:
+        return
+    for item in items:
+        if isinstance(item, jinja2.Undefined):
+            item._fail_with_undefined_error()
+        if type(item) in (list, tuple, dict):
+            defined_throughout(item)
 
 
 def split_header(text: str) -> tuple[dict[str, Any], str]:

@@ -158,18 +158,41 @@ def json_query(data: Any, expression: str) -> Any:
         raise GpuconfError(f"json_query: {exc}") from None
 
 
-def _path(func: Any) -> Any:
-    return lambda value, *args: func(str(value), *args)
+def _path(name: str, func: Any) -> Any:
+    """A path filter as ansible-core's: os.path's function on the value as it is, so that a number,
+    a list or None fails the task ("expected str, bytes or os.PathLike object") and is never made
+    a path by str()."""
+    def path_filter(value: Any, *args: Any) -> Any:
+        try:
+            result = func(value, *args)
+        except TypeError as exc:
+            raise GpuconfError(f"The filter plugin '{name}' failed: {exc}") from None
+        return list(result) if isinstance(result, tuple) else result
+    return path_filter
+
+
+def path_join(paths: Any) -> str:
+    """ansible-core's: a string, or a sequence (not a mapping) of strings."""
+    if isinstance(paths, str):
+        return paths
+    if not isinstance(paths, (list, tuple)):
+        raise GpuconfError(f"|path_join expects string or sequence, got {type(paths)} instead.")
+    try:
+        return os.path.join(*paths)
+    except TypeError as exc:
+        raise GpuconfError(f"The filter plugin 'path_join' failed: {exc}") from None
+
+
+_PATH_FILTERS = {"basename": os.path.basename, "dirname": os.path.dirname, "expanduser": os.path.expanduser,
+                 "expandvars": os.path.expandvars, "realpath": os.path.realpath, "relpath": os.path.relpath,
+                 "splitext": os.path.splitext, "normpath": os.path.normpath, "win_basename": ntpath.basename,
+                 "win_dirname": ntpath.dirname}
 
 
 FILTERS: dict[str, Any] = {
     "ternary": ternary, "mandatory": mandatory, "comment": comment, "extract": extract, "subelements": subelements,
     "regex_escape": regex_escape, "from_yaml": from_yaml, "from_json": from_json, "type_debug": type_debug,
-    "basename": _path(os.path.basename), "dirname": _path(os.path.dirname), "expanduser": _path(os.path.expanduser),
-    "expandvars": _path(os.path.expandvars), "realpath": _path(os.path.realpath), "relpath": _path(os.path.relpath),
-    "splitext": lambda value: list(os.path.splitext(str(value))), "normpath": _path(os.path.normpath),
-    "win_basename": _path(ntpath.basename), "win_dirname": _path(ntpath.dirname),
-    "path_join": lambda parts: os.path.join(*(str(p) for p in ([parts] if isinstance(parts, str) else parts))),
+    **{name: _path(name, func) for name, func in _PATH_FILTERS.items()}, "path_join": path_join,
     "zip": lambda *lists: [list(t) for t in zip(*lists)],
     "zip_longest": lambda *lists, fillvalue=None: [list(t) for t in itertools.zip_longest(*lists,
                                                                                            fillvalue=fillvalue)],

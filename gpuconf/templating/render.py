@@ -17,6 +17,7 @@ import jinja2
 from gpuconf.errors import TemplateError, UndefinedAttribute, UndefinedVariable
 from gpuconf.files.yamlsrc import Secret, Unsafe
 from gpuconf.templating import secret_marks as marks
+from gpuconf.templating.ansible_lexer import defined_throughout
 from gpuconf.templating.compiled import ENV, MARKING, compiled, lookup_reference, reference, run_template, segments
 from gpuconf.templating.environment import ErrorMarker, MissingAttribute
 from gpuconf.templating.secret_marks import STATE as MARKS
@@ -224,26 +225,8 @@ def _evaluate(expression: str, variables: Mapping[str, Any], env: jinja2.Environ
     result = context.vars["result"]
     if isinstance(result, jinja2.Undefined):
         result._fail_with_undefined_error()
-    _defined(result)
+    defined_throughout(result)
     return result
-
-
-def _defined(value: Any) -> None:
-    """A value made of an undefined one (`map(attribute=...)` of a missing key) is an error, as
-    in Ansible, never the text 'Undefined'."""
-    kind = type(value)
-    if kind is list or kind is tuple:
-        for item in value:
-            if isinstance(item, jinja2.Undefined):
-                item._fail_with_undefined_error()
-            if type(item) in (list, tuple, dict):
-                _defined(item)
-    elif kind is dict:
-        for item in value.values():
-            if isinstance(item, jinja2.Undefined):
-                item._fail_with_undefined_error()
-            if type(item) in (list, tuple, dict):
-                _defined(item)
 
 
 def render_string(text: str, variables: Mapping[str, Any]) -> Any:
@@ -311,7 +294,7 @@ def _text(value: Any) -> str:
     """A value printed in text: None prints nothing (Ansible's templar)."""
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
-    _defined(value)
+    defined_throughout(value)
     return "" if value is None else str(value)
 
 

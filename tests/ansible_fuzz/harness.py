@@ -237,7 +237,11 @@ def gpuconf_observation(rc: int, report: Path, base: Path) -> dict[str, Any]:
                     if task["type"] == "debug" and task["status"] == "ok"]
         registered = [[entry["name"], project(entry["value"], entry.get("type", ""))]
                       for entry in result.get("registered", [])]
-        recap = result.get("recap", {})
+        recap = dict(result.get("recap", {}))
+        # the tasks of a play not started for a host (its serial batch before failed whole): gpuconf
+        # counts them unknown, Ansible nothing (docs/ansible.md, supported differently)
+        recap["unknown"] = recap.get("unknown", 0) - sum(task.get("not_run") == "batch_failed"
+                                                         for task in result["tasks"])
         shown_recap = {k: recap[k] for k in RECAP_KEYS if k in recap} | \
             {k: recap[k] for k in ("unknown", "reboot_pending") if recap.get(k)}  # gpuconf's own: never Ansible's
         hosts[name] = {"messages": messages, "registered": registered, "recap": shown_recap}

@@ -2,6 +2,7 @@
 
     python -m tests.ansible_fuzz.main [--programs 2000] [--seed S] [--jobs 2] [--shrink N]
     python -m tests.ansible_fuzz.main --only 17 --seed S        one program again, shown in full
+    python -m tests.ansible_fuzz.main --again 17,40 --seed S    those programs again (no output but the verdicts)
     python -m tests.ansible_fuzz.main --record CASE.yml          the oracle's observation of a corpus case
 
 The seed is printed first (ANSIBLE_FUZZ_SEED replays one). Each divergence is shrunk (shrink.py)
@@ -33,12 +34,14 @@ from tests.ansible_fuzz.shrink import shrink
 
 def run(args: argparse.Namespace) -> int:
     seed = args.seed or os.environ.get("ANSIBLE_FUZZ_SEED") or str(random.randrange(10**9))
-    print(f"ansible-fuzz: seed {seed}, {args.programs} programs, {args.jobs} jobs per tool", flush=True)
+    count = len(args.again) if args.again else args.programs
+    print(f"ansible-fuzz: seed {seed}, {count} programs, {args.jobs} jobs per tool", flush=True)
     work = Path(tempfile.mkdtemp(prefix="gpuconf-ansible-fuzz-"))
     started = time.monotonic()
     tally: collections.Counter[str] = collections.Counter()
     divergent: list[tuple[Program, list[str], tuple[str, ...]]] = []
-    indexes = [args.only] if args.only is not None else list(range(args.start, args.start + args.programs))
+    indexes = ([args.only] if args.only is not None else args.again if args.again
+               else list(range(args.start, args.start + args.programs)))
     with tools(work, args.jobs) as tools_:
         def one(index: int) -> None:
             program = generate(seed, index)
@@ -131,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", default=None)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--only", type=int, default=None)
+    parser.add_argument("--again", type=lambda text: [int(n) for n in text.replace(",", " ").split()], default=None,
+                        metavar="N,N,...", help="these programs of the seed (a run's divergent ones, on later code)")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("ANSIBLE_FUZZ_JOBS", 2)))
     parser.add_argument("--shrink", type=int, default=int(os.environ.get("ANSIBLE_FUZZ_SHRINK", 20)),
                         help="shrink and store at most this many divergences")

@@ -72,3 +72,28 @@ def test_ping_answers_its_data_and_crash_fails(tmp_path):
     tasks = hosts["localhost"]["tasks"]
     assert code == 0 and tasks[1]["status"] == "failed" and "boom" in tasks[1]["error"]
     assert shown(hosts["localhost"]) == [{"msg": "pong False"}]
+
+
+def test_an_include_tasks_handler_may_listen_where_a_task_include_may_not(tmp_path):
+    # ansible-core's HandlerTaskInclude takes `listen` (its include_import/valid_include_keywords
+    # target); a task's include_tasks does not
+    (tmp_path / "inc.yml").write_text("- debug: {msg: listened}\n")
+    code, hosts = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          handlers:
+            - include_tasks: {file: inc.yml}
+              listen: [hear]
+          tasks:
+            - command: "true"
+              notify: hear
+        """)
+    assert code == 0 and shown(hosts["localhost"]) == [{"msg": "listened"}]
+    code, _ = apply(tmp_path, """\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks: {file: inc.yml}
+              listen: [hear]
+        """)
+    assert code == 1

@@ -54,6 +54,14 @@ def test_an_undefined_value_inside_an_argument_makes_ansibles_filter_undefined()
         render("{{ d | combine({'k': [nope]}) | dict2items | length }}", Vars({"d": {}}))
 
 
+@pytest.mark.parametrize("template", ["{{ 1 | basename }}", "{{ none | dirname }}", "{{ [1] | splitext }}",
+                                      "{{ ['/a', 1] | path_join }}", "{{ {'a': 1} | path_join }}"])
+def test_a_path_filter_of_what_is_not_a_path_fails_as_ansible_cores_os_path(template):
+    # ansible-core calls os.path's function on the value itself: 1 | basename is a TypeError, not '1'
+    with pytest.raises(TemplateError, match="path_join expects|filter plugin '[a-z_]+' failed"):
+        render(template, Vars({"none": None}))
+
+
 def test_mandatory_names_the_variable_and_passes_a_defined_one():
     assert render("{{ x | mandatory }}", Vars({"x": 1})) == 1
     with pytest.raises(TemplateError, match="Mandatory variable 'missing' not defined"):
