@@ -74,7 +74,9 @@ class Entries:
         except (TemplateError, TaskError) as exc:  # the loop, or an item's label
             result = log.result(task, Status.FAILED, error=f"{exc.message} in task '{task.name}' ({task.location})")
             result.ignored = planner.flag(task, "ignore_errors")
-            log.finish(task, result, started)
+            log.finish(task, result, started, register=False)
+            if task.keywords.register:   # as ansible-core's task executor gives an error it caught: no `changed`
+                log.register(task, {"failed": True, "msg": result.error})
             return self.tally(task, [result])
         # the items still to come are upcoming too: what they read rides on the round trip that
         # applies the item before them, not on a request of its own

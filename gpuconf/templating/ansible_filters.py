@@ -16,7 +16,7 @@ import itertools
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -173,20 +173,40 @@ def _unique(values: list[Any]) -> list[Any]:
     return seen
 
 
+def _fixed_hash(value: Any) -> bool:
+    """Whether the value hashes alike in every process (a number, None, a tuple of them); a string's
+    hash changes from process to process (PYTHONHASHSEED)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    return isinstance(value, tuple) and all(_fixed_hash(item) for item in value)
+
+
+def _set_filter(a: Any, b: Any, operation: Callable[[set[Any], set[Any]], set[Any]],
+                first_seen: Callable[[], list[Any]]) -> list[Any]:
+    """ansible-core's set filters (plugins/filter/mathstuff.py): list(set(a) OP set(b)), in the order
+    Python's set gives, and the first-seen order where a value cannot be in a set. Where a value's
+    hash changes from process to process (a string), so does Ansible's order, run to run: gpuconf
+    keeps the first-seen order there (docs/ansible.md, supported differently)."""
+    if all(_fixed_hash(value) for value in [*a, *b]):
+        return list(operation(set(a), set(b)))
+    return first_seen()
+
+
 def difference(a: list[Any], b: list[Any]) -> list[Any]:
-    return _unique([x for x in a if x not in b])
+    return _set_filter(a, b, lambda x, y: x - y, lambda: _unique([x for x in a if x not in b]))
 
 
 def union(a: list[Any], b: list[Any]) -> list[Any]:
-    return _unique(list(a) + list(b))
+    return _set_filter(a, b, lambda x, y: x | y, lambda: _unique(list(a) + list(b)))
 
 
 def intersect(a: list[Any], b: list[Any]) -> list[Any]:
-    return _unique([x for x in a if x in b])
+    return _set_filter(a, b, lambda x, y: x & y, lambda: _unique([x for x in a if x in b]))
 
 
 def symmetric_difference(a: list[Any], b: list[Any]) -> list[Any]:
-    return _unique([x for x in union(a, b) if x not in intersect(a, b)])
+    return _set_filter(a, b, lambda x, y: x ^ y,
+                       lambda: _unique([x for x in union(a, b) if x not in intersect(a, b)]))
 
 
 def checksum(value: Any) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuconf.errors import TemplateError
-from gpuconf.templating.render import SINGLE, evaluate
+from gpuconf.templating.render import evaluate, lone_expression
 
 
 def evaluate_when(condition: Any, variables: Mapping[str, Any]) -> bool:
@@ -28,7 +28,7 @@ def _holds(item: Any, variables: Mapping[str, Any]) -> bool:
     if not isinstance(item, str):
         raise TemplateError(f"Conditional expressions must be strings: {item!r}")
     result = evaluate(_condition(item), variables)
-    if isinstance(result, str) and SINGLE.match(item.strip()):
+    if isinstance(result, str) and lone_expression(item.strip()) is not None:
         # `when: "{{ name }}"` where name holds an expression: Ansible evaluates that expression
         result = evaluate(result, variables) if result.strip() else False
     if not isinstance(result, bool):
@@ -46,6 +46,6 @@ def _condition(item: Any) -> str:
     text = str(item)
     if text not in _CONDITIONS:
         stripped = text.strip()
-        single = SINGLE.match(stripped)
-        _CONDITIONS[text] = single.group("expr") if single else stripped
+        single = lone_expression(stripped)
+        _CONDITIONS[text] = single if single is not None else stripped
     return _CONDITIONS[text]

@@ -55,9 +55,29 @@ def _ansible_filter(name: str, table: str = "FILTERS", module: str = "ansible_fi
         import importlib
         if module == "ansible_filters" and args and isinstance(args[0], jinja2.Undefined):
             args[0]._fail_with_undefined_error()   # as Ansible's: an undefined value is the error, not its type
+        inside = _undefined_inside([*args, *kwargs.values()])
+        if inside is not None:
+            return inside
         return getattr(importlib.import_module(f"gpuconf.templating.{module}"), table)[name](*args, **kwargs)
     call.__name__ = name
     return call
+
+
+def _undefined_inside(values: list[Any]) -> jinja2.Undefined | None:
+    """An undefined value inside a list or a mapping given to one of Ansible's filters or tests: as
+    ansible-core's plugins read their arguments' items (a lazy container trips the marker it holds),
+    the filter gives that undefined value back (`d2 | combine({'k': nope})` is undefined), where
+    Python would carry it along unread. Jinja's own filters read an item only where they use it."""
+    for value in values:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        for item in items:
+            if isinstance(item, jinja2.Undefined):
+                return item
+            if isinstance(item, (dict, list, tuple)):
+                found = _undefined_inside([item])
+                if found is not None:
+                    return found
+    return None
 
 
 @jinja2.pass_environment

@@ -29,6 +29,30 @@ from gpuconf.templating.secret_marks import mark, tell, touch
 SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\Z", re.S)
 
 
+_LONE: dict[str, str | None] = {}
+
+
+def lone_expression(body: str) -> str | None:
+    """The expression of a text that is one `{{ expression }}` and nothing else, or None. Jinja's
+    lexer decides where the regex cannot: `{{ {'a': {'b': 1}} }}` is one, as Ansible parses it,
+    though a `}}` is inside."""
+    single = SINGLE.match(body)
+    if single:
+        return single.group("expr")
+    if not (body.startswith("{{") and body.endswith("}}")) or body.startswith(("{{-", "{{+")) or \
+            body.endswith(("-}}", "+}}")):
+        return None
+    if body not in _LONE:
+        try:
+            kinds = [kind for _, kind, _ in ENV.lexer.tokeniter(body, None)]
+        except jinja2.TemplateSyntaxError:
+            kinds = []
+        lone = kinds.count("variable_begin") == 1 and kinds.count("variable_end") == 1 and \
+            kinds[-1] == "variable_end" and not {"data", "block_begin", "comment_begin"} & set(kinds)
+        _LONE[body] = body[2:-2] if lone else None
+    return _LONE[body]
+
+
 def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value) and not isinstance(value, Unsafe)
 
@@ -212,9 +236,9 @@ def render_string(text: str, variables: Mapping[str, Any]) -> Any:
     is "x 8\n"). A render that read a secret is done again, marked (`_render_marked`)."""
     before = MARKS.reads
     body = without_last_newline(text)
-    single = SINGLE.match(body)
-    if single:
-        result = _guard(text, lambda: _evaluate(single.group("expr"), variables, escape=True))
+    single = lone_expression(body)
+    if single is not None:
+        result = _guard(text, lambda: _evaluate(single, variables, escape=True))
     else:
         pieces = segments(body)
         if pieces is not None:
@@ -256,9 +280,9 @@ def _render_marked(text: str, body: str, variables: Mapping[str, Any]) -> Any:
     marked when it printed something made from a secret, and each such piece is told to the
     host's set of secret strings."""
     marks.secret_seen(variables)
-    single = SINGLE.match(body)
-    if single:
-        result = _guard(text, lambda: _evaluate(single.group("expr"), variables, MARKING, escape=True))
+    single = lone_expression(body)
+    if single is not None:
+        result = _guard(text, lambda: _evaluate(single, variables, MARKING, escape=True))
         return marks.marked_output(with_newlines(text, result), [result], False, variables)
     template = compiled("template", body, MARKING, escape=True)
     with marks.collecting() as pieces:

@@ -47,15 +47,16 @@ ERROR_TEXT = "<the task's error>"
 
 def project(value: Any, action: str) -> Any:
     """A registered value on the keys compared (REGISTERED_KEYS), recursively into `results`. The
-    text of a task's error (a condition or a template that could not be evaluated) is each tool's
+    text of a task's error (a condition, a loop or a template that could not be evaluated) is each tool's
     own (Ansible's names its file and column, gpuconf's the task and the host): that there is one
     is compared, not its words."""
     if not isinstance(value, dict):
         return value
     keys = [k for k in REGISTERED_KEYS if k in value and (k != "msg" or action in MSG_OF or "results" in value)]
     out = {k: value[k] for k in keys}
-    if value.get("failed") and isinstance(out.get("msg"), str) and out["msg"] and out["msg"].startswith(TASK_ERROR):
-        out["msg"] = ERROR_TEXT
+    if value.get("failed") and isinstance(out.get("msg"), str) and out["msg"] and (
+            out["msg"].startswith(TASK_ERROR) or "changed" not in value):
+        out["msg"] = ERROR_TEXT   # (no `changed`: an error ansible-core's task executor caught, a loop's say)
     if isinstance(out.get("results"), list):
         out["results"] = [project(item, action) for item in out["results"]]
     return out

@@ -32,6 +32,28 @@ def test_a_filter_or_test_gives_what_ansible_core_gives(template, expected):
     assert render(template, Vars({"recs": RECS, "none": None})) == expected
 
 
+@pytest.mark.parametrize("template, expected", [
+    # ansible-core 2.19.14's answers: list(set(a) OP set(b)), Python's set order for numbers
+    ("{{ [3, 2, 1, 10, -5] | union([7, 2]) }}", [1, 2, 3, 7, 10, -5]),
+    ("{{ [3, 2, 2] | intersect([2, 3]) }}", [2, 3]),
+    ("{{ [5, 1, 1, 3] | difference([3]) }}", [1, 5]),
+    ("{{ [1, 2] | symmetric_difference([2, 9, 4]) }}", [9, 4, 1]),
+    # a value that cannot be in a set: the first-seen order, as Ansible's fallback
+    ("{{ [[2], 1, [2]] | union([1]) }}", [[2], 1]),
+    # strings: Ansible's order changes from run to run (PYTHONHASHSEED); gpuconf keeps the first seen
+    ("{{ ['b', 'a', 'b'] | union(['c']) }}", ["b", "a", "c"]),
+])
+def test_set_filters_in_ansible_cores_order(template, expected):
+    assert render(template, Vars({})) == expected
+
+
+def test_an_undefined_value_inside_an_argument_makes_ansibles_filter_undefined():
+    """As ansible-core's plugins read their arguments' items (fuzz:class5-undefined-inside-filter-args)."""
+    assert render("{{ d | combine({'k': nope}) | default('x') }} {{ [nope] | length }}", Vars({"d": {}})) == "x 1"
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render("{{ d | combine({'k': [nope]}) | dict2items | length }}", Vars({"d": {}}))
+
+
 @pytest.mark.parametrize("template", ["{{ 1 | basename }}", "{{ none | dirname }}", "{{ [1] | splitext }}",
                                       "{{ ['/a', 1] | path_join }}", "{{ {'a': 1} | path_join }}"])
 def test_a_path_filter_of_what_is_not_a_path_fails_as_ansible_cores_os_path(template):

@@ -20,6 +20,8 @@ from gpuconf.templating.render import Vars, Verbatim, render
     ("n={{ n }}", "n=3"),
     ("{{ name | upper }}-{{ n }}", "GPU-3"),
     ("no template here", "no template here"),
+    ("{{ {'x': {'k': n}} }}", {"x": {"k": 3}}),    # one expression, though a `}}` is inside (fuzz:class5-lone-expression-braces)
+    ('{{ "}}" }}', "}}"),
 ])
 def test_native_type_only_for_a_lone_expression(text, expected):
     result = render(text, Vars({"n": 3, "flag": False, "name": "gpu"}))
