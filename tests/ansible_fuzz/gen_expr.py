@@ -158,8 +158,10 @@ class Expressions:
         return self.pick([
             f"{ls()} | map('string') | map('upper') | list", "l1 | select('match', 'a') | list",
             "l1 | reject('search', 'a') | list", f"{ls()} | map('string') | sort", f"{ls()} | unique",
-            f"{ls()} | reverse | list", f"{ls()} + {ls()}", f"{ls()} | difference({ls()})",
-            f"{ls()} | union({ls()})", f"{ls()} | intersect({ls()})", "ll | flatten", "ll | flatten(1)",
+            # the set filters' order of strings is Python's set order, which differs run to run in
+            # ansible-core itself (hash randomisation): sorted as text, so that it can be compared
+            f"{ls()} | reverse | list", f"{ls()} + {ls()}", f"{ls()} | difference({ls()}) | map('string') | sort",
+            f"{ls()} | union({ls()}) | map('string') | sort", f"{ls()} | intersect({ls()}) | map('string') | sort", "ll | flatten", "ll | flatten(1)",
             f"{e('dict', d)} | dict2items", f"{e('dict', d)} | list", f"range({e('int', d)} % 4) | list",
             f"{ls()} | zip({ls()}) | list", f"{e('str', d)} | split('a')", "recs | map(attribute='name') | list",
             "recs | selectattr('port', 'gt', 4) | map(attribute='name') | list",
