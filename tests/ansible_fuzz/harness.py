@@ -12,6 +12,7 @@ Both tools run from fork servers (forkserver.py): imported once, a child per pro
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -267,9 +268,14 @@ def _errors_alike(oracle: dict[str, Any], ours: dict[str, Any]) -> None:
 
     for host, theirs in oracle.get("hosts", {}).items():
         own = ours.get("hosts", {}).get(host, {})
-        mine = dict((name, value) for name, value in own.get("registered", []))
+        mine: dict[str, list[Any]] = {}   # each name's registered values in order (a name may be registered twice)
+        for name, value in own.get("registered", []):
+            mine.setdefault(name, []).append(value)
+        seen: collections.Counter[str] = collections.Counter()
         for name, value in theirs.get("registered", []):
-            alike(value, mine.get(name))
+            values = mine.get(name, [])
+            alike(value, values[seen[name]] if seen[name] < len(values) else None)
+            seen[name] += 1
         # a debug of a task's error text (ansible_failed_result.msg in a rescue): an error, each its own words
         messages = own.get("messages", [])
         for index, message in enumerate(theirs.get("messages", [])[:len(messages)]):
