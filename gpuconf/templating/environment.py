@@ -16,7 +16,7 @@ import yaml
 
 from gpuconf.templating.ansible_lexer import printed
 from gpuconf.templating.bounds import bound_environment
-from gpuconf.templating.secret_marks import CountingEnvironment
+from gpuconf.templating.secret_marks import DIRECT_CALLS, CountingEnvironment
 
 
 def _to_bool(value: Any) -> bool:
@@ -225,6 +225,7 @@ def make_env() -> jinja2.Environment:
                               trim_blocks=True, finalize=printed)
     env.filters.update({name: _ansible_filter(name) for name in ANSIBLE_FILTERS})
     env.globals.update(lookup=_ansible_lookup, query=_ansible_query, q=_ansible_query, ansible_managed=ANSIBLE_MANAGED)
+    DIRECT_CALLS[:] = [_ansible_lookup, _ansible_query]
     env.filters.update(
         bool=_to_bool,
         to_json=lambda v: json.dumps(v, default=str),  # as Ansible: in order; str: a value validate cannot know yet

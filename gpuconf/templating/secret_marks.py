@@ -111,6 +111,8 @@ def tell(sink: Any, values: Iterable[Any]) -> None:
 # -- the marking environment ----------------------------------------------------------------
 
 _SANDBOX = jinja2.sandbox.ImmutableSandboxedEnvironment
+# The callables that are given an undefined argument themselves (lookup, query: environment.py).
+DIRECT_CALLS: list[object] = []
 
 
 class CountingEnvironment(_SANDBOX):
@@ -122,6 +124,15 @@ class CountingEnvironment(_SANDBOX):
     def lexer(self) -> Any:
         """Jinja's lexer, escaping backslashes as Ansible's templar does (templating/ansible_lexer.py)."""
         return escaping_lexer(self)
+
+    def call(__self, __context: Any, __obj: Any, *args: object, **kwargs: object) -> Any:  # noqa: N805 - Jinja's own
+        """A call given an undefined value gives it back uncalled, as ansible-core 2.19's
+        (`'{0}'.format(nope) | default('x')` is 'x'); a macro, lookup() and query() see it."""
+        if not isinstance(__obj, jinja2.runtime.Macro) and not any(__obj is call for call in DIRECT_CALLS):
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, jinja2.Undefined):
+                    return value
+        return _SANDBOX.call(__self, __context, __obj, *args, **kwargs)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         value = _SANDBOX.getattr(self, obj, attribute)

@@ -185,3 +185,11 @@ def test_a_lookup_given_an_undefined_term_says_it_is_undefined(text):
     # ansible-core 2.19's _invoke_lookup: a lookup that does not accept markers gives the first back
     with pytest.raises(TemplateError, match="'nope' is undefined"):
         render(text, Vars({"x": 1}))
+
+
+def test_a_call_given_an_undefined_value_gives_it_back_uncalled():
+    # ansible-core 2.19's AnsibleEnvironment.call: a marker argument is the call's result
+    assert render("{{ '{0}-{1}'.format(nope | title, 2) | default('empty', true) }}", Vars({})) == "empty"
+    assert render("{{ dict(a=nope) | default({}) }}", Vars({})) == {}
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render("{{ '{0}'.format(nope) }}", Vars({}))
