@@ -51,6 +51,8 @@ def comment(text: Any, style: str = "plain", **options: Any) -> str:
     """The text as a comment block of a style: a prefix line, each line decorated, a postfix line."""
     if style not in _COMMENT_STYLES:
         raise GpuconfError(f"comment: invalid style '{style}' (one of {', '.join(_COMMENT_STYLES)})")
+    if not isinstance(text, str):   # Ansible's calls text.replace: a number is an error there
+        raise TypeError(f"'{type(text).__name__}' object has no attribute 'replace'")
     shape = _COMMENT_STYLES[style]
     edge = options.get("decoration", shape["decoration"]).rstrip()
     p: dict[str, Any] = {"newline": "\n", "beginning": "", "prefix": edge, "prefix_count": 1, "decoration": "",
@@ -59,7 +61,7 @@ def comment(text: Any, style: str = "plain", **options: Any) -> str:
     head = f"{p['beginning']}{newline}" if p["beginning"] else ""
     if p["prefix"]:
         head += (newline if p["prefix"] == newline else f"{p['prefix']}{newline}") * int(p["prefix_count"])
-    body = (decoration + str(text).replace(newline, newline + decoration)).replace(
+    body = (decoration + text.replace(newline, newline + decoration)).replace(
         decoration + newline, decoration.rstrip() + newline)
     tail = newline.join([""] + [p["postfix"]] * int(p["postfix_count"]))
     end = f"{newline}{p['end']}" if p["end"] else ""

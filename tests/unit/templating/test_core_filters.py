@@ -79,3 +79,10 @@ def test_subset_of_unhashable_items_is_an_error_as_in_ansible():
     # ansible-core's issubset is set(a) <= set(b): a list of dicts cannot be one
     with pytest.raises(TemplateError, match="unhashable"):
         render("{{ [1] is subset([{'key': 'a'}]) }}", Vars({}))
+
+
+def test_comment_of_a_number_is_an_error_as_in_ansible():
+    # plugins/filter/core.py comment(): text.replace(...) of an int fails
+    with pytest.raises(TemplateError, match="no attribute 'replace'"):
+        render("{{ 7 | comment }}", Vars({}))
+    assert render("{{ '7' | comment }}", Vars({})) == "#\n# 7\n#"
