@@ -16,7 +16,7 @@ import yaml
 
 from gpuconf.templating.ansible_lexer import printed
 from gpuconf.templating.bounds import bound_environment
-from gpuconf.templating.secret_marks import DIRECT_CALLS, CountingEnvironment
+from gpuconf.templating.secret_marks import DIRECT_CALLS, CountingEnvironment, first_undefined
 
 
 def _to_bool(value: Any) -> bool:
@@ -110,9 +110,7 @@ UNDEFINED_LOOKUPS = frozenset(("env", "first_found"))
 
 
 def _first_undefined(name: str, terms: tuple[Any, ...], options: Mapping[str, Any]) -> jinja2.Undefined | None:
-    if name in UNDEFINED_LOOKUPS:
-        return None
-    return next((value for value in (*terms, *options.values()) if isinstance(value, jinja2.Undefined)), None)
+    return None if name in UNDEFINED_LOOKUPS else first_undefined(terms, options)
 
 
 class _ContextVars(Mapping[str, Any]):
@@ -261,8 +259,7 @@ UNDEFINED_TESTS = frozenset(("defined", "undefined", "vault_encrypted"))
 def _passes_undefined(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)   # keeps Jinja's pass_environment/pass_context mark
     def filtered(*args: Any, **kwargs: Any) -> Any:
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, jinja2.Undefined):
-                return value
+        if (undefined := first_undefined(args, kwargs)) is not None:
+            return undefined
         return function(*args, **kwargs)
     return filtered

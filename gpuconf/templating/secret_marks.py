@@ -115,6 +115,12 @@ _SANDBOX = jinja2.sandbox.ImmutableSandboxedEnvironment
 DIRECT_CALLS: list[object] = []
 
 
+def first_undefined(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> jinja2.Undefined | None:
+    """The first undefined value among a call's arguments (not inside them): what ansible-core
+    2.19 gives back for a filter, test, lookup or call that does not accept markers."""
+    return next((value for value in (*args, *kwargs.values()) if isinstance(value, jinja2.Undefined)), None)
+
+
 class CountingEnvironment(_SANDBOX):
     """gpuconf's Jinja environment: an attribute or item that is a secret counts as read (a
     loop item's field, a registered output). Every `a.b` of every template comes here: the
@@ -129,9 +135,8 @@ class CountingEnvironment(_SANDBOX):
         """A call given an undefined value gives it back uncalled, as ansible-core 2.19's
         (`'{0}'.format(nope) | default('x')` is 'x'); a macro, lookup() and query() see it."""
         if not isinstance(__obj, jinja2.runtime.Macro) and not any(__obj is call for call in DIRECT_CALLS):
-            for value in (*args, *kwargs.values()):
-                if isinstance(value, jinja2.Undefined):
-                    return value
+            if (undefined := first_undefined(args, kwargs)) is not None:
+                return undefined
         return _SANDBOX.call(__self, __context, __obj, *args, **kwargs)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
